@@ -1,0 +1,133 @@
+# fheplan — top-level build. `make` builds the library (static and shared) and the CLI;
+# `make test` installs missing packages, builds and runs every test that needs no GPU.
+# Pieces of the build owned by one part of the tree live in mk/*.mk.
+
+BUILD      ?= build
+CC         ?= cc
+CUDA_HOME  ?= /usr/local/cuda
+CUDA       ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),1,0)
+NVCC       ?= $(CUDA_HOME)/bin/nvcc
+OPT        ?= -O2 -g
+SAN        ?=
+VERSION    := 0.1.0
+SOVERSION  := 0
+
+GEN        := $(BUILD)/gen
+CPPFLAGS   += -D_GNU_SOURCE -Iinclude -I$(GEN) -Iruntime -Icompiler -Icuda
+CFLAGS     += -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden $(OPT) $(SAN)
+LDFLAGS    += $(SAN)
+LDLIBS     += -lcjson -lpthread -lm
+
+ifeq ($(CUDA),1)
+CPPFLAGS   += -DFHEPLAN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Icuda
+LDLIBS     += $(CUDA_LIBS)
+endif
+
+# Sources: every C file of a library folder; generated front-end files are added by mk/lang.mk.
+LIB_SRCS   := $(wildcard runtime/*.c cuda/*.c compiler/*.c)
+LIB_CU     := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
+GEN_SRCS   :=
+GEN_HDRS   :=
+CLI_SRCS   := $(wildcard cli/*.c)
+UNIT_SRCS  := $(wildcard tests/unit/*.c)
+TEST_LIBS  := -lcriterion
+
+-include mk/*.mk
+
+LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
+             $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(GEN_SRCS)) \
+             $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(LIB_CU))
+CLI_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
+UNIT_OBJS  = $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_SRCS))
+
+STATIC     = $(BUILD)/libfheplan.a
+SHARED     = $(BUILD)/libfheplan.so.$(VERSION)
+CLI        = $(BUILD)/fheplan
+UNIT       = $(BUILD)/tests/unit
+
+.PHONY: all lib test test-run sanitize tsan deps clean example check-deps valgrind
+all: lib $(CLI)
+lib: $(STATIC) $(SHARED) $(BUILD)/libfheplan.so
+
+$(BUILD)/obj/%.o: %.c | $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/gen/%.o: $(GEN)/%.c | $(GEN_HDRS)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-function -MMD -MP -c $< -o $@
+
+$(BUILD)/obj/%.cu.o: %.cu
+	@mkdir -p $(dir $@)
+	$(NVCC) $(NVCCFLAGS) -c $< -o $@
+
+$(STATIC): $(LIB_OBJS)
+	@mkdir -p $(dir $@)
+	rm -f $@ && ar rcs $@ $^
+
+$(SHARED): $(LIB_OBJS)
+	$(CC) -shared -Wl,-soname,libfheplan.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/libfheplan.so: $(SHARED)
+	ln -sf libfheplan.so.$(VERSION) $@
+	ln -sf libfheplan.so.$(VERSION) $(BUILD)/libfheplan.so.$(SOVERSION)
+
+$(CLI): $(CLI_OBJS) $(STATIC)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC) $(LDLIBS)
+
+$(UNIT): $(UNIT_OBJS) $(STATIC)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(STATIC) $(TEST_LIBS) $(LDLIBS)
+
+# ---- tests -----------------------------------------------------------------------------
+# `make test` is the one command the README and CI use: it installs what is missing,
+# then builds and runs the suite. Extra suites register themselves in TEST_EXTRA.
+test: deps
+	@$(MAKE) --no-print-directory test-run
+
+UNIT_ARGS ?= --jobs=2
+test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
+	$(UNIT) $(UNIT_ARGS)
+	@for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
+
+# ASan+UBSan over the whole unit suite (CUDA off: no GPU code runs in CI anyway).
+sanitize: deps
+	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT='-O1 -g' \
+	  SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 test-run
+
+# TSan over the threaded tests (suites whose names start with "threads").
+tsan: deps
+	@$(MAKE) --no-print-directory BUILD=build/tsan CUDA=0 OPT='-O1 -g' SAN=-fsanitize=thread \
+	  UNIT_ARGS="--jobs=1 --filter=threads*/*" TEST_EXTRA= build/tsan/tests/unit
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build/tsan/tests/unit --jobs=1 --filter='threads*/*'
+
+valgrind: deps
+	@$(MAKE) --no-print-directory BUILD=build/vg CUDA=0 OPT='-O1 -g' build/vg/tests/unit
+	valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
+
+# Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
+# mandoc). Nothing happens when everything is present.
+deps:
+	@missing=""; \
+	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
+	command -v bison >/dev/null 2>&1 || missing="$$missing bison"; \
+	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
+	command -v mandoc >/dev/null 2>&1 || missing="$$missing mandoc"; \
+	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
+	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	if [ -n "$$missing" ]; then \
+	  echo "deps: installing$$missing"; \
+	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
+	  $$sudo apt-get update -qq && \
+	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	fi
+
+clean:
+	rm -rf build
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

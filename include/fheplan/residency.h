@@ -1,0 +1,439 @@
+/* fheplan/residency.h — the residency manager: values, handles, budgets, the strict
+ * primitives, leases and holds, accounting, snapshots and the trace; plans, scopes
+ * and explain. See fhr_manager(3) and fhr_plan(3) for each function's contract. */
+#ifndef FHEPLAN_RESIDENCY_H
+#define FHEPLAN_RESIDENCY_H
+
+#include "fheplan/types.h"
+#include "fheplan/backend.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- values ------------------------------------------------------------------- */
+
+typedef enum fhr_domain {
+    FHR_DOMAIN_NONE = 0,
+    FHR_DOMAIN_COEFF, /* coefficient representation */
+    FHR_DOMAIN_EVAL   /* NTT / evaluation representation */
+} fhr_domain;
+
+typedef enum fhr_key_relation {
+    FHR_KEY_NONE = 0,
+    FHR_KEY_ROTATION, /* key_param: rotation step */
+    FHR_KEY_CONJUGATION,
+    FHR_KEY_RELINEARIZATION
+} fhr_key_relation;
+
+#define FHR_MAX_PRIMES 128
+
+/* CKKS metadata; no movement ever changes it. */
+typedef struct fhr_ckks_meta {
+    uint64_t context_id;
+    int32_t level;
+    double scale;
+    uint32_t n_primes;
+    uint32_t prime_ids[FHR_MAX_PRIMES];
+    fhr_domain domain;
+    fhr_key_relation key_relation;
+    int64_t key_param;
+} fhr_ckks_meta;
+
+FHR_API int fhr_ckks_meta_equal(const fhr_ckks_meta *a, const fhr_ckks_meta *b);
+
+/* A concrete value: byte buffers at one location, named fields that are views into
+ * them (fields may share or overlap storage), and CKKS metadata. A value owns its
+ * buffers. Not thread-safe; a value handed to the manager belongs to it. */
+typedef struct fhr_value fhr_value;
+
+/* How a buffer is released when its value is destroyed. */
+typedef void (*fhr_free_fn)(void *ctx, void *ptr, size_t nbytes);
+
+FHR_API fhr_status fhr_value_create(fhr_location loc, const fhr_ckks_meta *meta,
+                                    fhr_value **out, fhr_error *err);
+/* Adds a buffer the value now owns; free_fn(free_ctx, ptr, nbytes) releases it
+ * (NULL free_fn: the caller keeps ownership of the memory). Returns its index via out. */
+FHR_API fhr_status fhr_value_add_buffer(fhr_value *v, void *ptr, size_t nbytes,
+                                        fhr_free_fn free_fn, void *free_ctx, size_t *out,
+                                        fhr_error *err);
+/* Allocates a buffer through the backend at the value's location (synchronously
+ * usable: the allocation is ordered on s, or immediate when s is NULL). */
+FHR_API fhr_status fhr_value_alloc_buffer(fhr_value *v, fhr_backend *b, size_t nbytes,
+                                          fhr_stream *s, size_t *out, fhr_error *err);
+/* Declares field `name` as bytes [offset, offset+nbytes) of buffer `buffer`. */
+FHR_API fhr_status fhr_value_add_field(fhr_value *v, const char *name, size_t buffer,
+                                       size_t offset, size_t nbytes, fhr_error *err);
+FHR_API void fhr_value_destroy(fhr_value *v);
+
+FHR_API fhr_location fhr_value_location(const fhr_value *v);
+FHR_API const fhr_ckks_meta *fhr_value_meta(const fhr_value *v);
+FHR_API size_t fhr_value_nfields(const fhr_value *v);
+FHR_API const char *fhr_value_field_name(const fhr_value *v, size_t i);
+/* Pointer and logical size of a field, by name; FHR_E_INVALID if absent. */
+FHR_API fhr_status fhr_value_field(const fhr_value *v, const char *name, void **ptr,
+                                   size_t *nbytes);
+FHR_API fhr_status fhr_value_field_at(const fhr_value *v, size_t i, void **ptr,
+                                      size_t *nbytes);
+/* Sum of field sizes (views counted each time). */
+FHR_API uint64_t fhr_value_logical_nbytes(const fhr_value *v);
+/* Sum of buffer sizes actually held. */
+FHR_API uint64_t fhr_value_storage_nbytes(const fhr_value *v);
+
+/* Functional copy to `to`: a new value with the same fields and metadata, each
+ * buffer compacted to the byte span its fields cover. Ordered on s (the copy's
+ * contents are ready once work on s completes; s NULL: a backend default stream
+ * is used and synchronised before return). The source is left untouched. */
+FHR_API fhr_status fhr_value_to(const fhr_value *v, fhr_location to, fhr_backend *b,
+                                fhr_stream *s, fhr_value **out, fhr_error *err);
+
+/* A value spec fixes what a source must produce and the per-copy charge. */
+typedef struct fhr_field_spec {
+    const char *name;
+    uint64_t nbytes;
+} fhr_field_spec;
+
+typedef struct fhr_value_spec {
+    fhr_ckks_meta meta;
+    size_t nfields;
+    const fhr_field_spec *fields;
+    uint64_t storage_nbytes; /* conservative charge per copy; >= sum of fields */
+} fhr_value_spec;
+
+/* ---- manager --------------------------------------------------------------------- */
+
+typedef struct fhr_manager fhr_manager;
+
+typedef enum fhr_replica_mode { FHR_REPLICABLE = 0, FHR_EXCLUSIVE = 1 } fhr_replica_mode;
+typedef enum fhr_recoverability {
+    FHR_MUST_PRESERVE = 0,
+    FHR_RECONSTRUCTIBLE = 1
+} fhr_recoverability;
+
+typedef struct fhr_budget {
+    fhr_location loc;
+    uint64_t nbytes;
+} fhr_budget;
+
+typedef struct fhr_manager_config {
+    fhr_backend *backend;        /* required; the manager does not own it */
+    const fhr_budget *budgets;   /* strict admission limits; other locations unbudgeted */
+    size_t nbudgets;
+    size_t trace_capacity;       /* rolling trace entries; 0 turns the trace off */
+} fhr_manager_config;
+
+FHR_API fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out,
+                                      fhr_error *err);
+/* Waits for all outstanding work, frees every copy and value. Outstanding leases and
+ * holds become invalid. */
+FHR_API void fhr_manager_destroy(fhr_manager *m);
+/* Immutable; callable at any time from any thread, also during a source load. */
+FHR_API uint64_t fhr_manager_id(const fhr_manager *m);
+FHR_API fhr_backend *fhr_manager_backend(const fhr_manager *m);
+/* Sets or replaces a strict budget (creating the location). Refused with
+ * FHR_E_BUDGET if current used+reserved already exceeds it. */
+FHR_API fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes,
+                                  fhr_error *err);
+
+typedef struct fhr_adopt_opts {
+    fhr_replica_mode mode;
+    const char *label;   /* diagnostics only; copied */
+    int32_t priority;    /* higher is kept longer by policies */
+} fhr_adopt_opts;
+
+/* Takes ownership of *value (MUST_PRESERVE). On success *value is set to NULL: keep no
+ * alias. On failure the caller still owns it. */
+FHR_API fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *opts,
+                             fhr_handle *out, fhr_error *err);
+
+/* A source reconstructs the exact value at `at` (allocating through b, ordered on s)
+ * and hands over sole ownership in *out. While it runs every other call on the same
+ * manager fails with FHR_E_REENTRANT. */
+typedef fhr_status (*fhr_source_load_fn)(void *ctx, const fhr_value_spec *spec,
+                                         fhr_location at, fhr_backend *b, fhr_stream *s,
+                                         fhr_value **out, fhr_error *err);
+typedef struct fhr_source {
+    fhr_source_load_fn load;
+    void *ctx;
+    void (*release)(void *ctx); /* called once when the value is discarded; may be NULL */
+} fhr_source;
+
+/* RECONSTRUCTIBLE value with no copy yet. The spec is copied. */
+FHR_API fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec,
+                                       const fhr_source *src, const fhr_adopt_opts *opts,
+                                       fhr_handle *out, fhr_error *err);
+
+/* The strict primitives. s: the transfer stream (NULL: the manager's stream for the
+ * destination). None chooses another placement; a failure changes nothing. */
+FHR_API fhr_status fhr_ensure(fhr_manager *m, fhr_handle h, fhr_location at, fhr_stream *s,
+                              fhr_error *err);
+/* from NULL: the manager picks the source copy (deterministic: same device, then
+ * pinned, host, other devices). */
+FHR_API fhr_status fhr_move(fhr_manager *m, fhr_handle h, fhr_location to,
+                            const fhr_location *from, fhr_stream *s, fhr_error *err);
+FHR_API fhr_status fhr_drop(fhr_manager *m, fhr_handle h, fhr_location at, fhr_error *err);
+FHR_API fhr_status fhr_discard(fhr_manager *m, fhr_handle h, fhr_error *err);
+FHR_API fhr_status fhr_set_priority(fhr_manager *m, fhr_handle h, int32_t priority,
+                                    fhr_error *err);
+/* Whether h currently has a copy at loc (0/1), or a status error (negated) */
+FHR_API int fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc);
+
+/* ---- leases and holds ---------------------------------------------------------- */
+
+typedef struct fhr_lease fhr_lease;
+typedef struct fhr_hold fhr_hold;
+
+/* Ready-only read window over copies already at `at` (never materializes). A CUDA
+ * location requires a consumer stream; the stream is made to wait for any copy
+ * still in flight. A host location waits for in-flight copies before returning. */
+FHR_API fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n,
+                               fhr_location at, fhr_stream *consumer, fhr_lease **out,
+                               fhr_error *err);
+FHR_API fhr_status fhr_lease_add_consumer_stream(fhr_lease *l, fhr_stream *s,
+                                                 fhr_error *err);
+/* The borrowed value (read-only; never keep it past release). NULL if h not leased. */
+FHR_API const fhr_value *fhr_lease_value(const fhr_lease *l, fhr_handle h);
+/* Returns at once; records a completion event on every consumer stream; the copies
+ * stay protected until those events complete and are reaped. Any thread. Frees l. */
+FHR_API fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err);
+/* Reaps completed consumer events and deferred frees; returns how many were reaped. */
+FHR_API size_t fhr_reap(fhr_manager *m);
+
+/* Retention without values. */
+FHR_API fhr_status fhr_hold(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                            fhr_hold **out, fhr_error *err);
+FHR_API fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err);
+
+/* ---- accounting, snapshots, trace ---------------------------------------------- */
+
+typedef struct fhr_loc_stats {
+    fhr_location loc;
+    uint64_t used_bytes;         /* sum of copy charges */
+    uint64_t reserved_bytes;     /* sum of active reservations */
+    uint64_t peak_used_bytes;
+    uint64_t peak_charged_bytes; /* used + reserved + temporaries, highest seen */
+    int has_budget;
+    uint64_t budget_bytes;
+    uint64_t remaining_budget_bytes; /* budget - used - reserved */
+    fhr_observation obs;         /* sampled when the snapshot was taken */
+} fhr_loc_stats;
+
+typedef struct fhr_copy_info {
+    fhr_location loc;
+    uint64_t storage_nbytes; /* actual bytes held */
+    uint64_t charged_nbytes; /* the spec's charge */
+    int ready;               /* 0 while the copy that fills it is in flight */
+    uint32_t leases, holds, pending_events;
+    uint64_t last_use;       /* logical clock */
+} fhr_copy_info;
+
+typedef struct fhr_value_info {
+    fhr_handle handle;
+    char label[64];
+    fhr_replica_mode mode;
+    fhr_recoverability recoverability;
+    int32_t priority;
+    uint64_t spec_storage_nbytes;
+    uint64_t logical_nbytes;
+    fhr_ckks_meta meta;
+    size_t ncopies;
+    fhr_copy_info *copies;
+} fhr_value_info;
+
+/* Tensor-free picture of the manager. Caller owns it (fhr_snapshot_free). */
+typedef struct fhr_snapshot {
+    uint64_t manager_id;
+    uint64_t state_version; /* bumped by every mutation */
+    uint64_t clock;         /* logical use clock */
+    size_t nlocs;
+    fhr_loc_stats *locs;    /* sorted by slot */
+    size_t nvalues;
+    fhr_value_info *values; /* sorted by handle serial */
+} fhr_snapshot;
+
+FHR_API fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err);
+FHR_API void fhr_snapshot_free(fhr_snapshot *s);
+FHR_API const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc);
+FHR_API const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h);
+/* JSON text (malloc'd; free()). Schema in fhr_manager(3). */
+FHR_API char *fhr_snapshot_json(const fhr_snapshot *s);
+FHR_API uint64_t fhr_state_version(fhr_manager *m);
+
+typedef enum fhr_trace_kind {
+    FHR_TR_ADOPT, FHR_TR_REGISTER, FHR_TR_LOAD, FHR_TR_ENSURE, FHR_TR_MOVE, FHR_TR_DROP,
+    FHR_TR_DISCARD, FHR_TR_ACQUIRE, FHR_TR_RELEASE, FHR_TR_HOLD, FHR_TR_UNHOLD,
+    FHR_TR_RESERVE, FHR_TR_UNRESERVE, FHR_TR_REAP, FHR_TR_SCOPE_ENTER, FHR_TR_SCOPE_EXIT,
+    FHR_TR_BODY
+} fhr_trace_kind;
+
+typedef struct fhr_trace_entry {
+    uint64_t seq;
+    fhr_trace_kind kind;
+    fhr_handle handle;
+    fhr_location from, to;
+    uint64_t nbytes;
+    uint64_t stream_id;
+    uint64_t t_ns;          /* monotonic, host side */
+    uint64_t state_version; /* after the entry */
+    char label[48];         /* scope or reservation label */
+} fhr_trace_entry;
+
+FHR_API const char *fhr_trace_kind_name(fhr_trace_kind k);
+/* Copies up to cap most recent entries (oldest first); returns how many. */
+FHR_API size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap);
+FHR_API char *fhr_trace_json(fhr_manager *m);
+FHR_API void fhr_trace_set_capacity(fhr_manager *m, size_t capacity);
+
+/* ---- plans ------------------------------------------------------------------------- */
+
+typedef enum fhr_action_kind {
+    FHR_ACT_ENSURE = 0,
+    FHR_ACT_MOVE,
+    FHR_ACT_DROP,
+    FHR_ACT_DISCARD
+} fhr_action_kind;
+
+typedef struct fhr_action {
+    fhr_action_kind kind;
+    fhr_handle handle;
+    fhr_location at;   /* ENSURE/DROP: the location; MOVE: the destination */
+    int has_from;      /* MOVE only */
+    fhr_location from;
+} fhr_action;
+
+FHR_API const char *fhr_action_kind_name(fhr_action_kind k);
+
+typedef struct fhr_reservation {
+    fhr_location at;
+    uint64_t nbytes;
+    const char *label;
+} fhr_reservation;
+
+typedef struct fhr_plan_desc {
+    const char *name;
+    const fhr_action *reclaim; size_t nreclaim;
+    const fhr_action *enter;   size_t nenter;
+    const fhr_action *exit;    size_t nexit;
+    const fhr_reservation *reservations; size_t nreservations;
+} fhr_plan_desc;
+
+/* Immutable plan; everything in desc is copied. */
+typedef struct fhr_plan fhr_plan;
+FHR_API fhr_status fhr_plan_create(const fhr_plan_desc *desc, fhr_plan **out, fhr_error *err);
+FHR_API void fhr_plan_destroy(fhr_plan *p);
+FHR_API const char *fhr_plan_name(const fhr_plan *p);
+FHR_API size_t fhr_plan_nactions(const fhr_plan *p, fhr_phase phase);
+FHR_API const fhr_action *fhr_plan_action(const fhr_plan *p, fhr_phase phase, size_t i);
+FHR_API size_t fhr_plan_nreservations(const fhr_plan *p);
+FHR_API const fhr_reservation *fhr_plan_reservation(const fhr_plan *p, size_t i);
+
+typedef struct fhr_loc_peak {
+    fhr_location loc;
+    uint64_t peak_used_bytes;
+    uint64_t peak_charged_bytes;
+    int has_budget;
+    uint64_t budget_bytes;
+} fhr_loc_peak;
+
+typedef struct fhr_explanation {
+    int feasible;
+    char reason[512];       /* "" when feasible */
+    fhr_status status;      /* the failure kind */
+    fhr_phase phase;
+    long action_index;      /* -1 for a reservation failure without action */
+    fhr_handle handle;
+    fhr_location loc;
+    uint64_t bytes_short;
+    size_t npeaks;
+    fhr_loc_peak peaks[FHR_LOC_SLOTS]; /* every location the plan or the state touches */
+    uint64_t bytes_moved;   /* predicted transfer bytes */
+    uint64_t state_version; /* the state it was judged against */
+} fhr_explanation;
+
+/* Dry run of the whole plan (reclaim, reserve, enter, exit, release) against the
+ * current state. Changes nothing. Fails only on bad arguments; infeasibility is in out. */
+FHR_API fhr_status fhr_explain(fhr_manager *m, const fhr_plan *p, fhr_explanation *out,
+                               fhr_error *err);
+FHR_API char *fhr_explanation_json(const fhr_explanation *e);
+
+typedef struct fhr_stream_map {
+    fhr_location loc; /* destination location */
+    fhr_stream *stream;
+} fhr_stream_map;
+
+/* Raw ordered sequence without a body; transfer streams per destination. */
+FHR_API fhr_status fhr_execute_actions(fhr_manager *m, const fhr_action *acts, size_t n,
+                                       const fhr_stream_map *streams, size_t nstreams,
+                                       fhr_report **report, fhr_error *err);
+
+/* ---- scopes ----------------------------------------------------------------------- */
+
+typedef struct fhr_scope fhr_scope;
+
+/* Touches no manager state. The plan must outlive the scope. */
+FHR_API fhr_status fhr_scope_create(fhr_manager *m, const fhr_plan *p,
+                                    const fhr_stream_map *streams, size_t nstreams,
+                                    fhr_scope **out, fhr_error *err);
+/* Binds the scope to a state version: entry fails with FHR_E_STALE unless the
+ * manager is still at that version (checked under the lock before any mutation). */
+FHR_API void fhr_scope_expect_version(fhr_scope *sc, uint64_t state_version);
+/* preflight, reclaim, admit reservations, enter. A failure consumes the scope. */
+FHR_API fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err);
+/* body_status: the body's outcome (FHR_OK if it succeeded). Runs the exit actions,
+ * releases the reservations and publishes the report. Returns the exit's status; if
+ * the body failed and exit also failed, the exit failure is kept on the scope
+ * (fhr_scope_exit_error) and FHR_E_PLAN is returned. */
+FHR_API fhr_status fhr_scope_exit(fhr_scope *sc, fhr_status body_status, fhr_error *err);
+/* No-op after a failed entry or completed exit; otherwise exits with body failure. */
+FHR_API void fhr_scope_close(fhr_scope *sc);
+FHR_API void fhr_scope_destroy(fhr_scope *sc);
+/* The published report (after a successful exit), else NULL. Owned by the scope. */
+FHR_API const fhr_report *fhr_scope_report(const fhr_scope *sc);
+FHR_API const fhr_error *fhr_scope_exit_error(const fhr_scope *sc);
+FHR_API const char *fhr_scope_path(const fhr_scope *sc); /* "outer/inner" */
+
+/* ---- reports ---------------------------------------------------------------------- */
+
+typedef enum fhr_direction {
+    FHR_DIR_H2H = 0, FHR_DIR_H2D, FHR_DIR_D2H, FHR_DIR_D2D, FHR_DIR_NONE, FHR_DIR_COUNT_
+} fhr_direction;
+
+FHR_API fhr_direction fhr_direction_of(fhr_location from, fhr_location to);
+FHR_API const char *fhr_direction_name(fhr_direction d);
+
+typedef struct fhr_transition {
+    fhr_phase phase;
+    size_t action_index;
+    fhr_action_kind kind;
+    fhr_handle handle;
+    int has_from;
+    fhr_location from, to;
+    uint64_t nbytes;      /* bytes copied (0 for drop/discard) */
+    uint64_t stream_id;
+    uint64_t t_start_ns, t_end_ns; /* host-side submission window */
+    int loaded;           /* a source load produced the copy */
+} fhr_transition;
+
+typedef struct fhr_reservation_event {
+    int admitted;         /* 1 admitted, 0 released */
+    fhr_location at;
+    uint64_t nbytes;
+    char label[64];
+    uint64_t t_ns;
+} fhr_reservation_event;
+
+FHR_API const char *fhr_report_name(const fhr_report *r);
+FHR_API size_t fhr_report_ntransitions(const fhr_report *r);
+FHR_API const fhr_transition *fhr_report_transition(const fhr_report *r, size_t i);
+FHR_API size_t fhr_report_nreservation_events(const fhr_report *r);
+FHR_API const fhr_reservation_event *fhr_report_reservation_event(const fhr_report *r,
+                                                                   size_t i);
+FHR_API uint64_t fhr_report_bytes(const fhr_report *r, fhr_direction d);
+FHR_API uint64_t fhr_report_count(const fhr_report *r, fhr_direction d);
+FHR_API char *fhr_report_json(const fhr_report *r);
+FHR_API void fhr_report_free(fhr_report *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
