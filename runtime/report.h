@@ -1,0 +1,24 @@
+/* runtime/report.h — building execution reports (internal). */
+#ifndef FHEPLAN_RUNTIME_REPORT_H
+#define FHEPLAN_RUNTIME_REPORT_H
+
+#include "fheplan/residency.h"
+
+struct fhr_report {
+    char *name;
+    fhr_transition *tr;
+    size_t ntr, captr;
+    fhr_reservation_event *rev;
+    size_t nrev, caprev;
+    uint64_t bytes[FHR_DIR_COUNT_];
+    uint64_t count[FHR_DIR_COUNT_];
+};
+
+fhr_report *fhr_report_new(const char *name);
+fhr_status fhr_report_add_transition(fhr_report *r, const fhr_transition *t);
+fhr_status fhr_report_add_reservation(fhr_report *r, int admitted, const fhr_reservation *res,
+                                      uint64_t t_ns);
+fhr_report *fhr_report_clone(const fhr_report *r);
+uint64_t fhr_now_ns(void);
+
+#endif
