@@ -200,7 +200,7 @@ FHR_API fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err);
 FHR_API size_t fhr_reap(fhr_manager *m);
 
 /* Retention without values. */
-FHR_API fhr_status fhr_hold(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+FHR_API fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
                             fhr_hold **out, fhr_error *err);
 FHR_API fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err);
 
