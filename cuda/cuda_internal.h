@@ -1,0 +1,56 @@
+/* cuda/cuda_internal.h — pieces shared by the real CUDA backend's files: error mapping,
+ * the pinned host pool, the host copy-thread pool and pageable staging (internal). */
+#ifndef FHEPLAN_CUDA_INTERNAL_H
+#define FHEPLAN_CUDA_INTERNAL_H
+
+#if FHEPLAN_HAVE_CUDA
+#include "backend.h"
+
+#include <cuda_runtime_api.h>
+
+/* Fills err with FHR_E_BACKEND naming the operation and the CUDA error; returns it. */
+fhr_status fhr_cuda_fail(fhr_error *err, cudaError_t e, const char *what);
+
+#define CU_TRY(call, what)                                                                     \
+    do {                                                                                       \
+        cudaError_t cu_e_ = (call);                                                            \
+        if (cu_e_ != cudaSuccess)                                                              \
+            return fhr_cuda_fail(err, cu_e_, what);                                            \
+    } while (0)
+
+/* ---- pinned host pool (cuda_pinned.c) ----------------------------------------------
+ * Large cudaHostAlloc arenas (256 MiB; a bigger request gets a dedicated arena) carved
+ * by an address-ordered first-fit free list with coalescing. Thread-safe; pin_release
+ * takes only the pool mutex and calls no CUDA function, so a CUDA host function may
+ * call it. Arenas are returned to the system only by pin_pool_destroy. */
+typedef struct pin_pool pin_pool;
+fhr_status pin_pool_create(pin_pool **out, fhr_error *err);
+fhr_status pin_alloc(pin_pool *pp, size_t nbytes, void **out, fhr_error *err);
+/* nbytes must be the size given to pin_alloc. Unknown pointers are ignored. */
+void pin_release(pin_pool *pp, void *p, size_t nbytes);
+void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved);
+void pin_pool_destroy(pin_pool *pp);
+
+/* ---- host copy threads (cuda_staging.c) --------------------------------------------
+ * A persistent pool of threads doing large host memcpys in parallel slices. Callable
+ * from any thread, including CUDA host functions (it calls no CUDA). */
+typedef struct copy_pool copy_pool;
+fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err);
+void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n);
+int copy_pool_threads(const copy_pool *cp);
+void copy_pool_destroy(copy_pool *cp);
+
+/* ---- pageable staging (cuda_staging.c) ---------------------------------------------
+ * Pageable host <-> device copies through per-device stagers (4 x 16 MiB pinned
+ * buffers and an internal stream each), pipelining host memcpy with DMA. */
+typedef struct stager_set stager_set;
+fhr_status stager_set_create(copy_pool *cp, stager_set **out, fhr_error *err);
+/* Synchronous for the calling thread: waits for s's earlier work, runs the pipeline,
+ * and returns once the host side is done. Device-to-host is complete on return;
+ * for host-to-device, later work on s waits (cudaStreamWaitEvent) for the last DMA. */
+fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
+                       int to_device, cudaStream_t s, fhr_error *err);
+void stager_set_destroy(stager_set *set);
+
+#endif
+#endif

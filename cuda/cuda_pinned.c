@@ -1,0 +1,195 @@
+/* cuda/cuda_pinned.c — the pinned host pool of the CUDA backend: cudaHostAlloc arenas
+ * carved by an address-ordered first-fit free list that coalesces on release. */
+#include "cuda_internal.h"
+
+#if FHEPLAN_HAVE_CUDA
+#include "error.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#define PIN_ALIGN ((size_t)256)
+#define PIN_ARENA ((size_t)256 << 20)
+
+typedef struct pin_range { /* a free range of an arena, by offset */
+    size_t off, size;
+    struct pin_range *next;
+} pin_range;
+
+typedef struct pin_arena {
+    char *base;
+    size_t size;
+    pin_range *free; /* sorted by offset, never adjacent (coalesced) */
+    struct pin_arena *next;
+} pin_arena;
+
+struct pin_pool {
+    pthread_mutex_t mu;
+    pin_arena *arenas;
+    uint64_t used, reserved;
+};
+
+static size_t round_up(size_t n) { return (n + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN; }
+
+fhr_status pin_pool_create(pin_pool **out, fhr_error *err)
+{
+    pin_pool *pp = calloc(1, sizeof *pp);
+    if (!pp)
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for the pinned pool");
+    pthread_mutex_init(&pp->mu, NULL);
+    *out = pp;
+    return FHR_OK;
+}
+
+/* First fit in one arena; NULL when nothing fits. Caller holds the mutex. */
+static void *carve(pin_arena *a, size_t sz)
+{
+    for (pin_range **link = &a->free; *link; link = &(*link)->next) {
+        pin_range *r = *link;
+        if (r->size < sz)
+            continue;
+        void *p = a->base + r->off;
+        r->off += sz;
+        r->size -= sz;
+        if (r->size == 0) {
+            *link = r->next;
+            free(r);
+        }
+        return p;
+    }
+    return NULL;
+}
+
+static void *carve_any(pin_pool *pp, size_t sz)
+{
+    for (pin_arena *a = pp->arenas; a; a = a->next) {
+        void *p = carve(a, sz);
+        if (p) {
+            pp->used += sz;
+            return p;
+        }
+    }
+    return NULL;
+}
+
+/* Adds an arena of at least sz bytes; cudaHostAlloc runs outside the pool mutex. */
+static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
+{
+    size_t asz = sz > PIN_ARENA ? sz : PIN_ARENA;
+    pin_arena *a = calloc(1, sizeof *a);
+    pin_range *r = calloc(1, sizeof *r);
+    if (!a || !r) {
+        free(a);
+        free(r);
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a pinned arena");
+    }
+    void *base = NULL;
+    cudaError_t e = cudaHostAlloc(&base, asz, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        free(a);
+        free(r);
+        return fhr_cuda_fail(err, e, "cudaHostAlloc (pinned arena)");
+    }
+    a->base = base;
+    a->size = asz;
+    r->size = asz;
+    a->free = r;
+    pthread_mutex_lock(&pp->mu);
+    a->next = pp->arenas;
+    pp->arenas = a;
+    pp->reserved += asz;
+    pthread_mutex_unlock(&pp->mu);
+    return FHR_OK;
+}
+
+fhr_status pin_alloc(pin_pool *pp, size_t nbytes, void **out, fhr_error *err)
+{
+    size_t sz = round_up(nbytes);
+    for (;;) {
+        pthread_mutex_lock(&pp->mu);
+        void *p = carve_any(pp, sz);
+        pthread_mutex_unlock(&pp->mu);
+        if (p) {
+            *out = p;
+            return FHR_OK;
+        }
+        fhr_status st = grow(pp, sz, err);
+        if (st)
+            return st;
+    }
+}
+
+/* Inserts [off, off+sz) into the sorted free list, merging with both neighbours. */
+static void give_back(pin_arena *a, size_t off, size_t sz)
+{
+    pin_range **link = &a->free, *prev = NULL;
+    while (*link && (*link)->off < off) {
+        prev = *link;
+        link = &(*link)->next;
+    }
+    pin_range *next = *link;
+    if (prev && prev->off + prev->size == off) {
+        prev->size += sz;
+        if (next && prev->off + prev->size == next->off) {
+            prev->size += next->size;
+            prev->next = next->next;
+            free(next);
+        }
+        return;
+    }
+    if (next && off + sz == next->off) {
+        next->off = off;
+        next->size += sz;
+        return;
+    }
+    pin_range *r = malloc(sizeof *r);
+    if (!r)
+        return; /* the range is lost to the pool (still freed at destroy) */
+    r->off = off;
+    r->size = sz;
+    r->next = next;
+    *link = r;
+}
+
+void pin_release(pin_pool *pp, void *p, size_t nbytes)
+{
+    size_t sz = round_up(nbytes);
+    pthread_mutex_lock(&pp->mu);
+    for (pin_arena *a = pp->arenas; a; a = a->next) {
+        char *c = p;
+        if (c >= a->base && c < a->base + a->size) {
+            give_back(a, (size_t)(c - a->base), sz);
+            pp->used -= sz;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&pp->mu);
+}
+
+void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved)
+{
+    pthread_mutex_lock(&pp->mu);
+    *used = pp->used;
+    *reserved = pp->reserved;
+    pthread_mutex_unlock(&pp->mu);
+}
+
+void pin_pool_destroy(pin_pool *pp)
+{
+    if (!pp)
+        return;
+    while (pp->arenas) {
+        pin_arena *a = pp->arenas;
+        pp->arenas = a->next;
+        while (a->free) {
+            pin_range *r = a->free;
+            a->free = r->next;
+            free(r);
+        }
+        cudaFreeHost(a->base);
+        free(a);
+    }
+    pthread_mutex_destroy(&pp->mu);
+    free(pp);
+}
+#endif

@@ -1,0 +1,30 @@
+# mk/cuda.mk — build rules owned by cuda/: the GPU test binary (`make test-gpu`) and the
+# transfer benchmark (`make bench-transfer`). Both need CUDA=1 and link cudart statically
+# so /work/shared/tools/gpu-bundle can carry them to a GPU host.
+
+GPU_TEST       := $(BUILD)/tests/gpu
+GPU_TEST_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/gpu/*.c))
+BENCH_TRANSFER := $(BUILD)/bench/transfer
+BENCH_XFER_OBJ  = $(BUILD)/obj/bench/transfer.o
+
+.PHONY: test-gpu bench-transfer
+
+ifeq ($(CUDA),1)
+# Prerequisites name the archive directly: STATIC is defined after this file is included.
+$(GPU_TEST): $(GPU_TEST_OBJS) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJS) $(BUILD)/libfheplan.a $(TEST_LIBS) $(LDLIBS)
+
+$(BENCH_TRANSFER): $(BENCH_XFER_OBJ) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_XFER_OBJ) $(BUILD)/libfheplan.a $(LDLIBS)
+
+# Runs the GPU suite; without a GPU every test reports itself skipped.
+test-gpu: $(GPU_TEST)
+	$(GPU_TEST) --jobs=1
+
+bench-transfer: $(BENCH_TRANSFER)
+else
+test-gpu bench-transfer:
+	@echo "$@: needs CUDA=1 (no $(CUDA_HOME)/include/cuda_runtime.h)"
+endif

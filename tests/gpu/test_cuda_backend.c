@@ -1,0 +1,327 @@
+/* tests/gpu/test_cuda_backend.c — the real CUDA backend on a GPU: pools, copies in every
+ * direction (staged pageable ones included), peer copies, events, ordering, observations. */
+#include "backend.h"
+#include "../unit/backend_gate.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+
+/* Criterion forks each test, so every test creates its own backend (and CUDA context). */
+static fhr_backend *cuda_or_skip(void)
+{
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_status st = fhr_backend_cuda_create(&b, &err);
+    if (st == FHR_E_UNSUPPORTED)
+        cr_skip("%s", err.message);
+    cr_assert_eq(st, FHR_OK, "%s", err.message);
+    cr_assert_str_eq(b->ops->name, "cuda");
+    return b;
+}
+
+static fhr_stream *stream(fhr_backend *b, fhr_location loc)
+{
+    fhr_stream *s = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    cr_assert_eq(fhr_stream_create(b, loc, &s, &err), FHR_OK, "%s", err.message);
+    return s;
+}
+
+static void *alloc(fhr_backend *b, fhr_location loc, size_t n, fhr_stream *s)
+{
+    void *p = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    cr_assert_eq(b->ops->alloc(b, loc, n, s, &p, &err), FHR_OK, "%s", err.message);
+    cr_assert_not_null(p);
+    return p;
+}
+
+static void copy(fhr_backend *b, void *dst, fhr_location dl, const void *src, fhr_location sl,
+                 size_t n, fhr_stream *s)
+{
+    fhr_error err;
+    fhr_error_init(&err);
+    cr_assert_eq(b->ops->copy(b, dst, dl, src, sl, n, s, &err), FHR_OK, "%s", err.message);
+}
+
+static fhr_observation observe(fhr_backend *b, fhr_location loc)
+{
+    fhr_observation o;
+    b->ops->observe(b, loc, &o);
+    return o;
+}
+
+Test(cuda, device_and_pinned_alloc_free_with_observations)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_location D = fhr_loc_cuda(0), P = fhr_loc_pinned();
+    fhr_stream *s = stream(b, D);
+    fhr_observation before = observe(b, D);
+    cr_assert(before.valid);
+    cr_assert_gt(before.device_total_bytes, 0);
+    cr_assert_leq(before.device_free_bytes, before.device_total_bytes);
+
+    void *d = alloc(b, D, 64u << 20, s);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    fhr_observation mid = observe(b, D);
+    cr_assert_geq(mid.pool_used_bytes, before.pool_used_bytes + (64u << 20));
+    cr_assert_geq(mid.pool_reserved_bytes, mid.pool_used_bytes);
+    b->ops->free(b, D, d, 64u << 20, s);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    fhr_observation after = observe(b, D);
+    cr_assert_eq(after.pool_used_bytes, before.pool_used_bytes);
+    cr_assert_geq(after.pool_reserved_bytes, 64u << 20, "the pool must keep freed memory");
+
+    void *p = alloc(b, P, 1000, s), *q = alloc(b, P, 5000, s);
+    fhr_observation po = observe(b, P);
+    cr_assert(po.valid);
+    cr_assert_eq(po.pool_used_bytes, 1024 + 5120, "pinned blocks are rounded to 256 bytes");
+    cr_assert_geq(po.pool_reserved_bytes, 256u << 20);
+    b->ops->free(b, P, p, 1000, NULL);
+    b->ops->free(b, P, q, 5000, NULL);
+    cr_assert_eq(observe(b, P).pool_used_bytes, 0);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
+Test(cuda, pinned_pool_coalesces_and_grows)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_location P = fhr_loc_pinned();
+    size_t m = 100u << 20;
+    void *x = alloc(b, P, m, NULL), *y = alloc(b, P, m, NULL);
+    uint64_t reserved = observe(b, P).pool_reserved_bytes;
+    cr_assert_eq(reserved, 256u << 20, "two 100 MiB blocks share one arena");
+    b->ops->free(b, P, x, m, NULL);
+    b->ops->free(b, P, y, m, NULL);
+    void *whole = alloc(b, P, 256u << 20, NULL);
+    cr_assert_eq(observe(b, P).pool_reserved_bytes, reserved, "freed ranges must coalesce");
+    cr_assert_eq(whole, x < y ? x : y);
+    void *big = alloc(b, P, 300u << 20, NULL); /* bigger than an arena: its own */
+    cr_assert_eq(observe(b, P).pool_reserved_bytes, reserved + (300u << 20));
+    memset(big, 0x5a, 300u << 20); /* really host-accessible */
+    b->ops->free(b, P, whole, 256u << 20, NULL);
+    b->ops->free(b, P, big, 300u << 20, NULL);
+    cr_assert_eq(observe(b, P).pool_used_bytes, 0);
+    fhr_backend_destroy(b);
+}
+
+/* host -> cuda (staged) -> pinned -> cuda (d2d) -> host (staged) -> host -> pinned -> host */
+static void all_directions(size_t n)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_location H = fhr_loc_host(), P = fhr_loc_pinned(), D = fhr_loc_cuda(0);
+    fhr_stream *s = stream(b, D);
+    unsigned char *src = malloc(n), *h1 = calloc(1, n), *h2 = calloc(1, n), *h3 = calloc(1, n);
+    cr_assert(src && h1 && h2 && h3);
+    fill_pattern(src, n, (uint32_t)n);
+    void *d1 = alloc(b, D, n, s), *d2 = alloc(b, D, n, s), *p1 = alloc(b, P, n, s),
+         *p2 = alloc(b, P, n, s);
+    copy(b, d1, D, src, H, n, s);
+    copy(b, p1, P, d1, D, n, s);
+    copy(b, d2, D, p1, P, n, s);
+    copy(b, h1, H, d2, D, n, s);
+    copy(b, h2, H, h1, H, n, s);
+    copy(b, p2, P, h2, H, n, s);
+    copy(b, h3, H, p2, P, n, s);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    cr_assert_eq(memcmp(src, p1, n), 0, "device -> pinned, %zu bytes", n);
+    cr_assert_eq(memcmp(src, h1, n), 0, "staged device -> host, %zu bytes", n);
+    cr_assert_eq(memcmp(src, h3, n), 0, "host copies, %zu bytes", n);
+    b->ops->free(b, D, d1, n, s);
+    b->ops->free(b, D, d2, n, s);
+    b->ops->free(b, P, p1, n, s);
+    b->ops->free(b, P, p2, n, s);
+    fhr_stream_destroy(b, s);
+    cr_assert_eq(observe(b, P).pool_used_bytes, 0);
+    fhr_backend_destroy(b);
+    free(src), free(h1), free(h2), free(h3);
+}
+
+Test(cuda_copy, one_byte) { all_directions(1); }
+Test(cuda_copy, bytes_4097) { all_directions(4097); }
+Test(cuda_copy, three_mib_plus_7) { all_directions((3u << 20) + 7); }
+Test(cuda_copy, spans_three_chunks) { all_directions((40u << 20) + 13); }
+Test(cuda_copy, reuses_every_staging_buffer) { all_directions((100u << 20) + 1); }
+
+static void fill_later(void *arg)
+{
+    unsigned char *p = arg;
+    fill_pattern(p, 5u << 20, 99);
+}
+
+Test(cuda_copy, staged_copy_waits_for_earlier_stream_work)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_location H = fhr_loc_host(), D = fhr_loc_cuda(0);
+    fhr_stream *s = stream(b, D);
+    size_t n = 5u << 20;
+    unsigned char *src = calloc(1, n), *back = calloc(1, n), *want = malloc(n);
+    fill_pattern(want, n, 99);
+    void *d = alloc(b, D, n, s);
+    cr_assert_eq(fhr_launch_host(b, s, fill_later, src, NULL), FHR_OK);
+    copy(b, d, D, src, H, n, s); /* must read src only after fill_later ran */
+    copy(b, back, H, d, D, n, s);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    cr_assert_eq(memcmp(back, want, n), 0);
+    b->ops->free(b, D, d, n, s);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    free(src), free(back), free(want);
+}
+
+Test(cuda_copy, peer_copy_between_devices)
+{
+    fhr_backend *b = cuda_or_skip();
+    if (b->ops->device_count(b) < 2) {
+        fhr_backend_destroy(b);
+        cr_skip("needs two CUDA devices");
+    }
+    fhr_location H = fhr_loc_host(), D0 = fhr_loc_cuda(0), D1 = fhr_loc_cuda(1);
+    fhr_stream *s = stream(b, D1);
+    size_t n = (33u << 20) + 5;
+    unsigned char *src = malloc(n), *back = calloc(1, n);
+    fill_pattern(src, n, 7);
+    void *a = alloc(b, D0, n, s), *c = alloc(b, D1, n, s);
+    copy(b, a, D0, src, H, n, s);
+    copy(b, c, D1, a, D0, n, s);
+    copy(b, back, H, c, D1, n, s);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    cr_assert_eq(memcmp(src, back, n), 0);
+    b->ops->free(b, D0, a, n, s);
+    b->ops->free(b, D1, c, n, s);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    free(src), free(back);
+}
+
+Test(cuda_events, pending_complete_and_rerecord)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_stream *slow = stream(b, fhr_loc_cuda(0)), *idle = stream(b, fhr_loc_cuda(0)),
+               *w = stream(b, fhr_loc_cuda(0));
+    fhr_event *e = NULL, *after = NULL;
+    cr_assert_eq(b->ops->event_create(b, &e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_create(b, &after, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, e), 1, "never recorded reads complete");
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, slow, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e, slow, NULL), FHR_OK);
+    cr_assert_eq(b->ops->stream_wait_event(b, w, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, after, w, NULL), FHR_OK);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(b->ops->event_query(b, e), 0);
+    cr_assert_eq(b->ops->event_query(b, after), 0, "w must wait for slow's gate");
+
+    cr_assert_eq(b->ops->event_record(b, e, idle, NULL), FHR_OK); /* replaces the capture */
+    cr_assert_eq(b->ops->event_sync(b, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    cr_assert_eq(b->ops->event_query(b, after), 0, "an earlier wait keeps its capture");
+
+    gate_open(&g);
+    cr_assert_eq(b->ops->event_sync(b, after, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, after), 1);
+    b->ops->event_destroy(b, e);
+    b->ops->event_destroy(b, after);
+    fhr_stream_destroy(b, slow);
+    fhr_stream_destroy(b, idle);
+    fhr_stream_destroy(b, w);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+Test(cuda_events, event_recorded_on_a_host_queue)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_stream *h = stream(b, fhr_loc_host());
+    fhr_event *e = NULL;
+    cr_assert_eq(b->ops->event_create(b, &e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e, h, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_sync(b, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    cr_assert_neq(b->ops->stream_id(b, h), 0);
+    b->ops->event_destroy(b, e);
+    fhr_stream_destroy(b, h);
+    fhr_backend_destroy(b);
+}
+
+Test(cuda_memory, pinned_free_is_stream_ordered)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_location P = fhr_loc_pinned();
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    gate g;
+    gate_init(&g);
+    void *p = alloc(b, P, 4096, s);
+    cr_assert_eq(fhr_launch_host(b, s, gate_wait, &g, NULL), FHR_OK);
+    b->ops->free(b, P, p, 4096, s);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(observe(b, P).pool_used_bytes, 4096, "freed before earlier work finished");
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    cr_assert_eq(observe(b, P).pool_used_bytes, 0);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+Test(cuda_memory, invalid_device_is_a_location_error)
+{
+    fhr_backend *b = cuda_or_skip();
+    void *p = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    int n = b->ops->device_count(b);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(n), 8, NULL, &p, &err), FHR_E_LOCATION);
+    fhr_backend_destroy(b);
+}
+
+typedef struct worker_arg {
+    fhr_backend *b;
+    int index, ok;
+} worker_arg;
+
+static void *worker(void *arg)
+{
+    worker_arg *a = arg;
+    fhr_backend *b = a->b;
+    fhr_location H = fhr_loc_host(), D = fhr_loc_cuda(0);
+    size_t n = (20u << 20) + (size_t)a->index * 4099;
+    unsigned char *src = malloc(n), *back = calloc(1, n);
+    fhr_stream *s = NULL;
+    void *d = NULL;
+    a->ok = src && back && fhr_stream_create(b, D, &s, NULL) == FHR_OK &&
+            b->ops->alloc(b, D, n, s, &d, NULL) == FHR_OK;
+    for (int r = 0; a->ok && r < 3; r++) {
+        fill_pattern(src, n, (uint32_t)(a->index * 10 + r));
+        a->ok = b->ops->copy(b, d, D, src, H, n, s, NULL) == FHR_OK &&
+                b->ops->copy(b, back, H, d, D, n, s, NULL) == FHR_OK &&
+                fhr_stream_sync(b, s, NULL) == FHR_OK && memcmp(src, back, n) == 0;
+    }
+    if (d)
+        b->ops->free(b, D, d, n, s);
+    if (s)
+        fhr_stream_destroy(b, s);
+    free(src), free(back);
+    return NULL;
+}
+
+Test(cuda_threads, concurrent_staged_copies)
+{
+    fhr_backend *b = cuda_or_skip();
+    pthread_t t[4];
+    worker_arg a[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = (worker_arg){b, i, 0};
+        cr_assert_eq(pthread_create(&t[i], NULL, worker, &a[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(a[i].ok, "worker %d", i);
+    }
+    fhr_backend_destroy(b);
+}
