@@ -26,5 +26,5 @@ test-gpu: $(GPU_TEST)
 bench-transfer: $(BENCH_TRANSFER)
 else
 test-gpu bench-transfer:
-	@echo "$@: needs CUDA=1 (no $(CUDA_HOME)/include/cuda_runtime.h)"
+	@echo "$@: needs a CUDA build (CUDA=1 and $(CUDA_HOME)/include/cuda_runtime.h); skipped"
 endif
