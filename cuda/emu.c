@@ -1,0 +1,478 @@
+/* cuda/emu.c — the emulated device: device memory in host RAM, every stream a worker
+ * thread draining a FIFO, events as real completion markers with CUDA semantics. */
+#include "backend.h"
+#include "error.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A completion marker: one per event_record. The record op sets done; waits and the
+ * event hold references. All marker fields are guarded by emu.sync_mu. */
+typedef struct emu_marker {
+    int done;
+    int refs;
+} emu_marker;
+
+typedef enum emu_op_kind { OP_COPY, OP_FREE, OP_HOST, OP_RECORD, OP_WAIT } emu_op_kind;
+
+typedef struct emu_op {
+    struct emu_op *next;
+    emu_op_kind kind;
+    void *dst;
+    const void *src;
+    size_t n;
+    fhr_location loc; /* OP_FREE: where the bytes are accounted */
+    fhr_host_fn fn;
+    emu_marker *marker; /* OP_RECORD, OP_WAIT */
+} emu_op;
+
+typedef struct emu emu;
+
+struct fhr_stream {
+    emu *owner;
+    fhr_location loc;
+    uint64_t id;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;    /* signalled on enqueue, completion and stop */
+    emu_op *head, *tail;
+    uint64_t enqueued, completed;
+    int stop;
+};
+
+struct fhr_event {
+    emu_marker *marker; /* NULL: never recorded (complete); guarded by emu.sync_mu */
+};
+
+struct emu {
+    fhr_backend base;
+    int ndev;
+    uint64_t capacity; /* per device; 0 = unlimited */
+    pthread_mutex_t mu; /* accounting and stream ids */
+    uint64_t used[FHR_LOC_SLOTS];
+    uint64_t next_stream_id;
+    pthread_mutex_t sync_mu; /* markers and events */
+    pthread_cond_t sync_cv;  /* broadcast when any marker completes */
+};
+
+static emu *E(fhr_backend *b) { return (emu *)b->impl; }
+
+/* ---- locations and accounting ------------------------------------------------------ */
+
+static fhr_status check_loc(emu *e, fhr_location loc, fhr_error *err)
+{
+    char buf[24];
+    if (loc.kind == FHR_LOC_HOST || loc.kind == FHR_LOC_PINNED)
+        return FHR_OK;
+    if (loc.kind == FHR_LOC_CUDA && loc.index >= 0 && loc.index < e->ndev)
+        return FHR_OK;
+    return fhr_fail(err, FHR_E_LOCATION, "emu: invalid location %s (%d emulated device%s)",
+                    fhr_loc_format(loc, buf, sizeof buf), e->ndev, e->ndev == 1 ? "" : "s");
+}
+
+static void unaccount(emu *e, fhr_location loc, size_t n)
+{
+    pthread_mutex_lock(&e->mu);
+    e->used[fhr_loc_slot(loc)] -= n;
+    pthread_mutex_unlock(&e->mu);
+}
+
+static void marker_unref_locked(emu_marker *m)
+{
+    if (m && --m->refs == 0)
+        free(m);
+}
+
+/* ---- stream worker --------------------------------------------------------------- */
+
+static void run_op(emu *e, emu_op *op)
+{
+    switch (op->kind) {
+    case OP_COPY:
+        memmove(op->dst, op->src, op->n);
+        break;
+    case OP_FREE:
+        free(op->dst);
+        unaccount(e, op->loc, op->n);
+        break;
+    case OP_HOST:
+        op->fn(op->dst);
+        break;
+    case OP_RECORD:
+        pthread_mutex_lock(&e->sync_mu);
+        op->marker->done = 1;
+        marker_unref_locked(op->marker);
+        pthread_cond_broadcast(&e->sync_cv);
+        pthread_mutex_unlock(&e->sync_mu);
+        break;
+    case OP_WAIT:
+        pthread_mutex_lock(&e->sync_mu);
+        while (!op->marker->done)
+            pthread_cond_wait(&e->sync_cv, &e->sync_mu);
+        marker_unref_locked(op->marker);
+        pthread_mutex_unlock(&e->sync_mu);
+        break;
+    }
+}
+
+static void *stream_main(void *arg)
+{
+    fhr_stream *s = arg;
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        while (!s->head && !s->stop)
+            pthread_cond_wait(&s->cv, &s->mu);
+        if (!s->head)
+            break;
+        emu_op *op = s->head;
+        s->head = op->next;
+        if (!s->head)
+            s->tail = NULL;
+        pthread_mutex_unlock(&s->mu);
+        run_op(s->owner, op);
+        free(op);
+        pthread_mutex_lock(&s->mu);
+        s->completed++;
+        pthread_cond_broadcast(&s->cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return NULL;
+}
+
+/* Takes ownership of op (heap-allocated) and queues it behind earlier work. */
+static void enqueue(fhr_stream *s, emu_op *op)
+{
+    op->next = NULL;
+    pthread_mutex_lock(&s->mu);
+    if (s->tail)
+        s->tail->next = op;
+    else
+        s->head = op;
+    s->tail = op;
+    s->enqueued++;
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static emu_op *new_op(emu_op_kind kind, fhr_error *err)
+{
+    emu_op *op = calloc(1, sizeof *op);
+    if (!op)
+        fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory for a stream operation");
+    else
+        op->kind = kind;
+    return op;
+}
+
+static fhr_status emu_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err);
+
+/* ---- ops --------------------------------------------------------------------------- */
+
+static int emu_device_count(fhr_backend *b) { return E(b)->ndev; }
+
+static fhr_status emu_alloc(fhr_backend *b, fhr_location loc, size_t nbytes, fhr_stream *s,
+                            void **out, fhr_error *err)
+{
+    emu *e = E(b);
+    (void)s; /* memory exists at once; stream order only matters for free */
+    fhr_status st = check_loc(e, loc, err);
+    if (st)
+        return st;
+    if (nbytes == 0 || !out)
+        return fhr_fail(err, FHR_E_INVALID, "emu: alloc needs a non-zero size and an out pointer");
+    int slot = fhr_loc_slot(loc);
+    pthread_mutex_lock(&e->mu);
+    int full = loc.kind == FHR_LOC_CUDA && e->capacity &&
+               (e->used[slot] > e->capacity || nbytes > e->capacity - e->used[slot]);
+    if (!full)
+        e->used[slot] += nbytes;
+    pthread_mutex_unlock(&e->mu);
+    if (full)
+        return fhr_fail(err, FHR_E_BACKEND, "out of memory on emu cuda:%d (%zu bytes asked)",
+                        loc.index, nbytes);
+    void *p = malloc(nbytes);
+    if (!p) {
+        unaccount(e, loc, nbytes);
+        return fhr_fail(err, FHR_E_BACKEND, "emu: host malloc of %zu bytes failed", nbytes);
+    }
+    *out = p;
+    return FHR_OK;
+}
+
+static void emu_free(fhr_backend *b, fhr_location loc, void *p, size_t nbytes, fhr_stream *s)
+{
+    emu *e = E(b);
+    if (!p || check_loc(e, loc, NULL))
+        return;
+    emu_op *op = s ? new_op(OP_FREE, NULL) : NULL;
+    if (!op) { /* no stream (p is idle), or no memory to queue: wait, then free now */
+        if (s)
+            emu_stream_sync(b, s, NULL);
+        free(p);
+        unaccount(e, loc, nbytes);
+        return;
+    }
+    op->dst = p;
+    op->n = nbytes;
+    op->loc = loc;
+    enqueue(s, op);
+}
+
+static fhr_status emu_copy(fhr_backend *b, void *dst, fhr_location dloc, const void *src,
+                           fhr_location sloc, size_t n, fhr_stream *s, fhr_error *err)
+{
+    emu *e = E(b);
+    fhr_status st = check_loc(e, dloc, err);
+    if (!st)
+        st = check_loc(e, sloc, err);
+    if (st)
+        return st;
+    if (!s || (n && (!dst || !src)))
+        return fhr_fail(err, FHR_E_INVALID, "emu: copy needs a stream and non-NULL buffers");
+    emu_op *op = new_op(OP_COPY, err);
+    if (!op)
+        return FHR_E_NOMEM;
+    op->dst = dst;
+    op->src = src;
+    op->n = n;
+    enqueue(s, op);
+    return FHR_OK;
+}
+
+static fhr_status emu_stream_create(fhr_backend *b, fhr_location loc, fhr_stream **out,
+                                    fhr_error *err)
+{
+    emu *e = E(b);
+    fhr_status st = check_loc(e, loc, err);
+    if (st)
+        return st;
+    fhr_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory for a stream");
+    s->owner = e;
+    s->loc = loc;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    pthread_mutex_lock(&e->mu);
+    s->id = ++e->next_stream_id;
+    pthread_mutex_unlock(&e->mu);
+    if (pthread_create(&s->thread, NULL, stream_main, s) != 0) {
+        pthread_cond_destroy(&s->cv);
+        pthread_mutex_destroy(&s->mu);
+        free(s);
+        return fhr_fail(err, FHR_E_BACKEND, "emu: cannot start a stream worker thread");
+    }
+    *out = s;
+    return FHR_OK;
+}
+
+static void emu_stream_destroy(fhr_backend *b, fhr_stream *s)
+{
+    (void)b;
+    if (!s)
+        return;
+    pthread_mutex_lock(&s->mu);
+    s->stop = 1; /* the worker drains the queue before it exits */
+    pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+    pthread_join(s->thread, NULL);
+    pthread_cond_destroy(&s->cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+static fhr_status emu_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err)
+{
+    (void)b;
+    if (!s)
+        return fhr_fail(err, FHR_E_INVALID, "emu: stream_sync on a NULL stream");
+    pthread_mutex_lock(&s->mu);
+    uint64_t target = s->enqueued;
+    while (s->completed < target)
+        pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    return FHR_OK;
+}
+
+static fhr_status emu_event_create(fhr_backend *b, fhr_event **out, fhr_error *err)
+{
+    (void)b;
+    fhr_event *ev = calloc(1, sizeof *ev);
+    if (!ev)
+        return fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory for an event");
+    *out = ev;
+    return FHR_OK;
+}
+
+static void emu_event_destroy(fhr_backend *b, fhr_event *ev)
+{
+    emu *e = E(b);
+    if (!ev)
+        return;
+    pthread_mutex_lock(&e->sync_mu);
+    marker_unref_locked(ev->marker);
+    pthread_mutex_unlock(&e->sync_mu);
+    free(ev);
+}
+
+static fhr_status emu_event_record(fhr_backend *b, fhr_event *ev, fhr_stream *s,
+                                   fhr_error *err)
+{
+    emu *e = E(b);
+    if (!ev || !s)
+        return fhr_fail(err, FHR_E_INVALID, "emu: event_record needs an event and a stream");
+    emu_op *op = new_op(OP_RECORD, err);
+    emu_marker *m = op ? calloc(1, sizeof *m) : NULL;
+    if (!m) {
+        free(op);
+        return fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory for an event record");
+    }
+    m->refs = 2; /* the event and the queued record op */
+    op->marker = m;
+    pthread_mutex_lock(&e->sync_mu);
+    marker_unref_locked(ev->marker);
+    ev->marker = m;
+    pthread_mutex_unlock(&e->sync_mu);
+    enqueue(s, op);
+    return FHR_OK;
+}
+
+static int emu_event_query(fhr_backend *b, fhr_event *ev)
+{
+    emu *e = E(b);
+    if (!ev)
+        return -1;
+    pthread_mutex_lock(&e->sync_mu);
+    int done = !ev->marker || ev->marker->done;
+    pthread_mutex_unlock(&e->sync_mu);
+    return done;
+}
+
+static fhr_status emu_event_sync(fhr_backend *b, fhr_event *ev, fhr_error *err)
+{
+    emu *e = E(b);
+    if (!ev)
+        return fhr_fail(err, FHR_E_INVALID, "emu: event_sync on a NULL event");
+    pthread_mutex_lock(&e->sync_mu);
+    emu_marker *m = ev->marker; /* the capture at call time, even if re-recorded meanwhile */
+    if (m) {
+        m->refs++;
+        while (!m->done)
+            pthread_cond_wait(&e->sync_cv, &e->sync_mu);
+        marker_unref_locked(m);
+    }
+    pthread_mutex_unlock(&e->sync_mu);
+    return FHR_OK;
+}
+
+static fhr_status emu_stream_wait_event(fhr_backend *b, fhr_stream *s, fhr_event *ev,
+                                        fhr_error *err)
+{
+    emu *e = E(b);
+    if (!s || !ev)
+        return fhr_fail(err, FHR_E_INVALID, "emu: stream_wait_event needs a stream and an event");
+    emu_op *op = new_op(OP_WAIT, err);
+    if (!op)
+        return FHR_E_NOMEM;
+    pthread_mutex_lock(&e->sync_mu);
+    op->marker = ev->marker;
+    if (op->marker)
+        op->marker->refs++;
+    pthread_mutex_unlock(&e->sync_mu);
+    if (!op->marker) { /* never recorded: nothing to wait for */
+        free(op);
+        return FHR_OK;
+    }
+    enqueue(s, op);
+    return FHR_OK;
+}
+
+static fhr_status emu_launch_host(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *arg,
+                                  fhr_error *err)
+{
+    (void)b;
+    if (!s || !fn)
+        return fhr_fail(err, FHR_E_INVALID, "emu: launch_host needs a stream and a function");
+    emu_op *op = new_op(OP_HOST, err);
+    if (!op)
+        return FHR_E_NOMEM;
+    op->fn = fn;
+    op->dst = arg;
+    enqueue(s, op);
+    return FHR_OK;
+}
+
+static void emu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
+{
+    emu *e = E(b);
+    memset(out, 0, sizeof *out);
+    if (check_loc(e, loc, NULL))
+        return;
+    pthread_mutex_lock(&e->mu);
+    uint64_t used = e->used[fhr_loc_slot(loc)];
+    pthread_mutex_unlock(&e->mu);
+    out->valid = 1;
+    out->pool_used_bytes = used;
+    out->pool_reserved_bytes = used;
+    if (loc.kind == FHR_LOC_CUDA && e->capacity) {
+        out->device_total_bytes = e->capacity;
+        out->device_free_bytes = used < e->capacity ? e->capacity - used : 0;
+    }
+}
+
+static uint64_t emu_stream_id(fhr_backend *b, fhr_stream *s)
+{
+    (void)b;
+    return s ? s->id : 0;
+}
+
+static void emu_destroy(fhr_backend *b)
+{
+    emu *e = E(b);
+    pthread_cond_destroy(&e->sync_cv);
+    pthread_mutex_destroy(&e->sync_mu);
+    pthread_mutex_destroy(&e->mu);
+    free(e);
+}
+
+static const fhr_backend_ops emu_ops = {
+    .name = "emu",
+    .device_count = emu_device_count,
+    .alloc = emu_alloc,
+    .free = emu_free,
+    .copy = emu_copy,
+    .stream_create = emu_stream_create,
+    .stream_destroy = emu_stream_destroy,
+    .stream_sync = emu_stream_sync,
+    .event_create = emu_event_create,
+    .event_destroy = emu_event_destroy,
+    .event_record = emu_event_record,
+    .event_query = emu_event_query,
+    .event_sync = emu_event_sync,
+    .stream_wait_event = emu_stream_wait_event,
+    .launch_host = emu_launch_host,
+    .observe = emu_observe,
+    .stream_id = emu_stream_id,
+    .destroy = emu_destroy,
+};
+
+fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend **out,
+                                  fhr_error *err)
+{
+    if (ndev < 1 || ndev > FHR_MAX_CUDA_DEVICES || !out)
+        return fhr_fail(err, FHR_E_INVALID, "emu: device count %d is not in 1..%d", ndev,
+                        FHR_MAX_CUDA_DEVICES);
+    emu *e = calloc(1, sizeof *e);
+    if (!e)
+        return fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory");
+    e->base.ops = &emu_ops;
+    e->base.impl = e;
+    e->ndev = ndev;
+    e->capacity = capacity_bytes;
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_mutex_init(&e->sync_mu, NULL);
+    pthread_cond_init(&e->sync_cv, NULL);
+    *out = &e->base;
+    return FHR_OK;
+}

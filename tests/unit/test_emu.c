@@ -1,0 +1,409 @@
+/* tests/unit/test_emu.c — the emulated device: stream ordering, CUDA event semantics,
+ * capacity, stream-ordered free, bit-exact copies and use from several threads. */
+#include "backend.h"
+#include "backend_gate.h"
+
+#include <criterion/criterion.h>
+
+static fhr_backend *emu(int ndev, uint64_t cap)
+{
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    cr_assert_eq(fhr_backend_emu_create(ndev, cap, &b, &err), FHR_OK, "%s", err.message);
+    return b;
+}
+
+static fhr_stream *stream(fhr_backend *b, fhr_location loc)
+{
+    fhr_stream *s = NULL;
+    cr_assert_eq(fhr_stream_create(b, loc, &s, NULL), FHR_OK);
+    return s;
+}
+
+static fhr_event *event(fhr_backend *b)
+{
+    fhr_event *e = NULL;
+    cr_assert_eq(b->ops->event_create(b, &e, NULL), FHR_OK);
+    return e;
+}
+
+Test(threads_emu, copy_waits_behind_host_op_on_same_stream)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    gate g;
+    gate_init(&g);
+    char src[64], dst[64];
+    memset(src, 'x', sizeof src);
+    memset(dst, 0, sizeof dst);
+    cr_assert_eq(fhr_launch_host(b, s, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(b->ops->copy(b, dst, fhr_loc_cuda(0), src, fhr_loc_host(), sizeof src, s, NULL),
+                 FHR_OK);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(dst[0], 0, "the copy ran before the host op ahead of it finished");
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    cr_assert_arr_eq(dst, src, sizeof src);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+Test(threads_emu, wait_event_blocks_only_the_waiting_stream)
+{
+    fhr_backend *b = emu(2, 0);
+    fhr_stream *a = stream(b, fhr_loc_cuda(0));
+    fhr_stream *w = stream(b, fhr_loc_cuda(1));
+    fhr_stream *other = stream(b, fhr_loc_cuda(1));
+    fhr_event *ea = event(b), *before = event(b), *after = event(b);
+    gate g;
+    gate_init(&g);
+    char src[32], d1[32] = {0}, d2[32] = {0}, d3[32] = {0};
+    memset(src, 7, sizeof src);
+
+    cr_assert_eq(fhr_launch_host(b, a, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, ea, a, NULL), FHR_OK);
+    /* w: work before the wait runs; work after it waits for a's gate */
+    cr_assert_eq(b->ops->copy(b, d1, fhr_loc_cuda(1), src, fhr_loc_host(), 32, w, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, before, w, NULL), FHR_OK);
+    cr_assert_eq(b->ops->stream_wait_event(b, w, ea, NULL), FHR_OK);
+    cr_assert_eq(b->ops->copy(b, d2, fhr_loc_cuda(1), src, fhr_loc_host(), 32, w, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, after, w, NULL), FHR_OK);
+    /* an unrelated stream is not blocked */
+    cr_assert_eq(b->ops->copy(b, d3, fhr_loc_cuda(1), src, fhr_loc_host(), 32, other, NULL),
+                 FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, other, NULL), FHR_OK);
+    cr_assert_arr_eq(d3, src, 32);
+
+    cr_assert_eq(b->ops->event_sync(b, before, NULL), FHR_OK);
+    cr_assert_arr_eq(d1, src, 32);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(b->ops->event_query(b, ea), 0);
+    cr_assert_eq(b->ops->event_query(b, after), 0);
+    cr_assert_eq(d2[0], 0, "work behind stream_wait_event ran before the event completed");
+
+    gate_open(&g);
+    cr_assert_eq(b->ops->event_sync(b, after, NULL), FHR_OK);
+    cr_assert_arr_eq(d2, src, 32);
+    cr_assert_eq(b->ops->event_query(b, ea), 1);
+    b->ops->event_destroy(b, ea);
+    b->ops->event_destroy(b, before);
+    b->ops->event_destroy(b, after);
+    fhr_stream_destroy(b, a);
+    fhr_stream_destroy(b, w);
+    fhr_stream_destroy(b, other);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+Test(threads_emu_events, never_recorded_is_complete_and_waits_for_nothing)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *s = stream(b, fhr_loc_host());
+    fhr_event *e = event(b);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    cr_assert_eq(b->ops->event_sync(b, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->stream_wait_event(b, s, e, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    b->ops->event_destroy(b, e);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_emu_events, query_pending_then_complete)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    fhr_event *e = event(b);
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, s, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e, s, NULL), FHR_OK);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(b->ops->event_query(b, e), 0);
+    gate_open(&g);
+    cr_assert_eq(b->ops->event_sync(b, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    b->ops->event_destroy(b, e);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+Test(threads_emu_events, rerecord_replaces_the_capture_but_not_earlier_waits)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *slow = stream(b, fhr_loc_cuda(0));
+    fhr_stream *idle = stream(b, fhr_loc_cuda(0));
+    fhr_stream *w = stream(b, fhr_loc_cuda(0));
+    fhr_event *e = event(b), *after = event(b);
+    gate g;
+    gate_init(&g);
+    char src[8] = "abcdefg", dst[8] = {0};
+
+    cr_assert_eq(fhr_launch_host(b, slow, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e, slow, NULL), FHR_OK);
+    cr_assert_eq(b->ops->stream_wait_event(b, w, e, NULL), FHR_OK); /* captures slow */
+    cr_assert_eq(b->ops->copy(b, dst, fhr_loc_cuda(0), src, fhr_loc_host(), 8, w, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, after, w, NULL), FHR_OK);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(b->ops->event_query(b, e), 0);
+
+    cr_assert_eq(b->ops->event_record(b, e, idle, NULL), FHR_OK); /* replaces the capture */
+    cr_assert_eq(b->ops->event_sync(b, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    cr_assert_eq(b->ops->event_query(b, after), 0, "an earlier wait must keep its capture");
+    cr_assert_eq(dst[0], 0);
+
+    gate_open(&g);
+    cr_assert_eq(b->ops->event_sync(b, after, NULL), FHR_OK);
+    cr_assert_str_eq(dst, src);
+    b->ops->event_destroy(b, e);
+    b->ops->event_destroy(b, after);
+    fhr_stream_destroy(b, slow);
+    fhr_stream_destroy(b, idle);
+    fhr_stream_destroy(b, w);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+Test(threads_emu_events, event_outlives_its_stream)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    fhr_event *e = event(b);
+    cr_assert_eq(b->ops->event_record(b, e, s, NULL), FHR_OK);
+    fhr_stream_destroy(b, s);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    b->ops->event_destroy(b, e);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_emu_memory, capacity_limit_and_observations)
+{
+    fhr_backend *b = emu(2, 1 << 20);
+    fhr_error err;
+    fhr_error_init(&err);
+    void *p = NULL, *q = NULL;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(1), 600 << 10, NULL, &p, &err), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(1), 600 << 10, NULL, &q, &err), FHR_E_BACKEND);
+    cr_assert(strstr(err.message, "out of memory on emu cuda:1"), "%s", err.message);
+    /* the other device has its own capacity */
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 600 << 10, NULL, &q, &err), FHR_OK);
+
+    fhr_observation o;
+    b->ops->observe(b, fhr_loc_cuda(1), &o);
+    cr_assert_eq(o.valid, 1);
+    cr_assert_eq(o.device_total_bytes, 1 << 20);
+    cr_assert_eq(o.pool_used_bytes, 600 << 10);
+    cr_assert_eq(o.pool_reserved_bytes, 600 << 10);
+    cr_assert_eq(o.device_free_bytes, (1 << 20) - (600 << 10));
+
+    b->ops->free(b, fhr_loc_cuda(1), p, 600 << 10, NULL);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(1), 1 << 20, NULL, &p, &err), FHR_OK);
+    b->ops->free(b, fhr_loc_cuda(1), p, 1 << 20, NULL);
+    b->ops->free(b, fhr_loc_cuda(0), q, 600 << 10, NULL);
+    b->ops->observe(b, fhr_loc_cuda(1), &o);
+    cr_assert_eq(o.pool_used_bytes, 0);
+
+    b->ops->observe(b, fhr_loc_cuda(2), &o);
+    cr_assert_eq(o.valid, 0);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_emu_memory, host_and_pinned_are_accounted_without_capacity)
+{
+    fhr_backend *b = emu(1, 16);
+    void *p = NULL;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_pinned(), 4096, NULL, &p, NULL), FHR_OK);
+    fhr_observation o;
+    b->ops->observe(b, fhr_loc_pinned(), &o);
+    cr_assert_eq(o.valid, 1);
+    cr_assert_eq(o.pool_used_bytes, 4096);
+    cr_assert_eq(o.device_total_bytes, 0);
+    b->ops->free(b, fhr_loc_pinned(), p, 4096, NULL);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_emu_memory, invalid_locations_and_arguments)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_error err;
+    fhr_error_init(&err);
+    void *p = NULL;
+    fhr_stream *s = NULL;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(1), 8, NULL, &p, &err), FHR_E_LOCATION);
+    cr_assert(strstr(err.message, "cuda:1"), "%s", err.message);
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(7), &s, NULL), FHR_E_LOCATION);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_host(), 0, NULL, &p, NULL), FHR_E_INVALID);
+    fhr_location bad = {FHR_LOC_INVALID, 0};
+    cr_assert_eq(b->ops->alloc(b, bad, 8, NULL, &p, NULL), FHR_E_LOCATION);
+    cr_assert_eq(b->ops->device_count(b), 1);
+    fhr_backend_destroy(b);
+    cr_assert_eq(fhr_backend_emu_create(0, 0, &b, NULL), FHR_E_INVALID);
+    cr_assert_eq(fhr_backend_emu_create(FHR_MAX_CUDA_DEVICES + 1, 0, &b, NULL), FHR_E_INVALID);
+}
+
+Test(threads_emu_memory, free_is_stream_ordered)
+{
+    fhr_backend *b = emu(1, 1 << 20);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    gate g;
+    gate_init(&g);
+    void *p = NULL;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1 << 20, s, &p, NULL), FHR_OK);
+    cr_assert_eq(fhr_launch_host(b, s, gate_wait, &g, NULL), FHR_OK);
+    b->ops->free(b, fhr_loc_cuda(0), p, 1 << 20, s);
+    gate_await_entered(&g, 1);
+    fhr_observation o;
+    b->ops->observe(b, fhr_loc_cuda(0), &o);
+    cr_assert_eq(o.pool_used_bytes, 1 << 20, "freed before earlier work on the stream finished");
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1, NULL, &p, NULL), FHR_E_BACKEND);
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    b->ops->observe(b, fhr_loc_cuda(0), &o);
+    cr_assert_eq(o.pool_used_bytes, 0);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
+static void round_trip(size_t n)
+{
+    fhr_backend *b = emu(2, 0);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    unsigned char *src = malloc(n), *back = calloc(1, n);
+    cr_assert(src && back);
+    fill_pattern(src, n, (uint32_t)n);
+    void *d0 = NULL, *pin = NULL, *d1 = NULL;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), n, s, &d0, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_pinned(), n, s, &pin, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(1), n, s, &d1, NULL), FHR_OK);
+    fhr_location H = fhr_loc_host(), P = fhr_loc_pinned(), C0 = fhr_loc_cuda(0),
+                 C1 = fhr_loc_cuda(1);
+    cr_assert_eq(b->ops->copy(b, d0, C0, src, H, n, s, NULL), FHR_OK);
+    cr_assert_eq(b->ops->copy(b, pin, P, d0, C0, n, s, NULL), FHR_OK);
+    cr_assert_eq(b->ops->copy(b, d1, C1, pin, P, n, s, NULL), FHR_OK);
+    cr_assert_eq(b->ops->copy(b, back, H, d1, C1, n, s, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    cr_assert_eq(memcmp(src, back, n), 0, "round trip of %zu bytes is not bit-exact", n);
+    b->ops->free(b, C0, d0, n, s);
+    b->ops->free(b, P, pin, n, s);
+    b->ops->free(b, C1, d1, n, s);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    free(src);
+    free(back);
+}
+
+Test(threads_emu_copy, round_trip_1) { round_trip(1); }
+Test(threads_emu_copy, round_trip_4097) { round_trip(4097); }
+Test(threads_emu_copy, round_trip_3MiB_plus_7) { round_trip((3u << 20) + 7); }
+
+Test(threads_emu_copy, stream_ids_are_small_and_unique)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *s[4];
+    for (int i = 0; i < 4; i++)
+        s[i] = stream(b, i % 2 ? fhr_loc_host() : fhr_loc_cuda(0));
+    for (int i = 0; i < 4; i++) {
+        uint64_t id = b->ops->stream_id(b, s[i]);
+        cr_assert(id >= 1 && id <= 4);
+        for (int j = 0; j < i; j++)
+            cr_assert_neq(id, b->ops->stream_id(b, s[j]));
+    }
+    for (int i = 0; i < 4; i++)
+        fhr_stream_destroy(b, s[i]);
+    fhr_backend_destroy(b);
+}
+
+/* ---- several threads sharing one backend ------------------------------------------- */
+
+typedef struct worker_arg {
+    fhr_backend *b;
+    int index;
+    int ok;
+} worker_arg;
+
+static void *worker(void *p)
+{
+    worker_arg *a = p;
+    fhr_backend *b = a->b;
+    fhr_stream *s = NULL;
+    size_t n = 10000 + (size_t)a->index * 37;
+    unsigned char *src = malloc(n), *back = calloc(1, n);
+    a->ok = src && back && fhr_stream_create(b, fhr_loc_cuda(a->index % 2), &s, NULL) == FHR_OK;
+    for (int round = 0; a->ok && round < 20; round++) {
+        void *d = NULL;
+        fill_pattern(src, n, (uint32_t)(a->index * 100 + round));
+        a->ok = b->ops->alloc(b, fhr_loc_cuda(a->index % 2), n, s, &d, NULL) == FHR_OK &&
+                b->ops->copy(b, d, fhr_loc_cuda(a->index % 2), src, fhr_loc_host(), n, s,
+                             NULL) == FHR_OK &&
+                b->ops->copy(b, back, fhr_loc_host(), d, fhr_loc_cuda(a->index % 2), n, s,
+                             NULL) == FHR_OK;
+        if (d)
+            b->ops->free(b, fhr_loc_cuda(a->index % 2), d, n, s);
+        a->ok = a->ok && fhr_stream_sync(b, s, NULL) == FHR_OK && memcmp(src, back, n) == 0;
+    }
+    fhr_stream_destroy(b, s);
+    free(src);
+    free(back);
+    return NULL;
+}
+
+Test(threads_emu_shared, many_threads_one_backend)
+{
+    fhr_backend *b = emu(2, 0);
+    pthread_t t[6];
+    worker_arg a[6];
+    for (int i = 0; i < 6; i++) {
+        a[i] = (worker_arg){b, i, 0};
+        cr_assert_eq(pthread_create(&t[i], NULL, worker, &a[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(t[i], NULL);
+        cr_assert(a[i].ok, "worker %d saw a wrong result", i);
+    }
+    fhr_observation o;
+    b->ops->observe(b, fhr_loc_cuda(0), &o);
+    cr_assert_eq(o.pool_used_bytes, 0);
+    fhr_backend_destroy(b);
+}
+
+typedef struct recorder_arg {
+    fhr_backend *b;
+    fhr_stream *s;
+    fhr_event *e;
+    gate *g;
+} recorder_arg;
+
+static void *recorder(void *p)
+{
+    recorder_arg *a = p;
+    fhr_launch_host(a->b, a->s, gate_wait, a->g, NULL);
+    a->b->ops->event_record(a->b, a->e, a->s, NULL);
+    return NULL;
+}
+
+Test(threads_emu_shared, event_recorded_on_one_thread_waited_on_another)
+{
+    fhr_backend *b = emu(1, 0);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    fhr_event *e = event(b);
+    gate g;
+    gate_init(&g);
+    recorder_arg a = {b, s, e, &g};
+    pthread_t t;
+    cr_assert_eq(pthread_create(&t, NULL, recorder, &a), 0);
+    pthread_join(t, NULL);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(b->ops->event_query(b, e), 0);
+    gate_open(&g);
+    cr_assert_eq(b->ops->event_sync(b, e, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_query(b, e), 1);
+    b->ops->event_destroy(b, e);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
