@@ -2,10 +2,11 @@
 # `make test` installs missing packages, builds and runs every test that needs no GPU.
 # Pieces of the build owned by one part of the tree live in mk/*.mk.
 
-BUILD      ?= build
 CC         ?= cc
 CUDA_HOME  ?= /usr/local/cuda
 CUDA       ?= $(if $(wildcard $(CUDA_HOME)/include/cuda_runtime.h),1,0)
+# A build without CUDA lives apart so that objects never mix.
+BUILD      ?= $(if $(filter 1,$(CUDA)),build,build/nocuda)
 NVCC       ?= $(CUDA_HOME)/bin/nvcc
 OPT        ?= -O2 -g
 SAN        ?=

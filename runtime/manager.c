@@ -288,10 +288,11 @@ size_t mgr_reap(fhr_manager *m)
 
 size_t fhr_reap(fhr_manager *m)
 {
-    if (mgr_enter(m, "reap", NULL) != FHR_OK)
+    if (!m)
         return 0;
-    size_t n = mgr_reap(m); /* mgr_enter reaped once; a second pass finds late arrivals */
-    mgr_leave(m);
+    pthread_mutex_lock(&m->lock);
+    size_t n = m->loading ? 0 : mgr_reap(m);
+    pthread_mutex_unlock(&m->lock);
     return n;
 }
 
