@@ -27,6 +27,7 @@ Test(budget, exact_fit_then_one_byte_more_fails_with_nothing_changed)
     cr_assert_eq(ls->used_bytes, 1000);
     cr_assert_eq(ls->remaining_budget_bytes, 0);
     fhr_snapshot_free(s);
+    cr_assert(resident_has_pattern(m, a, fhr_loc_cuda(0), 1, 1000)); /* copy complete */
     char *before = snap_json(m);
     uint64_t v = fhr_state_version(m);
     cr_assert_eq(fhr_ensure(m, c, fhr_loc_cuda(0), NULL, &e), FHR_E_BUDGET);
