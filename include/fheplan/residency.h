@@ -194,8 +194,11 @@ FHR_API fhr_status fhr_lease_add_consumer_stream(fhr_lease *l, fhr_stream *s,
 /* The borrowed value (read-only; never keep it past release). NULL if h not leased. */
 FHR_API const fhr_value *fhr_lease_value(const fhr_lease *l, fhr_handle h);
 /* Returns at once; records a completion event on every consumer stream; the copies
- * stay protected until those events complete and are reaped. Any thread. Frees l. */
+ * stay protected until those events complete and are reaped. Any thread. A second
+ * release fails with FHR_E_LEASE. The lease object stays valid until destroyed. */
 FHR_API fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err);
+/* Releases the lease if still active, then frees it. */
+FHR_API void fhr_lease_destroy(fhr_lease *l);
 /* Reaps completed consumer events and deferred frees; returns how many were reaped. */
 FHR_API size_t fhr_reap(fhr_manager *m);
 
@@ -203,6 +206,7 @@ FHR_API size_t fhr_reap(fhr_manager *m);
 FHR_API fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
                             fhr_hold **out, fhr_error *err);
 FHR_API fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err);
+FHR_API void fhr_hold_destroy(fhr_hold *hd);
 
 /* ---- accounting, snapshots, trace ---------------------------------------------- */
 

@@ -1,0 +1,365 @@
+/* runtime/lease.c — leases (ready-only read windows with CUDA completion events) and
+ * holds (retention without values). Release never waits: consumer events keep the
+ * copies protected until they complete and are reaped. */
+#include "manager.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct fhr_lease {
+    fhr_manager *m;
+    fhr_location at;
+    size_t n;
+    fhr_handle *hs;
+    mat **mats;
+    fhr_stream **cons;
+    size_t ncons, capcons;
+    int released;
+};
+
+struct fhr_hold {
+    fhr_manager *m;
+    fhr_location at;
+    size_t n;
+    mat **mats;
+    fhr_handle *hs;
+    int released;
+};
+
+/* Resolves every handle to its copy at `at`; refuses duplicates and missing copies. */
+static fhr_status resolve(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                          const char *op, mat **mats, fhr_error *err)
+{
+    if (!hs || n == 0)
+        return fhr_fail(err, FHR_E_INVALID, "%s: no handles", op);
+    fhr_status st = mgr_check_loc(m, at, op, err);
+    if (st != FHR_OK)
+        return st;
+    int slot = fhr_loc_slot(at);
+    for (size_t i = 0; i < n; i++) {
+        val *v;
+        if ((st = mgr_lookup(m, hs[i], op, &v, err)) != FHR_OK)
+            return st;
+        for (size_t j = 0; j < i; j++)
+            if (fhr_handle_equal(hs[i], hs[j]))
+                return fhr_fail(err, FHR_E_INVALID, "%s: handle #%llu is listed twice", op,
+                                (unsigned long long)hs[i].serial);
+        if (!v->mats[slot]) {
+            char nm[96], lb[16];
+            fhr_fail(err, FHR_E_STATE, "%s %s at %s: no copy there (%s never materializes)", op,
+                     mgr_vname(v, nm, sizeof nm), fhr_loc_format(at, lb, sizeof lb), op);
+            if (err) {
+                err->handle = hs[i];
+                err->loc = at;
+            }
+            return FHR_E_STATE;
+        }
+        mats[i] = v->mats[slot];
+    }
+    return FHR_OK;
+}
+
+fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                       fhr_stream *consumer, fhr_lease **out, fhr_error *err)
+{
+    if (!out)
+        return fhr_fail(err, FHR_E_INVALID, "acquire: out is NULL");
+    *out = NULL;
+    if (at.kind == FHR_LOC_CUDA && !consumer)
+        return fhr_fail(err, FHR_E_LEASE,
+                        "acquire at cuda:%d needs a consumer stream (the stream that will read)",
+                        at.index);
+    fhr_lease *l = calloc(1, sizeof *l);
+    if (!l || !(l->hs = malloc((n ? n : 1) * sizeof *l->hs)) ||
+        !(l->mats = malloc((n ? n : 1) * sizeof *l->mats))) {
+        if (l) {
+            free(l->hs);
+            free(l);
+        }
+        return fhr_fail(err, FHR_E_NOMEM, "acquire: out of host memory");
+    }
+    fhr_status st = mgr_enter(m, "acquire", err);
+    if (st != FHR_OK)
+        goto fail;
+    if ((st = resolve(m, hs, n, at, "acquire", l->mats, err)) != FHR_OK)
+        goto fail_locked;
+    evref *wait[64];
+    size_t nwait = 0;
+    for (size_t i = 0; i < n; i++) {
+        mat *x = l->mats[i];
+        if (!x->ready || ev_done(m, x->ready))
+            continue;
+        if (at.kind == FHR_LOC_CUDA) {
+            if ((st = m->b->ops->stream_wait_event(m->b, consumer, x->ready->ev, err)) != FHR_OK)
+                goto fail_locked;
+        } else if (nwait < 64) {
+            x->ready->refs++;
+            wait[nwait++] = x->ready;
+        } else {
+            m->b->ops->event_sync(m->b, x->ready->ev, NULL); /* rare: very many in flight */
+        }
+    }
+    if (consumer) {
+        l->cons = malloc(4 * sizeof *l->cons);
+        if (!l->cons) {
+            for (size_t i = 0; i < nwait; i++)
+                ev_unref(m, wait[i]);
+            st = fhr_fail(err, FHR_E_NOMEM, "acquire: out of host memory");
+            goto fail_locked;
+        }
+        l->capcons = 4;
+        l->cons[l->ncons++] = consumer;
+    }
+    for (size_t i = 0; i < n; i++) {
+        l->mats[i]->leases++;
+        l->mats[i]->last_use = ++m->clock;
+        l->hs[i] = hs[i];
+        mgr_trace(m, FHR_TR_ACQUIRE, hs[i], at, at, 0, consumer, NULL);
+    }
+    l->m = m;
+    l->at = at;
+    l->n = n;
+    mgr_bump(m);
+    mgr_leave(m);
+    /* Host readers must see finished copies: wait without the lock. */
+    for (size_t i = 0; i < nwait; i++)
+        m->b->ops->event_sync(m->b, wait[i]->ev, NULL);
+    if (nwait) {
+        pthread_mutex_lock(&m->lock);
+        for (size_t i = 0; i < nwait; i++)
+            ev_unref(m, wait[i]);
+        pthread_mutex_unlock(&m->lock);
+    }
+    *out = l;
+    return FHR_OK;
+fail_locked:
+    mgr_leave(m);
+fail:
+    free(l->cons);
+    free(l->hs);
+    free(l->mats);
+    free(l);
+    return st;
+}
+
+fhr_status fhr_lease_add_consumer_stream(fhr_lease *l, fhr_stream *s, fhr_error *err)
+{
+    if (!l || !s)
+        return fhr_fail(err, FHR_E_INVALID, "lease_add_consumer_stream: NULL argument");
+    fhr_status st = mgr_enter(l->m, "lease_add_consumer_stream", err);
+    if (st != FHR_OK)
+        return st;
+    if (l->released) {
+        st = fhr_fail(err, FHR_E_LEASE, "lease_add_consumer_stream: the lease was already released");
+    } else {
+        int dup = 0;
+        for (size_t i = 0; i < l->ncons; i++)
+            dup |= l->cons[i] == s;
+        if (!dup) {
+            if (l->ncons == l->capcons) {
+                size_t cap = l->capcons ? l->capcons * 2 : 4;
+                fhr_stream **n = realloc(l->cons, cap * sizeof *n);
+                if (!n) {
+                    mgr_leave(l->m);
+                    return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+                }
+                l->cons = n;
+                l->capcons = cap;
+            }
+            l->cons[l->ncons++] = s;
+            /* The new consumer must also see copies still in flight. */
+            for (size_t i = 0; i < l->n && st == FHR_OK; i++) {
+                mat *x = l->mats[i];
+                if (x->ready && !ev_done(l->m, x->ready))
+                    st = l->m->b->ops->stream_wait_event(l->m->b, s, x->ready->ev, err);
+            }
+            if (st != FHR_OK)
+                l->ncons--;
+        }
+    }
+    mgr_leave(l->m);
+    return st;
+}
+
+const fhr_value *fhr_lease_value(const fhr_lease *l, fhr_handle h)
+{
+    if (!l || l->released)
+        return NULL;
+    for (size_t i = 0; i < l->n; i++)
+        if (fhr_handle_equal(l->hs[i], h))
+            return l->mats[i]->value;
+    return NULL;
+}
+
+static fhr_status push_pending(fhr_manager *m, mat *x, evref *e)
+{
+    if (m->npend == m->cappend) {
+        size_t cap = m->cappend ? m->cappend * 2 : 16;
+        pending_ref *n = realloc(m->pend, cap * sizeof *n);
+        if (!n)
+            return FHR_E_NOMEM;
+        m->pend = n;
+        m->cappend = cap;
+    }
+    e->refs++;
+    x->pending++;
+    m->pend[m->npend++] = (pending_ref){x, e};
+    return FHR_OK;
+}
+
+fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err)
+{
+    if (!l)
+        return fhr_fail(err, FHR_E_INVALID, "lease_release: lease is NULL");
+    fhr_manager *m = l->m;
+    fhr_status st = mgr_enter(m, "lease_release", err);
+    if (st != FHR_OK)
+        return st;
+    if (l->released) {
+        mgr_leave(m);
+        return fhr_fail(err, FHR_E_LEASE, "lease_release: the lease was already released");
+    }
+    /* Record every consumer event first; if one fails nothing changes. */
+    evref *evs[16];
+    evref **ev = l->ncons <= 16 ? evs : malloc(l->ncons * sizeof *ev);
+    if (!ev) {
+        mgr_leave(m);
+        return fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
+    }
+    size_t made = 0;
+    for (; made < l->ncons; made++)
+        if (!(ev[made] = ev_new(m, l->cons[made], err)))
+            break;
+    if (made == l->ncons) {
+        /* reserve pending slots so that the commit below cannot fail half-way */
+        size_t need = m->npend + l->ncons * l->n;
+        if (need > m->cappend) {
+            pending_ref *n = realloc(m->pend, need * sizeof *n);
+            if (n) {
+                m->pend = n;
+                m->cappend = need;
+            }
+        }
+        if (need > m->cappend)
+            st = fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
+    } else {
+        st = err && err->status ? err->status : FHR_E_BACKEND;
+    }
+    if (st == FHR_OK) {
+        for (size_t c = 0; c < l->ncons; c++)
+            for (size_t i = 0; i < l->n; i++)
+                push_pending(m, l->mats[i], ev[c]);
+        for (size_t i = 0; i < l->n; i++) {
+            l->mats[i]->leases--;
+            mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0,
+                      l->ncons ? l->cons[0] : NULL, NULL);
+        }
+        l->released = 1;
+        mgr_bump(m);
+    }
+    for (size_t c = 0; c < made; c++)
+        ev_unref(m, ev[c]);
+    if (ev != evs)
+        free(ev);
+    mgr_leave(m);
+    return st;
+}
+
+void fhr_lease_destroy(fhr_lease *l)
+{
+    if (!l)
+        return;
+    if (!l->released && fhr_lease_release(l, NULL) != FHR_OK) {
+        /* Could not record consumer events: wait for the consumers instead. */
+        pthread_mutex_lock(&l->m->lock);
+        for (size_t c = 0; c < l->ncons; c++)
+            l->m->b->ops->stream_sync(l->m->b, l->cons[c], NULL);
+        for (size_t i = 0; i < l->n; i++)
+            l->mats[i]->leases--;
+        l->m->version++;
+        pthread_mutex_unlock(&l->m->lock);
+    }
+    free(l->cons);
+    free(l->hs);
+    free(l->mats);
+    free(l);
+}
+
+fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                            fhr_hold **out, fhr_error *err)
+{
+    if (!out)
+        return fhr_fail(err, FHR_E_INVALID, "hold: out is NULL");
+    *out = NULL;
+    fhr_hold *hd = calloc(1, sizeof *hd);
+    if (!hd || !(hd->mats = malloc((n ? n : 1) * sizeof *hd->mats)) ||
+        !(hd->hs = malloc((n ? n : 1) * sizeof *hd->hs))) {
+        if (hd)
+            free(hd->mats);
+        free(hd);
+        return fhr_fail(err, FHR_E_NOMEM, "hold: out of host memory");
+    }
+    fhr_status st = mgr_enter(m, "hold", err);
+    if (st == FHR_OK) {
+        if ((st = resolve(m, hs, n, at, "hold", hd->mats, err)) == FHR_OK) {
+            for (size_t i = 0; i < n; i++) {
+                hd->mats[i]->holds++;
+                hd->hs[i] = hs[i];
+                mgr_trace(m, FHR_TR_HOLD, hs[i], at, at, 0, NULL, NULL);
+            }
+            hd->m = m;
+            hd->at = at;
+            hd->n = n;
+            mgr_bump(m);
+        }
+        mgr_leave(m);
+    }
+    if (st != FHR_OK) {
+        free(hd->mats);
+        free(hd->hs);
+        free(hd);
+        return st;
+    }
+    *out = hd;
+    return FHR_OK;
+}
+
+fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err)
+{
+    if (!hd)
+        return fhr_fail(err, FHR_E_INVALID, "hold_release: hold is NULL");
+    fhr_status st = mgr_enter(hd->m, "hold_release", err);
+    if (st != FHR_OK)
+        return st;
+    if (hd->released) {
+        st = fhr_fail(err, FHR_E_LEASE, "hold_release: the hold was already released");
+    } else {
+        for (size_t i = 0; i < hd->n; i++) {
+            hd->mats[i]->holds--;
+            mgr_trace(hd->m, FHR_TR_UNHOLD, hd->hs[i], hd->at, hd->at, 0, NULL, NULL);
+        }
+        hd->released = 1;
+        mgr_bump(hd->m);
+    }
+    mgr_leave(hd->m);
+    return st;
+}
+
+void fhr_hold_destroy(fhr_hold *hd)
+{
+    if (!hd)
+        return;
+    if (!hd->released) {
+        pthread_mutex_lock(&hd->m->lock);
+        for (size_t i = 0; i < hd->n; i++)
+            hd->mats[i]->holds--;
+        hd->released = 1;
+        hd->m->version++;
+        pthread_mutex_unlock(&hd->m->lock);
+    }
+    free(hd->mats);
+    free(hd->hs);
+    free(hd);
+}

@@ -1,0 +1,556 @@
+/* runtime/manager.c — the manager object: creation and teardown, the lock and the
+ * reentrancy rule, handle lookup, lazy locations and budgets, adoption and sources,
+ * shared events with reaping, and the rolling trace. */
+#include "manager.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+static uint64_t fresh_id(const void *salt)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+        id = fhr_now_ns() ^ ((uint64_t)(uintptr_t)salt << 16);
+    return id ? id : 1;
+}
+
+fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, fhr_error *err)
+{
+    if (!out || !cfg || !cfg->backend)
+        return fhr_fail(err, FHR_E_INVALID, "manager_create: %s",
+                        !out ? "out is NULL" : "a backend is required");
+    *out = NULL;
+    fhr_manager *m = calloc(1, sizeof *m);
+    if (!m)
+        return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
+    m->b = cfg->backend;
+    m->ndev = m->b->ops->device_count(m->b);
+    if (m->ndev < 0)
+        m->ndev = 0;
+    m->id = fresh_id(m);
+    m->next_serial = 1;
+    pthread_mutex_init(&m->lock, NULL);
+    for (size_t i = 0; i < cfg->nbudgets; i++) {
+        fhr_status st = fhr_set_budget(m, cfg->budgets[i].loc, cfg->budgets[i].nbytes, err);
+        if (st != FHR_OK) {
+            fhr_manager_destroy(m);
+            return st;
+        }
+    }
+    fhr_trace_set_capacity(m, cfg->trace_capacity);
+    m->version = 0;
+    *out = m;
+    return FHR_OK;
+}
+
+uint64_t fhr_manager_id(const fhr_manager *m) { return m ? m->id : 0; }
+fhr_backend *fhr_manager_backend(const fhr_manager *m) { return m ? m->b : NULL; }
+
+static void free_val(fhr_manager *m, val *v)
+{
+    for (int s = 0; s < FHR_LOC_SLOTS; s++) {
+        mat *x = v->mats[s];
+        if (!x)
+            continue;
+        if (x->ready)
+            ev_unref(m, x->ready);
+        for (size_t i = 0; i < x->nreads; i++)
+            ev_unref(m, x->reads[i]);
+        free(x->reads);
+        value_destroy_on(x->value, m->b, NULL);
+        free(x);
+    }
+    free(v->spec_fields);
+    free(v);
+}
+
+void fhr_manager_destroy(fhr_manager *m)
+{
+    if (!m)
+        return;
+    /* Wait for everything enqueued by us or on our behalf, then free. */
+    for (int s = 0; s < FHR_LOC_SLOTS; s++)
+        if (m->streams[s])
+            m->b->ops->stream_sync(m->b, m->streams[s], NULL);
+    for (size_t i = 0; i < m->npend; i++) {
+        m->b->ops->event_sync(m->b, m->pend[i].e->ev, NULL);
+        ev_unref(m, m->pend[i].e);
+    }
+    free(m->pend);
+    for (uint64_t i = 1; i < m->next_serial; i++) {
+        val *v = m->vals[i];
+        if (!v)
+            continue;
+        for (int s = 0; s < FHR_LOC_SLOTS; s++) {
+            mat *x = v->mats[s];
+            if (x && x->ready)
+                m->b->ops->event_sync(m->b, x->ready->ev, NULL);
+            for (size_t k = 0; x && k < x->nreads; k++)
+                m->b->ops->event_sync(m->b, x->reads[k]->ev, NULL);
+        }
+        if (v->has_src && v->src.release)
+            v->src.release(v->src.ctx);
+        free_val(m, v);
+    }
+    free(m->vals);
+    while (m->retired) {
+        evref *e = m->retired;
+        m->retired = e->next_retired;
+        m->b->ops->event_sync(m->b, e->ev, NULL);
+        m->b->ops->event_destroy(m->b, e->ev);
+        free(e);
+    }
+    for (int s = 0; s < FHR_LOC_SLOTS; s++)
+        if (m->streams[s])
+            m->b->ops->stream_destroy(m->b, m->streams[s]);
+    free(m->trace);
+    free(m->scopes);
+    pthread_mutex_destroy(&m->lock);
+    free(m);
+}
+
+fhr_status mgr_enter(fhr_manager *m, const char *op, fhr_error *err)
+{
+    if (!m)
+        return fhr_fail(err, FHR_E_INVALID, "%s: manager is NULL", op);
+    pthread_mutex_lock(&m->lock);
+    if (m->loading) {
+        pthread_mutex_unlock(&m->lock);
+        return fhr_fail(err, FHR_E_REENTRANT,
+                        "%s: refused while a source load runs on this manager", op);
+    }
+    mgr_reap(m);
+    return FHR_OK;
+}
+
+void mgr_leave(fhr_manager *m) { pthread_mutex_unlock(&m->lock); }
+
+void mgr_bump(fhr_manager *m) { m->version++; }
+
+fhr_handle mgr_handle(const fhr_manager *m, const val *v)
+{
+    return (fhr_handle){m->id, v->serial};
+}
+
+const char *mgr_vname(const val *v, char *buf, size_t cap)
+{
+    if (v->label[0])
+        snprintf(buf, cap, "#%llu '%s'", (unsigned long long)v->serial, v->label);
+    else
+        snprintf(buf, cap, "#%llu", (unsigned long long)v->serial);
+    return buf;
+}
+
+fhr_status mgr_lookup(fhr_manager *m, fhr_handle h, const char *op, val **out, fhr_error *err)
+{
+    fhr_status st = FHR_OK;
+    if (h.manager_id != m->id)
+        st = fhr_fail(err, FHR_E_HANDLE,
+                      "%s: handle #%llu belongs to manager %016llx, not to this manager (%016llx)",
+                      op, (unsigned long long)h.serial, (unsigned long long)h.manager_id,
+                      (unsigned long long)m->id);
+    else if (h.serial == 0 || h.serial >= m->next_serial)
+        st = fhr_fail(err, FHR_E_HANDLE, "%s: handle #%llu was never issued by this manager", op,
+                      (unsigned long long)h.serial);
+    else if (!m->vals[h.serial])
+        st = fhr_fail(err, FHR_E_HANDLE, "%s: handle #%llu was discarded", op,
+                      (unsigned long long)h.serial);
+    if (st != FHR_OK) {
+        if (err)
+            err->handle = h;
+        return st;
+    }
+    *out = m->vals[h.serial];
+    return FHR_OK;
+}
+
+fhr_status mgr_check_loc(fhr_manager *m, fhr_location loc, const char *op, fhr_error *err)
+{
+    int slot = fhr_loc_slot(loc);
+    if (slot < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "%s: invalid location", op);
+    if (loc.kind == FHR_LOC_CUDA && loc.index >= m->ndev) {
+        fhr_fail(err, FHR_E_LOCATION, "%s: cuda:%d is not visible to this process (%d device%s)",
+                 op, loc.index, m->ndev, m->ndev == 1 ? "" : "s");
+        if (err)
+            err->loc = loc;
+        return FHR_E_LOCATION;
+    }
+    m->loc[slot].present = 1;
+    return FHR_OK;
+}
+
+fhr_status mgr_stream(fhr_manager *m, fhr_location loc, fhr_stream **out, fhr_error *err)
+{
+    int slot = fhr_loc_slot(loc);
+    if (!m->streams[slot]) {
+        fhr_status st = m->b->ops->stream_create(m->b, loc, &m->streams[slot], err);
+        if (st != FHR_OK)
+            return st;
+    }
+    *out = m->streams[slot];
+    return FHR_OK;
+}
+
+fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes, fhr_error *err)
+{
+    fhr_status st = mgr_enter(m, "set_budget", err);
+    if (st != FHR_OK)
+        return st;
+    if ((st = mgr_check_loc(m, loc, "set_budget", err)) == FHR_OK) {
+        locacct *a = &m->loc[fhr_loc_slot(loc)];
+        uint64_t committed = a->used + a->reserved + a->temp;
+        if (committed > nbytes) {
+            char lb[16];
+            st = fhr_fail(err, FHR_E_BUDGET,
+                          "set_budget %s to %llu bytes: %llu bytes are already committed there",
+                          fhr_loc_format(loc, lb, sizeof lb), (unsigned long long)nbytes,
+                          (unsigned long long)committed);
+        } else {
+            a->has_budget = 1;
+            a->budget = nbytes;
+            mgr_bump(m);
+        }
+    }
+    mgr_leave(m);
+    return st;
+}
+
+/* ---- events ------------------------------------------------------------------------ */
+
+evref *ev_new(fhr_manager *m, fhr_stream *s, fhr_error *err)
+{
+    evref *e = calloc(1, sizeof *e);
+    if (!e) {
+        fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        return NULL;
+    }
+    if (m->b->ops->event_create(m->b, &e->ev, err) != FHR_OK) {
+        free(e);
+        return NULL;
+    }
+    if (m->b->ops->event_record(m->b, e->ev, s, err) != FHR_OK) {
+        m->b->ops->event_destroy(m->b, e->ev);
+        free(e);
+        return NULL;
+    }
+    e->refs = 1;
+    return e;
+}
+
+int ev_done(fhr_manager *m, evref *e)
+{
+    if (!e->done && m->b->ops->event_query(m->b, e->ev) != 0)
+        e->done = 1; /* an error also ends the wait: the work will never complete */
+    return e->done;
+}
+
+void ev_unref(fhr_manager *m, evref *e)
+{
+    (void)m;
+    if (--e->refs)
+        return;
+    e->next_retired = m->retired;
+    m->retired = e;
+}
+
+size_t mgr_reap(fhr_manager *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->npend;) {
+        pending_ref *p = &m->pend[i];
+        if (ev_done(m, p->e)) {
+            p->m->pending--;
+            ev_unref(m, p->e);
+            m->pend[i] = m->pend[--m->npend];
+            n++;
+            m->version++;
+        } else {
+            i++;
+        }
+    }
+    evref **pp = &m->retired;
+    while (*pp) {
+        evref *e = *pp;
+        if (ev_done(m, e)) {
+            *pp = e->next_retired;
+            m->b->ops->event_destroy(m->b, e->ev);
+            free(e);
+        } else {
+            pp = &e->next_retired;
+        }
+    }
+    return n;
+}
+
+size_t fhr_reap(fhr_manager *m)
+{
+    if (!m)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    size_t n = m->loading ? 0 : mgr_reap(m);
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}
+
+/* ---- adoption and sources ------------------------------------------------------------ */
+
+static fhr_status new_val(fhr_manager *m, const fhr_adopt_opts *opts, val **out, fhr_error *err)
+{
+    uint64_t serial = m->next_serial;
+    if ((serial & (serial - 1)) == 0 || !m->vals) { /* grow at powers of two */
+        size_t cap = serial < 16 ? 32 : (size_t)serial * 2;
+        val **n = realloc(m->vals, cap * sizeof *n);
+        if (!n)
+            return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        for (size_t i = m->vals ? (size_t)serial : 0; i < cap; i++)
+            n[i] = NULL;
+        m->vals = n;
+    }
+    val *v = calloc(1, sizeof *v);
+    if (!v)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    v->serial = serial;
+    if (opts) {
+        v->mode = opts->mode;
+        v->priority = opts->priority;
+        if (opts->label)
+            snprintf(v->label, sizeof v->label, "%s", opts->label);
+    }
+    *out = v;
+    return FHR_OK;
+}
+
+static void publish_val(fhr_manager *m, val *v)
+{
+    m->vals[v->serial] = v;
+    m->next_serial++;
+    m->nlive++;
+    mgr_bump(m);
+}
+
+static fhr_status check_opts(const fhr_adopt_opts *opts, const char *op, fhr_error *err)
+{
+    if (opts && opts->mode != FHR_REPLICABLE && opts->mode != FHR_EXCLUSIVE)
+        return fhr_fail(err, FHR_E_INVALID, "%s: unknown replica mode %d", op, (int)opts->mode);
+    return FHR_OK;
+}
+
+fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *opts,
+                     fhr_handle *out, fhr_error *err)
+{
+    if (!value || !*value || !out)
+        return fhr_fail(err, FHR_E_INVALID, "adopt: value and out are required");
+    fhr_status st = check_opts(opts, "adopt", err);
+    if (st != FHR_OK)
+        return st;
+    fhr_value *cv = *value;
+    if (cv->nfields == 0)
+        return fhr_fail(err, FHR_E_INVALID, "adopt: the value has no fields");
+    if ((st = mgr_enter(m, "adopt", err)) != FHR_OK)
+        return st;
+    val *v = NULL;
+    mat *x = NULL;
+    if ((st = mgr_check_loc(m, cv->loc, "adopt", err)) != FHR_OK)
+        goto out;
+    if ((st = new_val(m, opts, &v, err)) != FHR_OK)
+        goto out;
+    v->recov = FHR_MUST_PRESERVE;
+    v->charge = fhr_value_storage_nbytes(cv);
+    v->logical = fhr_value_logical_nbytes(cv);
+    v->meta = cv->meta;
+    int slot = fhr_loc_slot(cv->loc);
+    char nm[96], what[128];
+    snprintf(what, sizeof what, "adopt %s", mgr_vname(v, nm, sizeof nm));
+    if ((st = acct_admit(&m->loc[slot], cv->loc, v->charge, what, err)) != FHR_OK)
+        goto out;
+    if (!(x = calloc(1, sizeof *x))) {
+        st = fhr_fail(err, FHR_E_NOMEM, "adopt: out of host memory");
+        goto out;
+    }
+    x->loc = cv->loc;
+    x->value = cv;
+    x->last_use = ++m->clock;
+    v->mats[slot] = x;
+    v->present = 1ULL << slot;
+    acct_charge(&m->loc[slot], v->charge);
+    publish_val(m, v);
+    *out = mgr_handle(m, v);
+    *value = NULL;
+    mgr_trace(m, FHR_TR_ADOPT, *out, cv->loc, cv->loc, v->charge, NULL, NULL);
+    v = NULL;
+out:
+    free(v);
+    mgr_leave(m);
+    return st;
+}
+
+fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec, const fhr_source *src,
+                               const fhr_adopt_opts *opts, fhr_handle *out, fhr_error *err)
+{
+    if (!spec || !src || !src->load || !out)
+        return fhr_fail(err, FHR_E_INVALID, "register_source: spec, source with load, and out are required");
+    fhr_status st = check_opts(opts, "register_source", err);
+    if (st != FHR_OK)
+        return st;
+    if (spec->nfields == 0 || !spec->fields)
+        return fhr_fail(err, FHR_E_INVALID, "register_source: the spec has no fields");
+    if (spec->meta.n_primes > FHR_MAX_PRIMES)
+        return fhr_fail(err, FHR_E_INVALID, "register_source: too many prime ids");
+    uint64_t logical = 0;
+    for (size_t i = 0; i < spec->nfields; i++) {
+        if (!spec->fields[i].name || !spec->fields[i].nbytes)
+            return fhr_fail(err, FHR_E_INVALID, "register_source: field %zu has no name or size", i);
+        logical += spec->fields[i].nbytes;
+    }
+    if (spec->storage_nbytes == 0)
+        return fhr_fail(err, FHR_E_INVALID, "register_source: storage_nbytes must be positive");
+    if ((st = mgr_enter(m, "register_source", err)) != FHR_OK)
+        return st;
+    val *v = NULL;
+    if ((st = new_val(m, opts, &v, err)) != FHR_OK)
+        goto out;
+    /* one block: field specs then their names */
+    size_t names = 0;
+    for (size_t i = 0; i < spec->nfields; i++)
+        names += strlen(spec->fields[i].name) + 1;
+    v->spec_fields = malloc(spec->nfields * sizeof *v->spec_fields + names);
+    if (!v->spec_fields) {
+        free(v);
+        st = fhr_fail(err, FHR_E_NOMEM, "register_source: out of host memory");
+        goto out;
+    }
+    char *p = (char *)(v->spec_fields + spec->nfields);
+    for (size_t i = 0; i < spec->nfields; i++) {
+        size_t len = strlen(spec->fields[i].name) + 1;
+        memcpy(p, spec->fields[i].name, len);
+        v->spec_fields[i] = (fhr_field_spec){p, spec->fields[i].nbytes};
+        p += len;
+    }
+    v->spec = *spec;
+    v->spec.fields = v->spec_fields;
+    v->recov = FHR_RECONSTRUCTIBLE;
+    v->charge = spec->storage_nbytes;
+    v->logical = logical;
+    v->meta = spec->meta;
+    v->src = *src;
+    v->has_src = 1;
+    publish_val(m, v);
+    *out = mgr_handle(m, v);
+    mgr_trace(m, FHR_TR_REGISTER, *out, (fhr_location){0, 0}, (fhr_location){0, 0}, v->charge,
+              NULL, NULL);
+out:
+    mgr_leave(m);
+    return st;
+}
+
+fhr_status fhr_set_priority(fhr_manager *m, fhr_handle h, int32_t priority, fhr_error *err)
+{
+    fhr_status st = mgr_enter(m, "set_priority", err);
+    if (st != FHR_OK)
+        return st;
+    val *v;
+    if ((st = mgr_lookup(m, h, "set_priority", &v, err)) == FHR_OK) {
+        v->priority = priority;
+        mgr_bump(m);
+    }
+    mgr_leave(m);
+    return st;
+}
+
+int fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc)
+{
+    fhr_status st = mgr_enter(m, "is_resident", NULL);
+    if (st != FHR_OK)
+        return -(int)st;
+    val *v;
+    int r;
+    if ((st = mgr_lookup(m, h, "is_resident", &v, NULL)) != FHR_OK)
+        r = -(int)st;
+    else if (fhr_loc_slot(loc) < 0)
+        r = -(int)FHR_E_LOCATION;
+    else
+        r = (v->present >> fhr_loc_slot(loc)) & 1;
+    mgr_leave(m);
+    return r;
+}
+
+uint64_t fhr_state_version(fhr_manager *m)
+{
+    if (mgr_enter(m, "state_version", NULL) != FHR_OK)
+        return 0;
+    uint64_t v = m->version;
+    mgr_leave(m);
+    return v;
+}
+
+/* ---- trace ----------------------------------------------------------------------------- */
+
+const char *fhr_trace_kind_name(fhr_trace_kind k)
+{
+    static const char *const n[] = {"adopt", "register", "load", "ensure", "move", "drop",
+                                    "discard", "acquire", "release", "hold", "unhold",
+                                    "reserve", "unreserve", "reap", "scope_enter",
+                                    "scope_exit", "body"};
+    return (unsigned)k < sizeof n / sizeof n[0] ? n[k] : "unknown";
+}
+
+void mgr_trace(fhr_manager *m, fhr_trace_kind k, fhr_handle h, fhr_location from,
+               fhr_location to, uint64_t nbytes, fhr_stream *s, const char *label)
+{
+    m->trace_seq++;
+    if (!m->trace_cap)
+        return;
+    fhr_trace_entry *e = &m->trace[(m->trace_head + m->trace_len) % m->trace_cap];
+    if (m->trace_len == m->trace_cap)
+        m->trace_head = (m->trace_head + 1) % m->trace_cap;
+    else
+        m->trace_len++;
+    memset(e, 0, sizeof *e);
+    e->seq = m->trace_seq;
+    e->kind = k;
+    e->handle = h;
+    e->from = from;
+    e->to = to;
+    e->nbytes = nbytes;
+    e->stream_id = s ? m->b->ops->stream_id(m->b, s) : 0;
+    e->t_ns = fhr_now_ns();
+    e->state_version = m->version;
+    if (label)
+        snprintf(e->label, sizeof e->label, "%s", label);
+}
+
+void fhr_trace_set_capacity(fhr_manager *m, size_t capacity)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->lock);
+    fhr_trace_entry *n = capacity ? calloc(capacity, sizeof *n) : NULL;
+    if (capacity && !n) {
+        pthread_mutex_unlock(&m->lock);
+        return;
+    }
+    size_t keep = m->trace_len < capacity ? m->trace_len : capacity;
+    for (size_t i = 0; i < keep; i++) /* keep the newest entries */
+        n[i] = m->trace[(m->trace_head + m->trace_len - keep + i) % m->trace_cap];
+    free(m->trace);
+    m->trace = n;
+    m->trace_cap = capacity;
+    m->trace_len = keep;
+    m->trace_head = 0;
+    pthread_mutex_unlock(&m->lock);
+}
+
+size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap)
+{
+    if (mgr_enter(m, "trace_read", NULL) != FHR_OK)
+        return 0;
+    size_t n = m->trace_len < cap ? m->trace_len : cap;
+    for (size_t i = 0; i < n; i++)
+        out[i] = m->trace[(m->trace_head + m->trace_len - n + i) % m->trace_cap];
+    mgr_leave(m);
+    return n;
+}

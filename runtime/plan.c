@@ -1,0 +1,350 @@
+/* runtime/plan.c — immutable plans (reclaim, enter and exit actions plus
+ * reservations) and the manager's dry run: explain and preflight run the same
+ * rule core as the live primitives over a copy of the accounting. */
+#include "plan.h"
+#include "error.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int phase_ix(fhr_phase ph)
+{
+    return ph == FHR_PHASE_RECLAIM ? 0 : ph == FHR_PHASE_ENTER ? 1 : ph == FHR_PHASE_EXIT ? 2 : -1;
+}
+
+static fhr_status check_action(const fhr_action *a, const char *list, size_t i, fhr_error *err)
+{
+    if ((unsigned)a->kind > FHR_ACT_DISCARD)
+        return fhr_fail(err, FHR_E_INVALID, "plan: %s action %zu has unknown kind %d", list, i,
+                        (int)a->kind);
+    if (a->kind != FHR_ACT_DISCARD && fhr_loc_slot(a->at) < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "plan: %s action %zu has an invalid location", list, i);
+    if (a->kind == FHR_ACT_MOVE && a->has_from && fhr_loc_slot(a->from) < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "plan: %s action %zu has an invalid source", list, i);
+    return FHR_OK;
+}
+
+fhr_status fhr_plan_create(const fhr_plan_desc *d, fhr_plan **out, fhr_error *err)
+{
+    if (!d || !out)
+        return fhr_fail(err, FHR_E_INVALID, "plan_create: NULL argument");
+    *out = NULL;
+    const fhr_action *lists[3] = {d->reclaim, d->enter, d->exit};
+    size_t counts[3] = {d->nreclaim, d->nenter, d->nexit};
+    static const char *const names[3] = {"reclaim", "enter", "exit"};
+    for (int k = 0; k < 3; k++) {
+        if (counts[k] && !lists[k])
+            return fhr_fail(err, FHR_E_INVALID, "plan_create: %s list is NULL", names[k]);
+        for (size_t i = 0; i < counts[k]; i++) {
+            fhr_status st = check_action(&lists[k][i], names[k], i, err);
+            if (st != FHR_OK)
+                return st;
+        }
+    }
+    if (d->nreservations && !d->reservations)
+        return fhr_fail(err, FHR_E_INVALID, "plan_create: reservations list is NULL");
+    for (size_t i = 0; i < d->nreservations; i++)
+        if (fhr_loc_slot(d->reservations[i].at) < 0)
+            return fhr_fail(err, FHR_E_LOCATION, "plan_create: reservation %zu has an invalid location", i);
+    fhr_plan *p = calloc(1, sizeof *p);
+    if (!p)
+        return fhr_fail(err, FHR_E_NOMEM, "plan_create: out of host memory");
+    p->name = strdup(d->name ? d->name : "");
+    int ok = p->name != NULL;
+    for (int k = 0; k < 3 && ok; k++) {
+        p->nacts[k] = counts[k];
+        if (counts[k]) {
+            p->acts[k] = malloc(counts[k] * sizeof(fhr_action));
+            ok = p->acts[k] != NULL;
+            if (ok)
+                memcpy(p->acts[k], lists[k], counts[k] * sizeof(fhr_action));
+        }
+    }
+    if (ok && d->nreservations) {
+        p->res = calloc(d->nreservations, sizeof *p->res);
+        ok = p->res != NULL;
+        for (size_t i = 0; ok && i < d->nreservations; i++) {
+            p->res[i] = d->reservations[i];
+            p->res[i].label = strdup(d->reservations[i].label ? d->reservations[i].label : "");
+            ok = p->res[i].label != NULL;
+            p->nres = i + 1;
+        }
+    }
+    if (!ok) {
+        fhr_plan_destroy(p);
+        return fhr_fail(err, FHR_E_NOMEM, "plan_create: out of host memory");
+    }
+    *out = p;
+    return FHR_OK;
+}
+
+void fhr_plan_destroy(fhr_plan *p)
+{
+    if (!p)
+        return;
+    for (int k = 0; k < 3; k++)
+        free(p->acts[k]);
+    for (size_t i = 0; i < p->nres; i++)
+        free((char *)p->res[i].label);
+    free(p->res);
+    free(p->name);
+    free(p);
+}
+
+const char *fhr_plan_name(const fhr_plan *p) { return p ? p->name : NULL; }
+
+size_t fhr_plan_nactions(const fhr_plan *p, fhr_phase phase)
+{
+    int k = phase_ix(phase);
+    return p && k >= 0 ? p->nacts[k] : 0;
+}
+
+const fhr_action *fhr_plan_action(const fhr_plan *p, fhr_phase phase, size_t i)
+{
+    int k = phase_ix(phase);
+    return p && k >= 0 && i < p->nacts[k] ? &p->acts[k][i] : NULL;
+}
+
+size_t fhr_plan_nreservations(const fhr_plan *p) { return p ? p->nres : 0; }
+const fhr_reservation *fhr_plan_reservation(const fhr_plan *p, size_t i)
+{
+    return p && i < p->nres ? &p->res[i] : NULL;
+}
+
+/* ---- the model ----------------------------------------------------------------------- */
+
+typedef struct simval {
+    uint64_t serial;
+    rule_view rv;
+    int discarded;
+    char name[96];
+} simval;
+
+typedef struct sim {
+    fhr_manager *m;
+    locacct loc[FHR_LOC_SLOTS];
+    simval *vals;
+    size_t nvals, capvals;
+    fhr_explanation *ex;
+} sim;
+
+static simval *sim_get(sim *s, fhr_handle h, fhr_error *err)
+{
+    for (size_t i = 0; i < s->nvals; i++)
+        if (s->vals[i].serial == h.serial && h.manager_id == s->m->id) {
+            if (s->vals[i].discarded) {
+                fhr_fail(err, FHR_E_HANDLE, "handle #%llu was discarded earlier in the plan",
+                         (unsigned long long)h.serial);
+                return NULL;
+            }
+            return &s->vals[i];
+        }
+    val *v;
+    if (mgr_lookup(s->m, h, "plan", &v, err) != FHR_OK)
+        return NULL;
+    if (s->nvals == s->capvals) {
+        size_t cap = s->capvals ? s->capvals * 2 : 16;
+        simval *n = realloc(s->vals, cap * sizeof *n);
+        if (!n) {
+            fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
+            return NULL;
+        }
+        s->vals = n;
+        s->capvals = cap;
+    }
+    simval *sv = &s->vals[s->nvals++];
+    memset(sv, 0, sizeof *sv);
+    sv->serial = h.serial;
+    mgr_rule_view(s->m, v, &sv->rv, sv->name, sizeof sv->name);
+    sv->rv.name = sv->name;
+    return sv;
+}
+
+static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
+{
+    simval *sv = sim_get(s, a->handle, err);
+    if (!sv) {
+        if (err)
+            err->handle = a->handle;
+        return err ? err->status : FHR_E_HANDLE;
+    }
+    rule_effect eff;
+    fhr_status st = rules_check(&sv->rv, a, s->loc, s->m->ndev, &eff, err);
+    if (st != FHR_OK || eff.noop)
+        return st;
+    if (eff.discard) {
+        for (int sl = 0; sl < FHR_LOC_SLOTS; sl++)
+            if (sv->rv.present & (1ULL << sl))
+                acct_release(&s->loc[sl], sv->rv.charge);
+        sv->rv.present = 0;
+        sv->discarded = 1;
+        return FHR_OK;
+    }
+    if (eff.create >= 0) {
+        s->loc[eff.create].present = 1;
+        acct_charge(&s->loc[eff.create], sv->rv.charge);
+        sv->rv.present |= 1ULL << eff.create;
+        if (eff.src >= 0)
+            s->ex->bytes_moved += sv->rv.charge;
+    }
+    if (eff.remove >= 0) {
+        acct_release(&s->loc[eff.remove], sv->rv.charge);
+        sv->rv.present &= ~(1ULL << eff.remove);
+    }
+    return FHR_OK;
+}
+
+static void sim_fail(sim *s, fhr_phase ph, long idx, const fhr_error *e, const char *what)
+{
+    fhr_explanation *ex = s->ex;
+    ex->feasible = 0;
+    ex->status = e->status;
+    ex->phase = ph;
+    ex->action_index = idx;
+    ex->handle = e->handle;
+    ex->loc = e->loc;
+    ex->bytes_short = e->bytes_short;
+    snprintf(ex->reason, sizeof ex->reason, "%s %s %ld: %.440s", fhr_phase_name(ph), what, idx,
+             e->message);
+}
+
+static int sim_list(sim *s, fhr_phase ph, const fhr_action *acts, size_t n)
+{
+    fhr_error e;
+    fhr_error_init(&e);
+    for (size_t i = 0; i < n; i++) {
+        if (sim_action(s, &acts[i], &e) != FHR_OK) {
+            sim_fail(s, ph, (long)i, &e, "action");
+            fhr_error_clear(&e);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int sim_reserve(sim *s, const fhr_plan *p)
+{
+    for (size_t i = 0; i < p->nres; i++) {
+        const fhr_reservation *r = &p->res[i];
+        fhr_error e;
+        fhr_error_init(&e);
+        char what[96];
+        snprintf(what, sizeof what, "reservation '%s'", r->label);
+        int slot = fhr_loc_slot(r->at);
+        if (r->at.kind == FHR_LOC_CUDA && r->at.index >= s->m->ndev) {
+            fhr_fail(&e, FHR_E_LOCATION, "%s: cuda:%d is not visible to this process", what,
+                     r->at.index);
+            e.loc = r->at;
+        } else if (acct_admit(&s->loc[slot], r->at, r->nbytes, what, &e) == FHR_OK) {
+            s->loc[slot].present = 1;
+            acct_reserve(&s->loc[slot], r->nbytes);
+            continue;
+        }
+        sim_fail(s, FHR_PHASE_RESERVE, (long)i, &e, "reservation");
+        return 0;
+    }
+    return 1;
+}
+
+void plan_simulate(fhr_manager *m, const sim_input *in, fhr_explanation *ex)
+{
+    memset(ex, 0, sizeof *ex);
+    ex->feasible = 1;
+    ex->action_index = -1;
+    ex->state_version = m->version;
+    sim s = {.m = m, .ex = ex};
+    memcpy(s.loc, m->loc, sizeof s.loc);
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) { /* predicted peaks start from now */
+        s.loc[i].peak_used = s.loc[i].used;
+        s.loc[i].peak_charged = s.loc[i].used + s.loc[i].reserved + s.loc[i].temp;
+    }
+    const fhr_plan *p = in->plan;
+    if (p) {
+        if (sim_list(&s, FHR_PHASE_RECLAIM, p->acts[0], p->nacts[0]) && sim_reserve(&s, p) &&
+            sim_list(&s, FHR_PHASE_ENTER, p->acts[1], p->nacts[1]) &&
+            sim_list(&s, FHR_PHASE_EXIT, p->acts[2], p->nacts[2])) {
+            for (size_t i = 0; i < p->nres; i++)
+                acct_unreserve(&s.loc[fhr_loc_slot(p->res[i].at)], p->res[i].nbytes);
+        }
+    } else {
+        sim_list(&s, FHR_PHASE_ACTIONS, in->acts, in->nacts);
+    }
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (!s.loc[i].present)
+            continue;
+        fhr_loc_peak *pk = &ex->peaks[ex->npeaks++];
+        pk->loc = fhr_loc_from_slot(i);
+        pk->peak_used_bytes = s.loc[i].peak_used;
+        pk->peak_charged_bytes = s.loc[i].peak_charged;
+        pk->has_budget = s.loc[i].has_budget;
+        pk->budget_bytes = s.loc[i].budget;
+    }
+    free(s.vals);
+}
+
+fhr_status plan_infeasible(const fhr_explanation *ex, const char *what, fhr_error *err)
+{
+    fhr_fail(err, FHR_E_INFEASIBLE, "%.60s rejected by preflight: %.440s", what, ex->reason);
+    if (err) {
+        err->cause = ex->status;
+        err->phase = ex->phase;
+        err->action_index = ex->action_index;
+        err->handle = ex->handle;
+        err->loc = ex->loc;
+        err->bytes_short = ex->bytes_short;
+    }
+    return FHR_E_INFEASIBLE;
+}
+
+fhr_status fhr_explain(fhr_manager *m, const fhr_plan *p, fhr_explanation *out, fhr_error *err)
+{
+    if (!p || !out)
+        return fhr_fail(err, FHR_E_INVALID, "explain: plan and out are required");
+    fhr_status st = mgr_enter(m, "explain", err);
+    if (st != FHR_OK)
+        return st;
+    sim_input in = {p, NULL, 0};
+    plan_simulate(m, &in, out);
+    mgr_leave(m);
+    return FHR_OK;
+}
+
+char *fhr_explanation_json(const fhr_explanation *e)
+{
+    if (!e)
+        return NULL;
+    char b[16];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "feasible", e->feasible);
+    if (e->feasible) {
+        cJSON_AddNullToObject(o, "reason");
+    } else {
+        cJSON_AddStringToObject(o, "reason", e->reason);
+        cJSON_AddStringToObject(o, "status", fhr_status_name(e->status));
+        cJSON_AddStringToObject(o, "phase", fhr_phase_name(e->phase));
+        cJSON_AddNumberToObject(o, "action_index", (double)e->action_index);
+        cJSON_AddNumberToObject(o, "handle", (double)e->handle.serial);
+        if (e->loc.kind != FHR_LOC_INVALID)
+            cJSON_AddStringToObject(o, "location", fhr_loc_format(e->loc, b, sizeof b));
+        cJSON_AddNumberToObject(o, "bytes_short", (double)e->bytes_short);
+    }
+    cJSON_AddNumberToObject(o, "bytes_moved", (double)e->bytes_moved);
+    cJSON_AddNumberToObject(o, "state_version", (double)e->state_version);
+    cJSON *pk = cJSON_AddArrayToObject(o, "peaks");
+    for (size_t i = 0; i < e->npeaks; i++) {
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddStringToObject(x, "location", fhr_loc_format(e->peaks[i].loc, b, sizeof b));
+        cJSON_AddNumberToObject(x, "peak_used_bytes", (double)e->peaks[i].peak_used_bytes);
+        cJSON_AddNumberToObject(x, "peak_charged_bytes", (double)e->peaks[i].peak_charged_bytes);
+        if (e->peaks[i].has_budget)
+            cJSON_AddNumberToObject(x, "budget_bytes", (double)e->peaks[i].budget_bytes);
+        else
+            cJSON_AddNullToObject(x, "budget_bytes");
+        cJSON_AddItemToArray(pk, x);
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}

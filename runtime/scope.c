@@ -1,0 +1,358 @@
+/* runtime/scope.c — scopes (single-use: preflight, reclaim, admit reservations,
+ * enter; later exit, release, publish) and execute_actions. A committed prefix is
+ * never rolled back; a runtime failure carries the phase, the action index and a
+ * partial report of every completed transition. */
+#include "plan.h"
+#include "error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { SC_NEW, SC_ENTERED, SC_CLOSED };
+
+struct fhr_scope {
+    fhr_manager *m;
+    const fhr_plan *p;
+    fhr_stream_map *streams;
+    size_t nstreams;
+    int state;
+    int has_expect;
+    uint64_t expect;
+    fhr_report *rep;       /* running report */
+    fhr_report *published; /* after a successful exit */
+    size_t admitted;       /* reservations admitted so far */
+    char *path;
+    fhr_error exit_err;
+    int has_exit_err;
+};
+
+static fhr_stream *stream_for(const fhr_stream_map *map, size_t n, fhr_location to)
+{
+    for (size_t i = 0; i < n; i++)
+        if (fhr_loc_equal(map[i].loc, to))
+            return map[i].stream;
+    return NULL;
+}
+
+static fhr_status copy_streams(const fhr_stream_map *in, size_t n, fhr_stream_map **out,
+                               fhr_error *err)
+{
+    *out = NULL;
+    if (!n)
+        return FHR_OK;
+    if (!in)
+        return fhr_fail(err, FHR_E_INVALID, "transfer stream map is NULL");
+    for (size_t i = 0; i < n; i++)
+        if (fhr_loc_slot(in[i].loc) < 0 || !in[i].stream)
+            return fhr_fail(err, FHR_E_INVALID, "transfer stream %zu: invalid location or NULL stream", i);
+    *out = malloc(n * sizeof **out);
+    if (!*out)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    memcpy(*out, in, n * sizeof **out);
+    return FHR_OK;
+}
+
+/* Turns an action failure into the plan-execution error with its partial report. */
+static fhr_status plan_failed(const char *plan, fhr_phase ph, size_t idx, const fhr_action *a,
+                              fhr_error *cause, const fhr_report *rep, fhr_error *err)
+{
+    char lb[16];
+    fhr_status st = cause->status ? cause->status : FHR_E_BACKEND;
+    fhr_handle h = cause->handle;
+    fhr_location loc = cause->loc;
+    uint64_t shortb = cause->bytes_short;
+    char msg[sizeof cause->message];
+    memcpy(msg, cause->message, sizeof msg);
+    if (a)
+        fhr_fail(err, FHR_E_PLAN, "plan '%.60s': %s %s %zu (%s #%llu at %s) failed: %.380s", plan,
+                 fhr_phase_name(ph), "action", idx, fhr_action_kind_name(a->kind),
+                 (unsigned long long)a->handle.serial, fhr_loc_format(a->at, lb, sizeof lb), msg);
+    else
+        fhr_fail(err, FHR_E_PLAN, "plan '%.60s': %s %zu failed: %.400s", plan, fhr_phase_name(ph),
+                 idx, msg);
+    if (err) {
+        err->cause = st;
+        err->phase = ph;
+        err->action_index = (long)idx;
+        err->handle = h;
+        err->loc = loc;
+        err->bytes_short = shortb;
+        err->partial_report = fhr_report_clone(rep);
+    }
+    return FHR_E_PLAN;
+}
+
+/* Runs one list of actions; on failure fills err and returns FHR_E_PLAN. */
+static fhr_status run_list(fhr_manager *m, const char *plan, fhr_phase ph, const fhr_action *acts,
+                           size_t n, const fhr_stream_map *map, size_t nmap, fhr_report *rep,
+                           fhr_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        fhr_error cause;
+        fhr_error_init(&cause);
+        fhr_stream *s = stream_for(map, nmap, acts[i].at);
+        if (prim_apply(m, &acts[i], s, rep, ph, i, &cause) != FHR_OK) {
+            fhr_status st = plan_failed(plan, ph, i, &acts[i], &cause, rep, err);
+            fhr_error_clear(&cause);
+            return st;
+        }
+    }
+    return FHR_OK;
+}
+
+fhr_status fhr_execute_actions(fhr_manager *m, const fhr_action *acts, size_t n,
+                               const fhr_stream_map *streams, size_t nstreams,
+                               fhr_report **report, fhr_error *err)
+{
+    if (report)
+        *report = NULL;
+    if (n && !acts)
+        return fhr_fail(err, FHR_E_INVALID, "execute_actions: actions are NULL");
+    for (size_t i = 0; i < nstreams; i++)
+        if (!streams || !streams[i].stream || fhr_loc_slot(streams[i].loc) < 0)
+            return fhr_fail(err, FHR_E_INVALID, "execute_actions: transfer stream %zu is invalid", i);
+    fhr_status st = mgr_enter(m, "execute_actions", err);
+    if (st != FHR_OK)
+        return st;
+    fhr_explanation ex;
+    sim_input in = {NULL, acts, n};
+    plan_simulate(m, &in, &ex);
+    if (!ex.feasible) {
+        mgr_leave(m);
+        return plan_infeasible(&ex, "execute_actions", err);
+    }
+    fhr_report *rep = fhr_report_new("actions");
+    if (!rep) {
+        mgr_leave(m);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    st = run_list(m, "actions", FHR_PHASE_ACTIONS, acts, n, streams, nstreams, rep, err);
+    mgr_leave(m);
+    if (st == FHR_OK && report)
+        *report = rep;
+    else
+        fhr_report_free(rep);
+    return st;
+}
+
+/* ---- scopes ---------------------------------------------------------------------- */
+
+fhr_status fhr_scope_create(fhr_manager *m, const fhr_plan *p, const fhr_stream_map *streams,
+                            size_t nstreams, fhr_scope **out, fhr_error *err)
+{
+    if (!m || !p || !out)
+        return fhr_fail(err, FHR_E_INVALID, "scope_create: manager, plan and out are required");
+    *out = NULL;
+    fhr_scope *sc = calloc(1, sizeof *sc);
+    if (!sc)
+        return fhr_fail(err, FHR_E_NOMEM, "scope_create: out of host memory");
+    fhr_status st = copy_streams(streams, nstreams, &sc->streams, err);
+    if (st != FHR_OK) {
+        free(sc);
+        return st;
+    }
+    sc->m = m;
+    sc->p = p;
+    sc->nstreams = nstreams;
+    fhr_error_init(&sc->exit_err);
+    *out = sc;
+    return FHR_OK;
+}
+
+void fhr_scope_expect_version(fhr_scope *sc, uint64_t v)
+{
+    if (!sc)
+        return;
+    sc->has_expect = 1;
+    sc->expect = v;
+}
+
+static void push_scope(fhr_manager *m, fhr_scope *sc)
+{
+    if (m->nscopes == m->capscopes) {
+        size_t cap = m->capscopes ? m->capscopes * 2 : 8;
+        fhr_scope **n = realloc(m->scopes, cap * sizeof *n);
+        if (!n)
+            return; /* paths of deeper scopes lose their parent; nothing else depends on it */
+        m->scopes = n;
+        m->capscopes = cap;
+    }
+    m->scopes[m->nscopes++] = sc;
+}
+
+static void pop_scope(fhr_manager *m, fhr_scope *sc)
+{
+    for (size_t i = m->nscopes; i-- > 0;)
+        if (m->scopes[i] == sc) {
+            memmove(&m->scopes[i], &m->scopes[i + 1], (m->nscopes - i - 1) * sizeof *m->scopes);
+            m->nscopes--;
+            return;
+        }
+}
+
+static void release_reservations(fhr_scope *sc)
+{
+    fhr_manager *m = sc->m;
+    for (size_t i = sc->admitted; i-- > 0;) {
+        const fhr_reservation *r = &sc->p->res[i];
+        acct_unreserve(&m->loc[fhr_loc_slot(r->at)], r->nbytes);
+        fhr_report_add_reservation(sc->rep, 0, r, fhr_now_ns());
+        mgr_trace(m, FHR_TR_UNRESERVE, (fhr_handle){0, 0}, r->at, r->at, r->nbytes, NULL, r->label);
+    }
+    if (sc->admitted)
+        mgr_bump(m);
+    sc->admitted = 0;
+}
+
+static fhr_status admit_reservations(fhr_scope *sc, fhr_error *err)
+{
+    fhr_manager *m = sc->m;
+    for (size_t i = 0; i < sc->p->nres; i++) {
+        const fhr_reservation *r = &sc->p->res[i];
+        fhr_error cause;
+        fhr_error_init(&cause);
+        char what[96];
+        snprintf(what, sizeof what, "reservation '%.60s'", r->label);
+        fhr_status st = mgr_check_loc(m, r->at, what, &cause);
+        if (st == FHR_OK)
+            st = acct_admit(&m->loc[fhr_loc_slot(r->at)], r->at, r->nbytes, what, &cause);
+        if (st != FHR_OK) {
+            st = plan_failed(sc->p->name, FHR_PHASE_RESERVE, i, NULL, &cause, sc->rep, err);
+            fhr_error_clear(&cause);
+            return st;
+        }
+        acct_reserve(&m->loc[fhr_loc_slot(r->at)], r->nbytes);
+        sc->admitted = i + 1;
+        mgr_bump(m);
+        fhr_report_add_reservation(sc->rep, 1, r, fhr_now_ns());
+        mgr_trace(m, FHR_TR_RESERVE, (fhr_handle){0, 0}, r->at, r->at, r->nbytes, NULL, r->label);
+    }
+    return FHR_OK;
+}
+
+fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err)
+{
+    if (!sc)
+        return fhr_fail(err, FHR_E_INVALID, "scope_enter: scope is NULL");
+    if (sc->state != SC_NEW)
+        return fhr_fail(err, FHR_E_SCOPE, "scope_enter: plan '%.60s' scope was already %s",
+                        sc->p->name, sc->state == SC_ENTERED ? "entered" : "used");
+    fhr_manager *m = sc->m;
+    sc->state = SC_CLOSED; /* any failure below consumes the scope */
+    fhr_status st = mgr_enter(m, "scope_enter", err);
+    if (st != FHR_OK)
+        return st;
+    if (sc->has_expect && sc->expect != m->version) {
+        st = fhr_fail(err, FHR_E_STALE,
+                      "scope_enter: plan '%.60s' was decided against state version %llu, the "
+                      "manager is at %llu; decide again",
+                      sc->p->name, (unsigned long long)sc->expect,
+                      (unsigned long long)m->version);
+        goto out;
+    }
+    fhr_explanation ex;
+    sim_input in = {sc->p, NULL, 0};
+    plan_simulate(m, &in, &ex);
+    if (!ex.feasible) {
+        char what[96];
+        snprintf(what, sizeof what, "plan '%.60s'", sc->p->name);
+        st = plan_infeasible(&ex, what, err);
+        goto out;
+    }
+    const char *parent = m->nscopes ? m->scopes[m->nscopes - 1]->path : NULL;
+    size_t len = (parent ? strlen(parent) + 1 : 0) + strlen(sc->p->name) + 1;
+    sc->path = malloc(len);
+    if (!sc->path || !(sc->rep = fhr_report_new(""))) {
+        st = fhr_fail(err, FHR_E_NOMEM, "scope_enter: out of host memory");
+        goto out;
+    }
+    snprintf(sc->path, len, "%s%s%s", parent ? parent : "", parent ? "/" : "", sc->p->name);
+    free(sc->rep->name);
+    sc->rep->name = strdup(sc->path);
+    mgr_trace(m, FHR_TR_SCOPE_ENTER, (fhr_handle){0, 0}, (fhr_location){0, 0},
+              (fhr_location){0, 0}, 0, NULL, sc->path);
+    if ((st = run_list(m, sc->p->name, FHR_PHASE_RECLAIM, sc->p->acts[0], sc->p->nacts[0],
+                       sc->streams, sc->nstreams, sc->rep, err)) != FHR_OK ||
+        (st = admit_reservations(sc, err)) != FHR_OK ||
+        (st = run_list(m, sc->p->name, FHR_PHASE_ENTER, sc->p->acts[1], sc->p->nacts[1],
+                       sc->streams, sc->nstreams, sc->rep, err)) != FHR_OK) {
+        release_reservations(sc); /* a consumed scope holds no headroom */
+        goto out;
+    }
+    push_scope(m, sc);
+    sc->state = SC_ENTERED;
+out:
+    mgr_leave(m);
+    return st;
+}
+
+fhr_status fhr_scope_exit(fhr_scope *sc, fhr_status body_status, fhr_error *err)
+{
+    if (!sc)
+        return fhr_fail(err, FHR_E_INVALID, "scope_exit: scope is NULL");
+    if (sc->state != SC_ENTERED)
+        return fhr_fail(err, FHR_E_SCOPE, "scope_exit: plan '%.60s' scope is not entered",
+                        sc->p->name);
+    fhr_manager *m = sc->m;
+    fhr_status st = mgr_enter(m, "scope_exit", err);
+    if (st != FHR_OK)
+        return st; /* nothing ran; the scope stays entered */
+    fhr_error xerr;
+    fhr_error_init(&xerr);
+    st = run_list(m, sc->p->name, FHR_PHASE_EXIT, sc->p->acts[2], sc->p->nacts[2], sc->streams,
+                  sc->nstreams, sc->rep, &xerr);
+    release_reservations(sc);
+    pop_scope(m, sc);
+    sc->state = SC_CLOSED;
+    mgr_trace(m, FHR_TR_SCOPE_EXIT, (fhr_handle){0, 0}, (fhr_location){0, 0},
+              (fhr_location){0, 0}, 0, NULL, sc->path);
+    mgr_leave(m);
+    if (st == FHR_OK) {
+        sc->published = sc->rep;
+        sc->rep = NULL;
+        return FHR_OK;
+    }
+    /* Keep the exit failure on the scope; the body's error, if any, stays primary. */
+    sc->exit_err = xerr;
+    sc->has_exit_err = 1;
+    if (err) {
+        fhr_error_clear(err);
+        *err = xerr;
+        err->partial_report = fhr_report_clone(xerr.partial_report);
+    }
+    (void)body_status;
+    return FHR_E_PLAN;
+}
+
+void fhr_scope_close(fhr_scope *sc)
+{
+    if (sc && sc->state == SC_ENTERED)
+        fhr_scope_exit(sc, FHR_E_SCOPE, NULL);
+}
+
+void fhr_scope_destroy(fhr_scope *sc)
+{
+    if (!sc)
+        return;
+    fhr_scope_close(sc);
+    if (sc->state == SC_ENTERED) { /* exit was refused (reentrancy): drop our stack entry */
+        pthread_mutex_lock(&sc->m->lock);
+        release_reservations(sc);
+        pop_scope(sc->m, sc);
+        pthread_mutex_unlock(&sc->m->lock);
+    }
+    fhr_error_clear(&sc->exit_err);
+    fhr_report_free(sc->rep);
+    fhr_report_free(sc->published);
+    free(sc->streams);
+    free(sc->path);
+    free(sc);
+}
+
+const fhr_report *fhr_scope_report(const fhr_scope *sc) { return sc ? sc->published : NULL; }
+const fhr_error *fhr_scope_exit_error(const fhr_scope *sc)
+{
+    return sc && sc->has_exit_err ? &sc->exit_err : NULL;
+}
+const char *fhr_scope_path(const fhr_scope *sc) { return sc && sc->path ? sc->path : ""; }

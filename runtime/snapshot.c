@@ -1,0 +1,271 @@
+/* runtime/snapshot.c — tensor-free snapshots of the manager (accounting per
+ * location, every value and its copies, backend observations) and their JSON, plus
+ * the trace's JSON. */
+#include "manager.h"
+#include "error.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err)
+{
+    if (!out)
+        return fhr_fail(err, FHR_E_INVALID, "snapshot: out is NULL");
+    *out = NULL;
+    fhr_status st = mgr_enter(m, "snapshot", err);
+    if (st != FHR_OK)
+        return st;
+    fhr_snapshot *s = calloc(1, sizeof *s);
+    size_t nlocs = 0, ncopies = 0;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++)
+        nlocs += m->loc[i].present;
+    for (uint64_t i = 1; i < m->next_serial; i++)
+        if (m->vals[i])
+            ncopies += (size_t)__builtin_popcountll(m->vals[i]->present);
+    if (s) {
+        s->locs = calloc(nlocs ? nlocs : 1, sizeof *s->locs);
+        s->values = calloc(m->nlive ? m->nlive : 1, sizeof *s->values);
+        if (s->values)
+            s->values[0].copies = calloc(ncopies ? ncopies : 1, sizeof(fhr_copy_info));
+    }
+    if (!s || !s->locs || !s->values || !s->values[0].copies) {
+        if (s) {
+            if (s->values)
+                free(s->values[0].copies);
+            free(s->values);
+            free(s->locs);
+            free(s);
+        }
+        mgr_leave(m);
+        return fhr_fail(err, FHR_E_NOMEM, "snapshot: out of host memory");
+    }
+    s->manager_id = m->id;
+    s->state_version = m->version;
+    s->clock = m->clock;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        const locacct *a = &m->loc[i];
+        if (!a->present)
+            continue;
+        fhr_loc_stats *ls = &s->locs[s->nlocs++];
+        ls->loc = fhr_loc_from_slot(i);
+        ls->used_bytes = a->used;
+        ls->reserved_bytes = a->reserved;
+        ls->peak_used_bytes = a->peak_used;
+        ls->peak_charged_bytes = a->peak_charged;
+        ls->has_budget = a->has_budget;
+        ls->budget_bytes = a->has_budget ? a->budget : 0;
+        uint64_t committed = a->used + a->reserved + a->temp;
+        ls->remaining_budget_bytes =
+            a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
+        m->b->ops->observe(m->b, ls->loc, &ls->obs);
+    }
+    fhr_copy_info *cp = s->values[0].copies;
+    for (uint64_t i = 1; i < m->next_serial; i++) {
+        const val *v = m->vals[i];
+        if (!v)
+            continue;
+        fhr_value_info *vi = &s->values[s->nvalues++];
+        vi->handle = mgr_handle(m, v);
+        snprintf(vi->label, sizeof vi->label, "%s", v->label);
+        vi->mode = v->mode;
+        vi->recoverability = v->recov;
+        vi->priority = v->priority;
+        vi->spec_storage_nbytes = v->charge;
+        vi->logical_nbytes = v->logical;
+        vi->meta = v->meta;
+        vi->copies = cp;
+        for (int sl = 0; sl < FHR_LOC_SLOTS; sl++) {
+            mat *x = v->mats[sl];
+            if (!x)
+                continue;
+            fhr_copy_info *ci = &vi->copies[vi->ncopies++];
+            ci->loc = x->loc;
+            ci->storage_nbytes = fhr_value_storage_nbytes(x->value);
+            ci->charged_nbytes = v->charge;
+            ci->ready = !x->ready || ev_done(m, x->ready);
+            ci->leases = x->leases;
+            ci->holds = x->holds;
+            ci->pending_events = x->pending;
+            ci->last_use = x->last_use;
+        }
+        cp += vi->ncopies;
+    }
+    mgr_leave(m);
+    *out = s;
+    return FHR_OK;
+}
+
+void fhr_snapshot_free(fhr_snapshot *s)
+{
+    if (!s)
+        return;
+    if (s->values)
+        free(s->values[0].copies);
+    free(s->values);
+    free(s->locs);
+    free(s);
+}
+
+const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc)
+{
+    for (size_t i = 0; s && i < s->nlocs; i++)
+        if (fhr_loc_equal(s->locs[i].loc, loc))
+            return &s->locs[i];
+    return NULL;
+}
+
+const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h)
+{
+    if (!s || h.manager_id != s->manager_id)
+        return NULL;
+    size_t lo = 0, hi = s->nvalues; /* values are sorted by serial */
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t k = s->values[mid].handle.serial;
+        if (k == h.serial)
+            return &s->values[mid];
+        if (k < h.serial)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return NULL;
+}
+
+static void add_u64(cJSON *o, const char *k, uint64_t v) { cJSON_AddNumberToObject(o, k, (double)v); }
+
+static const char *domain_name(fhr_domain d)
+{
+    return d == FHR_DOMAIN_COEFF ? "coeff" : d == FHR_DOMAIN_EVAL ? "eval" : "none";
+}
+
+static const char *key_name(fhr_key_relation k)
+{
+    switch (k) {
+    case FHR_KEY_ROTATION: return "rotation";
+    case FHR_KEY_CONJUGATION: return "conjugation";
+    case FHR_KEY_RELINEARIZATION: return "relinearization";
+    default: return "none";
+    }
+}
+
+char *fhr_snapshot_json(const fhr_snapshot *s)
+{
+    if (!s)
+        return NULL;
+    char buf[32];
+    cJSON *root = cJSON_CreateObject();
+    snprintf(buf, sizeof buf, "%016llx", (unsigned long long)s->manager_id);
+    cJSON_AddStringToObject(root, "manager_id", buf);
+    add_u64(root, "state_version", s->state_version);
+    add_u64(root, "clock", s->clock);
+    cJSON *locs = cJSON_AddArrayToObject(root, "locations");
+    for (size_t i = 0; i < s->nlocs; i++) {
+        const fhr_loc_stats *l = &s->locs[i];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "location", fhr_loc_format(l->loc, buf, sizeof buf));
+        add_u64(o, "used_bytes", l->used_bytes);
+        add_u64(o, "reserved_bytes", l->reserved_bytes);
+        add_u64(o, "peak_used_bytes", l->peak_used_bytes);
+        add_u64(o, "peak_charged_bytes", l->peak_charged_bytes);
+        if (l->has_budget) {
+            add_u64(o, "budget_bytes", l->budget_bytes);
+            add_u64(o, "remaining_budget_bytes", l->remaining_budget_bytes);
+        } else {
+            cJSON_AddNullToObject(o, "budget_bytes");
+            cJSON_AddNullToObject(o, "remaining_budget_bytes");
+        }
+        if (l->obs.valid) {
+            cJSON *ob = cJSON_AddObjectToObject(o, "observation");
+            add_u64(ob, "device_free_bytes", l->obs.device_free_bytes);
+            add_u64(ob, "device_total_bytes", l->obs.device_total_bytes);
+            add_u64(ob, "pool_used_bytes", l->obs.pool_used_bytes);
+            add_u64(ob, "pool_reserved_bytes", l->obs.pool_reserved_bytes);
+        } else {
+            cJSON_AddNullToObject(o, "observation");
+        }
+        cJSON_AddItemToArray(locs, o);
+    }
+    cJSON *vals = cJSON_AddArrayToObject(root, "values");
+    for (size_t i = 0; i < s->nvalues; i++) {
+        const fhr_value_info *v = &s->values[i];
+        cJSON *o = cJSON_CreateObject();
+        add_u64(o, "handle", v->handle.serial);
+        cJSON_AddStringToObject(o, "label", v->label);
+        cJSON_AddStringToObject(o, "replica_mode", v->mode == FHR_EXCLUSIVE ? "exclusive" : "replicable");
+        cJSON_AddStringToObject(o, "recoverability",
+                                v->recoverability == FHR_RECONSTRUCTIBLE ? "reconstructible"
+                                                                         : "must_preserve");
+        cJSON_AddNumberToObject(o, "priority", v->priority);
+        add_u64(o, "storage_nbytes", v->spec_storage_nbytes);
+        add_u64(o, "logical_nbytes", v->logical_nbytes);
+        cJSON *meta = cJSON_AddObjectToObject(o, "meta");
+        add_u64(meta, "context_id", v->meta.context_id);
+        cJSON_AddNumberToObject(meta, "level", v->meta.level);
+        cJSON_AddNumberToObject(meta, "scale", v->meta.scale);
+        cJSON *pr = cJSON_AddArrayToObject(meta, "prime_ids");
+        for (uint32_t p = 0; p < v->meta.n_primes && p < FHR_MAX_PRIMES; p++)
+            cJSON_AddItemToArray(pr, cJSON_CreateNumber(v->meta.prime_ids[p]));
+        cJSON_AddStringToObject(meta, "domain", domain_name(v->meta.domain));
+        cJSON_AddStringToObject(meta, "key_relation", key_name(v->meta.key_relation));
+        cJSON_AddNumberToObject(meta, "key_param", (double)v->meta.key_param);
+        cJSON *cps = cJSON_AddArrayToObject(o, "copies");
+        for (size_t c = 0; c < v->ncopies; c++) {
+            const fhr_copy_info *ci = &v->copies[c];
+            cJSON *co = cJSON_CreateObject();
+            cJSON_AddStringToObject(co, "location", fhr_loc_format(ci->loc, buf, sizeof buf));
+            add_u64(co, "storage_nbytes", ci->storage_nbytes);
+            add_u64(co, "charged_nbytes", ci->charged_nbytes);
+            cJSON_AddBoolToObject(co, "ready", ci->ready);
+            add_u64(co, "leases", ci->leases);
+            add_u64(co, "holds", ci->holds);
+            add_u64(co, "pending_events", ci->pending_events);
+            add_u64(co, "last_use", ci->last_use);
+            cJSON_AddItemToArray(cps, co);
+        }
+        cJSON_AddItemToArray(vals, o);
+    }
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}
+
+char *fhr_trace_json(fhr_manager *m)
+{
+    if (mgr_enter(m, "trace_json", NULL) != FHR_OK)
+        return NULL;
+    size_t n = m->trace_len;
+    fhr_trace_entry *tmp = malloc((n ? n : 1) * sizeof *tmp);
+    if (tmp)
+        for (size_t i = 0; i < n; i++)
+            tmp[i] = m->trace[(m->trace_head + i) % m->trace_cap];
+    uint64_t total = m->trace_seq;
+    mgr_leave(m);
+    if (!tmp)
+        return NULL;
+    char a[16], b[16];
+    cJSON *root = cJSON_CreateObject();
+    add_u64(root, "recorded", total);
+    cJSON *arr = cJSON_AddArrayToObject(root, "entries");
+    for (size_t i = 0; i < n; i++) {
+        const fhr_trace_entry *e = &tmp[i];
+        cJSON *o = cJSON_CreateObject();
+        add_u64(o, "seq", e->seq);
+        cJSON_AddStringToObject(o, "kind", fhr_trace_kind_name(e->kind));
+        add_u64(o, "handle", e->handle.serial);
+        cJSON_AddStringToObject(o, "from", fhr_loc_format(e->from, a, sizeof a));
+        cJSON_AddStringToObject(o, "to", fhr_loc_format(e->to, b, sizeof b));
+        add_u64(o, "bytes", e->nbytes);
+        add_u64(o, "stream", e->stream_id);
+        add_u64(o, "t_ns", e->t_ns);
+        add_u64(o, "state_version", e->state_version);
+        cJSON_AddStringToObject(o, "label", e->label);
+        cJSON_AddItemToArray(arr, o);
+    }
+    free(tmp);
+    char *out = cJSON_PrintUnformatted(root);
+    cJSON_Delete(root);
+    return out;
+}

@@ -1,0 +1,214 @@
+/* tests/unit/test_lease.c — leases and holds on the emulated device: ready-only
+ * acquire, consumer streams, release that never waits, protection until the consumer
+ * event completes and is reaped, cross-thread release, and misuse. */
+#include "mgr_helpers.h"
+#include "backend_gate.h"
+
+Test(threads_lease, copy_stays_protected_until_consumer_work_completes)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle h = adopt_n(m, 4096, 1, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_lease *l;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), NULL, &l, &e), FHR_E_LEASE);
+    cr_assert(strstr(e.message, "consumer stream"), "%s", e.message);
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), cs, &l, &e), FHR_OK, "%s", e.message);
+    cr_assert_not_null(fhr_lease_value(l, h));
+    /* long consumer work queued behind the lease */
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, cs, gate_wait, &g, NULL), FHR_OK);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_E_PROTECTED);
+    cr_assert(strstr(e.message, "active lease"), "%s", e.message);
+    cr_assert_eq(fhr_lease_release(l, &e), FHR_OK, "release returns at once");
+    cr_assert_null(fhr_lease_value(l, h));
+    cr_assert_eq(fhr_lease_release(l, &e), FHR_E_LEASE, "second release");
+    for (int i = 0; i < 3; i++) {
+        fhr_reap(m);
+        cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_E_PROTECTED);
+        cr_assert(strstr(e.message, "pending consumer event"), "%s", e.message);
+        fhr_location host = fhr_loc_host();
+        cr_assert_eq(fhr_move(m, h, fhr_loc_pinned(), &(fhr_location){FHR_LOC_CUDA, 0}, NULL, &e),
+                     FHR_E_PROTECTED);
+        (void)host;
+        cr_assert_eq(fhr_discard(m, h, &e), FHR_E_PROTECTED);
+    }
+    fhr_snapshot *s;
+    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
+    const fhr_value_info *vi = fhr_snapshot_value(s, h);
+    int seen = 0;
+    for (size_t i = 0; i < vi->ncopies; i++)
+        if (vi->copies[i].loc.kind == FHR_LOC_CUDA) {
+            cr_assert_eq(vi->copies[i].pending_events, 1);
+            cr_assert_eq(vi->copies[i].leases, 0);
+            seen = 1;
+        }
+    cr_assert(seen);
+    fhr_snapshot_free(s);
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    cr_assert_eq(fhr_reap(m), 1);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_OK, "%s", e.message);
+    fhr_lease_destroy(l);
+    fhr_stream_destroy(b, cs);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_lease, every_consumer_stream_protects)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle h = adopt_n(m, 64, 1, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_stream *s1, *s2;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &s1, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &s2, NULL), FHR_OK);
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), s1, &l, NULL), FHR_OK);
+    cr_assert_eq(fhr_lease_add_consumer_stream(l, s2, NULL), FHR_OK);
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, s2, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    cr_assert_eq(fhr_lease_add_consumer_stream(l, s1, NULL), FHR_E_LEASE, "after release");
+    cr_assert_eq(fhr_stream_sync(b, s1, NULL), FHR_OK); /* s1 done, s2 still gated */
+    fhr_reap(m);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_E_PROTECTED);
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, s2, NULL), FHR_OK);
+    fhr_reap(m);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    fhr_stream_destroy(b, s1);
+    fhr_stream_destroy(b, s2);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+static void *release_thread(void *p)
+{
+    return (void *)(intptr_t)fhr_lease_release(p, NULL);
+}
+
+Test(threads_lease, release_from_another_thread)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle hs[2] = {adopt_n(m, 64, 1, FHR_REPLICABLE), adopt_n(m, 64, 2, FHR_EXCLUSIVE)};
+    cr_assert_eq(fhr_ensure(m, hs[0], fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_move(m, hs[1], fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(m, hs, 2, fhr_loc_cuda(0), cs, &l, NULL), FHR_OK);
+    pthread_t t;
+    void *ret;
+    pthread_create(&t, NULL, release_thread, l);
+    pthread_join(t, &ret);
+    cr_assert_eq((fhr_status)(intptr_t)ret, FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    fhr_reap(m);
+    cr_assert_eq(fhr_move(m, hs[1], fhr_loc_pinned(), NULL, NULL, NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    fhr_stream_destroy(b, cs);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_lease, acquire_never_materializes_and_waits_for_inflight_copies)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    size_t n = 1 << 20;
+    fhr_handle h = adopt_n(m, n, 8, FHR_REPLICABLE);
+    fhr_lease *l = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_stream *ts, *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &ts, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), cs, &l, &e), FHR_E_STATE);
+    cr_assert(strstr(e.message, "never materializes"), "%s", e.message);
+    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 0);
+    /* hold the transfer stream so the copy is still in flight at acquire */
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, ts, gate_wait, &g, NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), ts, NULL), FHR_OK);
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), cs, &l, &e), FHR_OK, "%s", e.message);
+    fhr_snapshot *s;
+    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
+    const fhr_value_info *vi = fhr_snapshot_value(s, h);
+    for (size_t i = 0; i < vi->ncopies; i++)
+        if (vi->copies[i].loc.kind == FHR_LOC_CUDA)
+            cr_assert_eq(vi->copies[i].ready, 0);
+    fhr_snapshot_free(s);
+    /* the consumer stream waits for the copy: a marker on cs must not run yet */
+    gate g2;
+    gate_init(&g2);
+    g2.open = 1;
+    cr_assert_eq(fhr_launch_host(b, cs, gate_wait, &g2, NULL), FHR_OK);
+    cr_assert_eq(g2.entered, 0, "consumer work ran before the copy it reads");
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    cr_assert_eq(g2.entered, 1);
+    cr_assert(value_has_pattern(b, fhr_lease_value(l, h), 8, n));
+    fhr_lease_destroy(l);
+    fhr_stream_sync(b, cs, NULL);
+    fhr_stream_destroy(b, ts);
+    fhr_stream_destroy(b, cs);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_lease, holds_protect_without_values)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle h = adopt_n(m, 64, 1, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
+    fhr_hold *hd;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_hold_acquire(m, &h, 1, fhr_loc_cuda(0), &hd, &e), FHR_E_STATE);
+    cr_assert_eq(fhr_hold_acquire(m, (fhr_handle[]){h, h}, 2, fhr_loc_pinned(), &hd, &e), FHR_E_INVALID);
+    cr_assert_eq(fhr_hold_acquire(m, &h, 1, fhr_loc_pinned(), &hd, &e), FHR_OK);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), &e), FHR_E_PROTECTED);
+    cr_assert(strstr(e.message, "a hold"), "%s", e.message);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_host(), &e), FHR_OK, "the other copy is free");
+    cr_assert_eq(fhr_hold_release(hd, &e), FHR_OK);
+    cr_assert_eq(fhr_hold_release(hd, &e), FHR_E_LEASE);
+    fhr_hold_destroy(hd);
+    cr_assert_eq(fhr_ensure(m, h, fhr_loc_host(), NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), &e), FHR_OK);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_lease, host_lease_reads_finished_copy)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    size_t n = 3 << 20;
+    fhr_handle h = adopt_n(m, n, 12, FHR_EXCLUSIVE);
+    cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_move(m, h, fhr_loc_pinned(), NULL, NULL, NULL), FHR_OK);
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_pinned(), NULL, &l, NULL), FHR_OK);
+    void *p;
+    size_t len;
+    cr_assert_eq(fhr_value_field(fhr_lease_value(l, h), "data", &p, &len), FHR_OK);
+    cr_assert_eq(len, n);
+    for (size_t i = 0; i < n; i += 4099)
+        cr_assert_eq(((uint8_t *)p)[i], pat(12, i));
+    fhr_lease_destroy(l);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
