@@ -18,7 +18,6 @@ fhr_report *fhr_report_new(const char *name);
 fhr_status fhr_report_add_transition(fhr_report *r, const fhr_transition *t);
 fhr_status fhr_report_add_reservation(fhr_report *r, int admitted, const fhr_reservation *res,
                                       uint64_t t_ns);
-fhr_report *fhr_report_clone(const fhr_report *r);
 uint64_t fhr_now_ns(void);
 
 #endif

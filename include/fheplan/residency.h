@@ -436,6 +436,8 @@ FHR_API uint64_t fhr_report_bytes(const fhr_report *r, fhr_direction d);
 FHR_API uint64_t fhr_report_count(const fhr_report *r, fhr_direction d);
 FHR_API char *fhr_report_json(const fhr_report *r);
 FHR_API void fhr_report_free(fhr_report *r);
+/* A deep copy the caller owns (NULL on allocation failure). */
+FHR_API fhr_report *fhr_report_clone(const fhr_report *r);
 
 #ifdef __cplusplus
 }
