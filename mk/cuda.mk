@@ -28,16 +28,3 @@ else
 test-gpu bench-transfer:
 	@echo "$@: needs a CUDA build (CUDA=1 and $(CUDA_HOME)/include/cuda_runtime.h); skipped"
 endif
-
-# The backend's threaded suites under TSan without Criterion's runner, which cannot start
-# under TSan (Criterion issue #274: "Could not initialize inheritable arena"). The suites
-# compile against tests/tsan/criterion/criterion.h and run in one process, CUDA off.
-TSAN_BACKEND := $(BUILD)/tsan-backend/threads
-.PHONY: tsan-backend
-tsan-backend:
-	@mkdir -p $(dir $(TSAN_BACKEND))
-	$(CC) -std=c11 -D_GNU_SOURCE -O1 -g -fsanitize=thread -Wall -Wextra -Werror \
-	  -Itests/tsan -Iinclude -Iruntime -Icuda -o $(TSAN_BACKEND) \
-	  tests/unit/test_emu.c tests/unit/test_fault.c tests/tsan/main.c \
-	  $(wildcard runtime/*.c cuda/*.c) -lcjson -lpthread -lm
-	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 $(TSAN_BACKEND)
