@@ -142,7 +142,7 @@ void copy_pool_destroy(copy_pool *cp)
 typedef struct stager {
     int dev;
     cudaStream_t st;              /* internal DMA stream on dev */
-    cudaEvent_t start, done;      /* caller stream's earlier work; last DMA */
+    cudaEvent_t done;             /* the last DMA of a host-to-device copy */
     cudaEvent_t ev[STAGE_BUFS];   /* last DMA touching buf[i] */
     int armed[STAGE_BUFS];        /* ev[i] has been recorded */
     void *buf[STAGE_BUFS];
@@ -177,8 +177,6 @@ static void stager_free(stager *g)
         if (g->ev[i])
             cudaEventDestroy(g->ev[i]);
     }
-    if (g->start)
-        cudaEventDestroy(g->start);
     if (g->done)
         cudaEventDestroy(g->done);
     if (g->st)
@@ -190,7 +188,6 @@ static fhr_status stager_init(stager *g, fhr_error *err)
 {
     CU_TRY(cudaSetDevice(g->dev), "cudaSetDevice (staging)");
     CU_TRY(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking), "cudaStreamCreate (staging)");
-    CU_TRY(cudaEventCreateWithFlags(&g->start, cudaEventDisableTiming), "cudaEventCreate (staging)");
     CU_TRY(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming), "cudaEventCreate (staging)");
     for (int i = 0; i < STAGE_BUFS; i++) {
         CU_TRY(cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming),
@@ -312,11 +309,11 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
     fhr_status st = stager_take(set, dev, &g, err);
     if (st)
         return st;
-    cudaError_t e = cudaSetDevice(dev);
+    /* s may belong to another device (a host queue lives on device 0), so wait for its
+     * earlier work with a stream sync rather than an event of dev. */
+    cudaError_t e = cudaStreamSynchronize(s);
     if (e == cudaSuccess)
-        e = cudaEventRecord(g->start, s);
-    if (e == cudaSuccess)
-        e = cudaEventSynchronize(g->start);
+        e = cudaSetDevice(dev);
     if (e != cudaSuccess)
         st = fhr_cuda_fail(err, e, "waiting for the stream before a staged copy");
     else if (to_dev)
