@@ -1,0 +1,321 @@
+/* compiler/bytecode.c — the bytecode file: serialisation (little-endian, fixed-size
+ * records, CRC-32C) and decoding with framing checks; the semantic checks are the
+ * verifier's (verify.c), which the loader always runs. Layout: rplan(5), BYTECODE. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+
+static void put16(unsigned char *b, uint16_t v)
+{
+    b[0] = (unsigned char)v;
+    b[1] = (unsigned char)(v >> 8);
+}
+
+static void put32(unsigned char *b, uint32_t v)
+{
+    for (int i = 0; i < 4; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void put64(unsigned char *b, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        b[i] = (unsigned char)(v >> (8 * i));
+}
+
+static uint16_t get16(const unsigned char *b) { return (uint16_t)(b[0] | b[1] << 8); }
+
+static uint32_t get32(const unsigned char *b)
+{
+    return (uint32_t)b[0] | (uint32_t)b[1] << 8 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 24;
+}
+
+static uint64_t get64(const unsigned char *b)
+{
+    return (uint64_t)get32(b) | (uint64_t)get32(b + 4) << 32;
+}
+
+static const uint32_t recsize[RP_NSECTIONS + 1] = {
+    [RP_SEC_STRS] = 1, [RP_SEC_CONS] = 8, [RP_SEC_VALS] = RP_VAL_SIZE,
+    [RP_SEC_BUDG] = RP_BUDG_SIZE, [RP_SEC_POLI] = RP_POLI_SIZE, [RP_SEC_CHAI] = RP_CHAI_SIZE,
+    [RP_SEC_CODE] = RP_CODE_SIZE, [RP_SEC_LINE] = RP_LINE_SIZE, [RP_SEC_SRCE] = 1,
+};
+
+static uint32_t sec_count(const rplan_program *p, int id)
+{
+    switch (id) {
+    case RP_SEC_STRS: return p->nstrs;
+    case RP_SEC_CONS: return p->ncons;
+    case RP_SEC_VALS: return p->nvals;
+    case RP_SEC_BUDG: return p->nbuds;
+    case RP_SEC_POLI: return p->npols;
+    case RP_SEC_CHAI: return p->nchains;
+    case RP_SEC_CODE: return p->ncode;
+    case RP_SEC_LINE: return p->ncode;
+    default: return p->src ? p->srclen : 0;
+    }
+}
+
+int rp_bytecode_restamp(void *buf, size_t len)
+{
+    unsigned char *b = buf;
+    if (len < RP_HDR_SIZE)
+        return 0;
+    put32(b + 20, 0);
+    put32(b + 20, rp_crc32c(0, b, len));
+    return 1;
+}
+
+fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
+{
+    if (!p || !out || !outlen)
+        return FHR_E_INVALID;
+    uint64_t total = RP_HDR_SIZE + RP_DIR_SIZE * RP_NSECTIONS;
+    uint64_t size[RP_NSECTIONS + 1];
+    for (int id = 1; id <= RP_NSECTIONS; id++) {
+        size[id] = (uint64_t)sec_count(p, id) * recsize[id] + (id == RP_SEC_SRCE ? 4 : 0);
+        total += size[id];
+    }
+    if (total > UINT32_MAX)
+        return FHR_E_INVALID;
+    unsigned char *b = calloc(1, (size_t)total);
+    if (!b)
+        return FHR_E_NOMEM;
+    memcpy(b, RP_MAGIC, 8);
+    put16(b + 8, RP_MAJOR);
+    put16(b + 10, RP_MINOR);
+    put32(b + 12, RP_NSECTIONS);
+    put32(b + 16, (uint32_t)total);
+    uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * RP_NSECTIONS;
+    for (int id = 1; id <= RP_NSECTIONS; id++) {
+        unsigned char *d = b + RP_HDR_SIZE + RP_DIR_SIZE * (id - 1);
+        put32(d, (uint32_t)id);
+        put32(d + 4, off);
+        put32(d + 8, (uint32_t)size[id]);
+        put32(d + 12, sec_count(p, id));
+        unsigned char *q = b + off;
+        switch (id) {
+        case RP_SEC_STRS: memcpy(q, p->strs, p->nstrs); break;
+        case RP_SEC_CONS:
+            for (uint32_t i = 0; i < p->ncons; i++)
+                put64(q + 8 * i, p->cons[i]);
+            break;
+        case RP_SEC_VALS:
+            for (uint32_t i = 0; i < p->nvals; i++, q += RP_VAL_SIZE) {
+                const rp_value *v = &p->vals[i];
+                put32(q, v->name);
+                q[4] = v->mode;
+                q[5] = v->recov;
+                q[6] = v->init_slot;
+                q[7] = v->data;
+                put64(q + 8, v->nbytes);
+                put64(q + 16, v->arg);
+                put32(q + 24, (uint32_t)v->prio);
+                put32(q + 28, v->line);
+                put16(q + 32, v->col);
+                put16(q + 34, v->len);
+            }
+            break;
+        case RP_SEC_BUDG:
+            for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
+                q[0] = p->buds[i].slot;
+                put64(q + 8, p->buds[i].nbytes);
+            }
+            break;
+        case RP_SEC_POLI:
+            for (uint32_t i = 0; i < p->npols; i++, q += RP_POLI_SIZE) {
+                put32(q, p->pols[i].name);
+                put32(q + 4, p->pols[i].kind);
+                put32(q + 8, p->pols[i].first);
+                put32(q + 12, p->pols[i].n);
+            }
+            break;
+        case RP_SEC_CHAI:
+            for (uint32_t i = 0; i < p->nchains; i++)
+                memcpy(q + 8 * i, p->chains[i].s, 8);
+            break;
+        case RP_SEC_CODE:
+            for (uint32_t i = 0; i < p->ncode; i++, q += RP_CODE_SIZE) {
+                const rp_ins *in = &p->code[i];
+                q[0] = in->op;
+                q[1] = in->a;
+                q[2] = in->b;
+                q[3] = in->c;
+                put32(q + 4, in->x);
+                put32(q + 8, in->y);
+            }
+            break;
+        case RP_SEC_LINE:
+            for (uint32_t i = 0; i < p->ncode; i++, q += RP_LINE_SIZE) {
+                put32(q, p->lines[i].line);
+                put16(q + 4, p->lines[i].col);
+                put16(q + 6, p->lines[i].len);
+            }
+            break;
+        case RP_SEC_SRCE:
+            put32(q, p->src_name);
+            if (p->src)
+                memcpy(q + 4, p->src, p->srclen);
+            break;
+        }
+        off += (uint32_t)size[id];
+    }
+    rp_bytecode_restamp(b, (size_t)total);
+    *out = b;
+    *outlen = (size_t)total;
+    return FHR_OK;
+}
+
+int rplan_is_bytecode(const void *buf, size_t len)
+{
+    return buf && len >= 8 && memcmp(buf, RP_MAGIC, 8) == 0;
+}
+
+/* Framing only: header, checksum, directory, record sizes. Sets msg on failure. */
+fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap);
+
+fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap)
+{
+    const unsigned char *b = buf;
+    *out = NULL;
+    if (!b || len < RP_HDR_SIZE) {
+        snprintf(msg, cap, "not a bytecode file: %zu bytes is shorter than the %d-byte header",
+                 len, RP_HDR_SIZE);
+        return FHR_E_INVALID;
+    }
+    if (memcmp(b, RP_MAGIC, 8) != 0) {
+        snprintf(msg, cap, "not a bytecode file: bad magic");
+        return FHR_E_INVALID;
+    }
+    uint16_t major = get16(b + 8), minor = get16(b + 10);
+    if (major != RP_MAJOR || minor > RP_MINOR) {
+        snprintf(msg, cap, "unsupported bytecode version %u.%u (this reader knows %d.%d)",
+                 major, minor, RP_MAJOR, RP_MINOR);
+        return FHR_E_INVALID;
+    }
+    if (get32(b + 16) != len) {
+        snprintf(msg, cap, "truncated or padded: the header says %u bytes, the file has %zu",
+                 get32(b + 16), len);
+        return FHR_E_INVALID;
+    }
+    if (get32(b + 12) != RP_NSECTIONS || get32(b + 24) != 0 || get32(b + 28) != 0) {
+        snprintf(msg, cap, "bad header: section count or reserved fields");
+        return FHR_E_INVALID;
+    }
+    uint32_t want = get32(b + 20);
+    uint32_t crc = rp_crc32c(0, b, 20);
+    static const unsigned char zero[4] = {0, 0, 0, 0};
+    crc = rp_crc32c(crc, zero, 4); /* the CRC field counts as zero */
+    crc = rp_crc32c(crc, b + 24, len - 24);
+    if (crc != want) {
+        snprintf(msg, cap, "checksum mismatch (stored %08x, computed %08x)", want, crc);
+        return FHR_E_INVALID;
+    }
+    const unsigned char *sec[RP_NSECTIONS + 1];
+    uint32_t cnt[RP_NSECTIONS + 1];
+    uint64_t off = RP_HDR_SIZE + RP_DIR_SIZE * RP_NSECTIONS;
+    if (len < off) {
+        snprintf(msg, cap, "truncated section directory");
+        return FHR_E_INVALID;
+    }
+    for (int id = 1; id <= RP_NSECTIONS; id++) {
+        const unsigned char *d = b + RP_HDR_SIZE + RP_DIR_SIZE * (id - 1);
+        uint32_t sid = get32(d), so = get32(d + 4), ss = get32(d + 8), sc = get32(d + 12);
+        uint64_t expect = (uint64_t)sc * recsize[id] + (id == RP_SEC_SRCE ? 4 : 0);
+        if (sid != (uint32_t)id || so != off || ss != expect || off + ss > len) {
+            snprintf(msg, cap, "bad section directory entry %d", id);
+            return FHR_E_INVALID;
+        }
+        sec[id] = b + so;
+        cnt[id] = sc;
+        off += ss;
+    }
+    if (off != len) {
+        snprintf(msg, cap, "%zu stray bytes after the last section", len - (size_t)off);
+        return FHR_E_INVALID;
+    }
+    if (cnt[RP_SEC_LINE] != cnt[RP_SEC_CODE]) {
+        snprintf(msg, cap, "line table has %u entries for %u instructions", cnt[RP_SEC_LINE],
+                 cnt[RP_SEC_CODE]);
+        return FHR_E_INVALID;
+    }
+    rplan_program *p = calloc(1, sizeof *p);
+    if (!p)
+        goto nomem;
+    p->nstrs = cnt[RP_SEC_STRS];
+    p->ncons = cnt[RP_SEC_CONS];
+    p->nvals = cnt[RP_SEC_VALS];
+    p->nbuds = cnt[RP_SEC_BUDG];
+    p->npols = cnt[RP_SEC_POLI];
+    p->nchains = cnt[RP_SEC_CHAI];
+    p->ncode = cnt[RP_SEC_CODE];
+    p->srclen = cnt[RP_SEC_SRCE];
+#define ALLOC(f, n) ((p->f = calloc((n) ? (n) : 1, sizeof *p->f)) != NULL)
+    if (!ALLOC(strs, p->nstrs) || !ALLOC(cons, p->ncons) || !ALLOC(vals, p->nvals) ||
+        !ALLOC(buds, p->nbuds) || !ALLOC(pols, p->npols) || !ALLOC(chains, p->nchains) ||
+        !ALLOC(code, p->ncode) || !ALLOC(lines, p->ncode))
+        goto nomem;
+#undef ALLOC
+    memcpy(p->strs, sec[RP_SEC_STRS], p->nstrs);
+    for (uint32_t i = 0; i < p->ncons; i++)
+        p->cons[i] = get64(sec[RP_SEC_CONS] + 8 * i);
+    const unsigned char *q = sec[RP_SEC_VALS];
+    for (uint32_t i = 0; i < p->nvals; i++, q += RP_VAL_SIZE) {
+        rp_value *v = &p->vals[i];
+        v->name = get32(q);
+        v->mode = q[4];
+        v->recov = q[5];
+        v->init_slot = q[6];
+        v->data = q[7];
+        v->nbytes = get64(q + 8);
+        v->arg = get64(q + 16);
+        v->prio = (int32_t)get32(q + 24);
+        v->line = get32(q + 28);
+        v->col = get16(q + 32);
+        v->len = get16(q + 34);
+        if (get32(q + 36) != 0) {
+            snprintf(msg, cap, "value %u: reserved field is not zero", i);
+            rplan_program_free(p);
+            return FHR_E_INVALID;
+        }
+    }
+    q = sec[RP_SEC_BUDG];
+    for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
+        for (int k = 1; k < 8; k++)
+            if (q[k]) {
+                snprintf(msg, cap, "budget %u: reserved bytes are not zero", i);
+                rplan_program_free(p);
+                return FHR_E_INVALID;
+            }
+        p->buds[i].slot = q[0];
+        p->buds[i].nbytes = get64(q + 8);
+    }
+    q = sec[RP_SEC_POLI];
+    for (uint32_t i = 0; i < p->npols; i++, q += RP_POLI_SIZE)
+        p->pols[i] = (rp_policyrec){get32(q), get32(q + 4), get32(q + 8), get32(q + 12)};
+    for (uint32_t i = 0; i < p->nchains; i++)
+        memcpy(p->chains[i].s, sec[RP_SEC_CHAI] + 8 * i, 8);
+    q = sec[RP_SEC_CODE];
+    for (uint32_t i = 0; i < p->ncode; i++, q += RP_CODE_SIZE)
+        p->code[i] = (rp_ins){q[0], q[1], q[2], q[3], get32(q + 4), get32(q + 8)};
+    q = sec[RP_SEC_LINE];
+    for (uint32_t i = 0; i < p->ncode; i++, q += RP_LINE_SIZE)
+        p->lines[i] = (rp_linerec){get32(q), get16(q + 4), get16(q + 6)};
+    p->src_name = get32(sec[RP_SEC_SRCE]);
+    if (p->srclen) {
+        p->src = malloc((size_t)p->srclen + 1);
+        if (!p->src)
+            goto nomem;
+        memcpy(p->src, sec[RP_SEC_SRCE] + 4, p->srclen);
+        p->src[p->srclen] = '\0';
+    }
+    p->capstrs = p->nstrs;
+    *out = p;
+    return FHR_OK;
+nomem:
+    rplan_program_free(p);
+    snprintf(msg, cap, "out of memory");
+    return FHR_E_NOMEM;
+}

@@ -1,0 +1,238 @@
+/* compiler/compile.c — the public entry points that tie the pieces together: compile
+ * (parse, semantic pass, verify), load (decode, verify), file I/O, and turning a
+ * verifier refusal into a diagnostic at the failing instruction's source position. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lang.h"
+#include "program.h"
+
+fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap);
+
+static rp_loc loc_of_line(rp_linerec l)
+{
+    rp_loc r = {l.line, l.col, l.line, l.col + (l.len ? l.len : 1) - 1u};
+    return r;
+}
+
+/* Reports a verifier refusal; positions come from the line table / declarations. */
+static void report_vfail(rp_dctx *dc, const rplan_program *p, const rp_vfail *f)
+{
+    rp_loc at = {0, 0, 0, 0};
+    if (f->instr >= 0 && (uint32_t)f->instr < p->ncode)
+        at = loc_of_line(p->lines[f->instr]);
+    else if (f->value >= 0 && (uint32_t)f->value < p->nvals) {
+        const rp_value *v = &p->vals[f->value];
+        at = loc_of_line((rp_linerec){v->line, v->col, v->len});
+    }
+    rp_diag(dc, RPLAN_ERROR, at, "%s", f->msg);
+    if (!f->note[0])
+        return;
+    rp_loc nl = {0, 0, 0, 0};
+    if (f->note_instr >= 0 && (uint32_t)f->note_instr < p->ncode)
+        nl = loc_of_line(p->lines[f->note_instr]);
+    else if (f->note_value >= 0 && (uint32_t)f->note_value < p->nvals) {
+        const rp_value *v = &p->vals[f->note_value];
+        nl = loc_of_line((rp_linerec){v->line, v->col, v->len});
+    }
+    rp_diag(dc, RPLAN_NOTE, nl, "%s", f->note);
+}
+
+fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *opts,
+                         rplan_program **out, rplan_diags *diags)
+{
+    if (!out || (!src && len))
+        return FHR_E_INVALID;
+    *out = NULL;
+    const char *fname = opts && opts->filename ? opts->filename : "<input>";
+    rp_dctx dc = {diags, -1, fname, 0};
+    dc.src = rp_diags_add_source(diags, fname, src ? src : "", len);
+    char *buf = malloc(len + 1);
+    rplan_program *p = rp_prog_new();
+    if (!buf || !p) {
+        free(buf);
+        rplan_program_free(p);
+        return FHR_E_NOMEM;
+    }
+    if (len)
+        memcpy(buf, src, len);
+    buf[len] = '\0';
+    rp_parser ps;
+    memset(&ps, 0, sizeof ps);
+    ps.dc = &dc;
+    ps.lx.buf = ps.lx.cur = ps.lx.line_start = buf;
+    ps.lx.lim = buf + len;
+    ps.lx.line = 1;
+    ps.lx.dc = &dc;
+    rp_parse_run(&ps);
+    if (!dc.nerrors && ps.root)
+        rp_sema(ps.root, &dc, opts, p);
+    rp_node_free(ps.root);
+    fhr_status st = FHR_OK;
+    if (dc.nerrors) {
+        st = FHR_E_INVALID;
+        goto done;
+    }
+    if (!rp_prog_str(p, fname, strlen(fname), &p->src_name)) {
+        st = FHR_E_NOMEM;
+        goto done;
+    }
+    rp_prog_drop_build_tables(p);
+    if (!(opts && opts->strip_source) && len <= UINT32_MAX / 2) {
+        p->src = buf;
+        p->srclen = (uint32_t)len;
+        buf = NULL;
+    }
+    rp_vfail f;
+    st = rp_verify(p, &f);
+    if (st) {
+        report_vfail(&dc, p, &f);
+        if (st != FHR_E_INFEASIBLE && st != FHR_E_NOMEM)
+            st = FHR_E_INVALID;
+    }
+done:
+    free(buf);
+    if (st) {
+        rplan_program_free(p);
+        return st;
+    }
+    *out = p;
+    return FHR_OK;
+}
+
+static fhr_status read_all(const char *path, char **out, size_t *len, char *msg, size_t cap)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(msg, cap, "cannot open '%s': %s", path, strerror(errno));
+        return FHR_E_INVALID;
+    }
+    size_t n = 0, c = 4096;
+    char *b = malloc(c);
+    while (b) {
+        n += fread(b + n, 1, c - n, f);
+        if (n < c)
+            break;
+        char *nb = c < ((size_t)1 << 31) ? realloc(b, c * 2) : NULL;
+        if (!nb) {
+            free(b);
+            b = NULL;
+            break;
+        }
+        b = nb;
+        c *= 2;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!b) {
+        snprintf(msg, cap, "out of memory reading '%s'", path);
+        return FHR_E_NOMEM;
+    }
+    if (err) {
+        free(b);
+        snprintf(msg, cap, "cannot read '%s'", path);
+        return FHR_E_INVALID;
+    }
+    *out = b;
+    *len = n;
+    return FHR_OK;
+}
+
+fhr_status rplan_compile_file(const char *path, const rplan_compile_opts *opts,
+                              rplan_program **out, rplan_diags *diags)
+{
+    if (!path || !out)
+        return FHR_E_INVALID;
+    char *b;
+    size_t n;
+    char msg[512];
+    fhr_status st = read_all(path, &b, &n, msg, sizeof msg);
+    if (st) {
+        rp_dctx dc = {diags, -1, path, 0};
+        rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);
+        return st;
+    }
+    rplan_compile_opts o = {0};
+    if (opts)
+        o = *opts;
+    if (!o.filename)
+        o.filename = path;
+    st = rplan_compile(b, n, &o, out, diags);
+    free(b);
+    return st;
+}
+
+fhr_status rplan_load_mem(const void *buf, size_t len, const char *name, rplan_program **out,
+                          rplan_diags *diags)
+{
+    if (!out)
+        return FHR_E_INVALID;
+    *out = NULL;
+    char msg[512];
+    rplan_program *p;
+    rp_dctx dc = {diags, -1, name ? name : "<bytecode>", 0};
+    fhr_status st = rp_decode(buf, len, &p, msg, sizeof msg);
+    if (st) {
+        dc.src = rp_diags_add_source(diags, dc.file, NULL, 0);
+        rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);
+        return st;
+    }
+    rp_vfail f;
+    st = rp_verify(p, &f);
+    if (st) {
+        /* position the refusal with the file's own line table and source when it has them */
+        const char *fname = dc.file;
+        if (p->nstrs && p->strs[p->nstrs - 1] == '\0' && p->src_name < p->nstrs &&
+            p->strs[p->src_name])
+            fname = p->strs + p->src_name;
+        dc.src = rp_diags_add_source(diags, fname, p->src, p->src ? p->srclen : 0);
+        report_vfail(&dc, p, &f);
+        rplan_program_free(p);
+        return st == FHR_E_INFEASIBLE || st == FHR_E_NOMEM ? st : FHR_E_INVALID;
+    }
+    *out = p;
+    return FHR_OK;
+}
+
+fhr_status rplan_load_file(const char *path, rplan_program **out, rplan_diags *diags)
+{
+    if (!path || !out)
+        return FHR_E_INVALID;
+    char *b;
+    size_t n;
+    char msg[512];
+    fhr_status st = read_all(path, &b, &n, msg, sizeof msg);
+    if (st) {
+        rp_dctx dc = {diags, -1, path, 0};
+        rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);
+        return st;
+    }
+    st = rplan_load_mem(b, n, path, out, diags);
+    free(b);
+    return st;
+}
+
+fhr_status rplan_write_file(const rplan_program *p, const char *path, fhr_error *err)
+{
+    void *b;
+    size_t n;
+    fhr_status st = rplan_write_mem(p, &b, &n);
+    if (st)
+        return st;
+    FILE *f = fopen(path, "wb");
+    int ok = f && fwrite(b, 1, n, f) == n;
+    if (f && fclose(f) != 0)
+        ok = 0;
+    free(b);
+    if (!ok) {
+        if (err) {
+            err->status = FHR_E_INVALID;
+            snprintf(err->message, sizeof err->message, "cannot write '%s': %s", path,
+                     strerror(errno));
+        }
+        return FHR_E_INVALID;
+    }
+    return FHR_OK;
+}

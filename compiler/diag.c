@@ -1,0 +1,315 @@
+/* compiler/diag.c — the diagnostic list: records with file, line, column and span,
+ * rendering with the source line and a ^~~~ underline (nftables erec / jq locfile
+ * style), and "did you mean" suggestions by edit distance. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lang.h"
+
+typedef struct dsrc {
+    char *name;
+    char *text; /* NULL when unknown */
+    size_t len;
+    size_t *ls; /* line starts, built on first render */
+    size_t nls;
+} dsrc;
+
+struct rplan_diags {
+    rplan_diag *v;
+    int *vsrc;
+    size_t n, cap, nerr;
+    dsrc *srcs;
+    size_t nsrcs;
+};
+
+rplan_diags *rplan_diags_new(void)
+{
+    return calloc(1, sizeof(rplan_diags));
+}
+
+void rplan_diags_free(rplan_diags *d)
+{
+    if (!d)
+        return;
+    for (size_t i = 0; i < d->n; i++)
+        free((char *)d->v[i].message);
+    for (size_t i = 0; i < d->nsrcs; i++) {
+        free(d->srcs[i].name);
+        free(d->srcs[i].text);
+        free(d->srcs[i].ls);
+    }
+    free(d->srcs);
+    free(d->v);
+    free(d->vsrc);
+    free(d);
+}
+
+size_t rplan_diags_count(const rplan_diags *d) { return d ? d->n : 0; }
+size_t rplan_diags_nerrors(const rplan_diags *d) { return d ? d->nerr : 0; }
+
+const rplan_diag *rplan_diags_get(const rplan_diags *d, size_t i)
+{
+    return d && i < d->n ? &d->v[i] : NULL;
+}
+
+int rp_diags_add_source(rplan_diags *d, const char *name, const char *text, size_t len)
+{
+    if (!d)
+        return -1;
+    dsrc *s = realloc(d->srcs, (d->nsrcs + 1) * sizeof *s);
+    if (!s)
+        return -1;
+    d->srcs = s;
+    dsrc *ns = &s[d->nsrcs];
+    memset(ns, 0, sizeof *ns);
+    ns->name = strdup(name ? name : "<input>");
+    if (!ns->name)
+        return -1;
+    if (text) {
+        ns->text = malloc(len + 1);
+        if (!ns->text) {
+            free(ns->name);
+            return -1;
+        }
+        memcpy(ns->text, text, len);
+        ns->text[len] = '\0';
+        ns->len = len;
+    }
+    return (int)d->nsrcs++;
+}
+
+const char *rp_diags_source_name(rplan_diags *d, int src)
+{
+    if (!d || src < 0 || (size_t)src >= d->nsrcs)
+        return "<input>";
+    return d->srcs[src].name;
+}
+
+void rp_vdiag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, va_list ap)
+{
+    if (sev == RPLAN_ERROR)
+        dc->nerrors++;
+    rplan_diags *d = dc->d;
+    if (!d)
+        return;
+    if (d->n == d->cap) {
+        size_t nc = d->cap ? d->cap * 2 : 16;
+        rplan_diag *v = realloc(d->v, nc * sizeof *v);
+        if (!v)
+            return;
+        d->v = v;
+        int *vs = realloc(d->vsrc, nc * sizeof *vs);
+        if (!vs)
+            return;
+        d->vsrc = vs;
+        d->cap = nc;
+    }
+    char buf[1024];
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    char *msg = strdup(buf);
+    if (!msg)
+        return;
+    rplan_diag *g = &d->v[d->n];
+    g->severity = sev;
+    g->file = dc->src >= 0 && (size_t)dc->src < d->nsrcs ? d->srcs[dc->src].name
+              : dc->file                                 ? dc->file
+                                                         : "<input>";
+    g->line = loc.first_line;
+    g->col = loc.first_column;
+    g->end_col = loc.last_line == loc.first_line && loc.last_column >= loc.first_column
+                     ? loc.last_column + 1
+                     : 0; /* 0: to the end of the line */
+    g->message = msg;
+    d->vsrc[d->n] = dc->src;
+    d->n++;
+    if (sev == RPLAN_ERROR)
+        d->nerr++;
+}
+
+void rp_diag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    rp_vdiag(dc, sev, loc, fmt, ap);
+    va_end(ap);
+}
+
+static int build_lines(dsrc *s)
+{
+    if (s->ls || !s->text)
+        return s->ls != NULL;
+    size_t n = 1;
+    for (size_t i = 0; i < s->len; i++)
+        n += s->text[i] == '\n';
+    s->ls = malloc(n * sizeof *s->ls);
+    if (!s->ls)
+        return 0;
+    s->ls[0] = 0;
+    s->nls = 1;
+    for (size_t i = 0; i < s->len; i++)
+        if (s->text[i] == '\n')
+            s->ls[s->nls++] = i + 1;
+    return 1;
+}
+
+/* A growable output that is either a FILE or a string. */
+typedef struct out {
+    FILE *f;
+    char *s;
+    size_t n, cap;
+    int fail;
+} out;
+
+static void put(out *o, const char *p, size_t n)
+{
+    if (o->f) {
+        fwrite(p, 1, n, o->f);
+        return;
+    }
+    if (o->fail)
+        return;
+    if (o->n + n + 1 > o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 256;
+        while (nc < o->n + n + 1)
+            nc *= 2;
+        char *s = realloc(o->s, nc);
+        if (!s) {
+            o->fail = 1;
+            return;
+        }
+        o->s = s;
+        o->cap = nc;
+    }
+    memcpy(o->s + o->n, p, n);
+    o->n += n;
+    o->s[o->n] = '\0';
+}
+
+static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
+
+static void render(rplan_diags *d, out *o, int colour)
+{
+    static const char *const sevname[] = {"error", "warning", "note"};
+    static const char *const sevcol[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
+    char buf[64];
+    for (size_t i = 0; i < d->n; i++) {
+        const rplan_diag *g = &d->v[i];
+        if (colour)
+            puts_(o, "\033[1m");
+        puts_(o, g->file);
+        if (g->line) {
+            snprintf(buf, sizeof buf, ":%u:%u", g->line, g->col);
+            puts_(o, buf);
+        }
+        puts_(o, ": ");
+        if (colour)
+            puts_(o, sevcol[g->severity]);
+        puts_(o, sevname[g->severity]);
+        puts_(o, ":");
+        if (colour)
+            puts_(o, "\033[0m");
+        puts_(o, " ");
+        puts_(o, g->message);
+        puts_(o, "\n");
+        int si = d->vsrc[i];
+        if (!g->line || si < 0 || (size_t)si >= d->nsrcs)
+            continue;
+        dsrc *s = &d->srcs[si];
+        if (!build_lines(s) || g->line > s->nls)
+            continue;
+        size_t a = s->ls[g->line - 1], b = a;
+        while (b < s->len && s->text[b] != '\n' && s->text[b] != '\r')
+            b++;
+        size_t ll = b - a;
+        put(o, s->text + a, ll);
+        puts_(o, "\n");
+        size_t c0 = g->col ? g->col - 1 : 0;
+        if (c0 > ll)
+            c0 = ll;
+        size_t c1 = g->end_col ? g->end_col - 1 : ll;
+        if (c1 > ll)
+            c1 = ll;
+        if (c1 <= c0)
+            c1 = c0 + 1;
+        for (size_t k = 0; k < c0; k++)
+            put(o, s->text[a + k] == '\t' ? "\t" : " ", 1);
+        if (colour)
+            puts_(o, "\033[1;32m");
+        puts_(o, "^");
+        for (size_t k = c0 + 1; k < c1; k++)
+            puts_(o, "~");
+        if (colour)
+            puts_(o, "\033[0m");
+        puts_(o, "\n");
+    }
+}
+
+void rplan_diags_render(const rplan_diags *d, FILE *f, int colour)
+{
+    if (!d || !f)
+        return;
+    out o = {.f = f};
+    render((rplan_diags *)d, &o, colour);
+}
+
+char *rplan_diags_render_string(const rplan_diags *d)
+{
+    out o = {0};
+    put(&o, "", 0);
+    if (d)
+        render((rplan_diags *)d, &o, 0);
+    if (o.fail) {
+        free(o.s);
+        return NULL;
+    }
+    return o.s;
+}
+
+size_t rp_edit_distance(const char *a, const char *b, size_t cap)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return cap + 1;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t prev = row[0], best;
+        row[0] = i;
+        best = row[0];
+        for (size_t j = 1; j <= lb; j++) {
+            size_t cur = row[j];
+            size_t v = prev + (a[i - 1] != b[j - 1]);
+            if (row[j] + 1 < v)
+                v = row[j] + 1;
+            if (row[j - 1] + 1 < v)
+                v = row[j - 1] + 1;
+            row[j] = v;
+            prev = cur;
+            if (v < best)
+                best = v;
+        }
+        if (best > cap)
+            return cap + 1;
+    }
+    return row[lb];
+}
+
+const char *rp_suggest(const char *word, const char *const *cands, size_t n)
+{
+    size_t lw = strlen(word);
+    size_t cap = lw <= 3 ? 1 : lw <= 6 ? 2 : 3;
+    const char *best = NULL;
+    size_t bd = cap + 1;
+    for (size_t i = 0; i < n; i++) {
+        if (!cands[i] || strcmp(cands[i], word) == 0)
+            continue;
+        size_t dd = rp_edit_distance(word, cands[i], cap);
+        if (dd < bd && dd < lw) {
+            bd = dd;
+            best = cands[i];
+        }
+    }
+    return best;
+}

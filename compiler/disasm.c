@@ -1,0 +1,249 @@
+/* compiler/disasm.c — the disassembler: declarations, then one line per instruction
+ * (operands formatted from the opcode table), indented by nesting, with the source
+ * line interleaved wherever the line changes (objdump -S style). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+
+typedef struct out {
+    FILE *f;
+    char *s;
+    size_t n, cap;
+    int fail;
+} out;
+
+static void put(out *o, const char *p, size_t n)
+{
+    if (o->f) {
+        fwrite(p, 1, n, o->f);
+        return;
+    }
+    if (o->fail)
+        return;
+    if (o->n + n + 1 > o->cap) {
+        size_t nc = o->cap ? o->cap * 2 : 4096;
+        while (nc < o->n + n + 1)
+            nc *= 2;
+        char *s = realloc(o->s, nc);
+        if (!s) {
+            o->fail = 1;
+            return;
+        }
+        o->s = s;
+        o->cap = nc;
+    }
+    memcpy(o->s + o->n, p, n);
+    o->n += n;
+    o->s[o->n] = '\0';
+}
+
+static void pf(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void pf(out *o, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    put(o, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
+}
+
+static void pstr(out *o, const char *s)
+{
+    put(o, "\"", 1);
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '"' || c == '\\')
+            pf(o, "\\%c", c);
+        else if (c < 0x20 || c >= 0x7f)
+            pf(o, "\\x%02x", c);
+        else
+            put(o, s, 1);
+    }
+    put(o, "\"", 1);
+}
+
+static const char *size_text(uint64_t n, char *buf)
+{
+    static const char *const u[] = {"TiB", "GiB", "MiB", "KiB"};
+    for (int i = 0; i < 4; i++) {
+        uint64_t m = 1ull << (10 * (4 - i));
+        if (n >= m && n % m == 0) {
+            snprintf(buf, 40, "%" PRIu64 " %s", n / m, u[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, 40, "%" PRIu64 " B", n);
+    return buf;
+}
+
+static const char *dur_text(uint64_t n, char *buf)
+{
+    static const char *const u[] = {"s", "ms", "us"};
+    static const uint64_t m[] = {1000000000ull, 1000000ull, 1000ull};
+    for (int i = 0; i < 3; i++)
+        if (n >= m[i] && n % m[i] == 0) {
+            snprintf(buf, 40, "%" PRIu64 " %s", n / m[i], u[i]);
+            return buf;
+        }
+    snprintf(buf, 40, "%" PRIu64 " ns", n);
+    return buf;
+}
+
+static const char *locs(uint8_t slot, char *buf)
+{
+    return fhr_loc_format(fhr_loc_from_slot(slot), buf, 24);
+}
+
+static void disasm(const rplan_program *p, out *o, unsigned flags)
+{
+    char b1[40], b2[40];
+    const char *S = p->strs;
+    pf(o, "; rplan bytecode %d.%d", RP_MAJOR, RP_MINOR);
+    if (S[p->src_name])
+        pf(o, ", source %s", S + p->src_name);
+    pf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,
+       p->nbuds, p->npols, p->ncode, p->ncons);
+    for (uint32_t i = 0; i < p->nbuds; i++)
+        pf(o, "budget  %-8s %s\n", locs(p->buds[i].slot, b1), size_text(p->buds[i].nbytes, b2));
+    for (uint32_t i = 0; i < p->nvals; i++) {
+        const rp_value *v = &p->vals[i];
+        pf(o, "value   %-4u %-12s %-10s %-10s", i, S + v->name, size_text(v->nbytes, b1),
+           v->mode ? "exclusive" : "replicable");
+        if (v->recov)
+            pf(o, " source");
+        else
+            pf(o, " at %s init", locs(v->init_slot, b2));
+        if (v->data == RPLAN_DATA_SYNTH)
+            pf(o, " synth(%" PRIu64 ")", v->arg);
+        else if (v->data == RPLAN_DATA_FILE) {
+            pf(o, " file(");
+            pstr(o, S + v->arg);
+            pf(o, ")");
+        } else
+            pf(o, " zero");
+        if (v->prio)
+            pf(o, " priority %d", v->prio);
+        pf(o, "  ; %u:%u\n", v->line, v->col);
+    }
+    for (uint32_t i = 0; i < p->npols; i++) {
+        const rp_policyrec *r = &p->pols[i];
+        pf(o, "policy  %-4u %s = tiered_lru(", i, S + r->name);
+        for (uint32_t c = 0; c < r->n; c++) {
+            const uint8_t *ch = p->chains[r->first + c].s;
+            for (int k = 0; k < RP_MAX_CHAIN && ch[k] != RP_NOLOC; k++)
+                pf(o, "%s%s", k ? " -> " : c ? ", " : "", locs(ch[k], b1));
+        }
+        pf(o, ")\n");
+    }
+    /* line starts of the embedded source */
+    size_t *ls = NULL, nls = 0;
+    if (p->src && !(flags & RPLAN_DISASM_NOSOURCE)) {
+        size_t n = 1;
+        for (uint32_t i = 0; i < p->srclen; i++)
+            n += p->src[i] == '\n';
+        ls = malloc(n * sizeof *ls);
+        if (ls) {
+            ls[nls++] = 0;
+            for (uint32_t i = 0; i < p->srclen; i++)
+                if (p->src[i] == '\n')
+                    ls[nls++] = i + 1;
+        }
+    }
+    uint32_t last_line = 0;
+    int depth = 0;
+    for (uint32_t pc = 0; pc < p->ncode; pc++) {
+        const rp_ins *in = &p->code[pc];
+        const rp_opinfo *oi = &rp_ops[in->op];
+        uint32_t line = p->lines[pc].line;
+        if (ls && line && line != last_line && line <= nls && in->op != RPLAN_OP_END &&
+            in->op != RPLAN_OP_ENDSTAGE) {
+            size_t a = ls[line - 1], e = a;
+            while (e < p->srclen && p->src[e] != '\n' && p->src[e] != '\r')
+                e++;
+            while (a < e && (p->src[a] == ' ' || p->src[a] == '\t'))
+                a++;
+            pf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), p->src + a);
+        }
+        last_line = line;
+        if (in->op == RPLAN_OP_ENDSTAGE || in->op == RPLAN_OP_END)
+            depth--;
+        char ops[600];
+        size_t n = 0;
+        ops[0] = '\0';
+#define ADD(...) n += (size_t)snprintf(ops + n, n < sizeof ops ? sizeof ops - n : 0, __VA_ARGS__)
+        uint32_t xy[2] = {in->x, in->y};
+        uint8_t kxy[2] = {oi->x, oi->y};
+        for (int k = 0; k < 2 && n < sizeof ops; k++) {
+            switch (kxy[k]) {
+            case RPLAN_OPD_VAL: ADD("%s", S + p->vals[xy[k]].name); break;
+            case RPLAN_OPD_STR: {
+                out t = {0};
+                pstr(&t, S + xy[k]);
+                ADD("%s%s", k ? " " : "", t.s ? t.s : "\"\"");
+                free(t.s);
+                break;
+            }
+            case RPLAN_OPD_CONST: {
+                uint64_t v = p->cons[xy[k]];
+                if (in->op == RPLAN_OP_ARGDUR)
+                    ADD("%s", dur_text(v, b1));
+                else if (in->op == RPLAN_OP_ARGINT)
+                    ADD("%" PRIu64, v);
+                else
+                    ADD("%s", size_text(v, b1));
+                break;
+            }
+            case RPLAN_OPD_POL: ADD(" using %s", S + p->pols[xy[k]].name); break;
+            case RPLAN_OPD_COUNT: ADD("/%u", xy[k]); break;
+            default: break;
+            }
+            if (k == 0 && n < sizeof ops) {
+                if (oi->a == RPLAN_OPD_LOC)
+                    ADD(" %s %s", in->op == RPLAN_OP_MOVE ? "->" : in->op == RPLAN_OP_RESERVE
+                                                                       ? "at"
+                                                                       : "@",
+                        locs(in->a, b2));
+                else if (oi->a == RPLAN_OPD_PHASE)
+                    ADD("%s", fhr_phase_name((fhr_phase)in->a));
+                if (oi->b == RPLAN_OPD_LOCOPT && in->b != RP_NOLOC && n < sizeof ops)
+                    ADD(" from %s", locs(in->b, b2));
+            }
+        }
+#undef ADD
+        char mn[64];
+        snprintf(mn, sizeof mn, "%*s%s", 2 * (depth > 0 ? depth : 0), "", oi->name);
+        pf(o, "%6u  %-16s %-40s ; %u:%u\n", pc, mn, ops, line, p->lines[pc].col);
+        if (in->op == RPLAN_OP_STAGE || in->op == RPLAN_OP_PLAN || in->op == RPLAN_OP_REQUEST)
+            depth++;
+    }
+    free(ls);
+}
+
+void rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
+{
+    if (!p || !f)
+        return;
+    out o = {.f = f};
+    disasm(p, &o, flags);
+}
+
+char *rplan_disasm_string(const rplan_program *p, unsigned flags)
+{
+    if (!p)
+        return NULL;
+    out o = {0};
+    put(&o, "", 0);
+    disasm(p, &o, flags);
+    if (o.fail) {
+        free(o.s);
+        return NULL;
+    }
+    return o.s;
+}

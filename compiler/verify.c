@@ -1,0 +1,744 @@
+/* compiler/verify.c — the bytecode verifier, run on every compiled or loaded program:
+ * tables and operand ranges, contexts and phase order, balanced stages, scopes, kernel
+ * arguments and holds, then an abstract dry run of placements and budgets from the
+ * declared initial state. Each refusal names the instruction (and so its source line). */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "program.h"
+
+typedef struct hold {
+    uint32_t v;
+    uint8_t slot;
+    uint32_t depth;
+    long instr;
+} hold;
+
+typedef struct V {
+    const rplan_program *p;
+    rp_vfail *f;
+    uint64_t *where; /* per value: bit per location slot */
+    long *gone;      /* per value: instruction that discarded it, -1 live */
+    uint64_t used[FHR_LOC_SLOTS], reserved[FHR_LOC_SLOTS], budget[FHR_LOC_SLOTS];
+    uint64_t hasb;
+    hold *holds;
+    size_t nholds, capholds;
+    /* the open plan or request */
+    int scope; /* 0 none, RPLAN_OP_PLAN or RPLAN_OP_REQUEST */
+    long scope_at;
+    fhr_phase phase;
+    uint64_t scope_res[FHR_LOC_SLOTS];
+    uint32_t *req_v; /* request requirements */
+    uint8_t *req_s;
+    long *req_at;
+    size_t nreq, capreq;
+    uint32_t depth; /* stage nesting */
+    uint32_t args;  /* kernel arguments still expected */
+    long pc;
+} V;
+
+static fhr_status fail(V *s, fhr_status st, long instr, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static fhr_status fail(V *s, fhr_status st, long instr, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->f->msg, sizeof s->f->msg, fmt, ap);
+    va_end(ap);
+    s->f->instr = instr;
+    return st;
+}
+
+static void note(V *s, long instr, long value, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static void note(V *s, long instr, long value, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(s->f->note, sizeof s->f->note, fmt, ap);
+    va_end(ap);
+    s->f->note_instr = instr;
+    s->f->note_value = value;
+}
+
+static int str_ok(const rplan_program *p, uint64_t off)
+{
+    return off < p->nstrs && (off == 0 || p->strs[off - 1] == '\0');
+}
+
+static const char *S_(const rplan_program *p, uint32_t off) { return p->strs + off; }
+
+static const char *loc_name(uint8_t slot, char *buf)
+{
+    return fhr_loc_format(fhr_loc_from_slot(slot), buf, 24);
+}
+
+static const char *size_text(uint64_t n, char *buf)
+{
+    static const char *const u[] = {"TiB", "GiB", "MiB", "KiB"};
+    for (int i = 0; i < 4; i++) {
+        uint64_t m = 1ull << (10 * (4 - i));
+        if (n >= m && n % m == 0) {
+            snprintf(buf, 32, "%" PRIu64 " %s", n / m, u[i]);
+            return buf;
+        }
+    }
+    snprintf(buf, 32, "%" PRIu64 " B", n);
+    return buf;
+}
+
+/* ---- tables ------------------------------------------------------------------------- */
+
+static fhr_status check_tables(V *s)
+{
+    const rplan_program *p = s->p;
+    if (p->nstrs == 0 || p->strs[0] != '\0' || p->strs[p->nstrs - 1] != '\0')
+        return fail(s, FHR_E_INVALID, -1, "string table is not NUL-terminated");
+    if (!str_ok(p, p->src_name))
+        return fail(s, FHR_E_INVALID, -1, "source name is not a valid string");
+    for (uint32_t i = 0; i < p->nvals; i++) {
+        const rp_value *v = &p->vals[i];
+        if (!str_ok(p, v->name) || !p->strs[v->name])
+            return fail(s, FHR_E_INVALID, -1, "value %u: bad name", i);
+        if (v->mode > 1 || v->recov > 1 || v->data > RPLAN_DATA_FILE)
+            return fail(s, FHR_E_INVALID, -1, "value %u: bad mode, recoverability or data kind",
+                        i);
+        if (v->nbytes == 0)
+            return fail(s, FHR_E_INVALID, -1, "value %u: size is zero", i);
+        if (v->recov ? (v->init_slot != RP_NOLOC || v->data == RPLAN_DATA_ZERO)
+                     : v->init_slot >= FHR_LOC_SLOTS)
+            return fail(s, FHR_E_INVALID, -1, "value %u: bad initial placement or source", i);
+        if (v->data == RPLAN_DATA_FILE && (!str_ok(p, v->arg) || !p->strs[v->arg]))
+            return fail(s, FHR_E_INVALID, -1, "value %u: bad file path", i);
+        if (v->data == RPLAN_DATA_ZERO && v->arg != 0)
+            return fail(s, FHR_E_INVALID, -1, "value %u: stray data argument", i);
+        if (v->prio < 0)
+            return fail(s, FHR_E_INVALID, -1, "value %u: negative priority", i);
+    }
+    for (uint32_t i = 0; i < p->nbuds; i++) {
+        if (p->buds[i].slot >= FHR_LOC_SLOTS || (i && p->buds[i].slot <= p->buds[i - 1].slot))
+            return fail(s, FHR_E_INVALID, -1, "budget %u: bad or repeated location", i);
+    }
+    uint32_t next = 0;
+    for (uint32_t i = 0; i < p->npols; i++) {
+        const rp_policyrec *r = &p->pols[i];
+        if (!str_ok(p, r->name) || !p->strs[r->name] || r->kind != 1)
+            return fail(s, FHR_E_INVALID, -1, "policy %u: bad name or kind", i);
+        if (r->first != next || r->n == 0 || r->n > 8 || r->n > p->nchains - r->first)
+            return fail(s, FHR_E_INVALID, -1, "policy %u: bad chain range", i);
+        next += r->n;
+        for (uint32_t c = r->first; c < r->first + r->n; c++) {
+            const uint8_t *ch = p->chains[c].s;
+            int k = 0;
+            while (k < RP_MAX_CHAIN && ch[k] != RP_NOLOC) {
+                if (ch[k] >= FHR_LOC_SLOTS)
+                    return fail(s, FHR_E_INVALID, -1, "policy %u: bad location", i);
+                for (int j = 0; j < k; j++)
+                    if (ch[j] == ch[k])
+                        return fail(s, FHR_E_INVALID, -1, "policy %u: repeated location", i);
+                k++;
+            }
+            if (k < 2)
+                return fail(s, FHR_E_INVALID, -1, "policy %u: chain shorter than two", i);
+            for (int j = k; j < RP_MAX_CHAIN; j++)
+                if (ch[j] != RP_NOLOC)
+                    return fail(s, FHR_E_INVALID, -1, "policy %u: bad chain padding", i);
+            for (uint32_t c2 = r->first; c2 < c; c2++)
+                if (p->chains[c2].s[0] == ch[0])
+                    return fail(s, FHR_E_INVALID, -1, "policy %u: two chains start at one "
+                                                      "location", i);
+        }
+    }
+    if (next != p->nchains)
+        return fail(s, FHR_E_INVALID, -1, "fallback chains not owned by any policy");
+    return FHR_OK;
+}
+
+static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const char *which)
+{
+    const rplan_program *p = s->p;
+    const char *op = rp_ops[p->code[pc].op].name;
+    int ok = 1;
+    switch (kind) {
+    case RPLAN_OPD_NONE: ok = v == 0; break;
+    case RPLAN_OPD_VAL: ok = v < p->nvals; break;
+    case RPLAN_OPD_LOC: ok = v < FHR_LOC_SLOTS; break;
+    case RPLAN_OPD_LOCOPT: ok = v < FHR_LOC_SLOTS || v == RP_NOLOC; break;
+    case RPLAN_OPD_STR: ok = str_ok(p, v); break;
+    case RPLAN_OPD_CONST: ok = v < p->ncons; break;
+    case RPLAN_OPD_POL: ok = v < p->npols; break;
+    case RPLAN_OPD_PHASE:
+        ok = v == FHR_PHASE_RECLAIM || v == FHR_PHASE_ENTER || v == FHR_PHASE_BODY ||
+             v == FHR_PHASE_EXIT;
+        break;
+    case RPLAN_OPD_COUNT: ok = v <= 64; break;
+    default: ok = 0; break;
+    }
+    if (!ok)
+        return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): operand %s out of range", pc,
+                    op, which);
+    return FHR_OK;
+}
+
+/* ---- dry run helpers --------------------------------------------------------------- */
+
+static fhr_status charge(V *s, uint8_t slot, uint64_t n, const char *what)
+{
+    if (s->hasb >> slot & 1) {
+        uint64_t have = s->used[slot] + s->reserved[slot];
+        uint64_t b = s->budget[slot];
+        uint64_t avail = have >= b ? 0 : b - have;
+        if (n > avail) {
+            char l[24], x[32], y[32], z[32], w[32];
+            return fail(s, FHR_E_INFEASIBLE, s->pc,
+                        "%s exceeds the budget of %s: needs %s, %s of %s available (%s short)",
+                        what, loc_name(slot, l), size_text(n, x), size_text(avail, y),
+                        size_text(b, w), size_text(n - avail, z));
+        }
+    }
+    uint64_t t;
+    if (__builtin_add_overflow(s->used[slot], n, &t) ||
+        __builtin_add_overflow(t, s->reserved[slot], &t)) {
+        char l[24];
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "%s: the bytes at %s overflow 64 bits", what,
+                    loc_name(slot, l));
+    }
+    s->used[slot] += n;
+    return FHR_OK;
+}
+
+static fhr_status live(V *s, uint32_t v, const char *verb)
+{
+    if (s->gone[v] >= 0) {
+        fail(s, FHR_E_INFEASIBLE, s->pc, "%s of '%s' after it was discarded", verb,
+             S_(s->p, s->p->vals[v].name));
+        note(s, s->gone[v], -1, "'%s' is discarded here", S_(s->p, s->p->vals[v].name));
+        return FHR_E_INFEASIBLE;
+    }
+    return FHR_OK;
+}
+
+static long held_at(V *s, uint32_t v, uint8_t slot)
+{
+    for (size_t i = s->nholds; i-- > 0;)
+        if (s->holds[i].v == v && s->holds[i].slot == slot)
+            return (long)i;
+    return -1;
+}
+
+static fhr_status not_held(V *s, uint32_t v, uint8_t slot, const char *verb)
+{
+    long h = held_at(s, v, slot);
+    if (h >= 0) {
+        char l[24];
+        fail(s, FHR_E_INFEASIBLE, s->pc, "cannot %s '%s' at %s: the copy is held", verb,
+             S_(s->p, s->p->vals[v].name), loc_name(slot, l));
+        note(s, s->holds[h].instr, -1, "held here");
+        return FHR_E_INFEASIBLE;
+    }
+    return FHR_OK;
+}
+
+static void uncharge(V *s, uint32_t v, uint8_t slot)
+{
+    s->where[v] &= ~(1ull << slot);
+    s->used[slot] -= s->p->vals[v].nbytes;
+}
+
+/* ---- the dry-run rules named in opcodes.def ------------------------------------------ */
+
+#define RULE(name) static fhr_status vr_##name(V *s, const rp_ins *in)
+#define NAMEV(v) S_(s->p, s->p->vals[v].name)
+
+RULE(stage)
+{
+    (void)in;
+    if (s->depth == 1000)
+        return fail(s, FHR_E_INVALID, s->pc, "stages nested too deeply");
+    s->depth++;
+    return FHR_OK;
+}
+
+RULE(endstage)
+{
+    (void)in;
+    if (s->depth == 0)
+        return fail(s, FHR_E_INVALID, s->pc, "'endstage' without an open stage");
+    for (size_t i = 0; i < s->nholds; i++)
+        if (s->holds[i].depth == s->depth) {
+            char l[24];
+            fail(s, FHR_E_INFEASIBLE, s->holds[i].instr,
+                 "hold of '%s' at %s is never released in its stage",
+                 NAMEV(s->holds[i].v), loc_name(s->holds[i].slot, l));
+            note(s, s->pc, -1, "the stage ends here");
+            return FHR_E_INFEASIBLE;
+        }
+    s->depth--;
+    return FHR_OK;
+}
+
+static fhr_status open_scope(V *s, int kind)
+{
+    s->scope = kind;
+    s->scope_at = s->pc;
+    s->phase = FHR_PHASE_NONE;
+    memset(s->scope_res, 0, sizeof s->scope_res);
+    s->nreq = 0;
+    return FHR_OK;
+}
+
+RULE(plan)
+{
+    (void)in;
+    return open_scope(s, RPLAN_OP_PLAN);
+}
+
+RULE(request)
+{
+    (void)in;
+    return open_scope(s, RPLAN_OP_REQUEST);
+}
+
+RULE(phase)
+{
+    fhr_phase ph = (fhr_phase)in->a;
+    if (s->scope == RPLAN_OP_REQUEST && ph != FHR_PHASE_BODY)
+        return fail(s, FHR_E_INVALID, s->pc, "phase %s inside a request", fhr_phase_name(ph));
+    if (ph <= s->phase)
+        return fail(s, FHR_E_INVALID, s->pc, "phase %s after phase %s", fhr_phase_name(ph),
+                    fhr_phase_name(s->phase));
+    s->phase = ph;
+    return FHR_OK;
+}
+
+RULE(reserve)
+{
+    if (s->phase > FHR_PHASE_RESERVE)
+        return fail(s, FHR_E_INVALID, s->pc, "reservation after phase %s",
+                    fhr_phase_name(s->phase));
+    s->phase = FHR_PHASE_RESERVE;
+    uint64_t n = s->p->cons[in->x];
+    if (n == 0)
+        return fail(s, FHR_E_INVALID, s->pc, "reservation of zero bytes");
+    if (s->scope == RPLAN_OP_REQUEST) {
+        if (__builtin_add_overflow(s->scope_res[in->a], n, &s->scope_res[in->a]))
+            return fail(s, FHR_E_INFEASIBLE, s->pc, "reservations overflow");
+        return FHR_OK;
+    }
+    char l[24];
+    if (s->hasb >> in->a & 1) {
+        uint64_t have = s->used[in->a] + s->reserved[in->a];
+        uint64_t b = s->budget[in->a], avail = have >= b ? 0 : b - have;
+        if (n > avail) {
+            char x[32], y[32], z[32], w[32];
+            return fail(s, FHR_E_INFEASIBLE, s->pc,
+                        "reservation exceeds the budget of %s: needs %s, %s of %s available "
+                        "(%s short)",
+                        loc_name(in->a, l), size_text(n, x), size_text(avail, y),
+                        size_text(b, w), size_text(n - avail, z));
+        }
+    } else if (s->reserved[in->a] + n < n) {
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "reservations at %s overflow",
+                    loc_name(in->a, l));
+    }
+    s->reserved[in->a] += n;
+    s->scope_res[in->a] += n;
+    return FHR_OK;
+}
+
+RULE(require)
+{
+    if (s->phase != FHR_PHASE_NONE)
+        return fail(s, FHR_E_INVALID, s->pc, "requirement after phase %s",
+                    fhr_phase_name(s->phase));
+    fhr_status st = live(s, in->x, "requirement");
+    if (st)
+        return st;
+    const rp_value *v = &s->p->vals[in->x];
+    for (size_t i = 0; i < s->nreq; i++) {
+        if (s->req_v[i] != in->x)
+            continue;
+        if (s->req_s[i] == in->a)
+            return FHR_OK; /* the same endpoint twice: one requirement */
+        if (v->mode) {
+            char a[24], b[24];
+            fail(s, FHR_E_INFEASIBLE, s->pc,
+                 "EXCLUSIVE value '%s' is required at two locations (%s and %s)", NAMEV(in->x),
+                 loc_name(s->req_s[i], a), loc_name(in->a, b));
+            note(s, s->req_at[i], -1, "first required here");
+            return FHR_E_INFEASIBLE;
+        }
+    }
+    if (s->nreq == s->capreq) {
+        size_t nc = s->capreq ? s->capreq * 2 : 16;
+        uint32_t *a = realloc(s->req_v, nc * sizeof *a);
+        if (a)
+            s->req_v = a;
+        uint8_t *b = realloc(s->req_s, nc);
+        if (b)
+            s->req_s = b;
+        long *c = realloc(s->req_at, nc * sizeof *c);
+        if (c)
+            s->req_at = c;
+        if (!a || !b || !c)
+            return FHR_E_NOMEM;
+        s->capreq = nc;
+    }
+    s->req_v[s->nreq] = in->x;
+    s->req_s[s->nreq] = in->a;
+    s->req_at[s->nreq] = s->pc;
+    s->nreq++;
+    return FHR_OK;
+}
+
+/* A request is decided at run time; the verifier checks that its requirements,
+ * reservations and the held copies that no policy may evict fit each budget. */
+static fhr_status check_request(V *s)
+{
+    const rplan_program *p = s->p;
+    uint64_t need[FHR_LOC_SLOTS];
+    memcpy(need, s->scope_res, sizeof need);
+    for (size_t i = 0; i < s->nreq; i++)
+        if (__builtin_add_overflow(need[s->req_s[i]], p->vals[s->req_v[i]].nbytes,
+                                   &need[s->req_s[i]]))
+            return fail(s, FHR_E_INFEASIBLE, s->scope_at, "request size overflows");
+    for (size_t h = 0; h < s->nholds; h++) {
+        int required = 0;
+        for (size_t i = 0; i < s->nreq; i++)
+            required |= s->req_v[i] == s->holds[h].v && s->req_s[i] == s->holds[h].slot;
+        /* count each held copy once */
+        for (size_t g = 0; g < h; g++)
+            required |= s->holds[g].v == s->holds[h].v && s->holds[g].slot == s->holds[h].slot;
+        if (!required)
+            need[s->holds[h].slot] += p->vals[s->holds[h].v].nbytes;
+    }
+    for (int slot = 0; slot < FHR_LOC_SLOTS; slot++) {
+        if (!(s->hasb >> slot & 1))
+            continue;
+        uint64_t b = s->budget[slot] > s->reserved[slot] ? s->budget[slot] - s->reserved[slot]
+                                                         : 0;
+        if (need[slot] > b) {
+            char l[24], x[32], y[32], z[32];
+            return fail(s, FHR_E_INFEASIBLE, s->scope_at,
+                        "request '%s' cannot fit %s: needs %s, the budget allows %s (%s short)",
+                        S_(p, p->code[s->scope_at].x), loc_name((uint8_t)slot, l),
+                        size_text(need[slot], x), size_text(b, y), size_text(need[slot] - b, z));
+        }
+    }
+    return FHR_OK;
+}
+
+RULE(end)
+{
+    (void)in;
+    fhr_status st = FHR_OK;
+    if (s->scope == RPLAN_OP_REQUEST)
+        st = check_request(s);
+    else
+        for (int slot = 0; slot < FHR_LOC_SLOTS; slot++)
+            s->reserved[slot] -= s->scope_res[slot];
+    s->scope = 0;
+    return st;
+}
+
+RULE(ensure)
+{
+    fhr_status st = live(s, in->x, "ensure");
+    if (st)
+        return st;
+    const rp_value *v = &s->p->vals[in->x];
+    char l[24], what[200];
+    if (v->mode) {
+        fail(s, FHR_E_INFEASIBLE, s->pc, "ensure of EXCLUSIVE value '%s'; use move",
+             NAMEV(in->x));
+        note(s, -1, (long)in->x, "'%s' is declared exclusive here", NAMEV(in->x));
+        return FHR_E_INFEASIBLE;
+    }
+    if (s->where[in->x] >> in->a & 1)
+        return FHR_OK; /* already there: ensure keeps existing copies, nothing to do */
+    if (!s->where[in->x] && !v->recov)
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "'%s' has no copy to ensure from",
+                    NAMEV(in->x));
+    snprintf(what, sizeof what, "ensure of '%s' at %s", NAMEV(in->x), loc_name(in->a, l));
+    if ((st = charge(s, in->a, v->nbytes, what)))
+        return st;
+    s->where[in->x] |= 1ull << in->a;
+    return FHR_OK;
+}
+
+RULE(move)
+{
+    fhr_status st = live(s, in->x, "move");
+    if (st)
+        return st;
+    const rp_value *v = &s->p->vals[in->x];
+    uint64_t w = s->where[in->x];
+    char l[24], f[24], what[200];
+    uint8_t from = in->b;
+    if (from == in->a)
+        return fail(s, FHR_E_INVALID, s->pc, "move from and to the same location");
+    if (w >> in->a & 1)
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "move of '%s': it already has a copy at %s",
+                    NAMEV(in->x), loc_name(in->a, l));
+    if (from != RP_NOLOC) {
+        if (!(w >> from & 1))
+            return fail(s, FHR_E_INFEASIBLE, s->pc, "move of '%s': no copy at %s to move from",
+                        NAMEV(in->x), loc_name(from, f));
+    } else {
+        /* the manager's choice: pinned, then host, then devices in order */
+        static const uint8_t order_head[] = {1, 0};
+        for (int i = 0; i < 2 && from == RP_NOLOC; i++)
+            if (w >> order_head[i] & 1)
+                from = order_head[i];
+        for (uint8_t k = 2; k < FHR_LOC_SLOTS && from == RP_NOLOC; k++)
+            if (w >> k & 1)
+                from = k;
+        if (from == RP_NOLOC)
+            return fail(s, FHR_E_INFEASIBLE, s->pc, "move of '%s': it has no copy to move",
+                        NAMEV(in->x));
+    }
+    if ((st = not_held(s, in->x, from, "move")))
+        return st;
+    snprintf(what, sizeof what, "move of '%s' to %s", NAMEV(in->x), loc_name(in->a, l));
+    if ((st = charge(s, in->a, v->nbytes, what)))
+        return st;
+    s->where[in->x] |= 1ull << in->a;
+    uncharge(s, in->x, from);
+    return FHR_OK;
+}
+
+RULE(drop)
+{
+    fhr_status st = live(s, in->x, "drop");
+    if (st)
+        return st;
+    const rp_value *v = &s->p->vals[in->x];
+    char l[24];
+    if (!(s->where[in->x] >> in->a & 1))
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "drop of '%s': no copy at %s", NAMEV(in->x),
+                    loc_name(in->a, l));
+    if ((st = not_held(s, in->x, in->a, "drop")))
+        return st;
+    if (!v->recov && s->where[in->x] == (1ull << in->a)) {
+        fail(s, FHR_E_INFEASIBLE, s->pc,
+             "drop of the last copy of '%s', which must be preserved; move it or discard it",
+             NAMEV(in->x));
+        note(s, -1, (long)in->x, "'%s' is adopted (MUST_PRESERVE) here", NAMEV(in->x));
+        return FHR_E_INFEASIBLE;
+    }
+    uncharge(s, in->x, in->a);
+    return FHR_OK;
+}
+
+RULE(discard)
+{
+    fhr_status st = live(s, in->x, "discard");
+    if (st)
+        return st;
+    for (uint8_t k = 0; k < FHR_LOC_SLOTS; k++)
+        if (s->where[in->x] >> k & 1) {
+            if ((st = not_held(s, in->x, k, "discard")))
+                return st;
+            uncharge(s, in->x, k);
+        }
+    s->gone[in->x] = s->pc;
+    return FHR_OK;
+}
+
+RULE(hold)
+{
+    fhr_status st = live(s, in->x, "hold");
+    if (st)
+        return st;
+    char l[24];
+    if (!(s->where[in->x] >> in->a & 1))
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "hold of '%s': no copy at %s", NAMEV(in->x),
+                    loc_name(in->a, l));
+    if (s->nholds == s->capholds) {
+        size_t nc = s->capholds ? s->capholds * 2 : 16;
+        hold *h = realloc(s->holds, nc * sizeof *h);
+        if (!h)
+            return FHR_E_NOMEM;
+        s->holds = h;
+        s->capholds = nc;
+    }
+    s->holds[s->nholds++] = (hold){in->x, in->a, s->depth, s->pc};
+    return FHR_OK;
+}
+
+RULE(release)
+{
+    char l[24];
+    long h = held_at(s, in->x, in->a);
+    if (h < 0 || s->holds[h].depth != s->depth)
+        return fail(s, FHR_E_INFEASIBLE, s->pc,
+                    "release of '%s' at %s without a matching hold in this stage",
+                    NAMEV(in->x), loc_name(in->a, l));
+    memmove(&s->holds[h], &s->holds[h + 1], (s->nholds - (size_t)h - 1) * sizeof *s->holds);
+    s->nholds--;
+    return FHR_OK;
+}
+
+RULE(run)
+{
+    if (in->y == 0)
+        return FHR_OK;
+    s->args = in->y;
+    return FHR_OK;
+}
+
+RULE(argval)
+{
+    return live(s, in->x, "use");
+}
+
+RULE(argconst)
+{
+    (void)s;
+    (void)in;
+    return FHR_OK;
+}
+
+typedef fhr_status (*rule_fn)(V *, const rp_ins *);
+static const rule_fn rules[RPLAN_OP_COUNT_] = {
+#define OP(id, text, x, y, a, b, ctx, rule) [RPLAN_OP_##id] = vr_##rule,
+#include "opcodes.def"
+#undef OP
+};
+
+/* ---- the pass ------------------------------------------------------------------------ */
+
+static fhr_status check_context(V *s, const rp_ins *in)
+{
+    const rp_opinfo *oi = &rp_ops[in->op];
+    const char *op = oi->name;
+    if (s->args && oi->ctx != CTX_ARG)
+        return fail(s, FHR_E_INVALID, s->pc, "'run' expects %u more arguments", s->args);
+    switch (oi->ctx) {
+    case CTX_ITEM:
+        if (s->scope)
+            return fail(s, FHR_E_INVALID, s->pc, "'%s' inside a plan or request", op);
+        if (in->op == RPLAN_OP_ENDSTAGE && s->depth == 0)
+            return fail(s, FHR_E_INVALID, s->pc, "'endstage' without an open stage");
+        break;
+    case CTX_SCOPE:
+        if (!s->scope)
+            return fail(s, FHR_E_INVALID, s->pc, "'%s' outside a plan or request", op);
+        break;
+    case CTX_REQ:
+        if (s->scope != RPLAN_OP_REQUEST)
+            return fail(s, FHR_E_INVALID, s->pc, "'%s' outside a request", op);
+        break;
+    case CTX_ACTION:
+        if (s->scope == RPLAN_OP_REQUEST ||
+            (s->scope == RPLAN_OP_PLAN && s->phase != FHR_PHASE_RECLAIM &&
+             s->phase != FHR_PHASE_ENTER && s->phase != FHR_PHASE_EXIT))
+            return fail(s, FHR_E_INVALID, s->pc, "'%s' outside an action block", op);
+        break;
+    case CTX_BODY:
+        if (!s->scope || s->phase != FHR_PHASE_BODY)
+            return fail(s, FHR_E_INVALID, s->pc, "'%s' outside a body block", op);
+        break;
+    case CTX_ARG:
+        if (!s->args)
+            return fail(s, FHR_E_INVALID, s->pc, "'%s' without a 'run'", op);
+        s->args--;
+        break;
+    }
+    return FHR_OK;
+}
+
+static fhr_status run_pass(V *s)
+{
+    const rplan_program *p = s->p;
+    fhr_status st = check_tables(s);
+    if (st)
+        return st;
+    for (uint32_t i = 0; i < p->nbuds; i++) {
+        s->hasb |= 1ull << p->buds[i].slot;
+        s->budget[p->buds[i].slot] = p->buds[i].nbytes;
+    }
+    /* the declared initial state */
+    for (uint32_t i = 0; i < p->nvals; i++) {
+        const rp_value *v = &p->vals[i];
+        s->gone[i] = -1;
+        if (v->init_slot == RP_NOLOC)
+            continue;
+        char l[24], what[200];
+        snprintf(what, sizeof what, "initial placement of '%s' at %s", S_(p, v->name),
+                 loc_name(v->init_slot, l));
+        s->pc = -1;
+        if ((st = charge(s, v->init_slot, v->nbytes, what))) {
+            s->f->value = i;
+            return st;
+        }
+        s->where[i] = 1ull << v->init_slot;
+    }
+    for (uint32_t pc = 0; pc < p->ncode; pc++) {
+        const rp_ins *in = &p->code[pc];
+        s->pc = pc;
+        if (in->op >= RPLAN_OP_COUNT_)
+            return fail(s, FHR_E_INVALID, pc, "instruction %u: unknown opcode %u", pc, in->op);
+        const rp_opinfo *oi = &rp_ops[in->op];
+        if (in->c != 0)
+            return fail(s, FHR_E_INVALID, pc, "instruction %u (%s): reserved byte is not zero",
+                        pc, oi->name);
+        if ((st = check_operand(s, pc, oi->x, in->x, "X")) ||
+            (st = check_operand(s, pc, oi->y, in->y, "Y")) ||
+            (st = check_operand(s, pc, oi->a, in->a, "A")) ||
+            (st = check_operand(s, pc, oi->b, in->b, "B")))
+            return st;
+        if ((st = check_context(s, in)))
+            return st;
+        if ((st = rules[in->op](s, in)))
+            return st;
+    }
+    s->pc = p->ncode;
+    if (s->args)
+        return fail(s, FHR_E_INVALID, (long)p->ncode - 1, "'run' expects %u more arguments",
+                    s->args);
+    if (s->scope)
+        return fail(s, FHR_E_INVALID, s->scope_at, "plan or request is never closed");
+    if (s->depth)
+        return fail(s, FHR_E_INVALID, (long)p->ncode - 1, "stage is never closed");
+    if (s->nholds) {
+        char l[24];
+        return fail(s, FHR_E_INFEASIBLE, s->holds[0].instr, "hold of '%s' at %s is never "
+                    "released", NAMEV(s->holds[0].v), loc_name(s->holds[0].slot, l));
+    }
+    return FHR_OK;
+}
+
+fhr_status rp_verify(const rplan_program *p, rp_vfail *f)
+{
+    V s;
+    memset(&s, 0, sizeof s);
+    memset(f, 0, sizeof *f);
+    f->instr = f->value = f->note_instr = f->note_value = -1;
+    s.p = p;
+    s.f = f;
+    size_t nv = p->nvals ? p->nvals : 1;
+    s.where = calloc(nv, sizeof *s.where);
+    s.gone = calloc(nv, sizeof *s.gone);
+    fhr_status st;
+    if (!s.where || !s.gone) {
+        st = FHR_E_NOMEM;
+        snprintf(f->msg, sizeof f->msg, "out of memory");
+    } else {
+        st = run_pass(&s);
+        if (st == FHR_E_NOMEM)
+            snprintf(f->msg, sizeof f->msg, "out of memory");
+    }
+    free(s.where);
+    free(s.gone);
+    free(s.holds);
+    free(s.req_v);
+    free(s.req_s);
+    free(s.req_at);
+    return st;
+}

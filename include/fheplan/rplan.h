@@ -1,0 +1,183 @@
+/* fheplan/rplan.h — the .rplan plan language: compile source to a verified program,
+ * diagnostics, the bytecode file (write, load, verify), the disassembler, and a
+ * read-only inspection API for the VM. Language and file format: rplan(5). */
+#ifndef FHEPLAN_RPLAN_H
+#define FHEPLAN_RPLAN_H
+
+#include <stdio.h>
+#include "fheplan/residency.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A compiled and verified program. Immutable; any thread may read one program
+ * concurrently. Owned by the caller of the function that returned it. */
+typedef struct rplan_program rplan_program;
+
+/* ---- diagnostics ------------------------------------------------------------------ */
+
+typedef enum rplan_severity {
+    RPLAN_ERROR = 0,
+    RPLAN_WARNING,
+    RPLAN_NOTE /* attached to the error or warning before it */
+} rplan_severity;
+
+/* One diagnostic. line/col are 1-based (col counts bytes); 0 when unknown.
+ * end_col is one past the last column of the span on `line`. */
+typedef struct rplan_diag {
+    rplan_severity severity;
+    const char *file;    /* the file name given to the compiler or loader */
+    uint32_t line, col, end_col;
+    const char *message; /* stable wording; tests pin it */
+} rplan_diag;
+
+/* A caller-owned list of diagnostics; compile and load append to it. Not thread-safe. */
+typedef struct rplan_diags rplan_diags;
+
+FHR_API rplan_diags *rplan_diags_new(void); /* NULL on allocation failure */
+FHR_API void rplan_diags_free(rplan_diags *d);
+FHR_API size_t rplan_diags_count(const rplan_diags *d);
+FHR_API size_t rplan_diags_nerrors(const rplan_diags *d);
+/* Borrowed; valid until the list is freed. NULL if i is out of range. */
+FHR_API const rplan_diag *rplan_diags_get(const rplan_diags *d, size_t i);
+/* Text form: "file:line:col: error: message", then the source line and a ^~~~ under
+ * the span when the source is known. colour: 0 never, 1 always (ANSI). */
+FHR_API void rplan_diags_render(const rplan_diags *d, FILE *out, int colour);
+/* The same into a malloc'd string (free()); NULL on allocation failure. */
+FHR_API char *rplan_diags_render_string(const rplan_diags *d);
+
+/* ---- compile -------------------------------------------------------------------- */
+
+typedef struct rplan_compile_opts {
+    const char *filename;             /* used in diagnostics; "<input>" when NULL */
+    const fhr_budget *budget_override; /* replace or add budgets (check --budget) */
+    size_t nbudget_override;
+    int strip_source;                 /* 1: do not keep the source text in the program */
+} rplan_compile_opts;
+
+/* Compiles src (len bytes; need not be NUL-terminated) and verifies the result,
+ * including the dry run of placements and budgets. On success *out owns a new program.
+ * Fails with FHR_E_INVALID when the source has errors (all of them appended to diags,
+ * which may be NULL), FHR_E_INFEASIBLE when the dry run fails, FHR_E_NOMEM. */
+FHR_API fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *opts,
+                                 rplan_program **out, rplan_diags *diags);
+/* Reads path and compiles it; the file name in diagnostics is path unless opts says
+ * otherwise. FHR_E_INVALID also when the file cannot be read (one diagnostic). */
+FHR_API fhr_status rplan_compile_file(const char *path, const rplan_compile_opts *opts,
+                                      rplan_program **out, rplan_diags *diags);
+FHR_API void rplan_program_free(rplan_program *p);
+
+/* ---- bytecode file -------------------------------------------------------------- */
+
+/* Serialises p. *buf is malloc'd (free()). FHR_E_NOMEM only. */
+FHR_API fhr_status rplan_write_mem(const rplan_program *p, void **buf, size_t *len);
+FHR_API fhr_status rplan_write_file(const rplan_program *p, const char *path, fhr_error *err);
+/* Loads and always verifies (framing, checksum, structure, operands, phase order,
+ * scopes and holds, and the dry run). buf is not retained. On failure nothing is
+ * returned and diags holds one error: FHR_E_INVALID (malformed or refused by the
+ * verifier), FHR_E_INFEASIBLE (the dry run fails), FHR_E_NOMEM. name: file name
+ * used in diagnostics (NULL: the name stored in the file, else "<bytecode>"). */
+FHR_API fhr_status rplan_load_mem(const void *buf, size_t len, const char *name,
+                                  rplan_program **out, rplan_diags *diags);
+FHR_API fhr_status rplan_load_file(const char *path, rplan_program **out, rplan_diags *diags);
+/* 1 if the bytes start with the bytecode magic (so a CLI can accept either form). */
+FHR_API int rplan_is_bytecode(const void *buf, size_t len);
+
+/* ---- disassembler --------------------------------------------------------------- */
+
+#define RPLAN_DISASM_NOSOURCE 1u /* omit the source lines even when known */
+
+FHR_API void rplan_disasm(const rplan_program *p, FILE *out, unsigned flags);
+FHR_API char *rplan_disasm_string(const rplan_program *p, unsigned flags); /* free() */
+
+/* ---- inspection (for the VM) ------------------------------------------------------ */
+
+typedef enum rplan_data_kind {
+    RPLAN_DATA_ZERO = 0, /* adopted, zero-filled */
+    RPLAN_DATA_SYNTH,    /* deterministic synthetic bytes from `seed` */
+    RPLAN_DATA_FILE      /* bytes read from `path` */
+} rplan_data_kind;
+
+typedef struct rplan_value_info {
+    const char *name;                /* "ct", "rot[3]" */
+    uint64_t nbytes;                 /* the per-copy charge */
+    fhr_replica_mode mode;
+    fhr_recoverability recoverability;
+    int has_initial;                 /* MUST_PRESERVE: adopted at `initial` */
+    fhr_location initial;
+    rplan_data_kind data;            /* init data (adopted) or the source (reconstructible) */
+    uint64_t seed;                   /* RPLAN_DATA_SYNTH */
+    const char *path;                /* RPLAN_DATA_FILE, else NULL */
+    int32_t priority;
+    uint32_t line, col;              /* declaration */
+} rplan_value_info;
+
+typedef struct rplan_policy_info {
+    const char *name;
+    size_t nchains;
+    /* chain i: chain_len[i] locations, first the preferred one, then its fallbacks */
+    size_t chain_len[8];
+    fhr_location chain[8][8];
+} rplan_policy_info;
+
+/* Operand kinds of the opcode table (compiler/opcodes.def). */
+typedef enum rplan_operand {
+    RPLAN_OPD_NONE = 0,
+    RPLAN_OPD_VAL,    /* index into the values */
+    RPLAN_OPD_LOC,    /* a location */
+    RPLAN_OPD_LOCOPT, /* a location or none */
+    RPLAN_OPD_STR,    /* a string */
+    RPLAN_OPD_CONST,  /* a 64-bit constant */
+    RPLAN_OPD_POL,    /* index into the policies */
+    RPLAN_OPD_PHASE,  /* an fhr_phase */
+    RPLAN_OPD_COUNT   /* a small count */
+} rplan_operand;
+
+/* A decoded instruction. Fields not used by the opcode are zero / NULL. */
+typedef struct rplan_instr {
+    int op;                /* RPLAN_OP_* (see rplan_opcode_name) */
+    const char *opname;
+    uint32_t value;        /* value index */
+    int has_loc;
+    fhr_location loc;      /* ensure/drop/hold/unhold/require/reserve: the location; move: to */
+    int has_from;
+    fhr_location from;     /* move: the source when given */
+    fhr_phase phase;       /* phase marker */
+    const char *str;       /* stage/plan/request name, kernel name, reservation label */
+    uint64_t imm;          /* reserve bytes, arg constant (size in bytes, duration in ns) */
+    uint32_t policy;       /* request policy index */
+    uint32_t count;        /* run: number of ARG instructions that follow */
+    uint32_t line, col;    /* source position */
+} rplan_instr;
+
+FHR_API size_t rplan_nvalues(const rplan_program *p);
+FHR_API fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *out);
+FHR_API size_t rplan_nbudgets(const rplan_program *p);
+FHR_API fhr_status rplan_budget(const rplan_program *p, size_t i, fhr_budget *out);
+FHR_API size_t rplan_npolicies(const rplan_program *p);
+FHR_API fhr_status rplan_policy(const rplan_program *p, size_t i, rplan_policy_info *out);
+FHR_API size_t rplan_ninstrs(const rplan_program *p);
+FHR_API fhr_status rplan_instr_get(const rplan_program *p, size_t i, rplan_instr *out);
+/* The source file name recorded in the program ("" if none). */
+FHR_API const char *rplan_source_name(const rplan_program *p);
+
+/* Opcode numbers are those of compiler/opcodes.def, in order. */
+FHR_API int rplan_opcode_count(void);
+FHR_API const char *rplan_opcode_name(int op); /* "ensure"; "?" when out of range */
+
+/* ---- CKKS cost model (rplan(5) gives the formulas) --------------------------------- */
+
+/* Each returns FHR_E_INVALID on an out-of-range argument (N not a power of two in
+ * 2^10..2^17, level > 100, dnum 0 or > level+1) and FHR_E_BUDGET on overflow. */
+FHR_API fhr_status rplan_ckks_ciphertext(uint64_t n, uint64_t level, uint64_t *out);
+FHR_API fhr_status rplan_ckks_plaintext(uint64_t n, uint64_t level, uint64_t *out);
+FHR_API fhr_status rplan_ckks_switching_key(uint64_t n, uint64_t level, uint64_t dnum,
+                                            uint64_t *out);
+FHR_API fhr_status rplan_ckks_keyswitch_workspace(uint64_t n, uint64_t level, uint64_t dnum,
+                                                  uint64_t *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

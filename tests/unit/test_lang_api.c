@@ -1,0 +1,141 @@
+/* tests/unit/test_lang_api.c — the rplan.h API beyond the data-driven tests: the CKKS
+ * cost model's worked values, inspection for the VM, structured diagnostics, budget
+ * overrides, colour rendering and file errors. */
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fheplan/rplan.h"
+
+static rplan_program *compile(const char *src, rplan_diags *d, const rplan_compile_opts *o)
+{
+    rplan_program *p = NULL;
+    rplan_compile(src, strlen(src), o, &p, d);
+    return p;
+}
+
+Test(lang_api, ckks_worked_values)
+{
+    uint64_t v;
+    cr_assert_eq(rplan_ckks_ciphertext(65536, 44, &v), FHR_OK);
+    cr_assert_eq(v, 47185920ull); /* 45 MiB */
+    cr_assert_eq(rplan_ckks_switching_key(65536, 44, 3, &v), FHR_OK);
+    cr_assert_eq(v, 188743680ull); /* 180 MiB */
+    cr_assert_eq(rplan_ckks_plaintext(65536, 44, &v), FHR_OK);
+    cr_assert_eq(v, 23592960ull);
+    cr_assert_eq(rplan_ckks_keyswitch_workspace(65536, 44, 3, &v), FHR_OK);
+    cr_assert_eq(v, 157286400ull); /* 150 MiB */
+    cr_assert_eq(rplan_ckks_ciphertext(1000, 4, &v), FHR_E_INVALID);
+    cr_assert_eq(rplan_ckks_switching_key(65536, 2, 4, &v), FHR_E_INVALID);
+}
+
+Test(lang_api, inspection)
+{
+    rplan_program *p = compile("rplan 1\nbudget cuda:1 1 GiB\n"
+                               "value k[2] = 1 MiB source synth(7 + i) priority 3\n"
+                               "value x = 2 MiB exclusive at pinned init file(\"x.bin\")\n"
+                               "policy q = tiered_lru(cuda:1 -> pinned -> host, host -> pinned)\n"
+                               "move x -> cuda:1 from pinned\n"
+                               "plan \"p\" { body { run spin(3 ms) } }\n",
+                               NULL, NULL);
+    cr_assert_not_null(p);
+    cr_assert_eq(rplan_nvalues(p), 3);
+    rplan_value_info vi;
+    cr_assert_eq(rplan_value(p, 1, &vi), FHR_OK);
+    cr_assert_str_eq(vi.name, "k[1]");
+    cr_assert_eq(vi.seed, 8);
+    cr_assert_eq(vi.recoverability, FHR_RECONSTRUCTIBLE);
+    cr_assert_eq(vi.priority, 3);
+    cr_assert_eq(rplan_value(p, 2, &vi), FHR_OK);
+    cr_assert_eq(vi.mode, FHR_EXCLUSIVE);
+    cr_assert(vi.has_initial && vi.initial.kind == FHR_LOC_PINNED);
+    cr_assert_str_eq(vi.path, "x.bin");
+    cr_assert_eq(vi.line, 4);
+    fhr_budget b;
+    cr_assert_eq(rplan_budget(p, 0, &b), FHR_OK);
+    cr_assert(b.loc.kind == FHR_LOC_CUDA && b.loc.index == 1 && b.nbytes == 1ull << 30);
+    rplan_policy_info pi;
+    cr_assert_eq(rplan_policy(p, 0, &pi), FHR_OK);
+    cr_assert_eq(pi.nchains, 2);
+    cr_assert_eq(pi.chain_len[0], 3);
+    cr_assert_eq(pi.chain[0][2].kind, FHR_LOC_HOST);
+    rplan_instr in;
+    cr_assert_eq(rplan_instr_get(p, 0, &in), FHR_OK);
+    cr_assert_str_eq(in.opname, "move");
+    cr_assert(in.has_loc && in.has_from && in.from.kind == FHR_LOC_PINNED);
+    cr_assert_eq(in.value, 2);
+    cr_assert_eq(in.line, 6);
+    cr_assert_eq(rplan_instr_get(p, 4, &in), FHR_OK);
+    cr_assert_str_eq(in.opname, "arg.dur");
+    cr_assert_eq(in.imm, 3000000);
+    cr_assert_eq(rplan_instr_get(p, 99, &in), FHR_E_INVALID);
+    cr_assert_str_eq(rplan_opcode_name(0), "stage");
+    cr_assert_str_eq(rplan_opcode_name(999), "?");
+    rplan_program_free(p);
+}
+
+Test(lang_api, structured_diagnostics_and_colour)
+{
+    rplan_diags *d = rplan_diags_new();
+    cr_assert_null(compile("rplan 1\nvalue v = 1 MiB at host\nensure vv @ pinned\n"
+                           "drop v @ gpu\n", d, NULL));
+    cr_assert_eq(rplan_diags_nerrors(d), 2);
+    const rplan_diag *g = rplan_diags_get(d, 0);
+    cr_assert_eq(g->line, 3);
+    cr_assert_eq(g->col, 8);
+    cr_assert_eq(g->end_col, 10);
+    cr_assert_str_eq(g->file, "<input>");
+    cr_assert_str_eq(g->message, "unknown value 'vv'; did you mean 'v'?");
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    rplan_diags_render(d, f, 1);
+    fclose(f);
+    cr_assert(strstr(buf, "\033[1;31merror:"));
+    free(buf);
+    rplan_diags_free(d);
+}
+
+Test(lang_api, budget_override_makes_infeasible)
+{
+    const char *src = "rplan 1\nbudget cuda:0 1 GiB\nvalue v = 600 MiB at host\n"
+                      "ensure v @ cuda:0\n";
+    rplan_program *p = compile(src, NULL, NULL);
+    cr_assert_not_null(p);
+    rplan_program_free(p);
+    fhr_budget ov = {fhr_loc_cuda(0), 512ull << 20};
+    rplan_compile_opts o = {.filename = "o.rplan", .budget_override = &ov,
+                            .nbudget_override = 1};
+    rplan_diags *d = rplan_diags_new();
+    p = NULL;
+    cr_assert_eq(rplan_compile(src, strlen(src), &o, &p, d), FHR_E_INFEASIBLE);
+    cr_assert_null(p);
+    char *s = rplan_diags_render_string(d);
+    cr_assert_str_eq(s, "o.rplan:4:1: error: ensure of 'v' at cuda:0 exceeds the budget of "
+                        "cuda:0: needs 600 MiB, 512 MiB of 512 MiB available (88 MiB short)\n"
+                        "ensure v @ cuda:0\n^~~~~~~~~~~~~~~~~\n");
+    free(s);
+    rplan_diags_free(d);
+}
+
+Test(lang_api, missing_files)
+{
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p;
+    cr_assert_eq(rplan_compile_file("/nonexistent/x.rplan", NULL, &p, d), FHR_E_INVALID);
+    cr_assert_eq(rplan_load_file("/nonexistent/x.rpc", &p, d), FHR_E_INVALID);
+    cr_assert_eq(rplan_diags_nerrors(d), 2);
+    cr_assert(strstr(rplan_diags_get(d, 0)->message, "cannot open"));
+    rplan_diags_free(d);
+}
+
+Test(lang_api, empty_and_binary_sources)
+{
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p = NULL;
+    cr_assert_eq(rplan_compile("", 0, NULL, &p, d), FHR_E_INVALID);
+    static const char bin[] = "rplan 1\n\x01\xff\0value";
+    cr_assert_eq(rplan_compile(bin, sizeof bin - 1, NULL, &p, d), FHR_E_INVALID);
+    cr_assert_geq(rplan_diags_nerrors(d), 3);
+    rplan_diags_free(d);
+}
