@@ -121,7 +121,8 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc). Nothing happens when everything is present.
+# mandoc; clang and its libFuzzer runtime for the fuzz targets; valgrind). Nothing happens
+# when everything is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
@@ -131,6 +132,10 @@ deps:
 	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	command -v clang >/dev/null 2>&1 || missing="$$missing clang"; \
+	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
+	  missing="$$missing libclang-rt-14-dev"; \
+	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
