@@ -173,3 +173,8 @@ const char *fhr_action_kind_name(fhr_action_kind k)
     }
     return "unknown";
 }
+
+#include "fheplan/version.h"
+
+int fhr_version_number(void) { return FHEPLAN_VERSION_NUMBER; }
+const char *fhr_version(void) { return FHEPLAN_VERSION; }

@@ -6,6 +6,7 @@
 
 #include "fheplan/types.h"
 #include "fheplan/backend.h"
+#include "fheplan/version.h"
 
 #ifdef __cplusplus
 extern "C" {
