@@ -158,15 +158,9 @@ fhr_status fhr_lease_add_consumer_stream(fhr_lease *l, fhr_stream *s, fhr_error 
         for (size_t i = 0; i < l->ncons; i++)
             dup |= l->cons[i] == s;
         if (!dup) {
-            if (l->ncons == l->capcons) {
-                size_t cap = l->capcons ? l->capcons * 2 : 4;
-                fhr_stream **n = realloc(l->cons, cap * sizeof *n);
-                if (!n) {
-                    mgr_leave(l->m);
-                    return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-                }
-                l->cons = n;
-                l->capcons = cap;
+            if (!fhr_grow((void **)&l->cons, &l->capcons, l->ncons, sizeof *l->cons, 4)) {
+                mgr_leave(l->m);
+                return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
             }
             l->cons[l->ncons++] = s;
             /* The new consumer must also see copies still in flight. */
@@ -195,14 +189,8 @@ const fhr_value *fhr_lease_value(const fhr_lease *l, fhr_handle h)
 
 static fhr_status push_pending(fhr_manager *m, mat *x, evref *e)
 {
-    if (m->npend == m->cappend) {
-        size_t cap = m->cappend ? m->cappend * 2 : 16;
-        pending_ref *n = realloc(m->pend, cap * sizeof *n);
-        if (!n)
-            return FHR_E_NOMEM;
-        m->pend = n;
-        m->cappend = cap;
-    }
+    if (!fhr_grow((void **)&m->pend, &m->cappend, m->npend, sizeof *m->pend, 16))
+        return FHR_E_NOMEM;
     e->refs++;
     x->pending++;
     m->pend[m->npend++] = (pending_ref){x, e};

@@ -170,14 +170,8 @@ void fhr_scope_expect_version(fhr_scope *sc, uint64_t v)
 
 static void push_scope(fhr_manager *m, fhr_scope *sc)
 {
-    if (m->nscopes == m->capscopes) {
-        size_t cap = m->capscopes ? m->capscopes * 2 : 8;
-        fhr_scope **n = realloc(m->scopes, cap * sizeof *n);
-        if (!n)
-            return; /* paths of deeper scopes lose their parent; nothing else depends on it */
-        m->scopes = n;
-        m->capscopes = cap;
-    }
+    if (!fhr_grow((void **)&m->scopes, &m->capscopes, m->nscopes, sizeof *m->scopes, 8))
+        return; /* paths of deeper scopes lose their parent; nothing else depends on it */
     m->scopes[m->nscopes++] = sc;
 }
 
