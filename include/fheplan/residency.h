@@ -441,3 +441,6 @@ FHR_API void fhr_report_free(fhr_report *r);
 }
 #endif
 #endif
+
+/* The controller layer (requests, policies, decisions, use) builds on the above. */
+#include "fheplan/controller.h"
