@@ -464,8 +464,21 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
         use_lease *ul = &u->leases[u->nleases];
         ul->at = at;
         if ((st = fhr_acquire(c->m, hs, n, at, map_find(consumer, nconsumer, at), &ul->lease,
-                              err)) != FHR_OK)
+                              err)) != FHR_OK) {
+            /* Scope entry and the lease are two steps under the manager lock: another
+             * thread's admission may have reclaimed a copy in between. The placement
+             * this use established is gone: that is a stale decision, not a retry. */
+            if (st == FHR_E_STATE) {
+                fhr_fail(err, FHR_E_STALE,
+                         "use '%.60s': a required copy at %s was removed by another caller "
+                         "between scope entry and lease; decide again",
+                         d->name, fhr_loc_format(at, lb, sizeof lb));
+                if (err)
+                    err->loc = at;
+                st = FHR_E_STALE;
+            }
             break;
+        }
         u->nleases++;
     }
     if (st != FHR_OK) {
