@@ -444,3 +444,6 @@ FHR_API fhr_report *fhr_report_clone(const fhr_report *r);
 }
 #endif
 #endif
+
+/* The controller layer (requests, policies, decisions, use) builds on the above. */
+#include "fheplan/controller.h"
