@@ -98,7 +98,7 @@ int main(int argc, char **argv)
         for (int phase = 0; phase < 3; phase++) {
             fhr_snapshot *s = NULL;
             if (phase == 2)
-                check(fhr_snapshot_take(m, &s, &e), &e, "snapshot");
+                check(fhr_snapshot_take_placement(m, &s, &e), &e, "snapshot");
             for (int r = -3; r < reps; r++) { /* three warm-up calls */
                 double t0 = now_us();
                 if (phase == 0) {
@@ -117,7 +117,7 @@ int main(int argc, char **argv)
                     continue;
                 } else if (phase == 1) {
                     fhr_snapshot *s1;
-                    check(fhr_snapshot_take(m, &s1, &e), &e, "snapshot");
+                    check(fhr_snapshot_take_placement(m, &s1, &e), &e, "snapshot");
                     double t1 = now_us();
                     if (r >= 0)
                         t[r] = t1 - t0;

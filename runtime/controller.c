@@ -164,7 +164,7 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
         st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
         goto fail;
     }
-    if ((st = fhr_snapshot_take(c->m, &snap, err)) != FHR_OK)
+    if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) != FHR_OK)
         goto fail;
     d->manager_id = snap->manager_id;
     d->version = snap->state_version;

@@ -26,6 +26,7 @@ typedef struct mat {
     size_t nreads, capreads;
     uint32_t leases, holds, pending;
     uint64_t last_use;
+    uint64_t storage;   /* actual bytes held (fixed for the copy's life) */
 } mat;
 
 typedef struct val {

@@ -243,8 +243,9 @@ static fhr_status infeasible(const fhr_snapshot *snap, const model *md, int slot
         const fhr_value_info *vi = fhr_snapshot_value(snap, p->handle);
         append(out->reason, sizeof out->reason, &len, "%s #%llu%s%s%s (%llu bytes, %s)",
                i ? "," : "", (unsigned long long)p->handle.serial,
-               vi && vi->label[0] ? " '" : "", vi && vi->label[0] ? vi->label : "",
-               vi && vi->label[0] ? "'" : "", (unsigned long long)p->nbytes,
+               vi && vi->label && vi->label[0] ? " '" : "",
+               vi && vi->label && vi->label[0] ? vi->label : "",
+               vi && vi->label && vi->label[0] ? "'" : "", (unsigned long long)p->nbytes,
                reason_words(p->reasons));
     }
     if (out->nprotected > 8)

@@ -182,6 +182,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     }
     x->loc = at;
     x->value = nv;
+    x->storage = fhr_value_storage_nbytes(nv);
     x->ready = e;
     x->last_use = ++m->clock;
     int slot = fhr_loc_slot(at);

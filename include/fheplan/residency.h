@@ -234,13 +234,13 @@ typedef struct fhr_copy_info {
 
 typedef struct fhr_value_info {
     fhr_handle handle;
-    char label[64];
+    const char *label;          /* never NULL ("" when unlabelled); owned by the snapshot */
     fhr_replica_mode mode;
     fhr_recoverability recoverability;
     int32_t priority;
     uint64_t spec_storage_nbytes;
     uint64_t logical_nbytes;
-    fhr_ckks_meta meta;
+    const fhr_ckks_meta *meta;  /* NULL in a placement snapshot */
     size_t ncopies;
     fhr_copy_info *copies;
 } fhr_value_info;
@@ -254,9 +254,14 @@ typedef struct fhr_snapshot {
     fhr_loc_stats *locs;    /* sorted by slot */
     size_t nvalues;
     fhr_value_info *values; /* sorted by handle serial */
+    fhr_copy_info *copies_; /* storage behind every values[i].copies (internal) */
 } fhr_snapshot;
 
 FHR_API fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err);
+/* The placement view only: no CKKS metadata and no backend observations (meta is NULL,
+ * obs.valid is 0). What policies read; several times cheaper for many values. */
+FHR_API fhr_status fhr_snapshot_take_placement(fhr_manager *m, fhr_snapshot **out,
+                                               fhr_error *err);
 FHR_API void fhr_snapshot_free(fhr_snapshot *s);
 FHR_API const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc);
 FHR_API const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h);

@@ -40,6 +40,7 @@ static fhr_value_info *fake_val(fake *f, uint64_t serial, int32_t prio, uint64_t
 {
     fhr_value_info *v = &f->vals[f->s.nvalues++];
     v->handle = H(serial);
+    v->label = "";
     v->priority = prio;
     v->recoverability = rec;
     v->spec_storage_nbytes = bytes;
