@@ -385,9 +385,7 @@ static fhr_status plan_clone(const fhr_plan *p, fhr_plan **out, fhr_error *err)
 
 static void use_free(fhr_use *u)
 {
-    for (size_t i = 0; i < u->nleases; i++)
-        fhr_lease_destroy(u->leases[i].lease);
-    free(u->leases);
+    free(u->leases); /* the leases themselves belong to the scope */
     fhr_scope_destroy(u->scope);
     fhr_plan_destroy(u->plan);
     fhr_decision_destroy(u->decision);
@@ -447,10 +445,10 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
     if (st != FHR_OK)
         goto fail;
     fhr_scope_expect_version(u->scope, d->version);
-    if ((st = fhr_scope_enter(u->scope, err)) != FHR_OK)
-        goto fail;
-    /* One strict lease per required location, in order of first appearance. */
-    for (size_t i = 0; i < d->nreqs; i++) {
+    /* One strict lease per required location, in order of first appearance, taken by the
+     * scope under the same lock hold as its enter actions: nobody can reclaim a required
+     * copy between placement and lease. */
+    for (size_t i = 0; i < d->nreqs && st == FHR_OK; i++) {
         fhr_location at = d->reqs[i].at;
         int seen = 0;
         for (size_t k = 0; k < u->nleases && !seen; k++)
@@ -461,32 +459,14 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
         for (size_t k = i; k < d->nreqs; k++)
             if (fhr_loc_equal(d->reqs[k].at, at))
                 hs[n++] = d->reqs[k].handle;
-        use_lease *ul = &u->leases[u->nleases];
-        ul->at = at;
-        if ((st = fhr_acquire(c->m, hs, n, at, map_find(consumer, nconsumer, at), &ul->lease,
-                              err)) != FHR_OK) {
-            /* Scope entry and the lease are two steps under the manager lock: another
-             * thread's admission may have reclaimed a copy in between. The placement
-             * this use established is gone: that is a stale decision, not a retry. */
-            if (st == FHR_E_STATE) {
-                fhr_fail(err, FHR_E_STALE,
-                         "use '%.60s': a required copy at %s was removed by another caller "
-                         "between scope entry and lease; decide again",
-                         d->name, fhr_loc_format(at, lb, sizeof lb));
-                if (err)
-                    err->loc = at;
-                st = FHR_E_STALE;
-            }
-            break;
-        }
-        u->nleases++;
+        st = fhr_scope_add_lease(u->scope, hs, n, at, map_find(consumer, nconsumer, at), err);
+        if (st == FHR_OK)
+            u->leases[u->nleases++].at = at;
     }
-    if (st != FHR_OK) {
-        for (size_t i = 0; i < u->nleases; i++)
-            fhr_lease_release(u->leases[i].lease, NULL);
-        fhr_scope_exit(u->scope, st, NULL); /* ends the scope; placements stay */
+    if (st != FHR_OK || (st = fhr_scope_enter(u->scope, err)) != FHR_OK)
         goto fail;
-    }
+    for (size_t k = 0; k < u->nleases; k++)
+        u->leases[k].lease = fhr_scope_lease(u->scope, k);
     free(hs);
     u->active = 1;
     *out = u;

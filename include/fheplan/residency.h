@@ -387,7 +387,16 @@ FHR_API fhr_status fhr_scope_create(fhr_manager *m, const fhr_plan *p,
 /* Binds the scope to a state version: entry fails with FHR_E_STALE unless the
  * manager is still at that version (checked under the lock before any mutation). */
 FHR_API void fhr_scope_expect_version(fhr_scope *sc, uint64_t state_version);
-/* preflight, reclaim, admit reservations, enter. A failure consumes the scope. */
+/* Asks entry to also take a lease on hs at `at` (a consumer stream is required at a CUDA
+ * location) under the same lock hold as the enter actions, so that no other caller can
+ * remove the copies between placement and lease. Before entry only; copies hs. The scope
+ * owns the lease: fhr_scope_lease(sc, i) returns the i-th one (in the order of these
+ * calls) once entered; release it when its consumers are enqueued; exit releases any
+ * lease still active before the exit actions run. */
+FHR_API fhr_status fhr_scope_add_lease(fhr_scope *sc, const fhr_handle *hs, size_t n,
+                                       fhr_location at, fhr_stream *consumer, fhr_error *err);
+FHR_API fhr_lease *fhr_scope_lease(const fhr_scope *sc, size_t i);
+/* preflight, reclaim, admit reservations, enter, leases. A failure consumes the scope. */
 FHR_API fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err);
 /* body_status: the body's outcome (FHR_OK if it succeeded). Runs the exit actions,
  * releases the reservations and publishes the report. Returns the exit's status; if
