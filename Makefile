@@ -111,7 +111,7 @@ $(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/obj/tsan-%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -Itests/tsan $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
+	$(CC) -Itests/tsan $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan CUDA=0 OPT='-O1 -g' SAN=-fsanitize=thread \
