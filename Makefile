@@ -10,8 +10,10 @@ BUILD      ?= $(if $(filter 1,$(CUDA)),build,build/nocuda)
 NVCC       ?= $(CUDA_HOME)/bin/nvcc
 OPT        ?= -O2 -g
 SAN        ?=
-VERSION    := 0.1.0
-SOVERSION  := 0
+VERSION    := $(shell sed -n 's/^\#define FHEPLAN_VERSION "\(.*\)"/\1/p' include/fheplan/version.h)
+SOVERSION  := $(firstword $(subst ., ,$(VERSION)))
+PREFIX     ?= /usr/local
+DESTDIR    ?=
 
 GEN        := $(BUILD)/gen
 CPPFLAGS   += -D_GNU_SOURCE -Iinclude -I$(GEN) -Iruntime -Icompiler -Icuda
@@ -48,7 +50,7 @@ SHARED     = $(BUILD)/libfheplan.so.$(VERSION)
 CLI        = $(BUILD)/fheplan
 UNIT       = $(BUILD)/tests/unit
 
-.PHONY: all lib test test-run sanitize tsan deps clean example check-deps valgrind
+.PHONY: all lib test test-run sanitize tsan deps clean valgrind install uninstall test-install
 all: lib $(CLI)
 lib: $(STATIC) $(SHARED) $(BUILD)/libfheplan.so
 
@@ -89,6 +91,7 @@ test: deps
 	@$(MAKE) --no-print-directory test-run
 
 UNIT_ARGS ?= --jobs=2
+TEST_EXTRA += test-install
 test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
 	$(UNIT) $(UNIT_ARGS)
 	@for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
@@ -108,7 +111,7 @@ $(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 $(BUILD)/obj/tsan-%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -Itests/tsan $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -c $< -o $@
+	$(CC) -Itests/tsan $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan CUDA=0 OPT='-O1 -g' SAN=-fsanitize=thread \
@@ -137,6 +140,63 @@ deps:
 	  $$sudo apt-get update -qq && \
 	  $$sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
 	fi
+
+# ---- install ------------------------------------------------------------------------
+# Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
+# the manual pages and a pkg-config file.
+HEADERS   = $(wildcard include/fheplan/*.h)
+MANPAGES  = $(wildcard man/*.[0-9])
+LIBDIR    = $(PREFIX)/lib
+PCDIR     = $(LIBDIR)/pkgconfig
+
+$(BUILD)/fheplan.pc: Makefile
+	@mkdir -p $(dir $@)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: fheplan' 'Description: residency manager and plan runtime for FHE values on CUDA' \
+	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lfheplan' \
+	  'Libs.private: -lcjson -lpthread -lm $(CUDA_LIBS)' 'Requires.private: libcjson' \
+	  'Cflags: -I$${includedir}' > $@
+
+install: all $(BUILD)/fheplan.pc
+	install -d $(DESTDIR)$(PREFIX)/include/fheplan $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) \
+	  $(DESTDIR)$(PREFIX)/bin
+	for h in $(HEADERS); do cp -L "$$h" $(DESTDIR)$(PREFIX)/include/fheplan/ && \
+	  chmod 644 $(DESTDIR)$(PREFIX)/include/fheplan/$${h##*/}; done
+	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED) $(DESTDIR)$(LIBDIR)/
+	ln -sf libfheplan.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfheplan.so.$(SOVERSION)
+	ln -sf libfheplan.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libfheplan.so
+	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 $(BUILD)/fheplan.pc $(DESTDIR)$(PCDIR)/
+	for p in $(MANPAGES); do s=$${p##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
+	  install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+
+uninstall:
+	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
+	rm -f $(DESTDIR)$(LIBDIR)/libfheplan.a $(DESTDIR)$(LIBDIR)/libfheplan.so* \
+	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PREFIX)/bin/fheplan
+	for p in $(MANPAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
+
+# Builds every program in examples/ against a staged install, through pkg-config, once
+# statically and once against the shared library, and runs it.
+STAGE = $(abspath $(BUILD)/stage)
+test-install:
+	rm -rf $(STAGE) && $(MAKE) --no-print-directory install PREFIX=$(STAGE) >/dev/null
+	@set -e; export PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig; pkg-config --exists fheplan; \
+	cflags=$$(pkg-config --cflags fheplan); \
+	static=$$(pkg-config --static --libs fheplan | sed 's/-lfheplan /-l:libfheplan.a /'); \
+	shared=$$(pkg-config --libs fheplan); libdir=$$(pkg-config --variable=libdir fheplan); \
+	mkdir -p $(BUILD)/examples; \
+	for src in examples/*.c; do \
+	  exe=$(BUILD)/examples/$$(basename $$src .c); \
+	  $(CC) -std=c11 -Wall -Wextra -Werror $(SAN) $$cflags $$src -o $$exe-static $$static $(LDFLAGS); \
+	  $(CC) -std=c11 -Wall -Wextra -Werror $(SAN) $$cflags $$src -o $$exe-shared $$shared \
+	    -Wl,-rpath,$$libdir $(LDFLAGS); \
+	  ! ldd $$exe-static | grep -q libfheplan; \
+	  ldd $$exe-shared | grep -q "libfheplan.so.$(SOVERSION) => $$libdir"; \
+	  echo "example $$src (static)"; $$exe-static; \
+	  echo "example $$src (shared)"; $$exe-shared; \
+	done
 
 clean:
 	rm -rf build

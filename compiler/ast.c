@@ -14,23 +14,35 @@ rp_node *rp_node_new(rp_kind k, rp_loc loc)
     return n;
 }
 
-/* Iterative over `next` chains, recursive over children (depth is bounded by nesting). */
+/* Iterative with an explicit worklist: a long expression or list must not recurse. */
 void rp_node_free(rp_node *n)
 {
-    while (n) {
-        rp_node *next = n->next;
-        if (n->kind == N_LIST) {
-            rp_node_free(n->a); /* the chain; b is the tail, not owned twice */
-        } else {
-            rp_node_free(n->a);
-            rp_node_free(n->b);
+    size_t cap = 64, top = 0;
+    rp_node **st = malloc(cap * sizeof *st);
+    if (!st)
+        return; /* cannot happen in practice; leaking beats crashing here */
+    st[top++] = n;
+    while (top) {
+        rp_node *x = st[--top];
+        if (!x)
+            continue;
+        if (top + 4 > cap) {
+            rp_node **ns = realloc(st, cap * 2 * sizeof *st);
+            if (!ns)
+                break;
+            st = ns;
+            cap *= 2;
         }
-        rp_node_free(n->c);
-        free(n->text);
-        free(n->text2);
-        free(n);
-        n = next;
+        st[top++] = x->next;
+        st[top++] = x->a;
+        if (x->kind != N_LIST) /* a list's b is its tail, owned through the chain */
+            st[top++] = x->b;
+        st[top++] = x->c;
+        free(x->text);
+        free(x->text2);
+        free(x);
     }
+    free(st);
 }
 
 rp_node *rp_list_new(rp_loc loc)

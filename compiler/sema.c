@@ -49,6 +49,7 @@ typedef struct S {
     rp_loc budget_decl[FHR_LOC_SLOTS];
     uint64_t budget[FHR_LOC_SLOTS];
     int oom;
+    int depth; /* expression and block nesting, bounded to protect the stack */
 } S;
 
 #define ERR(s, l, ...) rp_diag((s)->dc, RPLAN_ERROR, (l), __VA_ARGS__)
@@ -362,7 +363,21 @@ ovf:
     return 0;
 }
 
+static int eval1(S *s, rp_node *e, uint64_t *v, int *kind);
+
 static int eval(S *s, rp_node *e, uint64_t *v, int *kind)
+{
+    if (s->depth >= 200) {
+        ERR(s, e->loc, "expression is nested too deeply (at most 200 levels)");
+        return 0;
+    }
+    s->depth++;
+    int r = eval1(s, e, v, kind);
+    s->depth--;
+    return r;
+}
+
+static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
 {
     switch (e->kind) {
     case N_INT:
@@ -1206,8 +1221,15 @@ static void lower_list(S *s, rp_node *list, cx *c)
 {
     if (!list)
         return;
+    if (s->depth >= 100) {
+        ERR(s, list->a ? list->a->loc : list->loc,
+            "statements are nested too deeply (at most 100 levels)");
+        return;
+    }
+    s->depth++;
     for (rp_node *n = list->a; n && !s->oom; n = n->next)
         lower_stmt(s, n, c);
+    s->depth--;
 }
 
 size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan_program *p)

@@ -67,6 +67,8 @@ static rp_node *mkop(rp_kind k, rp_loc l, int op, rp_node *a, rp_node *b)
 static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg)
 {
     (void)lx;
+    if (strcmp(msg, "memory exhausted") == 0) /* Bison's stack limit */
+        msg = "input is nested too deeply";
     rp_diag(ps->dc, RPLAN_ERROR, *loc, "%s", msg);
 }
 
@@ -351,7 +353,8 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, rp_lexer *lx, rp_parse
 
 void rp_parse_run(rp_parser *ps)
 {
+    size_t before = ps->dc->nerrors;
     ps->root = NULL;
-    if (rp_parse(&ps->lx, ps) == 2)
+    if (rp_parse(&ps->lx, ps) == 2 && ps->dc->nerrors == before)
         rp_diag(ps->dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "out of memory while parsing");
 }

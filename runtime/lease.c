@@ -61,11 +61,18 @@ static fhr_status resolve(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_lo
     return FHR_OK;
 }
 
-fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
-                       fhr_stream *consumer, fhr_lease **out, fhr_error *err)
+static void lease_free(fhr_lease *l)
 {
-    if (!out)
-        return fhr_fail(err, FHR_E_INVALID, "acquire: out is NULL");
+    free(l->cons);
+    free(l->hs);
+    free(l->mats);
+    free(l);
+}
+
+fhr_status lease_acquire_locked(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                                fhr_stream *consumer, fhr_lease **out, lease_waits *w,
+                                fhr_error *err)
+{
     *out = NULL;
     if (at.kind == FHR_LOC_CUDA && !consumer)
         return fhr_fail(err, FHR_E_LEASE,
@@ -73,42 +80,39 @@ fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_locat
                         at.index);
     fhr_lease *l = calloc(1, sizeof *l);
     if (!l || !(l->hs = malloc((n ? n : 1) * sizeof *l->hs)) ||
-        !(l->mats = malloc((n ? n : 1) * sizeof *l->mats))) {
-        if (l) {
-            free(l->hs);
-            free(l);
-        }
+        !(l->mats = malloc((n ? n : 1) * sizeof *l->mats)) ||
+        (consumer && !(l->cons = malloc(4 * sizeof *l->cons)))) {
+        if (l)
+            lease_free(l);
         return fhr_fail(err, FHR_E_NOMEM, "acquire: out of host memory");
     }
-    fhr_status st = mgr_enter(m, "acquire", err);
-    if (st != FHR_OK)
-        goto fail;
-    if ((st = resolve(m, hs, n, at, "acquire", l->mats, err)) != FHR_OK)
-        goto fail_locked;
-    evref *wait[64];
-    size_t nwait = 0;
+    fhr_status st = resolve(m, hs, n, at, "acquire", l->mats, err);
+    if (st != FHR_OK) {
+        lease_free(l);
+        return st;
+    }
+    size_t w0 = w->n;
     for (size_t i = 0; i < n; i++) {
         mat *x = l->mats[i];
         if (!x->ready || ev_done(m, x->ready))
             continue;
         if (at.kind == FHR_LOC_CUDA) {
-            if ((st = m->b->ops->stream_wait_event(m->b, consumer, x->ready->ev, err)) != FHR_OK)
-                goto fail_locked;
-        } else if (nwait < 64) {
+            /* the consumer waits for the copy on the device; the host does not */
+            if ((st = m->b->ops->stream_wait_event(m->b, consumer, x->ready->ev, err)) != FHR_OK) {
+                for (size_t k = w0; k < w->n; k++)
+                    ev_unref(m, w->ev[k]);
+                w->n = w0;
+                lease_free(l);
+                return st;
+            }
+        } else if (w->n < LEASE_MAX_WAITS) {
             x->ready->refs++;
-            wait[nwait++] = x->ready;
+            w->ev[w->n++] = x->ready;
         } else {
             m->b->ops->event_sync(m->b, x->ready->ev, NULL); /* rare: very many in flight */
         }
     }
     if (consumer) {
-        l->cons = malloc(4 * sizeof *l->cons);
-        if (!l->cons) {
-            for (size_t i = 0; i < nwait; i++)
-                ev_unref(m, wait[i]);
-            st = fhr_fail(err, FHR_E_NOMEM, "acquire: out of host memory");
-            goto fail_locked;
-        }
         l->capcons = 4;
         l->cons[l->ncons++] = consumer;
     }
@@ -122,25 +126,45 @@ fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_locat
     l->at = at;
     l->n = n;
     mgr_bump(m);
-    mgr_leave(m);
-    /* Host readers must see finished copies: wait without the lock. */
-    for (size_t i = 0; i < nwait; i++)
-        m->b->ops->event_sync(m->b, wait[i]->ev, NULL);
-    if (nwait) {
-        pthread_mutex_lock(&m->lock);
-        for (size_t i = 0; i < nwait; i++)
-            ev_unref(m, wait[i]);
-        pthread_mutex_unlock(&m->lock);
-    }
     *out = l;
     return FHR_OK;
-fail_locked:
+}
+
+void lease_waits_finish(fhr_manager *m, lease_waits *w)
+{
+    /* Host readers must see finished copies: wait without the lock. */
+    for (size_t i = 0; i < w->n; i++)
+        m->b->ops->event_sync(m->b, w->ev[i]->ev, NULL);
+    if (w->n) {
+        pthread_mutex_lock(&m->lock);
+        for (size_t i = 0; i < w->n; i++)
+            ev_unref(m, w->ev[i]);
+        pthread_mutex_unlock(&m->lock);
+    }
+    w->n = 0;
+}
+
+void lease_abandon_locked(fhr_lease *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        l->mats[i]->leases--;
+    l->m->version++;
+    lease_free(l);
+}
+
+fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                       fhr_stream *consumer, fhr_lease **out, fhr_error *err)
+{
+    if (!out)
+        return fhr_fail(err, FHR_E_INVALID, "acquire: out is NULL");
+    *out = NULL;
+    fhr_status st = mgr_enter(m, "acquire", err);
+    if (st != FHR_OK)
+        return st;
+    lease_waits w = {.n = 0};
+    st = lease_acquire_locked(m, hs, n, at, consumer, out, &w, err);
     mgr_leave(m);
-fail:
-    free(l->cons);
-    free(l->hs);
-    free(l->mats);
-    free(l);
+    lease_waits_finish(m, &w);
     return st;
 }
 
@@ -158,15 +182,9 @@ fhr_status fhr_lease_add_consumer_stream(fhr_lease *l, fhr_stream *s, fhr_error 
         for (size_t i = 0; i < l->ncons; i++)
             dup |= l->cons[i] == s;
         if (!dup) {
-            if (l->ncons == l->capcons) {
-                size_t cap = l->capcons ? l->capcons * 2 : 4;
-                fhr_stream **n = realloc(l->cons, cap * sizeof *n);
-                if (!n) {
-                    mgr_leave(l->m);
-                    return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-                }
-                l->cons = n;
-                l->capcons = cap;
+            if (!fhr_grow((void **)&l->cons, &l->capcons, l->ncons, sizeof *l->cons, 4)) {
+                mgr_leave(l->m);
+                return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
             }
             l->cons[l->ncons++] = s;
             /* The new consumer must also see copies still in flight. */
@@ -195,39 +213,25 @@ const fhr_value *fhr_lease_value(const fhr_lease *l, fhr_handle h)
 
 static fhr_status push_pending(fhr_manager *m, mat *x, evref *e)
 {
-    if (m->npend == m->cappend) {
-        size_t cap = m->cappend ? m->cappend * 2 : 16;
-        pending_ref *n = realloc(m->pend, cap * sizeof *n);
-        if (!n)
-            return FHR_E_NOMEM;
-        m->pend = n;
-        m->cappend = cap;
-    }
+    if (!fhr_grow((void **)&m->pend, &m->cappend, m->npend, sizeof *m->pend, 16))
+        return FHR_E_NOMEM;
     e->refs++;
     x->pending++;
     m->pend[m->npend++] = (pending_ref){x, e};
     return FHR_OK;
 }
 
-fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err)
+fhr_status lease_release_locked(fhr_lease *l, fhr_error *err)
 {
-    if (!l)
-        return fhr_fail(err, FHR_E_INVALID, "lease_release: lease is NULL");
     fhr_manager *m = l->m;
-    fhr_status st = mgr_enter(m, "lease_release", err);
-    if (st != FHR_OK)
-        return st;
-    if (l->released) {
-        mgr_leave(m);
+    fhr_status st = FHR_OK;
+    if (l->released)
         return fhr_fail(err, FHR_E_LEASE, "lease_release: the lease was already released");
-    }
     /* Record every consumer event first; if one fails nothing changes. */
     evref *evs[16];
     evref **ev = l->ncons <= 16 ? evs : malloc(l->ncons * sizeof *ev);
-    if (!ev) {
-        mgr_leave(m);
+    if (!ev)
         return fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
-    }
     size_t made = 0;
     for (; made < l->ncons; made++)
         if (!(ev[made] = ev_new(m, l->cons[made], err)))
@@ -263,7 +267,20 @@ fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err)
         ev_unref(m, ev[c]);
     if (ev != evs)
         free(ev);
-    mgr_leave(m);
+    return st;
+}
+
+int lease_is_active(const fhr_lease *l) { return !l->released; }
+
+fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err)
+{
+    if (!l)
+        return fhr_fail(err, FHR_E_INVALID, "lease_release: lease is NULL");
+    fhr_status st = mgr_enter(l->m, "lease_release", err);
+    if (st != FHR_OK)
+        return st;
+    st = lease_release_locked(l, err);
+    mgr_leave(l->m);
     return st;
 }
 
@@ -281,10 +298,7 @@ void fhr_lease_destroy(fhr_lease *l)
         l->m->version++;
         pthread_mutex_unlock(&l->m->lock);
     }
-    free(l->cons);
-    free(l->hs);
-    free(l->mats);
-    free(l);
+    lease_free(l);
 }
 
 fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,

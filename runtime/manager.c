@@ -266,8 +266,7 @@ size_t mgr_reap(fhr_manager *m)
             p->m->pending--;
             ev_unref(m, p->e);
             m->pend[i] = m->pend[--m->npend];
-            n++;
-            m->version++;
+            n++; /* only relaxes protection: no decision goes stale, so no version bump */
         } else {
             i++;
         }
@@ -373,6 +372,7 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     }
     x->loc = cv->loc;
     x->value = cv;
+    x->storage = fhr_value_storage_nbytes(cv);
     x->last_use = ++m->clock;
     v->mats[slot] = x;
     v->present = 1ULL << slot;

@@ -26,6 +26,7 @@ typedef struct mat {
     size_t nreads, capreads;
     uint32_t leases, holds, pending;
     uint64_t last_use;
+    uint64_t storage;   /* actual bytes held (fixed for the copy's life) */
 } mat;
 
 typedef struct val {
@@ -144,5 +145,21 @@ int rules_pick_source(uint64_t present, int to_slot);
 fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_report *rep,
                       fhr_phase phase, size_t index, fhr_error *err);
 void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, size_t cap);
+
+/* leases with the lock held (scopes take their leases inside entry) */
+#define LEASE_MAX_WAITS 64
+typedef struct lease_waits { /* host-location copies still in flight at acquire */
+    evref *ev[LEASE_MAX_WAITS];
+    size_t n;
+} lease_waits;
+fhr_status lease_acquire_locked(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
+                                fhr_stream *consumer, fhr_lease **out, lease_waits *w,
+                                fhr_error *err);
+/* Waits for w's copies without the lock, then drops their references. */
+void lease_waits_finish(fhr_manager *m, lease_waits *w);
+fhr_status lease_release_locked(fhr_lease *l, fhr_error *err);
+int lease_is_active(const fhr_lease *l);
+/* Undoes an acquire nobody has read through yet, and frees the lease. */
+void lease_abandon_locked(fhr_lease *l);
 
 #endif

@@ -144,15 +144,9 @@ static simval *sim_get(sim *s, fhr_handle h, fhr_error *err)
     val *v;
     if (mgr_lookup(s->m, h, "plan", &v, err) != FHR_OK)
         return NULL;
-    if (s->nvals == s->capvals) {
-        size_t cap = s->capvals ? s->capvals * 2 : 16;
-        simval *n = realloc(s->vals, cap * sizeof *n);
-        if (!n) {
-            fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
-            return NULL;
-        }
-        s->vals = n;
-        s->capvals = cap;
+    if (!fhr_grow((void **)&s->vals, &s->capvals, s->nvals, sizeof *s->vals, 16)) {
+        fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
+        return NULL;
     }
     simval *sv = &s->vals[s->nvals++];
     memset(sv, 0, sizeof *sv);

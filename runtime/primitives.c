@@ -81,14 +81,8 @@ static fhr_status add_read(fhr_manager *m, mat *src, evref *e)
         }
         i++;
     }
-    if (src->nreads == src->capreads) {
-        size_t cap = src->capreads ? src->capreads * 2 : 4;
-        evref **n = realloc(src->reads, cap * sizeof *n);
-        if (!n)
-            return FHR_E_NOMEM;
-        src->reads = n;
-        src->capreads = cap;
-    }
+    if (!fhr_grow((void **)&src->reads, &src->capreads, src->nreads, sizeof *src->reads, 4))
+        return FHR_E_NOMEM;
     e->refs++;
     src->reads[src->nreads++] = e;
     return FHR_OK;
@@ -188,6 +182,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     }
     x->loc = at;
     x->value = nv;
+    x->storage = fhr_value_storage_nbytes(nv);
     x->ready = e;
     x->last_use = ++m->clock;
     int slot = fhr_loc_slot(at);

@@ -1,6 +1,7 @@
 /* runtime/report.c — execution reports: every completed transition, reservation
  * admissions and releases, and totals per transfer direction; JSON rendering. */
 #include "report.h"
+#include "error.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -62,14 +63,8 @@ void fhr_report_free(fhr_report *r)
 
 fhr_status fhr_report_add_transition(fhr_report *r, const fhr_transition *t)
 {
-    if (r->ntr == r->captr) {
-        size_t cap = r->captr ? r->captr * 2 : 16;
-        fhr_transition *n = realloc(r->tr, cap * sizeof *n);
-        if (!n)
-            return FHR_E_NOMEM;
-        r->tr = n;
-        r->captr = cap;
-    }
+    if (!fhr_grow((void **)&r->tr, &r->captr, r->ntr, sizeof *r->tr, 16))
+        return FHR_E_NOMEM;
     r->tr[r->ntr++] = *t;
     if (t->nbytes && t->has_from) {
         fhr_direction d = fhr_direction_of(t->from, t->to);
@@ -82,14 +77,8 @@ fhr_status fhr_report_add_transition(fhr_report *r, const fhr_transition *t)
 fhr_status fhr_report_add_reservation(fhr_report *r, int admitted, const fhr_reservation *res,
                                       uint64_t t_ns)
 {
-    if (r->nrev == r->caprev) {
-        size_t cap = r->caprev ? r->caprev * 2 : 8;
-        fhr_reservation_event *n = realloc(r->rev, cap * sizeof *n);
-        if (!n)
-            return FHR_E_NOMEM;
-        r->rev = n;
-        r->caprev = cap;
-    }
+    if (!fhr_grow((void **)&r->rev, &r->caprev, r->nrev, sizeof *r->rev, 8))
+        return FHR_E_NOMEM;
     fhr_reservation_event *e = &r->rev[r->nrev++];
     memset(e, 0, sizeof *e);
     e->admitted = admitted;

@@ -11,8 +11,18 @@
 
 enum { SC_NEW, SC_ENTERED, SC_CLOSED };
 
+typedef struct scope_lease {
+    fhr_handle *hs;
+    size_t n;
+    fhr_location at;
+    fhr_stream *consumer;
+    fhr_lease *lease;
+} scope_lease;
+
 struct fhr_scope {
     fhr_manager *m;
+    scope_lease *leases;
+    size_t nleases, capleases;
     const fhr_plan *p;
     fhr_stream_map *streams;
     size_t nstreams;
@@ -160,6 +170,53 @@ fhr_status fhr_scope_create(fhr_manager *m, const fhr_plan *p, const fhr_stream_
     return FHR_OK;
 }
 
+fhr_status fhr_scope_add_lease(fhr_scope *sc, const fhr_handle *hs, size_t n, fhr_location at,
+                               fhr_stream *consumer, fhr_error *err)
+{
+    if (!sc || !hs || n == 0)
+        return fhr_fail(err, FHR_E_INVALID, "scope_add_lease: scope and handles are required");
+    if (sc->state != SC_NEW)
+        return fhr_fail(err, FHR_E_SCOPE, "scope_add_lease: the scope was already entered");
+    if (at.kind == FHR_LOC_CUDA && !consumer)
+        return fhr_fail(err, FHR_E_LEASE, "scope_add_lease: cuda:%d needs a consumer stream",
+                        at.index);
+    if (!fhr_grow((void **)&sc->leases, &sc->capleases, sc->nleases, sizeof *sc->leases, 2))
+        return fhr_fail(err, FHR_E_NOMEM, "scope_add_lease: out of host memory");
+    scope_lease *sl = &sc->leases[sc->nleases];
+    if (!(sl->hs = malloc(n * sizeof *hs)))
+        return fhr_fail(err, FHR_E_NOMEM, "scope_add_lease: out of host memory");
+    memcpy(sl->hs, hs, n * sizeof *hs);
+    sl->n = n;
+    sl->at = at;
+    sl->consumer = consumer;
+    sl->lease = NULL;
+    sc->nleases++;
+    return FHR_OK;
+}
+
+fhr_lease *fhr_scope_lease(const fhr_scope *sc, size_t i)
+{
+    return sc && i < sc->nleases ? sc->leases[i].lease : NULL;
+}
+
+/* Takes the scope's leases with the lock held; all or none. */
+static fhr_status take_leases(fhr_scope *sc, lease_waits *w, fhr_error *err)
+{
+    for (size_t i = 0; i < sc->nleases; i++) {
+        scope_lease *sl = &sc->leases[i];
+        fhr_status st = lease_acquire_locked(sc->m, sl->hs, sl->n, sl->at, sl->consumer,
+                                             &sl->lease, w, err);
+        if (st != FHR_OK) {
+            while (i-- > 0) {
+                lease_abandon_locked(sc->leases[i].lease);
+                sc->leases[i].lease = NULL;
+            }
+            return st;
+        }
+    }
+    return FHR_OK;
+}
+
 void fhr_scope_expect_version(fhr_scope *sc, uint64_t v)
 {
     if (!sc)
@@ -170,14 +227,8 @@ void fhr_scope_expect_version(fhr_scope *sc, uint64_t v)
 
 static void push_scope(fhr_manager *m, fhr_scope *sc)
 {
-    if (m->nscopes == m->capscopes) {
-        size_t cap = m->capscopes ? m->capscopes * 2 : 8;
-        fhr_scope **n = realloc(m->scopes, cap * sizeof *n);
-        if (!n)
-            return; /* paths of deeper scopes lose their parent; nothing else depends on it */
-        m->scopes = n;
-        m->capscopes = cap;
-    }
+    if (!fhr_grow((void **)&m->scopes, &m->capscopes, m->nscopes, sizeof *m->scopes, 8))
+        return; /* paths of deeper scopes lose their parent; nothing else depends on it */
     m->scopes[m->nscopes++] = sc;
 }
 
@@ -240,6 +291,7 @@ fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err)
                         sc->p->name, sc->state == SC_ENTERED ? "entered" : "used");
     fhr_manager *m = sc->m;
     sc->state = SC_CLOSED; /* any failure below consumes the scope */
+    lease_waits waits = {.n = 0};
     fhr_status st = mgr_enter(m, "scope_enter", err);
     if (st != FHR_OK)
         return st;
@@ -276,7 +328,8 @@ fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err)
                        sc->streams, sc->nstreams, sc->rep, err)) != FHR_OK ||
         (st = admit_reservations(sc, err)) != FHR_OK ||
         (st = run_list(m, sc->p->name, FHR_PHASE_ENTER, sc->p->acts[1], sc->p->nacts[1],
-                       sc->streams, sc->nstreams, sc->rep, err)) != FHR_OK) {
+                       sc->streams, sc->nstreams, sc->rep, err)) != FHR_OK ||
+        (st = take_leases(sc, &waits, err)) != FHR_OK) {
         release_reservations(sc); /* a consumed scope holds no headroom */
         goto out;
     }
@@ -284,6 +337,7 @@ fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err)
     sc->state = SC_ENTERED;
 out:
     mgr_leave(m);
+    lease_waits_finish(m, &waits);
     return st;
 }
 
@@ -298,6 +352,9 @@ fhr_status fhr_scope_exit(fhr_scope *sc, fhr_status body_status, fhr_error *err)
     fhr_status st = mgr_enter(m, "scope_exit", err);
     if (st != FHR_OK)
         return st; /* nothing ran; the scope stays entered */
+    for (size_t i = 0; i < sc->nleases; i++) /* leases end before the exit actions */
+        if (sc->leases[i].lease && lease_is_active(sc->leases[i].lease))
+            lease_release_locked(sc->leases[i].lease, NULL);
     fhr_error xerr;
     fhr_error_init(&xerr);
     st = run_list(m, sc->p->name, FHR_PHASE_EXIT, sc->p->acts[2], sc->p->nacts[2], sc->streams,
@@ -342,6 +399,11 @@ void fhr_scope_destroy(fhr_scope *sc)
         pop_scope(sc->m, sc);
         pthread_mutex_unlock(&sc->m->lock);
     }
+    for (size_t i = 0; i < sc->nleases; i++) {
+        fhr_lease_destroy(sc->leases[i].lease);
+        free(sc->leases[i].hs);
+    }
+    free(sc->leases);
     fhr_error_clear(&sc->exit_err);
     fhr_report_free(sc->rep);
     fhr_report_free(sc->published);

@@ -9,7 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err)
+/* One allocation per part; the snapshot owns them all (see fhr_snapshot_free). */
+typedef struct snap_block {
+    fhr_snapshot s;
+    fhr_ckks_meta *metas;
+    char *labels;
+} snap_block;
+
+static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *err)
 {
     if (!out)
         return fhr_fail(err, FHR_E_INVALID, "snapshot: out is NULL");
@@ -17,27 +24,28 @@ fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err)
     fhr_status st = mgr_enter(m, "snapshot", err);
     if (st != FHR_OK)
         return st;
-    fhr_snapshot *s = calloc(1, sizeof *s);
-    size_t nlocs = 0, ncopies = 0;
+    size_t nlocs = 0, ncopies = 0, nlabel = 1;
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         nlocs += m->loc[i].present;
-    for (uint64_t i = 1; i < m->next_serial; i++)
-        if (m->vals[i])
-            ncopies += (size_t)__builtin_popcountll(m->vals[i]->present);
+    for (uint64_t i = 1; i < m->next_serial; i++) {
+        const val *v = m->vals[i];
+        if (!v)
+            continue;
+        ncopies += (size_t)__builtin_popcountll(v->present);
+        if (v->label[0])
+            nlabel += strlen(v->label) + 1;
+    }
+    snap_block *sb = calloc(1, sizeof *sb);
+    fhr_snapshot *s = sb ? &sb->s : NULL;
     if (s) {
         s->locs = calloc(nlocs ? nlocs : 1, sizeof *s->locs);
-        s->values = calloc(m->nlive ? m->nlive : 1, sizeof *s->values);
-        if (s->values)
-            s->values[0].copies = calloc(ncopies ? ncopies : 1, sizeof(fhr_copy_info));
+        s->values = malloc((m->nlive ? m->nlive : 1) * sizeof *s->values);
+        s->copies_ = malloc((ncopies ? ncopies : 1) * sizeof(fhr_copy_info));
+        sb->labels = malloc(nlabel);
+        sb->metas = full ? malloc((m->nlive ? m->nlive : 1) * sizeof *sb->metas) : NULL;
     }
-    if (!s || !s->locs || !s->values || !s->values[0].copies) {
-        if (s) {
-            if (s->values)
-                free(s->values[0].copies);
-            free(s->values);
-            free(s->locs);
-            free(s);
-        }
+    if (!s || !s->locs || !s->values || !s->copies_ || !sb->labels || (full && !sb->metas)) {
+        fhr_snapshot_free(s);
         mgr_leave(m);
         return fhr_fail(err, FHR_E_NOMEM, "snapshot: out of host memory");
     }
@@ -59,53 +67,83 @@ fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err)
         uint64_t committed = a->used + a->reserved + a->temp;
         ls->remaining_budget_bytes =
             a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
-        m->b->ops->observe(m->b, ls->loc, &ls->obs);
+        if (full)
+            m->b->ops->observe(m->b, ls->loc, &ls->obs);
     }
-    fhr_copy_info *cp = s->values[0].copies;
+    fhr_copy_info *cp = s->copies_;
+    char *lp = sb->labels;
+    *lp = '\0';
+    const char *empty = lp++;
     for (uint64_t i = 1; i < m->next_serial; i++) {
         const val *v = m->vals[i];
         if (!v)
             continue;
-        fhr_value_info *vi = &s->values[s->nvalues++];
+        fhr_value_info *vi = &s->values[s->nvalues];
         vi->handle = mgr_handle(m, v);
-        snprintf(vi->label, sizeof vi->label, "%s", v->label);
+        vi->label = empty;
+        if (v->label[0]) {
+            size_t len = strlen(v->label) + 1;
+            memcpy(lp, v->label, len);
+            vi->label = lp;
+            lp += len;
+        }
         vi->mode = v->mode;
         vi->recoverability = v->recov;
         vi->priority = v->priority;
         vi->spec_storage_nbytes = v->charge;
         vi->logical_nbytes = v->logical;
-        vi->meta = v->meta;
+        vi->meta = NULL;
+        if (full) {
+            sb->metas[s->nvalues] = v->meta;
+            vi->meta = &sb->metas[s->nvalues];
+        }
+        vi->ncopies = 0;
         vi->copies = cp;
-        for (int sl = 0; sl < FHR_LOC_SLOTS; sl++) {
-            mat *x = v->mats[sl];
-            if (!x)
-                continue;
+        for (uint64_t bits = v->present; bits; bits &= bits - 1) {
+            mat *x = v->mats[__builtin_ctzll(bits)];
             fhr_copy_info *ci = &vi->copies[vi->ncopies++];
             ci->loc = x->loc;
-            ci->storage_nbytes = fhr_value_storage_nbytes(x->value);
+            ci->storage_nbytes = x->storage;
             ci->charged_nbytes = v->charge;
-            ci->ready = !x->ready || ev_done(m, x->ready);
+            if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
+                ev_unref(m, x->ready);
+                x->ready = NULL;
+            }
+            ci->ready = !x->ready;
             ci->leases = x->leases;
             ci->holds = x->holds;
             ci->pending_events = x->pending;
             ci->last_use = x->last_use;
         }
         cp += vi->ncopies;
+        s->nvalues++;
     }
     mgr_leave(m);
     *out = s;
     return FHR_OK;
 }
 
+fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err)
+{
+    return take(m, 1, out, err);
+}
+
+fhr_status fhr_snapshot_take_placement(fhr_manager *m, fhr_snapshot **out, fhr_error *err)
+{
+    return take(m, 0, out, err);
+}
+
 void fhr_snapshot_free(fhr_snapshot *s)
 {
     if (!s)
         return;
-    if (s->values)
-        free(s->values[0].copies);
+    snap_block *sb = (snap_block *)s;
+    free(sb->metas);
+    free(sb->labels);
+    free(s->copies_);
     free(s->values);
     free(s->locs);
-    free(s);
+    free(sb);
 }
 
 const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc)
@@ -201,16 +239,21 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
         cJSON_AddNumberToObject(o, "priority", v->priority);
         add_u64(o, "storage_nbytes", v->spec_storage_nbytes);
         add_u64(o, "logical_nbytes", v->logical_nbytes);
-        cJSON *meta = cJSON_AddObjectToObject(o, "meta");
-        add_u64(meta, "context_id", v->meta.context_id);
-        cJSON_AddNumberToObject(meta, "level", v->meta.level);
-        cJSON_AddNumberToObject(meta, "scale", v->meta.scale);
-        cJSON *pr = cJSON_AddArrayToObject(meta, "prime_ids");
-        for (uint32_t p = 0; p < v->meta.n_primes && p < FHR_MAX_PRIMES; p++)
-            cJSON_AddItemToArray(pr, cJSON_CreateNumber(v->meta.prime_ids[p]));
-        cJSON_AddStringToObject(meta, "domain", domain_name(v->meta.domain));
-        cJSON_AddStringToObject(meta, "key_relation", key_name(v->meta.key_relation));
-        cJSON_AddNumberToObject(meta, "key_param", (double)v->meta.key_param);
+        if (v->meta) {
+            const fhr_ckks_meta *mt = v->meta;
+            cJSON *meta = cJSON_AddObjectToObject(o, "meta");
+            add_u64(meta, "context_id", mt->context_id);
+            cJSON_AddNumberToObject(meta, "level", mt->level);
+            cJSON_AddNumberToObject(meta, "scale", mt->scale);
+            cJSON *pr = cJSON_AddArrayToObject(meta, "prime_ids");
+            for (uint32_t p = 0; p < mt->n_primes && p < FHR_MAX_PRIMES; p++)
+                cJSON_AddItemToArray(pr, cJSON_CreateNumber(mt->prime_ids[p]));
+            cJSON_AddStringToObject(meta, "domain", domain_name(mt->domain));
+            cJSON_AddStringToObject(meta, "key_relation", key_name(mt->key_relation));
+            cJSON_AddNumberToObject(meta, "key_param", (double)mt->key_param);
+        } else {
+            cJSON_AddNullToObject(o, "meta");
+        }
         cJSON *cps = cJSON_AddArrayToObject(o, "copies");
         for (size_t c = 0; c < v->ncopies; c++) {
             const fhr_copy_info *ci = &v->copies[c];

@@ -173,3 +173,23 @@ const char *fhr_action_kind_name(fhr_action_kind k)
     }
     return "unknown";
 }
+
+#include "fheplan/version.h"
+
+int fhr_version_number(void) { return FHEPLAN_VERSION_NUMBER; }
+const char *fhr_version(void) { return FHEPLAN_VERSION; }
+
+int fhr_grow(void **arr, size_t *cap, size_t n, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return 1;
+    size_t ncap = *cap ? *cap * 2 : first;
+    if (ncap <= n)
+        ncap = n + 1;
+    void *p = realloc(*arr, ncap * elem);
+    if (!p)
+        return 0;
+    *arr = p;
+    *cap = ncap;
+    return 1;
+}

@@ -41,14 +41,8 @@ fhr_status fhr_value_create(fhr_location loc, const fhr_ckks_meta *meta, fhr_val
 
 static fhr_status push_buf(fhr_value *v, const vbuf *b, size_t *idx, fhr_error *err)
 {
-    if (v->nbufs == v->capbufs) {
-        size_t cap = v->capbufs ? v->capbufs * 2 : 2;
-        vbuf *n = realloc(v->bufs, cap * sizeof *n);
-        if (!n)
-            return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");
-        v->bufs = n;
-        v->capbufs = cap;
-    }
+    if (!fhr_grow((void **)&v->bufs, &v->capbufs, v->nbufs, sizeof *v->bufs, 2))
+        return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");
     v->bufs[v->nbufs] = *b;
     if (idx)
         *idx = v->nbufs;
@@ -98,14 +92,8 @@ fhr_status fhr_value_add_field(fhr_value *v, const char *name, size_t buffer, si
     for (size_t i = 0; i < v->nfields; i++)
         if (strcmp(v->fields[i].name, name) == 0)
             return fhr_fail(err, FHR_E_INVALID, "value_add_field: duplicate field '%s'", name);
-    if (v->nfields == v->capfields) {
-        size_t cap = v->capfields ? v->capfields * 2 : 4;
-        vfield *n = realloc(v->fields, cap * sizeof *n);
-        if (!n)
-            return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");
-        v->fields = n;
-        v->capfields = cap;
-    }
+    if (!fhr_grow((void **)&v->fields, &v->capfields, v->nfields, sizeof *v->fields, 4))
+        return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");
     char *nm = strdup(name);
     if (!nm)
         return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");

@@ -6,6 +6,7 @@
 
 #include "fheplan/types.h"
 #include "fheplan/backend.h"
+#include "fheplan/version.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -233,13 +234,13 @@ typedef struct fhr_copy_info {
 
 typedef struct fhr_value_info {
     fhr_handle handle;
-    char label[64];
+    const char *label;          /* never NULL ("" when unlabelled); owned by the snapshot */
     fhr_replica_mode mode;
     fhr_recoverability recoverability;
     int32_t priority;
     uint64_t spec_storage_nbytes;
     uint64_t logical_nbytes;
-    fhr_ckks_meta meta;
+    const fhr_ckks_meta *meta;  /* NULL in a placement snapshot */
     size_t ncopies;
     fhr_copy_info *copies;
 } fhr_value_info;
@@ -253,9 +254,14 @@ typedef struct fhr_snapshot {
     fhr_loc_stats *locs;    /* sorted by slot */
     size_t nvalues;
     fhr_value_info *values; /* sorted by handle serial */
+    fhr_copy_info *copies_; /* storage behind every values[i].copies (internal) */
 } fhr_snapshot;
 
 FHR_API fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err);
+/* The placement view only: no CKKS metadata and no backend observations (meta is NULL,
+ * obs.valid is 0). What policies read; several times cheaper for many values. */
+FHR_API fhr_status fhr_snapshot_take_placement(fhr_manager *m, fhr_snapshot **out,
+                                               fhr_error *err);
 FHR_API void fhr_snapshot_free(fhr_snapshot *s);
 FHR_API const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc);
 FHR_API const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h);
@@ -381,7 +387,16 @@ FHR_API fhr_status fhr_scope_create(fhr_manager *m, const fhr_plan *p,
 /* Binds the scope to a state version: entry fails with FHR_E_STALE unless the
  * manager is still at that version (checked under the lock before any mutation). */
 FHR_API void fhr_scope_expect_version(fhr_scope *sc, uint64_t state_version);
-/* preflight, reclaim, admit reservations, enter. A failure consumes the scope. */
+/* Asks entry to also take a lease on hs at `at` (a consumer stream is required at a CUDA
+ * location) under the same lock hold as the enter actions, so that no other caller can
+ * remove the copies between placement and lease. Before entry only; copies hs. The scope
+ * owns the lease: fhr_scope_lease(sc, i) returns the i-th one (in the order of these
+ * calls) once entered; release it when its consumers are enqueued; exit releases any
+ * lease still active before the exit actions run. */
+FHR_API fhr_status fhr_scope_add_lease(fhr_scope *sc, const fhr_handle *hs, size_t n,
+                                       fhr_location at, fhr_stream *consumer, fhr_error *err);
+FHR_API fhr_lease *fhr_scope_lease(const fhr_scope *sc, size_t i);
+/* preflight, reclaim, admit reservations, enter, leases. A failure consumes the scope. */
 FHR_API fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err);
 /* body_status: the body's outcome (FHR_OK if it succeeded). Runs the exit actions,
  * releases the reservations and publishes the report. Returns the exit's status; if
@@ -443,3 +458,6 @@ FHR_API fhr_report *fhr_report_clone(const fhr_report *r);
 }
 #endif
 #endif
+
+/* The controller layer (requests, policies, decisions, use) builds on the above. */
+#include "fheplan/controller.h"

@@ -121,6 +121,26 @@ typedef struct rplan_policy_info {
     fhr_location chain[8][8];
 } rplan_policy_info;
 
+/* How a VM runs a verified program (rplan(5), BYTECODE, lists the opcodes):
+ *  - values: adopt (has_initial: MUST_PRESERVE at `initial`, data from `data`) or
+ *    register_source (RECONSTRUCTIBLE; the source makes `data`), in index order, after
+ *    setting the budgets;
+ *  - stage/endstage: named, nested scopes of the report; holds taken inside a stage are
+ *    released inside it (the verifier guarantees it);
+ *  - plan ... end: one fhr_plan: the actions after `phase reclaim`, `phase enter` and
+ *    `phase exit` form its action lists, each `reserve` a reservation; the `run`s after
+ *    `phase body` are the scope's body;
+ *  - request ... end: `require`s, `reserve`s, then the body's `run`s; the request's
+ *    policy decides the placements;
+ *  - ensure/move/drop/discard outside a plan: the direct primitives. An ensure of a
+ *    value that already has a copy there is a no-op (the verifier's rule too); a move
+ *    without a source lets the manager choose (pinned, host, devices in order);
+ *  - hold/release: fhr_hold_acquire/fhr_hold_release on (value, location);
+ *  - run NAME/count: call the kernel registered as NAME with the `count` arg.*
+ *    instructions that follow (values, integers, sizes in bytes, durations in ns).
+ * The verifier has already proved every explicit action feasible from the declared
+ * initial state against the program's budgets. */
+
 /* Operand kinds of the opcode table (compiler/opcodes.def). */
 typedef enum rplan_operand {
     RPLAN_OPD_NONE = 0,

@@ -139,3 +139,29 @@ Test(lang_api, empty_and_binary_sources)
     cr_assert_geq(rplan_diags_nerrors(d), 3);
     rplan_diags_free(d);
 }
+
+Test(lang_api, pathological_nesting_is_refused_not_crashing)
+{
+    size_t n = 200000;
+    char *s = malloc(n * 4 + 64);
+    size_t k = (size_t)sprintf(s, "rplan 1\nconst X = 1");
+    for (size_t i = 0; i < n; i++)
+        k += (size_t)sprintf(s + k, "+1");
+    k += (size_t)sprintf(s + k, "\n");
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p = NULL;
+    cr_assert_eq(rplan_compile(s, k, NULL, &p, d), FHR_E_INVALID);
+    cr_assert(strstr(rplan_diags_get(d, 0)->message, "nested too deeply"));
+    k = (size_t)sprintf(s, "rplan 1\n");
+    for (size_t i = 0; i < 3000; i++)
+        k += (size_t)sprintf(s + k, "stage \"s\" {");
+    for (size_t i = 0; i < 3000; i++)
+        k += (size_t)sprintf(s + k, "}");
+    cr_assert_eq(rplan_compile(s, k, NULL, &p, d), FHR_E_INVALID);
+    k = (size_t)sprintf(s, "rplan 1\nconst X = ");
+    for (size_t i = 0; i < 20000; i++)
+        k += (size_t)sprintf(s + k, "(");
+    cr_assert_eq(rplan_compile(s, k, NULL, &p, d), FHR_E_INVALID);
+    free(s);
+    rplan_diags_free(d);
+}

@@ -201,3 +201,49 @@ Test(scope, nested_stages_and_stale_version)
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
+
+Test(scope, leases_taken_with_the_enter_actions)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle w = adopt_n(m, 4096, 6, FHR_REPLICABLE);
+    fhr_handle x = adopt_n(m, 64, 7, FHR_REPLICABLE);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_action enter[] = {A(FHR_ACT_ENSURE, w, fhr_loc_cuda(0))};
+    fhr_plan_desc d = {"leased", NULL, 0, enter, 1, NULL, 0, NULL, 0};
+    fhr_plan *p;
+    cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_OK);
+    fhr_scope *sc;
+    cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_scope_add_lease(sc, &w, 1, fhr_loc_cuda(0), NULL, &e), FHR_E_LEASE);
+    cr_assert_eq(fhr_scope_add_lease(sc, &w, 1, fhr_loc_cuda(0), cs, &e), FHR_OK);
+    cr_assert_null(fhr_scope_lease(sc, 0));
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_scope_add_lease(sc, &w, 1, fhr_loc_cuda(0), cs, &e), FHR_E_SCOPE);
+    fhr_lease *l = fhr_scope_lease(sc, 0);
+    cr_assert_not_null(l);
+    cr_assert_not_null(fhr_lease_value(l, w));
+    cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_E_PROTECTED, "leased at entry");
+    cr_assert_eq(fhr_scope_exit(sc, FHR_OK, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    fhr_reap(m);
+    cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "exit released the lease");
+    fhr_scope_destroy(sc);
+
+    /* a lease on a copy the plan does not place fails entry and consumes the scope */
+    cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
+    cr_assert_eq(fhr_scope_add_lease(sc, &x, 1, fhr_loc_cuda(0), cs, &e), FHR_OK);
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_STATE);
+    cr_assert_eq(fhr_is_resident(m, w, fhr_loc_cuda(0)), 1, "committed enter actions stay");
+    cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "no lease was left behind");
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_SCOPE);
+    fhr_scope_destroy(sc);
+    fhr_error_clear(&e);
+    fhr_plan_destroy(p);
+    fhr_stream_destroy(b, cs);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}

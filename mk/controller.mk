@@ -1,0 +1,15 @@
+# mk/controller.mk — build rules owned by the controller layer: the policy benchmark
+# (`make bench-policy`: decide() latency at 10..10,000 resident values). Needs no GPU.
+
+BENCH_POLICY     := $(BUILD)/bench/policy
+BENCH_POLICY_OBJ  = $(BUILD)/obj/bench/policy.o
+
+.PHONY: bench-policy
+
+# The prerequisite names the archive directly: STATIC is defined after this file is included.
+$(BENCH_POLICY): $(BENCH_POLICY_OBJ) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_POLICY_OBJ) $(STATIC) $(LDLIBS)
+
+bench-policy: $(BENCH_POLICY)
+	$(BENCH_POLICY)

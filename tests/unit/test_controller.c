@@ -1,0 +1,437 @@
+/* tests/unit/test_controller.c — the controller over live managers on the emulated
+ * device: request validation, priority ordering, fallback chains of length 1-3 that
+ * really move values, protected copies, stale decisions, infeasible explanations, and
+ * use() with consumer and transfer streams (copies stay cached afterwards). */
+#include "mgr_helpers.h"
+
+typedef struct rig {
+    fhr_backend *b;
+    fhr_manager *m;
+    fhr_policy *p;
+    fhr_controller *c;
+} rig;
+
+static rig rig_new(const fhr_budget *bud, size_t nb, const fhr_tier_chain *ch, size_t nch)
+{
+    rig r;
+    r.b = emu_backend(2);
+    r.m = new_manager(r.b, bud, nb);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_policy_tiered_lru_create(ch, nch, &r.p, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_controller_create(r.m, r.p, &r.c, &e), FHR_OK, "%s", e.message);
+    return r;
+}
+
+static void rig_free(rig *r)
+{
+    fhr_controller_destroy(r->c);
+    fhr_policy_destroy(r->p);
+    fhr_manager_destroy(r->m);
+    fhr_backend_destroy(r->b);
+}
+
+static fhr_decision *decide_ok(rig *r, const fhr_request *req)
+{
+    fhr_decision *d = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_decide(r->c, req, &d, &e), FHR_OK, "%s", e.message);
+    return d;
+}
+
+/* Runs a decision to completion on host locations only (no consumer stream needed). */
+static void use_ok(rig *r, const fhr_decision *d)
+{
+    fhr_use *u = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_stream *s = NULL;
+    cr_assert_eq(fhr_stream_create(r->b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
+    fhr_stream_map cons[] = {{fhr_loc_cuda(0), s}, {fhr_loc_cuda(1), s}};
+    cr_assert_eq(fhr_use_decision(r->c, d, cons, 2, NULL, 0, &u, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_use_end(u, FHR_OK, &e), FHR_OK, "%s", e.message);
+    fhr_use_destroy(u);
+    fhr_stream_sync(r->b, s, NULL);
+    fhr_stream_destroy(r->b, s);
+    fhr_reap(r->m);
+}
+
+Test(controller, request_validation)
+{
+    rig r = rig_new(NULL, 0, NULL, 0);
+    fhr_handle x = adopt_n(r.m, 64, 1, FHR_EXCLUSIVE);
+    fhr_handle y = adopt_n(r.m, 64, 2, FHR_REPLICABLE);
+    fhr_decision *d = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_requirement two[] = {{x, fhr_loc_cuda(0)}, {x, fhr_loc_pinned()}};
+    fhr_request req = {"bad", two, 2, NULL, 0};
+    cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_REPLICA);
+    cr_assert(strstr(e.message, "EXCLUSIVE"), "%s", e.message);
+    cr_assert_null(d);
+    fhr_requirement foreign[] = {{{x.manager_id + 1, x.serial}, fhr_loc_host()}};
+    req.requirements = foreign;
+    req.nrequirements = 1;
+    cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_HANDLE);
+    fhr_requirement badloc[] = {{y, {FHR_LOC_INVALID, 0}}};
+    req.requirements = badloc;
+    cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_LOCATION);
+    /* REPLICABLE at several locations, with a repeat that counts once */
+    fhr_requirement many[] = {{y, fhr_loc_cuda(0)}, {y, fhr_loc_pinned()}, {y, fhr_loc_cuda(0)},
+                              {x, fhr_loc_cuda(1)}};
+    req.requirements = many;
+    req.nrequirements = 4;
+    d = decide_ok(&r, &req);
+    cr_assert(fhr_decision_feasible(d));
+    const fhr_plan *p = fhr_decision_plan(d);
+    cr_assert_eq(fhr_plan_nactions(p, FHR_PHASE_ENTER), 3);
+    cr_assert_eq(fhr_plan_action(p, FHR_PHASE_ENTER, 0)->kind, FHR_ACT_ENSURE);
+    const fhr_action *mv = fhr_plan_action(p, FHR_PHASE_ENTER, 2);
+    cr_assert_eq(mv->kind, FHR_ACT_MOVE, "EXCLUSIVE values move");
+    cr_assert(mv->has_from && fhr_loc_equal(mv->from, fhr_loc_host()), "from its current copy");
+    cr_assert_eq(fhr_plan_nactions(p, FHR_PHASE_EXIT), 0, "copies stay cached");
+    use_ok(&r, d);
+    cr_assert_eq(fhr_is_resident(r.m, y, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(fhr_is_resident(r.m, y, fhr_loc_pinned()), 1);
+    cr_assert_eq(fhr_is_resident(r.m, x, fhr_loc_cuda(1)), 1);
+    cr_assert_eq(fhr_is_resident(r.m, x, fhr_loc_host()), 0);
+    fhr_decision_destroy(d);
+    rig_free(&r);
+}
+
+Test(controller, priority_then_lru_ordering_on_a_live_manager)
+{
+    fhr_budget bud = {fhr_loc_cuda(0), 400};
+    rig r = rig_new(&bud, 1, NULL, 0);
+    fhr_handle v[4];
+    int32_t prio[4] = {5, 1, 1, 3};
+    for (int i = 0; i < 4; i++) {
+        v[i] = adopt_n(r.m, 100, (uint64_t)i, FHR_REPLICABLE);
+        cr_assert_eq(fhr_set_priority(r.m, v[i], prio[i], NULL), FHR_OK);
+    }
+    /* cuda copies in order 2, 1, 3, 0: among priority 1, #2 (v[2]) is older */
+    int order[4] = {2, 1, 3, 0};
+    for (int i = 0; i < 4; i++)
+        cr_assert_eq(fhr_ensure(r.m, v[order[i]], fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_handle w = adopt_n(r.m, 250, 9, FHR_REPLICABLE);
+    fhr_requirement rq = {w, fhr_loc_cuda(0)};
+    fhr_request req = {"tile", &rq, 1, NULL, 0};
+    fhr_decision *d = decide_ok(&r, &req);
+    cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
+    cr_assert_eq(fhr_decision_nevictions(d), 3);
+    fhr_handle want[3] = {v[2], v[1], v[3]};
+    for (size_t i = 0; i < 3; i++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, i);
+        cr_assert(fhr_handle_equal(ev->action.handle, want[i]), "eviction %zu", i);
+        cr_assert_eq(ev->action.kind, FHR_ACT_DROP, "a host copy exists: drop");
+    }
+    cr_assert_eq(fhr_decision_explored_states(d), 4);
+    cr_assert_eq(fhr_decision_predicted_peak_bytes(d, fhr_loc_cuda(0)), 400, "the peak is now");
+    cr_assert_eq(fhr_decision_state_version(d), fhr_state_version(r.m));
+    char *js = fhr_decision_json(d);
+    cr_assert(strstr(js, "\"policy\":\"tiered_lru\""), "%s", js);
+    cr_assert(strstr(js, "\"explored_states\":4"), "%s", js);
+    free(js);
+    use_ok(&r, d);
+    cr_assert_eq(fhr_is_resident(r.m, v[0], fhr_loc_cuda(0)), 1);
+    cr_assert_eq(fhr_is_resident(r.m, v[2], fhr_loc_cuda(0)), 0);
+    cr_assert_eq(fhr_is_resident(r.m, w, fhr_loc_cuda(0)), 1);
+    check_accounting(r.m);
+    fhr_decision_destroy(d);
+    rig_free(&r);
+}
+
+Test(controller, fallback_chains_of_length_1_to_3_move_the_last_copy)
+{
+    for (size_t len = 1; len <= 3; len++) {
+        /* chain cuda:0 -> cuda:1 -> pinned -> host; the first len-1 tiers lack room */
+        fhr_budget bud[] = {{fhr_loc_cuda(0), 300}, {fhr_loc_cuda(1), 200}, {fhr_loc_pinned(), 200}};
+        fhr_location tiers[3] = {fhr_loc_cuda(1), fhr_loc_pinned(), fhr_loc_host()};
+        fhr_tier_chain ch = {fhr_loc_cuda(0), tiers, len};
+        rig r = rig_new(bud, 3, &ch, 1);
+        if (len >= 2) { /* fill cuda:1 */
+            fhr_handle f = adopt_n(r.m, 100, 50, FHR_EXCLUSIVE);
+            cr_assert_eq(fhr_move(r.m, f, fhr_loc_cuda(1), NULL, NULL, NULL), FHR_OK);
+        }
+        if (len >= 3) { /* fill pinned */
+            fhr_handle f = adopt_n(r.m, 100, 51, FHR_EXCLUSIVE);
+            cr_assert_eq(fhr_move(r.m, f, fhr_loc_pinned(), NULL, NULL, NULL), FHR_OK);
+        }
+        fhr_handle victim = adopt_n(r.m, 200, 7, FHR_EXCLUSIVE);
+        cr_assert_eq(fhr_move(r.m, victim, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
+        cr_assert(resident_has_pattern(r.m, victim, fhr_loc_cuda(0), 7, 200));
+        fhr_handle w = adopt_n(r.m, 200, 8, FHR_EXCLUSIVE);
+        fhr_requirement rq = {w, fhr_loc_cuda(0)};
+        fhr_request req = {"chain", &rq, 1, NULL, 0};
+        fhr_decision *d = decide_ok(&r, &req);
+        cr_assert(fhr_decision_feasible(d), "len %zu: %s", len, fhr_decision_explanation(d)->reason);
+        cr_assert_eq(fhr_decision_nevictions(d), 1);
+        const fhr_action *a = &fhr_decision_eviction(d, 0)->action;
+        cr_assert_eq(a->kind, FHR_ACT_MOVE, "the last copy of a MUST_PRESERVE value moves");
+        cr_assert(fhr_loc_equal(a->at, tiers[len - 1]), "len %zu: first tier with room", len);
+        cr_assert_eq(fhr_decision_explored_states(d), 1 + len);
+        use_ok(&r, d);
+        cr_assert_eq(fhr_is_resident(r.m, victim, tiers[len - 1]), 1);
+        cr_assert(resident_has_pattern(r.m, victim, tiers[len - 1], 7, 200), "moved intact");
+        cr_assert(resident_has_pattern(r.m, w, fhr_loc_cuda(0), 8, 200));
+        check_accounting(r.m);
+        fhr_decision_destroy(d);
+        rig_free(&r);
+    }
+}
+
+Test(controller, never_uses_an_unconfigured_tier)
+{
+    fhr_budget bud = {fhr_loc_cuda(0), 300};
+    rig r = rig_new(&bud, 1, NULL, 0); /* no chains at all */
+    fhr_handle victim = adopt_n(r.m, 200, 7, FHR_EXCLUSIVE);
+    cr_assert_eq(fhr_move(r.m, victim, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
+    fhr_handle w = adopt_n(r.m, 200, 8, FHR_REPLICABLE);
+    fhr_requirement rq = {w, fhr_loc_cuda(0)};
+    fhr_request req = {"nochain", &rq, 1, NULL, 0};
+    fhr_decision *d = decide_ok(&r, &req);
+    cr_assert_not(fhr_decision_feasible(d));
+    cr_assert_eq(fhr_decision_nprotected(d), 1);
+    cr_assert_eq(fhr_decision_protected(d, 0)->reasons, FHR_PROT_NO_TIER);
+    cr_assert(strstr(fhr_decision_explanation(d)->reason, "no configured fallback tier"), "%s",
+              fhr_decision_explanation(d)->reason);
+    fhr_decision_destroy(d);
+    /* a RECONSTRUCTIBLE victim may simply be dropped, chain or not */
+    pat_source ps = {.n = 200, .seed = 3};
+    fhr_handle s = register_pat(r.m, &ps, FHR_REPLICABLE);
+    cr_assert_eq(fhr_move(r.m, victim, fhr_loc_host(), NULL, NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(r.m, s, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    d = decide_ok(&r, &req);
+    cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
+    cr_assert_eq(fhr_decision_eviction(d, 0)->action.kind, FHR_ACT_DROP);
+    use_ok(&r, d);
+    cr_assert_eq(fhr_is_resident(r.m, s, fhr_loc_cuda(0)), 0);
+    fhr_decision_destroy(d);
+    rig_free(&r);
+}
+
+Test(controller, protected_copies_are_skipped)
+{
+    fhr_budget bud = {fhr_loc_cuda(0), 300};
+    rig r = rig_new(&bud, 1, NULL, 0);
+    fhr_handle a = adopt_n(r.m, 100, 1, FHR_REPLICABLE);
+    fhr_handle b = adopt_n(r.m, 100, 2, FHR_REPLICABLE);
+    fhr_handle c = adopt_n(r.m, 100, 3, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(r.m, a, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(r.m, b, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(r.m, c, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_hold *hd;
+    cr_assert_eq(fhr_hold_acquire(r.m, &a, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
+    fhr_stream *s;
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(r.m, &b, 1, fhr_loc_cuda(0), s, &l, NULL), FHR_OK);
+    fhr_reservation res = {fhr_loc_cuda(0), 100, "ws"};
+    fhr_request req = {"prot", NULL, 0, &res, 1};
+    fhr_decision *d = decide_ok(&r, &req);
+    cr_assert(fhr_decision_feasible(d));
+    cr_assert_eq(fhr_decision_nevictions(d), 1);
+    cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, c), "a and b are protected");
+    fhr_decision_destroy(d);
+    res.nbytes = 200;
+    d = decide_ok(&r, &req);
+    cr_assert_not(fhr_decision_feasible(d));
+    const fhr_explanation *ex = fhr_decision_explanation(d);
+    cr_assert(fhr_loc_equal(ex->loc, fhr_loc_cuda(0)));
+    cr_assert_eq(ex->bytes_short, 100);
+    cr_assert_eq(fhr_decision_nprotected(d), 2);
+    cr_assert_eq(fhr_decision_protected(d, 0)->reasons, FHR_PROT_HELD);
+    cr_assert_eq(fhr_decision_protected(d, 1)->reasons, FHR_PROT_LEASED);
+    char *js = fhr_decision_json(d);
+    cr_assert(strstr(js, "\"reasons\":[\"held\"]"), "%s", js);
+    cr_assert(strstr(js, "\"bytes_short\":100"), "%s", js);
+    free(js);
+    fhr_decision_destroy(d);
+    fhr_lease_destroy(l);
+    fhr_hold_destroy(hd);
+    fhr_stream_sync(r.b, s, NULL);
+    fhr_stream_destroy(r.b, s);
+    rig_free(&r);
+}
+
+Test(controller, stale_decision_is_refused_not_replanned)
+{
+    fhr_budget bud = {fhr_loc_cuda(0), 200};
+    rig r = rig_new(&bud, 1, NULL, 0);
+    fhr_handle old = adopt_n(r.m, 100, 1, FHR_REPLICABLE);
+    fhr_handle w = adopt_n(r.m, 150, 2, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(r.m, old, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_requirement rq = {w, fhr_loc_cuda(0)};
+    fhr_request req = {"stale", &rq, 1, NULL, 0};
+    fhr_decision *d = decide_ok(&r, &req);
+    cr_assert(fhr_decision_feasible(d));
+    cr_assert_eq(fhr_decision_nevictions(d), 1);
+    /* intervening mutation */
+    cr_assert_eq(fhr_ensure(r.m, old, fhr_loc_pinned(), NULL, NULL), FHR_OK);
+    uint64_t v = fhr_state_version(r.m);
+    fhr_use *u = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_use_decision(r.c, d, NULL, 0, NULL, 0, &u, &e), FHR_E_LEASE,
+                 "cuda needs a consumer stream, checked first");
+    fhr_stream *s;
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
+    fhr_stream_map cons = {fhr_loc_cuda(0), s};
+    cr_assert_eq(fhr_use_decision(r.c, d, &cons, 1, NULL, 0, &u, &e), FHR_E_STALE);
+    cr_assert(strstr(e.message, "decide again"), "%s", e.message);
+    cr_assert_null(u);
+    cr_assert_eq(fhr_state_version(r.m), v, "nothing ran");
+    cr_assert_eq(fhr_is_resident(r.m, old, fhr_loc_cuda(0)), 1, "the eviction did not run");
+    cr_assert_eq(fhr_is_resident(r.m, w, fhr_loc_cuda(0)), 0);
+    fhr_decision_destroy(d);
+    d = decide_ok(&r, &req); /* deciding again works */
+    cr_assert_eq(fhr_use_decision(r.c, d, &cons, 1, NULL, 0, &u, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_use_end(u, FHR_OK, &e), FHR_OK);
+    cr_assert_eq(fhr_use_end(u, FHR_OK, &e), FHR_E_SCOPE);
+    fhr_use_destroy(u);
+    fhr_decision_destroy(d);
+    fhr_stream_sync(r.b, s, NULL);
+    fhr_stream_destroy(r.b, s);
+    rig_free(&r);
+}
+
+Test(controller, infeasible_explains_location_bytes_and_protection)
+{
+    fhr_budget bud[] = {{fhr_loc_cuda(0), 1000}, {fhr_loc_pinned(), 50}};
+    fhr_location t[] = {fhr_loc_pinned()};
+    fhr_tier_chain ch = {fhr_loc_cuda(0), t, 1};
+    rig r = rig_new(bud, 2, &ch, 1);
+    fhr_handle a = adopt_n(r.m, 300, 1, FHR_EXCLUSIVE);
+    cr_assert_eq(fhr_move(r.m, a, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
+    fhr_hold *hd;
+    fhr_handle k = adopt_n(r.m, 400, 2, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(r.m, k, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_hold_acquire(r.m, &k, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
+    fhr_reservation res = {fhr_loc_cuda(0), 500, "workspace"};
+    fhr_request req = {"too-big", NULL, 0, &res, 1};
+    uint64_t v = fhr_state_version(r.m);
+    fhr_decision *d = decide_ok(&r, &req);
+    cr_assert_eq(fhr_state_version(r.m), v, "decide changes no state");
+    cr_assert_not(fhr_decision_feasible(d));
+    const fhr_explanation *ex = fhr_decision_explanation(d);
+    cr_assert(fhr_loc_equal(ex->loc, fhr_loc_cuda(0)));
+    cr_assert_eq(ex->bytes_short, 200, "700 committed + 500 - 1000");
+    cr_assert(strstr(ex->reason, "cuda:0 is short by 200 bytes"), "%s", ex->reason);
+    cr_assert(strstr(ex->reason, "held"), "%s", ex->reason);
+    cr_assert(strstr(ex->reason, "no configured fallback tier with room"), "%s", ex->reason);
+    fhr_decision_destroy(d);
+    fhr_use *u = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_stream *s;
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
+    fhr_stream_map cons = {fhr_loc_cuda(0), s};
+    cr_assert_eq(fhr_use_begin(r.c, &req, &cons, 1, NULL, 0, &u, &e), FHR_E_INFEASIBLE);
+    cr_assert(fhr_loc_equal(e.loc, fhr_loc_cuda(0)));
+    cr_assert_eq(e.bytes_short, 200);
+    cr_assert_eq(fhr_state_version(r.m), v);
+    cr_assert_null(u);
+    /* the manager's explain is the authority: a move the policy cannot see fails there */
+    fhr_hold_destroy(hd);
+    fhr_requirement rq = {a, fhr_loc_cuda(1)};
+    fhr_request req2 = {"move-held", &rq, 1, NULL, 0};
+    cr_assert_eq(fhr_hold_acquire(r.m, &a, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
+    d = decide_ok(&r, &req2);
+    cr_assert_not(fhr_decision_feasible(d));
+    cr_assert_eq(fhr_decision_explanation(d)->status, FHR_E_PROTECTED);
+    fhr_decision_destroy(d);
+    fhr_hold_destroy(hd);
+    fhr_stream_sync(r.b, s, NULL);
+    fhr_stream_destroy(r.b, s);
+    rig_free(&r);
+}
+
+Test(controller, use_on_the_emulated_device_with_consumer_streams)
+{
+    fhr_budget bud = {fhr_loc_cuda(0), 1000};
+    fhr_location t[] = {fhr_loc_pinned(), fhr_loc_host()};
+    fhr_tier_chain ch = {fhr_loc_cuda(0), t, 2};
+    rig r = rig_new(&bud, 1, &ch, 1);
+    fhr_handle old = adopt_n(r.m, 400, 9, FHR_EXCLUSIVE);
+    cr_assert_eq(fhr_move(r.m, old, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
+    fhr_handle in = adopt_n(r.m, 300, 1, FHR_EXCLUSIVE);
+    fhr_handle key = adopt_n(r.m, 256, 2, FHR_REPLICABLE);
+    pat_source ps = {.n = 128, .seed = 3};
+    fhr_handle src = register_pat(r.m, &ps, FHR_REPLICABLE);
+    fhr_requirement rq[] = {{in, fhr_loc_cuda(0)}, {key, fhr_loc_cuda(0)}, {src, fhr_loc_host()}};
+    fhr_reservation res = {fhr_loc_cuda(0), 100, "workspace"};
+    fhr_request req = {"attention/tile-4", rq, 3, &res, 1};
+    fhr_stream *comp, *xfer;
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &comp, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &xfer, NULL), FHR_OK);
+    fhr_stream_map cons = {fhr_loc_cuda(0), comp}, tr = {fhr_loc_cuda(0), xfer};
+    fhr_use *u = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_use_begin(r.c, &req, &cons, 1, &tr, 1, &u, &e), FHR_OK, "%s", e.message);
+    const fhr_decision *d = fhr_use_decision_of(u);
+    cr_assert_not_null(d);
+    cr_assert_eq(fhr_decision_nevictions(d), 1);
+    cr_assert_eq(fhr_decision_eviction(d, 0)->action.kind, FHR_ACT_MOVE);
+    cr_assert(fhr_loc_equal(fhr_decision_eviction(d, 0)->action.at, fhr_loc_pinned()));
+    const fhr_value *vi = fhr_use_value(u, in, fhr_loc_cuda(0));
+    const fhr_value *vk = fhr_use_value(u, key, fhr_loc_cuda(0));
+    const fhr_value *vs = fhr_use_value(u, src, fhr_loc_host());
+    cr_assert(vi && vk && vs);
+    cr_assert_null(fhr_use_value(u, in, fhr_loc_host()), "not leased there");
+    cr_assert(fhr_loc_equal(fhr_value_location(vi), fhr_loc_cuda(0)));
+    fhr_stream_sync(r.b, comp, NULL); /* the consumer stream waited for the copies */
+    cr_assert(value_has_pattern(r.b, vi, 1, 300));
+    cr_assert(value_has_pattern(r.b, vk, 2, 256));
+    cr_assert(value_has_pattern(r.b, vs, 3, 128));
+    fhr_stream *extra;
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &extra, NULL), FHR_OK);
+    cr_assert_eq(fhr_use_add_consumer_stream(u, fhr_loc_cuda(0), extra, &e), FHR_OK, "%s", e.message);
+    fhr_snapshot *s;
+    cr_assert_eq(fhr_snapshot_take(r.m, &s, NULL), FHR_OK);
+    cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->reserved_bytes, 100);
+    cr_assert_eq(fhr_snapshot_value(s, key)->copies[1].leases, 1);
+    fhr_snapshot_free(s);
+    cr_assert_eq(fhr_use_end(u, FHR_OK, &e), FHR_OK, "%s", e.message);
+    fhr_use_destroy(u);
+    /* copies stay cached; the reservation is gone */
+    cr_assert_eq(fhr_is_resident(r.m, in, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(fhr_is_resident(r.m, key, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(fhr_is_resident(r.m, src, fhr_loc_host()), 1);
+    cr_assert_eq(fhr_is_resident(r.m, old, fhr_loc_pinned()), 1);
+    cr_assert_eq(ps.loads, 1);
+    fhr_stream_sync(r.b, comp, NULL);
+    fhr_stream_sync(r.b, extra, NULL);
+    fhr_reap(r.m);
+    cr_assert_eq(fhr_snapshot_take(r.m, &s, NULL), FHR_OK);
+    cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->reserved_bytes, 0);
+    fhr_snapshot_free(s);
+    /* the same request again: nothing to do, nothing evicted */
+    cr_assert_eq(fhr_use_begin(r.c, &req, &cons, 1, &tr, 1, &u, &e), FHR_OK, "%s", e.message);
+    d = fhr_use_decision_of(u);
+    cr_assert_eq(fhr_decision_nevictions(d), 0);
+    cr_assert_eq(fhr_plan_nactions(fhr_decision_plan(d), FHR_PHASE_ENTER), 0);
+    fhr_use_destroy(u); /* ends it as a failed body */
+    cr_assert_eq(ps.loads, 1);
+    check_accounting(r.m);
+    fhr_stream_sync(r.b, comp, NULL);
+    fhr_stream_destroy(r.b, comp);
+    fhr_stream_destroy(r.b, xfer);
+    fhr_stream_destroy(r.b, extra);
+    rig_free(&r);
+}
+
+Test(controller, foreign_decision_is_refused)
+{
+    rig r1 = rig_new(NULL, 0, NULL, 0), r2 = rig_new(NULL, 0, NULL, 0);
+    fhr_handle h = adopt_n(r1.m, 64, 1, FHR_REPLICABLE);
+    fhr_requirement rq = {h, fhr_loc_pinned()};
+    fhr_request req = {"x", &rq, 1, NULL, 0};
+    fhr_decision *d = decide_ok(&r1, &req);
+    fhr_use *u = NULL;
+    cr_assert_eq(fhr_use_decision(r2.c, d, NULL, 0, NULL, 0, &u, NULL), FHR_E_HANDLE);
+    fhr_decision_destroy(d);
+    rig_free(&r1);
+    rig_free(&r2);
+}
