@@ -15,3 +15,6 @@ example: deps
 example-run: all
 	$(BUILD)/fheplan check plans/ckks-bootstrap.rplan
 	$(BUILD)/fheplan run --device auto plans/ckks-bootstrap.rplan
+
+# The CLI tests run the fheplan binary of the same build.
+$(BUILD)/obj/tests/unit/test_cli.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
