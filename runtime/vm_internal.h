@@ -6,6 +6,7 @@
 #include "fheplan/vm.h"
 
 #define VM_MAX_STAGE_DEPTH 32
+#define VM_TALLY_BLOCK 256
 
 /* Opcode numbers and their statement class, from the one opcode table. */
 enum vm_opcode {
@@ -89,8 +90,16 @@ struct rplan_vm {
     size_t nstages, capstages;
     int stack[VM_MAX_STAGE_DEPTH + 1];
     uint64_t stack_t0[VM_MAX_STAGE_DEPTH + 1];
-    uint64_t stack_fail0[VM_MAX_STAGE_DEPTH + 1];
     uint64_t stack_checks0[VM_MAX_STAGE_DEPTH + 1];
+    /* Stage records are timed without host waits: [t0, t1] from the host's opening to
+     * the last marker of its work, resolved once the run has synchronised. */
+    uint64_t *stage_t0, *stage_t1;
+    /* Verify-failure counters are read without host waits too: at stage boundaries the
+     * counters are copied, in stream order, into pinned tally slots read at the end. */
+    struct vm_tally { int stage; int sign; uint64_t *slot; } *tallies;
+    size_t ntallies, captallies;
+    uint64_t **tally_blocks;   /* pinned blocks of VM_TALLY_BLOCK slots (4 words each) */
+    size_t ntally_blocks, tally_used;
     size_t depth;
     int top_open;              /* the innermost open record is a "(top level)" one */
     rplan_stage_report total;
