@@ -528,4 +528,13 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
     *out = &c->base;
     return FHR_OK;
 }
+
+/* The native cudaStream_t and device of a stream of this backend (for cuda/kernels.cu).
+ * Only valid for streams created by the CUDA backend. */
+void *fhr_cuda_stream_native(fhr_stream *s, int *dev)
+{
+    if (dev)
+        *dev = s ? s->dev : 0;
+    return s ? (void *)s->st : NULL;
+}
 #endif

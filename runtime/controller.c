@@ -170,7 +170,8 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
     d->version = snap->state_version;
     if ((st = req_check_state(snap, d->name, d->reqs, d->nreqs, err)) != FHR_OK)
         goto fail;
-    fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations};
+    fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations,
+                         req->position};
     if ((st = fhr_policy_decide(c->p, snap, &clean, &d->out, err)) != FHR_OK)
         goto fail;
     reclaim = malloc((d->out.nevictions ? d->out.nevictions : 1) * sizeof *reclaim);

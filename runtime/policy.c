@@ -117,27 +117,42 @@ fhr_status fhr_policy_decide(const fhr_policy *p, const fhr_snapshot *snap,
 
 /* ---- tiered LRU ---------------------------------------------------------------------- */
 
-typedef struct tlru {
+typedef struct tiers {
     int nchain[FHR_LOC_SLOTS];
     signed char chain[FHR_LOC_SLOTS][FHR_LOC_SLOTS]; /* fallback slots in order */
-} tlru;
+} tiers;
 
-/* A ranked candidate: lower priority, then older last use, then lower serial first. */
+/* A ranked candidate: smaller keys are evicted first; the handle serial breaks ties. */
 typedef struct cand {
-    int32_t prio;
-    uint32_t vi;      /* index into snapshot values */
-    uint64_t last_use;
+    uint64_t k[3];
     uint64_t serial;
+    uint32_t vi;      /* index into snapshot values */
     uint32_t ci;      /* index into that value's copies */
 } cand;
 
+/* Fills the three ranking keys of a copy (ci) of a value (vi). */
+typedef void (*rank_fn)(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
+                        const fhr_copy_info *ci, uint64_t k[3]);
+
 static int cand_less(const cand *a, const cand *b)
 {
-    if (a->prio != b->prio)
-        return a->prio < b->prio;
-    if (a->last_use != b->last_use)
-        return a->last_use < b->last_use;
+    for (int i = 0; i < 3; i++)
+        if (a->k[i] != b->k[i])
+            return a->k[i] < b->k[i];
     return a->serial < b->serial;
+}
+
+static uint64_t prio_key(int32_t p) { return (uint64_t)((int64_t)p + INT32_MAX + 1); }
+
+/* Tiered LRU: lower priority, then older last use. */
+static void lru_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
+                     const fhr_copy_info *ci, uint64_t k[3])
+{
+    (void)ctx;
+    (void)req;
+    k[0] = prio_key(vi->priority);
+    k[1] = ci->last_use;
+    k[2] = 0;
 }
 
 static void sift_down(cand *h, size_t n, size_t i)
@@ -253,10 +268,13 @@ static fhr_status infeasible(const fhr_snapshot *snap, const model *md, int slot
     return FHR_OK;
 }
 
-static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
-                              fhr_policy_out *out, fhr_error *err)
+/* The engine both built-in policies share: model the request's needs, and at each short
+ * location evict unprotected, unrequired copies in rank order, dropping a copy that has
+ * another or can be reloaded, else moving it to the first configured tier with room. */
+static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx,
+                                const char *name, const fhr_snapshot *snap,
+                                const fhr_request *req, fhr_policy_out *out, fhr_error *err)
 {
-    const tlru *cfg = ctx;
     model md;
     memset(&md, 0, sizeof md);
     for (size_t i = 0; i < snap->nlocs; i++) {
@@ -277,7 +295,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
     if (!vs || !cs) {
         free(vs);
         free(cs);
-        return fhr_fail(err, FHR_E_NOMEM, "tiered_lru: out of host memory");
+        return fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
     }
     for (size_t i = 0; i < nv; i++) {
         vs[i].ncopies = (uint32_t)snap->values[i].ncopies;
@@ -291,7 +309,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
         const fhr_requirement *q = &req->requirements[r];
         const fhr_value_info *vi = fhr_snapshot_value(snap, q->handle);
         if (!vi) {
-            st = fhr_fail(err, FHR_E_HANDLE, "tiered_lru: requirement %zu: unknown handle", r);
+            st = fhr_fail(err, FHR_E_HANDLE, "%s: requirement %zu: unknown handle", name, r);
             break;
         }
         vs[vi - snap->values].required = 1;
@@ -312,7 +330,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
             }
         }
         if (fhr_policy_out_enter(out, &a) != FHR_OK)
-            st = fhr_fail(err, FHR_E_NOMEM, "tiered_lru: out of host memory");
+            st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
     }
     for (size_t r = 0; r < req->nreservations && st == FHR_OK; r++)
         md.need[fhr_loc_slot(req->reservations[r].at)] += req->reservations[r].nbytes;
@@ -334,7 +352,8 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
                 const fhr_copy_info *ci = &vi->copies[c];
                 if (!fhr_loc_equal(ci->loc, here))
                     continue;
-                cand k = {vi->priority, (uint32_t)i, ci->last_use, vi->handle.serial, (uint32_t)c};
+                cand k = {{0, 0, 0}, vi->handle.serial, (uint32_t)i, (uint32_t)c};
+                rank(rctx, req, vi, ci, k.k);
                 if (protect_bits(ci, vs[i].required))
                     cs[nv - 1 - np++] = k;
                 else
@@ -381,7 +400,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
             md.committed[slot] -= n;
             shortb = n >= shortb ? 0 : shortb - n;
             if (fhr_policy_out_evict(out, &ev) != FHR_OK)
-                st = fhr_fail(err, FHR_E_NOMEM, "tiered_lru: out of host memory");
+                st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
         if (!shortb || st != FHR_OK)
             continue;
@@ -393,7 +412,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
             fhr_protected_copy p = {vi->handle, here, ci->charged_nbytes,
                                     protect_bits(ci, vs[k->vi].required)};
             if (fhr_policy_out_protect(out, &p) != FHR_OK)
-                st = fhr_fail(err, FHR_E_NOMEM, "tiered_lru: out of host memory");
+                st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
         /* protected entries were stored back to front in scan order: reverse them */
         for (size_t i = 0, j = out->nprotected; st == FHR_OK && i + 1 < j; i++, j--) {
@@ -407,7 +426,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
             fhr_protected_copy p = {vi->handle, here, vi->copies[k->ci].charged_nbytes,
                                     FHR_PROT_NO_TIER};
             if (fhr_policy_out_protect(out, &p) != FHR_OK)
-                st = fhr_fail(err, FHR_E_NOMEM, "tiered_lru: out of host memory");
+                st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
         if (st == FHR_OK)
             st = infeasible(snap, &md, slot, shortb, out);
@@ -415,6 +434,42 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
     free(vs);
     free(cs);
     return st;
+}
+
+/* Validates and copies fallback chains (one per location, no repeats, not itself). */
+static fhr_status tiers_init(tiers *cfg, const fhr_tier_chain *chains, size_t n,
+                             const char *who, fhr_error *err)
+{
+    char lb[16];
+    memset(cfg, 0, sizeof *cfg);
+    for (size_t i = 0; i < n; i++) {
+        int s = fhr_loc_slot(chains[i].loc);
+        if (s < 0)
+            return fhr_fail(err, FHR_E_LOCATION, "%s: chain %zu: invalid location", who, i);
+        if (cfg->nchain[s] || (chains[i].nfallback && !chains[i].fallback) ||
+            chains[i].nfallback >= FHR_LOC_SLOTS)
+            return fhr_fail(err, FHR_E_INVALID, "%s: chain %zu for %s is repeated or malformed",
+                            who, i, fhr_loc_format(chains[i].loc, lb, sizeof lb));
+        uint64_t seen = 1ULL << s;
+        for (size_t k = 0; k < chains[i].nfallback; k++) {
+            int t = fhr_loc_slot(chains[i].fallback[k]);
+            if (t < 0 || (seen & (1ULL << t)))
+                return fhr_fail(err, FHR_E_INVALID,
+                                "%s: chain for %s: fallback %zu is invalid, the location itself, "
+                                "or repeated",
+                                who, fhr_loc_format(chains[i].loc, lb, sizeof lb), k);
+            seen |= 1ULL << t;
+            cfg->chain[s][k] = (signed char)t;
+        }
+        cfg->nchain[s] = (int)chains[i].nfallback;
+    }
+    return FHR_OK;
+}
+
+static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
+                              fhr_policy_out *out, fhr_error *err)
+{
+    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, out, err);
 }
 
 static void tlru_destroy(void *ctx) { free(ctx); }
@@ -425,41 +480,123 @@ fhr_status fhr_policy_tiered_lru_create(const fhr_tier_chain *chains, size_t n,
     if (!out || (n && !chains))
         return fhr_fail(err, FHR_E_INVALID, "tiered_lru_create: chains and out are required");
     *out = NULL;
-    tlru *cfg = calloc(1, sizeof *cfg);
+    tiers *cfg = malloc(sizeof *cfg);
     if (!cfg)
         return fhr_fail(err, FHR_E_NOMEM, "tiered_lru_create: out of host memory");
-    char lb[16];
-    for (size_t i = 0; i < n; i++) {
-        int s = fhr_loc_slot(chains[i].loc);
-        if (s < 0) {
-            free(cfg);
-            return fhr_fail(err, FHR_E_LOCATION, "tiered_lru_create: chain %zu: invalid location", i);
-        }
-        if (cfg->nchain[s] || (chains[i].nfallback && !chains[i].fallback) ||
-            chains[i].nfallback >= FHR_LOC_SLOTS) {
-            free(cfg);
-            return fhr_fail(err, FHR_E_INVALID,
-                            "tiered_lru_create: chain %zu for %s is repeated or malformed", i,
-                            fhr_loc_format(chains[i].loc, lb, sizeof lb));
-        }
-        uint64_t seen = 1ULL << s;
-        for (size_t k = 0; k < chains[i].nfallback; k++) {
-            int t = fhr_loc_slot(chains[i].fallback[k]);
-            if (t < 0 || (seen & (1ULL << t))) {
-                free(cfg);
-                return fhr_fail(err, FHR_E_INVALID,
-                                "tiered_lru_create: chain for %s: fallback %zu is invalid, the "
-                                "location itself, or repeated",
-                                fhr_loc_format(chains[i].loc, lb, sizeof lb), k);
-            }
-            seen |= 1ULL << t;
-            cfg->chain[s][k] = (signed char)t;
-        }
-        cfg->nchain[s] = (int)chains[i].nfallback;
+    fhr_status st = tiers_init(cfg, chains, n, "tiered_lru_create", err);
+    if (st == FHR_OK) {
+        fhr_policy_ops ops = {"tiered_lru", tlru_decide, tlru_destroy};
+        st = fhr_policy_create(&ops, cfg, out, err);
     }
-    fhr_policy_ops ops = {"tiered_lru", tlru_decide, tlru_destroy};
-    fhr_status st = fhr_policy_create(&ops, cfg, out, err);
     if (st != FHR_OK)
         free(cfg);
+    return st;
+}
+
+/* ---- lookahead ------------------------------------------------------------------------ */
+
+/* The known future, sorted by (serial, slot, position) for binary search. */
+typedef struct future_key {
+    uint64_t serial;
+    uint64_t position;
+    int slot;
+} future_key;
+
+typedef struct lookahead {
+    tiers t;
+    uint64_t manager_id;
+    future_key *uses;
+    size_t nuses;
+} lookahead;
+
+static int future_cmp(const void *a, const void *b)
+{
+    const future_key *x = a, *y = b;
+    if (x->serial != y->serial)
+        return x->serial < y->serial ? -1 : 1;
+    if (x->slot != y->slot)
+        return x->slot < y->slot ? -1 : 1;
+    if (x->position != y->position)
+        return x->position < y->position ? -1 : 1;
+    return 0;
+}
+
+/* The first position after `after` at which (serial, slot) is used; UINT64_MAX: never. */
+static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_t after)
+{
+    size_t lo = 0, hi = la->nuses;
+    future_key key = {serial, after + 1, slot};
+    while (lo < hi) { /* lower bound of (serial, slot, after + 1) */
+        size_t mid = lo + (hi - lo) / 2;
+        if (future_cmp(&la->uses[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < la->nuses && la->uses[lo].serial == serial && la->uses[lo].slot == slot)
+        return la->uses[lo].position;
+    return UINT64_MAX;
+}
+
+/* Farthest next use first (a copy never used again ranks first), then larger size,
+ * then lower priority. Without a position everything ranks as never used again. */
+static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
+                           const fhr_copy_info *ci, uint64_t k[3])
+{
+    const lookahead *la = ctx;
+    uint64_t nu = UINT64_MAX;
+    if (req->position && vi->handle.manager_id == la->manager_id)
+        nu = next_use(la, vi->handle.serial, fhr_loc_slot(ci->loc), req->position);
+    k[0] = UINT64_MAX - nu;
+    k[1] = UINT64_MAX - ci->charged_nbytes;
+    k[2] = prio_key(vi->priority);
+}
+
+static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
+                                   fhr_policy_out *out, fhr_error *err)
+{
+    const lookahead *la = ctx;
+    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, out, err);
+}
+
+static void lookahead_destroy(void *ctx)
+{
+    lookahead *la = ctx;
+    free(la->uses);
+    free(la);
+}
+
+fhr_status fhr_policy_lookahead_create(const fhr_tier_chain *chains, size_t n,
+                                       const fhr_future_use *future, size_t nfuture,
+                                       fhr_policy **out, fhr_error *err)
+{
+    if (!out || (n && !chains) || (nfuture && !future))
+        return fhr_fail(err, FHR_E_INVALID, "lookahead_create: chains, future and out are required");
+    *out = NULL;
+    lookahead *la = calloc(1, sizeof *la);
+    if (!la || !(la->uses = malloc((nfuture ? nfuture : 1) * sizeof *la->uses))) {
+        free(la);
+        return fhr_fail(err, FHR_E_NOMEM, "lookahead_create: out of host memory");
+    }
+    fhr_status st = tiers_init(&la->t, chains, n, "lookahead_create", err);
+    for (size_t i = 0; i < nfuture && st == FHR_OK; i++) {
+        int slot = fhr_loc_slot(future[i].at);
+        if (slot < 0 || future[i].position == 0)
+            st = fhr_fail(err, FHR_E_INVALID,
+                          "lookahead_create: future use %zu has an invalid location or position 0", i);
+        else if (i && future[i].handle.manager_id != future[0].handle.manager_id)
+            st = fhr_fail(err, FHR_E_HANDLE,
+                          "lookahead_create: future use %zu names another manager's handle", i);
+        la->uses[i] = (future_key){future[i].handle.serial, future[i].position, slot};
+    }
+    if (st == FHR_OK) {
+        la->manager_id = nfuture ? future[0].handle.manager_id : 0;
+        la->nuses = nfuture;
+        qsort(la->uses, nfuture, sizeof *la->uses, future_cmp);
+        fhr_policy_ops ops = {"lookahead", lookahead_decide, lookahead_destroy};
+        st = fhr_policy_create(&ops, la, out, err);
+    }
+    if (st != FHR_OK)
+        lookahead_destroy(la);
     return st;
 }

@@ -29,6 +29,8 @@ typedef struct fhr_request {
     size_t nrequirements;
     const fhr_reservation *reservations;
     size_t nreservations;
+    uint64_t position; /* where this request stands in a known future of requests
+                        * (1, 2, ...; see fhr_policy_lookahead_create); 0: unknown */
 } fhr_request;
 
 /* ---- policy output (filled by a policy, owned by the controller) ---------------- */
@@ -112,6 +114,24 @@ typedef struct fhr_tier_chain {
  * location at most; a fallback list may not contain its own location or repeat one. */
 FHR_API fhr_status fhr_policy_tiered_lru_create(const fhr_tier_chain *chains, size_t n,
                                                 fhr_policy **out, fhr_error *err);
+
+/* One use in a known future: request number `position` (1-based, in execution order)
+ * requires `handle` at `at`. */
+typedef struct fhr_future_use {
+    uint64_t position;
+    fhr_handle handle;
+    fhr_location at;
+} fhr_future_use;
+
+/* The lookahead policy (name "lookahead"): the same tiers, never-rules and evidence as
+ * tiered LRU, but victims are ranked by their next use in the known future: a copy
+ * never used again first, then the one used farthest from the request's position
+ * (Belady's MIN, optimal in the number of loads when sizes are equal); ties by larger
+ * size (fewer evictions), then priority, then handle serial. A request without a
+ * position (0) ranks as if nothing were used again. The future is copied. */
+FHR_API fhr_status fhr_policy_lookahead_create(const fhr_tier_chain *chains, size_t n,
+                                               const fhr_future_use *future, size_t nfuture,
+                                               fhr_policy **out, fhr_error *err);
 
 /* ---- controller and decisions ----------------------------------------------------- */
 

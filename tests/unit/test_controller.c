@@ -66,7 +66,7 @@ Test(controller, request_validation)
     fhr_error e;
     fhr_error_init(&e);
     fhr_requirement two[] = {{x, fhr_loc_cuda(0)}, {x, fhr_loc_pinned()}};
-    fhr_request req = {"bad", two, 2, NULL, 0};
+    fhr_request req = {"bad", two, 2, NULL, 0, 0};
     cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_REPLICA);
     cr_assert(strstr(e.message, "EXCLUSIVE"), "%s", e.message);
     cr_assert_null(d);
@@ -116,7 +116,7 @@ Test(controller, priority_then_lru_ordering_on_a_live_manager)
         cr_assert_eq(fhr_ensure(r.m, v[order[i]], fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     fhr_handle w = adopt_n(r.m, 250, 9, FHR_REPLICABLE);
     fhr_requirement rq = {w, fhr_loc_cuda(0)};
-    fhr_request req = {"tile", &rq, 1, NULL, 0};
+    fhr_request req = {"tile", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
     cr_assert_eq(fhr_decision_nevictions(d), 3);
@@ -163,7 +163,7 @@ Test(controller, fallback_chains_of_length_1_to_3_move_the_last_copy)
         cr_assert(resident_has_pattern(r.m, victim, fhr_loc_cuda(0), 7, 200));
         fhr_handle w = adopt_n(r.m, 200, 8, FHR_EXCLUSIVE);
         fhr_requirement rq = {w, fhr_loc_cuda(0)};
-        fhr_request req = {"chain", &rq, 1, NULL, 0};
+        fhr_request req = {"chain", &rq, 1, NULL, 0, 0};
         fhr_decision *d = decide_ok(&r, &req);
         cr_assert(fhr_decision_feasible(d), "len %zu: %s", len, fhr_decision_explanation(d)->reason);
         cr_assert_eq(fhr_decision_nevictions(d), 1);
@@ -189,7 +189,7 @@ Test(controller, never_uses_an_unconfigured_tier)
     cr_assert_eq(fhr_move(r.m, victim, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
     fhr_handle w = adopt_n(r.m, 200, 8, FHR_REPLICABLE);
     fhr_requirement rq = {w, fhr_loc_cuda(0)};
-    fhr_request req = {"nochain", &rq, 1, NULL, 0};
+    fhr_request req = {"nochain", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert_not(fhr_decision_feasible(d));
     cr_assert_eq(fhr_decision_nprotected(d), 1);
@@ -228,7 +228,7 @@ Test(controller, protected_copies_are_skipped)
     fhr_lease *l;
     cr_assert_eq(fhr_acquire(r.m, &b, 1, fhr_loc_cuda(0), s, &l, NULL), FHR_OK);
     fhr_reservation res = {fhr_loc_cuda(0), 100, "ws"};
-    fhr_request req = {"prot", NULL, 0, &res, 1};
+    fhr_request req = {"prot", NULL, 0, &res, 1, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert(fhr_decision_feasible(d));
     cr_assert_eq(fhr_decision_nevictions(d), 1);
@@ -263,7 +263,7 @@ Test(controller, stale_decision_is_refused_not_replanned)
     fhr_handle w = adopt_n(r.m, 150, 2, FHR_REPLICABLE);
     cr_assert_eq(fhr_ensure(r.m, old, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     fhr_requirement rq = {w, fhr_loc_cuda(0)};
-    fhr_request req = {"stale", &rq, 1, NULL, 0};
+    fhr_request req = {"stale", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert(fhr_decision_feasible(d));
     cr_assert_eq(fhr_decision_nevictions(d), 1);
@@ -309,7 +309,7 @@ Test(controller, infeasible_explains_location_bytes_and_protection)
     cr_assert_eq(fhr_ensure(r.m, k, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_hold_acquire(r.m, &k, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
     fhr_reservation res = {fhr_loc_cuda(0), 500, "workspace"};
-    fhr_request req = {"too-big", NULL, 0, &res, 1};
+    fhr_request req = {"too-big", NULL, 0, &res, 1, 0};
     uint64_t v = fhr_state_version(r.m);
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert_eq(fhr_state_version(r.m), v, "decide changes no state");
@@ -335,7 +335,7 @@ Test(controller, infeasible_explains_location_bytes_and_protection)
     /* the manager's explain is the authority: a move the policy cannot see fails there */
     fhr_hold_destroy(hd);
     fhr_requirement rq = {a, fhr_loc_cuda(1)};
-    fhr_request req2 = {"move-held", &rq, 1, NULL, 0};
+    fhr_request req2 = {"move-held", &rq, 1, NULL, 0, 0};
     cr_assert_eq(fhr_hold_acquire(r.m, &a, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
     d = decide_ok(&r, &req2);
     cr_assert_not(fhr_decision_feasible(d));
@@ -361,7 +361,7 @@ Test(controller, use_on_the_emulated_device_with_consumer_streams)
     fhr_handle src = register_pat(r.m, &ps, FHR_REPLICABLE);
     fhr_requirement rq[] = {{in, fhr_loc_cuda(0)}, {key, fhr_loc_cuda(0)}, {src, fhr_loc_host()}};
     fhr_reservation res = {fhr_loc_cuda(0), 100, "workspace"};
-    fhr_request req = {"attention/tile-4", rq, 3, &res, 1};
+    fhr_request req = {"attention/tile-4", rq, 3, &res, 1, 0};
     fhr_stream *comp, *xfer;
     cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &comp, NULL), FHR_OK);
     cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &xfer, NULL), FHR_OK);
@@ -427,7 +427,7 @@ Test(controller, foreign_decision_is_refused)
     rig r1 = rig_new(NULL, 0, NULL, 0), r2 = rig_new(NULL, 0, NULL, 0);
     fhr_handle h = adopt_n(r1.m, 64, 1, FHR_REPLICABLE);
     fhr_requirement rq = {h, fhr_loc_pinned()};
-    fhr_request req = {"x", &rq, 1, NULL, 0};
+    fhr_request req = {"x", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r1, &req);
     fhr_use *u = NULL;
     cr_assert_eq(fhr_use_decision(r2.c, d, NULL, 0, NULL, 0, &u, NULL), FHR_E_HANDLE);

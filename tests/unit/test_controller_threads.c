@@ -25,7 +25,7 @@ static void *run_worker(void *arg)
     }
     fhr_stream_map cons = {fhr_loc_cuda(0), s};
     fhr_requirement rq = {w->h, fhr_loc_cuda(0)};
-    fhr_request req = {"worker", &rq, 1, NULL, 0};
+    fhr_request req = {"worker", &rq, 1, NULL, 0, 0};
     for (int i = 0; i < 400 && w->ok < 40; i++) {
         fhr_use *u = NULL;
         fhr_error e;

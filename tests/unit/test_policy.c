@@ -91,7 +91,7 @@ Test(policy, ranks_priority_then_last_use_then_serial)
     }
     fhr_policy *p = lru(NULL, 0);
     fhr_reservation r = {g, 400, "ws"};
-    fhr_request req = {"rank", NULL, 0, &r, 1};
+    fhr_request req = {"rank", NULL, 0, &r, 1, 0};
     fhr_policy_out o;
     cr_assert_eq(fhr_policy_decide(p, &f.s, &req, &o, NULL), FHR_OK);
     cr_assert(o.feasible, "%s", o.reason);
@@ -125,7 +125,7 @@ Test(policy, protected_copies_are_skipped_and_named)
     v = fake_val(&f, 5, 9, 100, FHR_RECONSTRUCTIBLE); /* required: never evicted */
     fhr_policy *p = lru(NULL, 0);
     fhr_requirement rq = {H(5), g};
-    fhr_request req = {"prot", &rq, 1, NULL, 0};
+    fhr_request req = {"prot", &rq, 1, NULL, 0, 0};
     fhr_policy_out o;
     cr_assert_eq(fhr_policy_decide(p, &f.s, &req, &o, NULL), FHR_OK);
     cr_assert(o.feasible, "%s", o.reason);
@@ -176,7 +176,7 @@ Test(policy, last_copy_moves_to_first_tier_with_room)
         fhr_tier_chain c = {g, tiers, (size_t)len};
         fhr_policy *p = lru(len ? &c : NULL, len ? 1 : 0);
         fhr_reservation r = {g, 100, "ws"};
-        fhr_request req = {"chain", NULL, 0, &r, 1};
+        fhr_request req = {"chain", NULL, 0, &r, 1, 0};
         fhr_policy_out o;
         cr_assert_eq(fhr_policy_decide(p, &f.s, &req, &o, NULL), FHR_OK);
         if (len < 3) {
@@ -346,8 +346,8 @@ Test(policy, determinism_1000_random_states)
         fhr_requirement rqb[3];
         for (size_t i = 0; i < nrq; i++) /* the same request, in b's handles */
             rqb[i] = (fhr_requirement){{fhr_manager_id(b.m), rq[i].handle.serial}, rq[i].at};
-        fhr_request ra = {"random", rq, nrq, res, nres};
-        fhr_request rb = {"random", rqb, nrq, res, nres};
+        fhr_request ra = {"random", rq, nrq, res, nres, 0};
+        fhr_request rb = {"random", rqb, nrq, res, nres, 0};
         fhr_decision *da = NULL, *db = NULL, *da2 = NULL;
         fhr_error ea, eb;
         fhr_error_init(&ea);

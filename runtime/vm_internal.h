@@ -1,0 +1,149 @@
+/* runtime/vm_internal.h — state shared by the VM's files (vm.c, vm_request.c,
+ * vm_kernels.c). Not installed. */
+#ifndef FHEPLAN_VM_INTERNAL_H
+#define FHEPLAN_VM_INTERNAL_H
+
+#include "fheplan/vm.h"
+
+#define VM_MAX_STAGE_DEPTH 32
+#define VM_TALLY_BLOCK 256
+
+/* Opcode numbers and their statement class, from the one opcode table. */
+enum vm_opcode {
+#define OP(id, text, x, y, a, b, ctx, rule) RPLAN_OP_##id,
+#include "opcodes.def"
+#undef OP
+    RPLAN_OP_COUNT_
+};
+enum vm_opclass { VM_CLASS_ITEM, VM_CLASS_SCOPE, VM_CLASS_REQ, VM_CLASS_ACTION, VM_CLASS_BODY,
+                  VM_CLASS_ARG };
+
+typedef struct vm_kernel {
+    char *name;
+    rplan_kernel_fn fn;
+    void *ctx;
+} vm_kernel;
+
+/* A timestamp pair written by host functions on a stream (markers); read only after
+ * the stream has been synchronised. */
+typedef struct vm_mark {
+    uint64_t t0, t1;
+    uint64_t tid;          /* trace track (stream id) */
+    int kind;              /* 0 body, 1 transfer window */
+    int stage;             /* stage record that owns it (-1: none) */
+    size_t nstages;        /* every open stage record at the time */
+    int stages[VM_MAX_STAGE_DEPTH + 1];
+    char name[96];
+} vm_mark;
+
+/* A host-side trace slice (scopes, submitted transitions). */
+typedef struct vm_slice {
+    uint64_t t0, t1;
+    uint64_t tid;
+    const char *cat;
+    char name[112];
+} vm_slice;
+
+typedef struct vm_src {
+    struct rplan_vm *vm;
+    uint32_t index;
+} vm_src;
+
+/* One body argument list, decoded. */
+typedef struct vm_run {
+    const rplan_instr *in;   /* the RUN instruction */
+    size_t pc;
+    rplan_arg args[16];
+    size_t nargs;
+    uint32_t vals[16];       /* program value index per RPLAN_ARG_VALUE */
+    size_t nvals;
+} vm_run;
+
+struct rplan_vm {
+    const rplan_program *p;
+    fhr_backend *b;
+    rplan_vm_opts o;
+    int explain, is_cuda, ran;
+    char device[32];
+    fhr_manager *m;
+    size_t nvals;
+    rplan_value_info *vinfo;   /* nbytes scaled */
+    fhr_handle *h;
+    vm_src *srcs;
+    void **backing;            /* reconstructible values: their content, in pinned memory */
+    fhr_location backing_loc;
+    size_t ninstr;
+    rplan_instr *ins;
+    vm_kernel *kerns;
+    size_t nkerns, capkerns;
+    fhr_stream *compute[FHR_LOC_SLOTS];
+    fhr_stream *xfer[FHR_LOC_SLOTS];
+    void *scratch[FHR_LOC_SLOTS];
+    uint64_t *counter[FHR_LOC_SLOTS];  /* verify mismatch counters (2 words) at the location */
+    size_t scratch_nbytes;
+    uint64_t checks_total;
+    /* holds by (value, location) */
+    struct vm_hold { uint32_t v; fhr_location loc; fhr_hold *hd; } *holds;
+    size_t nholds, capholds;
+    /* report */
+    rplan_stage_report *stages;
+    size_t nstages, capstages;
+    int stack[VM_MAX_STAGE_DEPTH + 1];
+    uint64_t stack_t0[VM_MAX_STAGE_DEPTH + 1];
+    uint64_t stack_checks0[VM_MAX_STAGE_DEPTH + 1];
+    /* Stage records are timed without host waits: [t0, t1] from the host's opening to
+     * the last marker of its work, resolved once the run has synchronised. */
+    uint64_t *stage_t0, *stage_t1;
+    /* Verify-failure counters are read without host waits too: at stage boundaries the
+     * counters are copied, in stream order, into pinned tally slots read at the end. */
+    struct vm_tally { int stage; int sign; uint64_t *slot; } *tallies;
+    size_t ntallies, captallies;
+    uint64_t **tally_blocks;   /* pinned blocks of VM_TALLY_BLOCK slots (4 words each) */
+    size_t ntally_blocks, tally_used;
+    size_t depth;
+    int top_open;              /* the innermost open record is a "(top level)" one */
+    rplan_stage_report total;
+    uint64_t t_begin;
+    vm_mark **marks;
+    size_t nmarks, capmarks;
+    vm_slice *slices;
+    size_t nslices, capslices;
+    size_t scopes_total, scopes_done;
+    uint64_t bytes_moved;
+};
+
+/* vm.c */
+uint64_t vm_now_ns(void);
+fhr_stream *vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
+fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
+fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
+void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request);
+void vm_sample_peaks(rplan_vm *vm);
+fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
+                       int request, fhr_error *err);
+fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
+                          fhr_error *err);
+fhr_status vm_exec_scope_plan(rplan_vm *vm, fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
+                              int has_version, uint64_t version, const vm_run *runs,
+                              size_t nruns, const fhr_location *at, int request,
+                              fhr_report **rep_out, fhr_error *err);
+fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,
+                        const char *name);
+vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
+void vm_mark_begin(void *arg);
+void vm_mark_end(void *arg);
+
+/* vm_request.c: executes REQUEST pc..END (controller semantics). */
+fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
+
+/* vm_kernels.c */
+fhr_status vm_register_builtins(rplan_vm *vm, fhr_error *err);
+const vm_kernel *vm_find_kernel(const rplan_vm *vm, const char *name);
+fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err);
+/* Fills n bytes at p (a location `loc`) with the value's initial content (synth/zero
+ * or the bytes at `from`) — synchronously, through stream s where device memory. */
+fhr_status vm_fill(rplan_vm *vm, void *p, fhr_location loc, size_t n, const rplan_value_info *vi,
+                   const void *from, fhr_stream *s, fhr_error *err);
+void vm_synth_host(void *p, size_t n, uint64_t seed);
+
+#endif

@@ -1,0 +1,299 @@
+/* tests/unit/test_vm.c — the VM over the emulated and model backends: plans and
+ * requests, explain mode, the kernel registry, integrity checks, scaling, failures
+ * with their source positions, and the report/trace JSON. */
+#include "fheplan/vm.h"
+
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdlib.h>
+#include <string.h>
+
+static rplan_program *compile_src(const char *src)
+{
+    rplan_program *p = NULL;
+    rplan_diags *d = rplan_diags_new();
+    rplan_compile_opts o = {"test.rplan", NULL, 0, 0};
+    fhr_status st = rplan_compile(src, strlen(src), &o, &p, d);
+    char *txt = rplan_diags_render_string(d);
+    cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");
+    free(txt);
+    rplan_diags_free(d);
+    return p;
+}
+
+static fhr_backend *open_backend(const char *spec)
+{
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_open(spec, &b, NULL), FHR_OK);
+    return b;
+}
+
+static rplan_vm_report *run_prog(const char *src, const char *dev, rplan_vm_opts *o,
+                                 fhr_status want)
+{
+    rplan_program *p = compile_src(src);
+    fhr_backend *b = open_backend(dev);
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_vm_create(p, b, o, &vm, &e), FHR_OK, "%s", e.message);
+    rplan_vm_report *r = NULL;
+    fhr_status st = rplan_vm_run(vm, &r, &e);
+    cr_assert_eq(st, want, "status %s: %s", fhr_status_name(st), e.message);
+    cr_assert_not_null(r);
+    fhr_error_clear(&e);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+    return r;
+}
+
+static const char *tile_src =
+    "rplan 1\n"
+    "budget cuda:0 8 MiB\n"
+    "value ct = 1 MiB exclusive at pinned init synth(3)\n"
+    "value w = 2 MiB replicable at host init synth(4)\n"
+    "stage \"s\" {\n"
+    "  plan \"p\" {\n"
+    "    reserve cuda:0 1 MiB \"ws\"\n"
+    "    enter { move ct -> cuda:0 from pinned; ensure w @ cuda:0 }\n"
+    "    body { run verify(ct); run verify(w); run touch(ct, w); run spin(1 ms) }\n"
+    "    exit { move ct -> pinned from cuda:0; drop w @ cuda:0 }\n"
+    "  }\n"
+    "  plan \"q\" { body { run verify(ct) } }\n"
+    "}\n";
+
+Test(vm, plan_runs_on_emu_with_integrity)
+{
+    rplan_vm_opts o = {0};
+    rplan_vm_report *r = run_prog(tile_src, "emu:1", &o, FHR_OK);
+    cr_assert(r->ok);
+    cr_assert_eq(r->nstages, 1);
+    cr_assert_str_eq(r->stages[0].name, "s");
+    cr_assert_eq(r->total.bytes[FHR_DIR_H2D], 3u << 20);
+    cr_assert_eq(r->total.bytes[FHR_DIR_D2H], 1u << 20);
+    cr_assert_eq(r->total.checks, 3);
+    cr_assert_eq(r->total.check_failures, 0);
+    cr_assert_eq(r->total.bodies, 5);
+    cr_assert(r->total.body_s >= 0.001);
+    int found = 0;
+    for (size_t i = 0; i < r->total.npeaks; i++)
+        if (r->total.peaks[i].loc.kind == FHR_LOC_CUDA) {
+            found = 1;
+            cr_assert_eq(r->total.peaks[i].peak_bytes, 4u << 20);
+            cr_assert_eq(r->total.peaks[i].budget_bytes, 8u << 20);
+        }
+    cr_assert(found);
+    rplan_vm_report_free(r);
+}
+
+Test(vm, explain_on_model_moves_nothing_but_predicts)
+{
+    rplan_vm_opts o = {0};
+    o.mode = RPLAN_VM_EXPLAIN;
+    rplan_vm_report *r = run_prog(tile_src, "model:1", &o, FHR_OK);
+    cr_assert(r->ok);
+    cr_assert(r->explain);
+    cr_assert_eq(r->total.bytes[FHR_DIR_H2D], 3u << 20);
+    cr_assert_eq(r->total.check_failures, 0);
+    rplan_vm_report_free(r);
+}
+
+static const char *req_src =
+    "rplan 1\n"
+    "budget cuda:0 5 MiB\n"
+    "value ct = 1 MiB exclusive at pinned init synth(1)\n"
+    "value k[6] = 1 MiB replicable source synth(10 + i)\n"
+    "policy lru = tiered_lru(cuda:0 -> pinned -> host)\n"
+    "stage \"ks\" {\n"
+    "  for r in 0..1 { for i in 0..5 {\n"
+    "    request \"r{r}-{i}\" using lru {\n"
+    "      require ct @ cuda:0\n"
+    "      require k[i] @ cuda:0\n"
+    "      reserve cuda:0 1 MiB \"ws\"\n"
+    "      body { run verify(k[i]); run ckks.keyswitch(ct, k[i], 2) }\n"
+    "    }\n"
+    "  } }\n"
+    "  request \"back\" using lru { require ct @ pinned; body { run verify(ct) } }\n"
+    "}\n";
+
+Test(vm, requests_evict_lru_and_stay_in_budget)
+{
+    rplan_vm_opts o = {0};
+    o.trace = 1;
+    rplan_vm_report *r = run_prog(req_src, "emu:1", &o, FHR_OK);
+    cr_assert(r->ok, "%s", r->message);
+    cr_assert_eq(r->total.requests, 13);
+    cr_assert_eq(r->total.loads, 12); /* budget holds 3 keys: every second-round key reloads */
+    cr_assert(r->total.evictions >= 9);
+    cr_assert_eq(r->total.checks, 13);
+    cr_assert_eq(r->total.check_failures, 0);
+    for (size_t i = 0; i < r->total.npeaks; i++)
+        if (r->total.peaks[i].has_budget)
+            cr_assert_leq(r->total.peaks[i].peak_bytes, r->total.peaks[i].budget_bytes);
+    rplan_vm_report_free(r);
+}
+
+typedef struct counter_ctx {
+    int calls;
+    size_t last_nvalues;
+    uint64_t last_int;
+} counter_ctx;
+
+static fhr_status my_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    (void)err;
+    counter_ctx *k = ctx;
+    k->calls++;
+    k->last_nvalues = c->nvalues;
+    for (size_t a = 0; a < c->nargs; a++)
+        if (c->args[a].kind == RPLAN_ARG_INT)
+            k->last_int = c->args[a].imm;
+    cr_assert_not_null(c->stream);
+    cr_assert_eq(c->loc.kind, FHR_LOC_CUDA);
+    return FHR_OK;
+}
+
+Test(vm, registered_kernel_is_called_with_values_and_args)
+{
+    const char *src = "rplan 1\nvalue a = 64 KiB at pinned init synth(1)\n"
+                      "plan \"p\" { enter { ensure a @ cuda:0 } body { run eng.op(a, 7) } }\n";
+    rplan_program *p = compile_src(src);
+    fhr_backend *b = open_backend("emu:1");
+    rplan_vm *vm = NULL;
+    cr_assert_eq(rplan_vm_create(p, b, NULL, &vm, NULL), FHR_OK);
+    counter_ctx k = {0};
+    cr_assert_eq(rplan_kernel_register(vm, "eng.op", my_kernel, &k, NULL), FHR_OK);
+    rplan_vm_report *r = NULL;
+    cr_assert_eq(rplan_vm_run(vm, &r, NULL), FHR_OK);
+    cr_assert_eq(k.calls, 1);
+    cr_assert_eq(k.last_nvalues, 1);
+    cr_assert_eq(k.last_int, 7);
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+}
+
+Test(vm, unknown_kernel_fails_with_its_position_unless_rehearsal)
+{
+    const char *src = "rplan 1\nvalue a = 64 KiB at pinned init synth(1)\n"
+                      "plan \"p\" { body {\n  run nope(a) } }\n";
+    rplan_vm_opts o = {0};
+    rplan_vm_report *r = run_prog(src, "emu:1", &o, FHR_E_INVALID);
+    cr_assert(!r->ok);
+    cr_assert_eq(r->line, 4);
+    cr_assert_eq(r->col, 3);
+    cr_assert(strstr(r->message, "nope"));
+    rplan_vm_report_free(r);
+    o.unknown_as_touch = 1;
+    r = run_prog(src, "emu:1", &o, FHR_OK);
+    cr_assert(r->ok);
+    rplan_vm_report_free(r);
+}
+
+Test(vm, budget_override_fails_at_the_action)
+{
+    /* a budget override below what the plan needs: the run fails at the move */
+    const char *src = "rplan 1\nbudget cuda:0 4 MiB\nvalue a = 2 MiB exclusive at pinned init synth(1)\n"
+                      "stage \"s\" {\n  move a -> cuda:0 from pinned\n}\n";
+    fhr_budget bud = {fhr_loc_cuda(0), 1 << 20};
+    rplan_vm_opts o = {0};
+    o.budget_override = &bud;
+    o.nbudget_override = 1;
+    rplan_vm_report *r = run_prog(src, "emu:1", &o, FHR_E_INFEASIBLE);
+    cr_assert(!r->ok);
+    cr_assert_eq(r->line, 5);
+    cr_assert_eq(r->col, 3);
+    rplan_vm_report_free(r);
+}
+
+Test(vm, scale_divides_sizes_and_budgets)
+{
+    rplan_vm_opts o = {0};
+    o.scale = 16;
+    rplan_vm_report *r = run_prog(tile_src, "emu:1", &o, FHR_OK);
+    cr_assert(r->ok);
+    cr_assert_eq(r->scale, 16);
+    cr_assert_eq(r->total.bytes[FHR_DIR_H2D], (3u << 20) / 16);
+    rplan_vm_report_free(r);
+}
+
+Test(vm, report_and_trace_json_parse)
+{
+    rplan_program *p = compile_src(req_src);
+    fhr_backend *b = open_backend("emu:1");
+    rplan_vm *vm = NULL;
+    rplan_vm_opts o = {0};
+    o.trace = 1;
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+    rplan_vm_report *r = NULL;
+    cr_assert_eq(rplan_vm_run(vm, &r, NULL), FHR_OK);
+    char *js = rplan_vm_report_json(r);
+    cJSON *j = cJSON_Parse(js);
+    cr_assert_not_null(j);
+    cJSON *t = cJSON_GetObjectItem(j, "totals");
+    cr_assert_not_null(cJSON_GetObjectItem(t, "lower_bound_s"));
+    cr_assert_not_null(cJSON_GetObjectItem(t, "ratio"));
+    cr_assert_not_null(cJSON_GetObjectItem(t, "integrity"));
+    cJSON_Delete(j);
+    free(js);
+    char *tr = rplan_vm_trace_json(vm);
+    cJSON *tj = cJSON_Parse(tr);
+    cr_assert_not_null(tj);
+    cJSON *ev = cJSON_GetObjectItem(tj, "traceEvents");
+    cr_assert(cJSON_IsArray(ev));
+    int bodies = 0, xfers = 0;
+    cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        cJSON *cat = cJSON_GetObjectItem(e, "cat");
+        if (cat && !strcmp(cat->valuestring, "body"))
+            bodies++;
+        if (cat && !strcmp(cat->valuestring, "transfer"))
+            xfers++;
+    }
+    cr_assert_eq(bodies, 25);
+    cr_assert(xfers > 0);
+    cJSON_Delete(tj);
+    free(tr);
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+}
+
+Test(vm, every_plan_in_plans_runs_on_emu)
+{
+    const char *files[] = {"plans/attention-tile.rplan", "plans/ckks-bootstrap.rplan",
+                           "plans/design-example.rplan", "plans/explicit-walkthrough.rplan",
+                           "plans/two-tenants.rplan"};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        rplan_program *p = NULL;
+        cr_assert_eq(rplan_compile_file(files[i], NULL, &p, NULL), FHR_OK, "%s", files[i]);
+        fhr_backend *b = open_backend("emu:1");
+        rplan_vm_opts o = {0};
+        o.scale = 1024;
+        o.unknown_as_touch = 1;
+        rplan_vm *vm = NULL;
+        cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+        rplan_vm_report *r = NULL;
+        fhr_error e;
+        fhr_error_init(&e);
+        cr_assert_eq(rplan_vm_run(vm, &r, &e), FHR_OK, "%s: %s", files[i], e.message);
+        cr_assert_eq(r->total.check_failures, 0);
+        fhr_error_clear(&e);
+        rplan_vm_report_free(r);
+        rplan_vm_destroy(vm);
+        fhr_backend_destroy(b);
+        rplan_program_free(p);
+    }
+}
+
+Test(vm, synth_word_is_stable)
+{
+    /* the generator is part of the file format's meaning: pin two words */
+    cr_assert_neq(rplan_synth_word(1, 0), rplan_synth_word(1, 1));
+    cr_assert_neq(rplan_synth_word(1, 0), rplan_synth_word(2, 0));
+    cr_assert_eq(rplan_synth_word(7, 3), rplan_synth_word(7, 3));
+}
