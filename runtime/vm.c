@@ -440,6 +440,17 @@ static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location a
 }
 
 /* Adopts every MUST_PRESERVE value and registers every source. */
+/* Prefixes a failure while value vi is set up with its name. */
+static fhr_status name_value(fhr_status st, const rplan_value_info *vi, fhr_error *err)
+{
+    if (err) {
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "value '%.60s': %.400s", vi->name, err->message);
+        memcpy(err->message, msg, sizeof msg);
+    }
+    return st;
+}
+
 static fhr_status setup_values(rplan_vm *vm, fhr_error *err)
 {
     fhr_status st = FHR_OK;
@@ -456,7 +467,7 @@ static fhr_status setup_values(rplan_vm *vm, fhr_error *err)
                 return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
             if ((st = read_file(vi->path, n, filebuf, err)) != FHR_OK) {
                 free(filebuf);
-                return st;
+                return name_value(st, vi, err);
             }
         }
         if (vi->recoverability == FHR_MUST_PRESERVE) {
@@ -482,7 +493,7 @@ static fhr_status setup_values(rplan_vm *vm, fhr_error *err)
                 if ((st = vm->b->ops->alloc(vm->b, vm->backing_loc, n, NULL, &vm->backing[i],
                                             err)) != FHR_OK) {
                     free(filebuf);
-                    return st;
+                    return name_value(st, vi, err);
                 }
                 fhr_stream *s = vm->backing_loc.kind == FHR_LOC_CUDA
                                     ? vm_compute_stream(vm, vm->backing_loc, err)
@@ -499,6 +510,8 @@ static fhr_status setup_values(rplan_vm *vm, fhr_error *err)
             }
         }
         free(filebuf);
+        if (st)
+            name_value(st, vi, err);
     }
     return st;
 }
@@ -739,6 +752,14 @@ static fhr_status body_fail(const vm_run *r, fhr_status st, fhr_error *err, cons
     return st;
 }
 
+/* body_fail keeping the cause already in err (a backend or host-memory failure). */
+static fhr_status body_fail_keep(const vm_run *r, fhr_status st, fhr_error *err)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%.500s", err && err->message[0] ? err->message : fhr_status_name(st));
+    return body_fail(r, st, err, msg);
+}
+
 static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, fhr_error *err)
 {
     int slot = fhr_loc_slot(loc);
@@ -785,9 +806,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         fhr_stream *s = vm_compute_stream(vm, loc, err);
         fhr_status st;
         if (!s)
-            return err ? err->status : FHR_E_BACKEND;
+            return body_fail_keep(r, err ? err->status : FHR_E_BACKEND, err);
         if ((st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
-            return st;
+            return body_fail_keep(r, st, err);
         fhr_handle hs[16];
         const rplan_value_info *infos[16];
         for (size_t v = 0; v < r->nvals; v++) {
@@ -816,6 +837,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         else
             st = vm->b->ops->launch_host(vm->b, s, vm_mark_begin, mk, err);
+        if (st)
+            body_fail_keep(r, st, err);
         if (st == FHR_OK) {
             rplan_kernel_call c = {
                 vm, vm->m, vm->b, r->in->str, loc, s, vm->is_cuda && loc.kind == FHR_LOC_CUDA,
@@ -827,8 +850,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);
-            } else {
-                st = vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err);
+            } else if ((st = vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err))) {
+                body_fail_keep(r, st, err);
             }
         }
         if (lease) {
@@ -1217,8 +1240,11 @@ static void set_failure(rplan_vm *vm, rplan_vm_report *rep, fhr_status st, long 
     rep->status = st;
     rep->instr = pc;
     rep->phase = e ? e->phase : FHR_PHASE_NONE;
-    snprintf(rep->message, sizeof rep->message, "%s",
-             e && e->message[0] ? e->message : fhr_status_name(st));
+    /* name the stage the failure happened in (none at top level) */
+    const char *stage = vm->depth && !vm->top_open ? vm->stages[vm->stack[vm->depth - 1]].name
+                                                   : "";
+    snprintf(rep->message, sizeof rep->message, "%s%.100s%s%.500s", stage[0] ? "stage '" : "",
+             stage, stage[0] ? "': " : "", e && e->message[0] ? e->message : fhr_status_name(st));
     snprintf(rep->scope, sizeof rep->scope, "%s", scope ? scope : "");
     if (pc >= 0 && (size_t)pc < vm->ninstr) {
         rep->line = vm->ins[pc].line;
