@@ -119,7 +119,8 @@ tsan: deps
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 build/tsan/tests/tsan
 
 valgrind: deps
-	@$(MAKE) --no-print-directory BUILD=build/vg CUDA=0 OPT='-O1 -g' build/vg/tests/unit
+	@$(MAKE) --no-print-directory BUILD=build/vg CUDA=0 OPT='-O1 -g' build/vg/tests/unit \
+	  build/vg/fheplan
 	valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
