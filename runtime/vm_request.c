@@ -137,7 +137,7 @@ static void inflight_bound(rplan_vm *vm)
         memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
         vm->ninflight--;
     }
-    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : SIZE_MAX;
+    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : 2;
     while (vm->ninflight > limit)
         inflight_wait_oldest(vm);
 }

@@ -52,9 +52,11 @@ typedef struct rplan_vm_opts {
     /* Replace the kind of every policy of the program: 0 keep, RPLAN_POLICY_TIERED_LRU,
      * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
     int policy_override;
-    /* Prefetch: the host issues a request's transfers while earlier bodies still run.
-     * 0: as far ahead as the budgets allow; N > 0: at most N earlier requests' bodies
-     * in flight; serial = 1: none (each request waits for the previous body). */
+    /* Prefetch: the host issues a request's transfers while earlier requests' bodies
+     * still run, with at most prefetch_depth of them in flight (0: the default, 2).
+     * Running further ahead leaves more copies protected by work in flight when a
+     * policy picks victims, which costs the lookahead policy its optimality.
+     * serial = 1: no prefetch (each request waits for the previous body). */
     unsigned prefetch_depth;
     int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
