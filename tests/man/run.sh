@@ -83,7 +83,7 @@ for dir in "$out"/*/; do
         t="$page: $kind $name"
         (
             cd "$dir" || exit 1
-            ln -sf "$root/plans" plans 2>/dev/null
+            [ -e plans ] || ln -s "$root/plans" plans
             case $kind in
             c)
                 # shellcheck disable=SC2086
