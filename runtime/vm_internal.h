@@ -117,8 +117,11 @@ struct rplan_vm {
     size_t npols;
     uint64_t req_pos;          /* position of the request being run (1-based) */
     /* bodies still in flight, oldest first: each request records one event */
-    struct vm_inflight { fhr_event *ev; } *inflight;
+    struct vm_inflight { fhr_event *ev; fhr_handle hs[8]; size_t nh; } *inflight;
     size_t ninflight, capinflight;
+    /* the known future, sorted by (serial, location slot, position), for next uses */
+    fhr_future_use *future;
+    size_t nfuture;
 };
 
 /* vm.c */

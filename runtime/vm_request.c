@@ -44,6 +44,35 @@ static fhr_status build_future(rplan_vm *vm, fhr_future_use **out, size_t *n, fh
     return FHR_OK;
 }
 
+static int future_cmp(const void *a, const void *b)
+{
+    const fhr_future_use *x = a, *y = b;
+    int sx = fhr_loc_slot(x->at), sy = fhr_loc_slot(y->at);
+    if (x->handle.serial != y->handle.serial)
+        return x->handle.serial < y->handle.serial ? -1 : 1;
+    if (sx != sy)
+        return sx < sy ? -1 : 1;
+    return x->position < y->position ? -1 : x->position > y->position;
+}
+
+/* The first position after `after` where h is required at loc; UINT64_MAX: never. */
+static uint64_t next_use(const rplan_vm *vm, fhr_handle h, fhr_location loc, uint64_t after)
+{
+    fhr_future_use key = {after + 1, h, loc};
+    size_t lo = 0, hi = vm->nfuture;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (future_cmp(&vm->future[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < vm->nfuture && vm->future[lo].handle.serial == h.serial &&
+        fhr_loc_equal(vm->future[lo].at, loc))
+        return vm->future[lo].position;
+    return UINT64_MAX;
+}
+
 fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err)
 {
     size_t np = rplan_npolicies(vm->p);
@@ -77,7 +106,12 @@ fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err)
         if (st == FHR_OK)
             st = fhr_controller_create(vm->m, vm->pols[i], &vm->ctls[i], err);
     }
-    free(future);
+    if (st == FHR_OK && !future)
+        st = build_future(vm, &future, &nfuture, err);
+    if (future)
+        qsort(future, nfuture, sizeof *future, future_cmp);
+    vm->future = future;
+    vm->nfuture = nfuture;
     return st;
 }
 
@@ -92,15 +126,29 @@ void vm_requests_teardown(rplan_vm *vm)
     for (size_t i = 0; i < vm->ninflight; i++)
         vm->b->ops->event_destroy(vm->b, vm->inflight[i].ev);
     free(vm->inflight);
+    free(vm->future);
+    vm->future = NULL;
     vm->ctls = NULL;
     vm->pols = NULL;
     vm->npols = vm->ninflight = 0;
 }
 
+typedef struct req_parts {
+    fhr_requirement *rq;
+    size_t *rq_pc;
+    size_t nrq;
+    fhr_reservation *res;
+    size_t nres;
+    vm_run *runs;
+    size_t nruns;
+    fhr_location *at;
+} req_parts;
+
 /* ---- bodies in flight ---------------------------------------------------------------- */
 
-/* Records the end of a request's bodies on its compute stream. */
-static void inflight_push(rplan_vm *vm, fhr_location loc)
+/* Records the end of a request's bodies on its compute stream, with the values they
+ * read. */
+static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq)
 {
     fhr_stream *s = vm->compute[fhr_loc_slot(loc)];
     fhr_event *ev = NULL;
@@ -112,7 +160,11 @@ static void inflight_push(rplan_vm *vm, fhr_location loc)
         vm->b->ops->event_destroy(vm->b, ev);
         return;
     }
-    vm->inflight[vm->ninflight++].ev = ev;
+    struct vm_inflight *f = &vm->inflight[vm->ninflight++];
+    f->ev = ev;
+    f->nh = 0;
+    for (size_t i = 0; i < nrq && f->nh < 8; i++)
+        f->hs[f->nh++] = rq[i].handle;
 }
 
 /* Waits for the oldest body in flight; 0 when none was. */
@@ -129,7 +181,8 @@ static int inflight_wait_oldest(rplan_vm *vm)
     return 1;
 }
 
-/* Drops completed entries from the front, then bounds how far the host runs ahead. */
+/* Drops completed entries from the front, then bounds how far the host runs ahead:
+ * at most prefetch_depth requests' bodies in flight (default 8); serial: none. */
 static void inflight_bound(rplan_vm *vm)
 {
     while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
@@ -137,9 +190,33 @@ static void inflight_bound(rplan_vm *vm)
         memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
         vm->ninflight--;
     }
-    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : 2;
+    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : 8;
     while (vm->ninflight > limit)
         inflight_wait_oldest(vm);
+}
+
+/* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
+ * decision regrets that when it evicts a copy needed sooner than one that only work in
+ * flight keeps: waiting for that work and deciding again then moves fewer bytes. */
+static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
+                   uint64_t position)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        uint64_t nv = next_use(vm, ev->action.handle, at, position);
+        for (size_t i = 0; i < vm->ninflight; i++)
+            for (size_t k = 0; k < vm->inflight[i].nh; k++) {
+                fhr_handle h = vm->inflight[i].hs[k];
+                int needed = 0;
+                for (size_t j = 0; j < q->nrq && !needed; j++)
+                    needed = fhr_handle_equal(q->rq[j].handle, h);
+                if (!needed && next_use(vm, h, at, position) > nv)
+                    return 1;
+            }
+    }
+    return 0;
 }
 
 /* An infeasible decision that waiting can fix: a short location whose protected copies
@@ -160,16 +237,6 @@ static int waiting_helps(const fhr_decision *d)
 
 /* ---- one request ----------------------------------------------------------------------- */
 
-typedef struct req_parts {
-    fhr_requirement *rq;
-    size_t *rq_pc;
-    size_t nrq;
-    fhr_reservation *res;
-    size_t nres;
-    vm_run *runs;
-    size_t nruns;
-    fhr_location *at;
-} req_parts;
 
 static void parts_free(req_parts *q)
 {
@@ -294,6 +361,12 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             fhr_decision_destroy(d);
             break;
         }
+        if (!vm->explain && vm->ninflight && attempt < 64 &&
+            strcmp(fhr_decision_policy(d), "lookahead") == 0 && regrets(vm, d, &q, position)) {
+            fhr_decision_destroy(d);
+            inflight_wait_oldest(vm);
+            continue;
+        }
         fhr_stream_map xs[FHR_LOC_SLOTS];
         const fhr_plan *plan = fhr_decision_plan(d);
         size_t nxs = transfer_map(vm, plan, xs);
@@ -325,7 +398,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 fhr_error_clear(&e2);
             }
         } else if (q.nruns) {
-            inflight_push(vm, q.at[0]);
+            inflight_push(vm, q.at[0], q.rq, q.nrq);
         }
         break;
     }

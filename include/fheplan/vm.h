@@ -53,10 +53,12 @@ typedef struct rplan_vm_opts {
      * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
     int policy_override;
     /* Prefetch: the host issues a request's transfers while earlier requests' bodies
-     * still run, with at most prefetch_depth of them in flight (0: the default, 2).
-     * Running further ahead leaves more copies protected by work in flight when a
-     * policy picks victims, which costs the lookahead policy its optimality.
-     * serial = 1: no prefetch (each request waits for the previous body). */
+     * still run, with at most prefetch_depth of them in flight (0: the default, 8).
+     * Copies read by work in flight cannot be evicted; under the lookahead policy the
+     * VM waits for the oldest body and decides again whenever a decision would evict a
+     * copy needed sooner than one that only work in flight keeps, so running ahead
+     * never costs bytes. serial = 1: no prefetch (each request waits for earlier
+     * bodies). */
     unsigned prefetch_depth;
     int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
