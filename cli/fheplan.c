@@ -557,7 +557,7 @@ static int cmd_check(cli *c)
             printf("%s: feasible\n", c->files[i]);
             for (size_t s = 0; s < rep->nstages; s++)
                 print_stage(&rep->stages[s], 1, 0);
-            printf("  predicted %s (%s policies): max(bodies %s modelled, transfers at %.1f "
+            printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
                    "GB/s pinned)\n",
                    fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
                    fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);

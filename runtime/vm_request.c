@@ -182,7 +182,7 @@ static int inflight_wait_oldest(rplan_vm *vm)
 }
 
 /* Drops completed entries from the front, then bounds how far the host runs ahead:
- * at most prefetch_depth requests' bodies in flight (default 8); serial: none. */
+ * at most prefetch_depth requests' bodies in flight (default 256); serial: none. */
 static void inflight_bound(rplan_vm *vm)
 {
     while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
@@ -190,14 +190,17 @@ static void inflight_bound(rplan_vm *vm)
         memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
         vm->ninflight--;
     }
-    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : 8;
+    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : 256;
     while (vm->ninflight > limit)
         inflight_wait_oldest(vm);
 }
 
 /* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
- * decision regrets that when it evicts a copy needed sooner than one that only work in
- * flight keeps: waiting for that work and deciding again then moves fewer bytes. */
+ * decision regrets that when it evicts a copy needed sooner than one that only older
+ * work in flight keeps: waiting for that work and deciding again then moves fewer
+ * bytes. The newest body is exempt: waiting for it would put every transfer behind the
+ * body before it (no overlap at all); evicting around it is what double buffering
+ * costs, at most a load per request and in practice a few in all (bench/README.md). */
 static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
                    uint64_t position)
 {
@@ -206,7 +209,7 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
         fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
-        for (size_t i = 0; i < vm->ninflight; i++)
+        for (size_t i = 0; i + 1 < vm->ninflight; i++)
             for (size_t k = 0; k < vm->inflight[i].nh; k++) {
                 fhr_handle h = vm->inflight[i].hs[k];
                 int needed = 0;

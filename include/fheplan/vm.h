@@ -53,12 +53,13 @@ typedef struct rplan_vm_opts {
      * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
     int policy_override;
     /* Prefetch: the host issues a request's transfers while earlier requests' bodies
-     * still run, with at most prefetch_depth of them in flight (0: the default, 8).
+     * still run, with at most prefetch_depth of them in flight (0: the default, 256).
      * Copies read by work in flight cannot be evicted; under the lookahead policy the
      * VM waits for the oldest body and decides again whenever a decision would evict a
-     * copy needed sooner than one that only work in flight keeps, so running ahead
-     * never costs bytes. serial = 1: no prefetch (each request waits for earlier
-     * bodies). */
+     * copy needed sooner than one that only older work keeps (the newest body is
+     * exempt, or transfers could never overlap it), so running ahead costs at most the
+     * bytes of double buffering. serial = 1: no prefetch (each request waits for
+     * earlier bodies). */
     unsigned prefetch_depth;
     int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
