@@ -743,7 +743,7 @@ static fhr_status body_fail(const vm_run *r, fhr_status st, fhr_error *err, cons
 }
 
 /* Predicted time of one body from the kernel model (see rplan_vm_opts.device_gbps). */
-static double model_body(const rplan_vm *vm, const vm_run *r)
+double vm_model_body(const rplan_vm *vm, const vm_run *r)
 {
     double gbps = vm->o.device_gbps;
     const char *env = getenv("FHEPLAN_DEVICE_GBPS");
@@ -805,7 +805,7 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         }
         if (strcmp(r->in->str, "verify") == 0)
             vm->checks_total += r->nvals;
-        double model = model_body(vm, r);
+        double model = vm_model_body(vm, r);
         FOR_OPEN_RECORDS(vm, rec)
         rec->model_body_s += model;
         if (vm->explain)
@@ -1284,7 +1284,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (st) {
         set_failure(vm, rep, st, -1, &e, NULL);
     } else {
-        rep->pinned_gbps = pinned_bandwidth(vm);
+        rep->pinned_gbps = vm->pinned_gbps = pinned_bandwidth(vm);
         if (!vm->explain)
             vm_sync_all(vm, NULL);
         vm->t_begin = vm_now_ns();

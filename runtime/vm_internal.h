@@ -117,7 +117,13 @@ struct rplan_vm {
     size_t npols;
     uint64_t req_pos;          /* position of the request being run (1-based) */
     /* bodies still in flight, oldest first: each request records one event */
-    struct vm_inflight { fhr_event *ev; fhr_handle hs[8]; size_t nh; } *inflight;
+    struct vm_inflight {
+        fhr_event *ev;
+        fhr_handle hs[8];
+        size_t nh;
+        double model_s; /* the bodies' modelled time */
+    } *inflight;
+    double pinned_gbps;        /* measured at the start of the run */
     size_t ninflight, capinflight;
     /* the known future, sorted by (serial, location slot, position), for next uses */
     fhr_future_use *future;
@@ -160,5 +166,7 @@ fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err
 fhr_status vm_fill(rplan_vm *vm, void *p, fhr_location loc, size_t n, const rplan_value_info *vi,
                    const void *from, fhr_stream *s, fhr_error *err);
 void vm_synth_host(void *p, size_t n, uint64_t seed);
+/* vm.c: predicted time of one body from the kernel model */
+double vm_model_body(const rplan_vm *vm, const vm_run *r);
 
 #endif

@@ -148,7 +148,8 @@ typedef struct req_parts {
 
 /* Records the end of a request's bodies on its compute stream, with the values they
  * read. */
-static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq)
+static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
+                          double model_s)
 {
     fhr_stream *s = vm->compute[fhr_loc_slot(loc)];
     fhr_event *ev = NULL;
@@ -163,6 +164,7 @@ static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement 
     struct vm_inflight *f = &vm->inflight[vm->ninflight++];
     f->ev = ev;
     f->nh = 0;
+    f->model_s = model_s;
     for (size_t i = 0; i < nrq && f->nh < 8; i++)
         f->hs[f->nh++] = rq[i].handle;
 }
@@ -196,11 +198,12 @@ static void inflight_bound(rplan_vm *vm)
 }
 
 /* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
- * decision regrets that when it evicts a copy needed sooner than one that only older
- * work in flight keeps: waiting for that work and deciding again then moves fewer
- * bytes. The newest body is exempt: waiting for it would put every transfer behind the
- * body before it (no overlap at all); evicting around it is what double buffering
- * costs, at most a load per request and in practice a few in all (bench/README.md). */
+ * decision regrets that when it evicts a copy needed again sooner than one that only
+ * older work in flight keeps, and waiting for that work (its modelled time) is cheaper
+ * than loading the victim again (its bytes at the pinned bandwidth): then the VM waits
+ * and decides again. The newest body is exempt: waiting for it would put every transfer
+ * behind the body before it (no overlap at all); evicting around it is what double
+ * buffering costs, a few loads in all (bench/README.md). */
 static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
                    uint64_t position)
 {
@@ -209,8 +212,13 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
         fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
-        for (size_t i = 0; i + 1 < vm->ninflight; i++)
-            for (size_t k = 0; k < vm->inflight[i].nh; k++) {
+        if (nv == UINT64_MAX)
+            continue; /* never needed again: nothing better to wait for */
+        double reload = vm->pinned_gbps > 0 ? (double)ev->nbytes / (vm->pinned_gbps * 1e9) : 0;
+        double wait = 0;
+        for (size_t i = 0; i + 1 < vm->ninflight && wait < reload; i++) {
+            wait += vm->inflight[i].model_s;
+            for (size_t k = 0; k < vm->inflight[i].nh && wait < reload; k++) {
                 fhr_handle h = vm->inflight[i].hs[k];
                 int needed = 0;
                 for (size_t j = 0; j < q->nrq && !needed; j++)
@@ -218,6 +226,7 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
                 if (!needed && next_use(vm, h, at, position) > nv)
                     return 1;
             }
+        }
     }
     return 0;
 }
@@ -401,7 +410,10 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 fhr_error_clear(&e2);
             }
         } else if (q.nruns) {
-            inflight_push(vm, q.at[0], q.rq, q.nrq);
+            double model = 0;
+            for (size_t k = 0; k < q.nruns; k++)
+                model += vm_model_body(vm, &q.runs[k]);
+            inflight_push(vm, q.at[0], q.rq, q.nrq, model);
         }
         break;
     }
