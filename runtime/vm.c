@@ -786,6 +786,37 @@ static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, 
     return FHR_OK;
 }
 
+/* Before timing starts: the streams, scratch and counters of every location a body may
+ * run at, and the first tally block, so that no run pays for creating them (a first
+ * pinned allocation may map a whole pool arena). */
+static void warm_up(rplan_vm *vm)
+{
+    uint64_t slots = (1ULL << fhr_loc_slot(fhr_loc_pinned())) | (1ULL << fhr_loc_slot(fhr_loc_host()));
+    for (size_t i = 0; i < vm->ninstr; i++)
+        if (vm->ins[i].has_loc && fhr_loc_slot(vm->ins[i].loc) >= 0)
+            slots |= 1ULL << fhr_loc_slot(vm->ins[i].loc);
+    int has_body = 0;
+    for (size_t i = 0; i < vm->ninstr && !has_body; i++)
+        has_body = vm->ins[i].op == RPLAN_OP_RUN;
+    for (int sl = 0; has_body && sl < FHR_LOC_SLOTS; sl++) {
+        if (!(slots & (1ULL << sl)))
+            continue;
+        fhr_location loc = fhr_loc_from_slot(sl);
+        if (loc.kind == FHR_LOC_CUDA && loc.index >= vm->b->ops->device_count(vm->b))
+            continue;
+        fhr_stream *s = vm_compute_stream(vm, loc, NULL);
+        if (s)
+            ensure_scratch(vm, loc, s, NULL);
+        if (loc.kind == FHR_LOC_CUDA)
+            vm_xfer_stream(vm, loc, NULL);
+    }
+    if (has_body && !vm->ntally_blocks) {
+        uint64_t *t = tally_slot(vm);
+        (void)t;
+        vm->tally_used = 0; /* keep the block; the slot was not used */
+    }
+}
+
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
                        int request, fhr_error *err)
 {
@@ -1285,8 +1316,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         set_failure(vm, rep, st, -1, &e, NULL);
     } else {
         rep->pinned_gbps = vm->pinned_gbps = pinned_bandwidth(vm);
-        if (!vm->explain)
+        if (!vm->explain) {
+            warm_up(vm);
             vm_sync_all(vm, NULL);
+        }
         vm->t_begin = vm_now_ns();
     }
     for (size_t pc = 0; pc < vm->ninstr && st == FHR_OK; pc++) {

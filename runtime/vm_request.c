@@ -183,27 +183,51 @@ static int inflight_wait_oldest(rplan_vm *vm)
     return 1;
 }
 
-/* Drops completed entries from the front, then bounds how far the host runs ahead:
- * at most prefetch_depth requests' bodies in flight (default 256); serial: none. */
-static void inflight_bound(rplan_vm *vm)
+/* Values read by bodies in flight that the next request does not itself require. */
+static size_t inflight_foreign(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
+{
+    fhr_handle seen[64];
+    size_t n = 0;
+    for (size_t i = 0; i < vm->ninflight; i++)
+        for (size_t k = 0; k < vm->inflight[i].nh; k++) {
+            fhr_handle h = vm->inflight[i].hs[k];
+            int dup = 0;
+            for (size_t j = 0; j < nrq && !dup; j++)
+                dup = fhr_handle_equal(rq[j].handle, h);
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = fhr_handle_equal(seen[j], h);
+            if (!dup && n < 64)
+                seen[n++] = h;
+        }
+    return n;
+}
+
+/* Drops completed entries from the front, then bounds how far the host runs ahead: by
+ * the distinct values that bodies in flight read beyond what the next request requires
+ * (prefetch_depth, default 4). Copies read by work in flight cannot be evicted, so this
+ * keeps a policy's choice of victims nearly free, while a run of requests sharing their
+ * values (EvalMod's relinearizations) never holds the host back and lets the transfers
+ * of what follows overlap it. Serial: no body in flight at all. */
+static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
 {
     while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
         vm->b->ops->event_destroy(vm->b, vm->inflight[0].ev);
         memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
         vm->ninflight--;
     }
-    size_t limit = vm->o.serial ? 0 : vm->o.prefetch_depth ? vm->o.prefetch_depth : 256;
-    while (vm->ninflight > limit)
+    size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : 4;
+    while (vm->ninflight && (vm->o.serial || vm->ninflight > 4096 ||
+                             inflight_foreign(vm, rq, nrq) > limit))
         inflight_wait_oldest(vm);
 }
 
 /* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
  * decision regrets that when it evicts a copy needed again sooner than one that only
- * older work in flight keeps, and waiting for that work (its modelled time) is cheaper
- * than loading the victim again (its bytes at the pinned bandwidth): then the VM waits
- * and decides again. The newest body is exempt: waiting for it would put every transfer
- * behind the body before it (no overlap at all); evicting around it is what double
- * buffering costs, a few loads in all (bench/README.md). */
+ * older work in flight keeps: then the VM waits for the oldest body and decides again,
+ * which keeps the lookahead policy at Belady's MIN. The newest body is exempt: waiting
+ * for it would put every transfer behind the body before it (no overlap at all);
+ * evicting around it is what double buffering costs, a few loads in all
+ * (bench/README.md). */
 static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
                    uint64_t position)
 {
@@ -214,11 +238,8 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
         if (nv == UINT64_MAX)
             continue; /* never needed again: nothing better to wait for */
-        double reload = vm->pinned_gbps > 0 ? (double)ev->nbytes / (vm->pinned_gbps * 1e9) : 0;
-        double wait = 0;
-        for (size_t i = 0; i + 1 < vm->ninflight && wait < reload; i++) {
-            wait += vm->inflight[i].model_s;
-            for (size_t k = 0; k < vm->inflight[i].nh && wait < reload; k++) {
+        for (size_t i = 0; i + 1 < vm->ninflight; i++)
+            for (size_t k = 0; k < vm->inflight[i].nh; k++) {
                 fhr_handle h = vm->inflight[i].hs[k];
                 int needed = 0;
                 for (size_t j = 0; j < q->nrq && !needed; j++)
@@ -226,7 +247,6 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
                 if (!needed && next_use(vm, h, at, position) > nv)
                     return 1;
             }
-        }
     }
     return 0;
 }
@@ -351,7 +371,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
     }
     fhr_request req = {rin->str, q.rq, q.nrq, q.res, q.nres, position};
     if (!vm->explain)
-        inflight_bound(vm);
+        inflight_bound(vm, q.rq, q.nrq);
     for (int attempt = 0;; attempt++) {
         fhr_decision *d = NULL;
         st = fhr_decide(vm->ctls[rin->policy], &req, &d, err);

@@ -53,13 +53,13 @@ typedef struct rplan_vm_opts {
      * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
     int policy_override;
     /* Prefetch: the host issues a request's transfers while earlier requests' bodies
-     * still run, with at most prefetch_depth of them in flight (0: the default, 256).
-     * Copies read by work in flight cannot be evicted; under the lookahead policy the
-     * VM waits for the oldest body and decides again whenever a decision would evict a
-     * copy needed sooner than one that only older work keeps (the newest body is
-     * exempt, or transfers could never overlap it), so running ahead costs at most the
-     * bytes of double buffering. serial = 1: no prefetch (each request waits for
-     * earlier bodies). */
+     * still run. It runs ahead while the bodies in flight read at most prefetch_depth
+     * distinct values that the next request does not require (0: the default, 4):
+     * copies read by work in flight cannot be evicted, so this keeps a policy's choice
+     * of victims nearly free, while a run of requests sharing their values never holds
+     * the host back. Under the lookahead policy the VM also waits, rather than evict a
+     * copy needed sooner than one only older work in flight keeps. serial = 1: no
+     * prefetch (each request waits for earlier bodies). */
     unsigned prefetch_depth;
     int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
