@@ -223,9 +223,8 @@ static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
 
 /* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
  * decision regrets that when it evicts a copy needed again sooner than one that only
- * older work in flight keeps, and waiting for that work (its modelled time) costs less
- * than loading the victim again (its bytes at the pinned bandwidth): then the VM waits
- * for the oldest body and decides again. The newest body is exempt: waiting
+ * older work in flight keeps: then the VM waits for the oldest body and decides again,
+ * which keeps the lookahead policy at Belady's MIN. The newest body is exempt: waiting
  * for it would put every transfer behind the body before it (no overlap at all);
  * evicting around it is what double buffering costs, a few loads in all
  * (bench/README.md). */
@@ -239,26 +238,13 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
         if (nv == UINT64_MAX)
             continue; /* never needed again: nothing better to wait for */
-        double reload = vm->pinned_gbps > 0 ? (double)ev->nbytes / (vm->pinned_gbps * 1e9) : 0;
         for (size_t i = 0; i + 1 < vm->ninflight; i++)
             for (size_t k = 0; k < vm->inflight[i].nh; k++) {
                 fhr_handle h = vm->inflight[i].hs[k];
                 int needed = 0;
                 for (size_t j = 0; j < q->nrq && !needed; j++)
                     needed = fhr_handle_equal(q->rq[j].handle, h);
-                if (needed || next_use(vm, h, at, position) <= nv)
-                    continue;
-                /* h frees when the last older body reading it is done: waiting must
-                 * cost less than loading the victim again */
-                size_t last = i;
-                for (size_t i3 = i + 1; i3 + 1 < vm->ninflight; i3++)
-                    for (size_t k3 = 0; k3 < vm->inflight[i3].nh; k3++)
-                        if (fhr_handle_equal(vm->inflight[i3].hs[k3], h))
-                            last = i3;
-                double wait = 0;
-                for (size_t i3 = 0; i3 <= last; i3++)
-                    wait += vm->inflight[i3].model_s;
-                if (wait < reload || reload == 0)
+                if (!needed && next_use(vm, h, at, position) > nv)
                     return 1;
             }
     }
