@@ -37,6 +37,7 @@ typedef struct cli {
     const char *out;
     const char **files;
     size_t nfiles;
+    uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
 } cli;
 
 static int usage(const char *fmt, const char *arg)
@@ -187,7 +188,9 @@ static int load_input(const cli *c, const char *path, input *in, int quiet_diags
         if (in->p && rplan_source_name(in->p)[0])
             in->text = slurp(rplan_source_name(in->p), &in->len);
     } else {
-        rplan_compile_opts o = {path, c->budgets, c->nbudgets, 0};
+        rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
+                                .nbudget_override = c->nbudgets, .rank = c->rank,
+                                .world_size = c->world_size};
         in->text = buf;
         in->len = len;
         st = rplan_compile(buf, len, &o, &in->p, in->d);
