@@ -124,7 +124,7 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc). Nothing happens when everything is present.
+# mandoc, and Open MPI unless MPI=0). Nothing happens when everything is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
@@ -134,6 +134,7 @@ deps:
 	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
