@@ -150,12 +150,12 @@ MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
 PCDIR     = $(LIBDIR)/pkgconfig
 
-$(BUILD)/fheplan.pc: Makefile
+$(BUILD)/fheplan.pc: Makefile FORCE # PREFIX may differ from the last build
 	@mkdir -p $(dir $@)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: fheplan' 'Description: residency manager and plan runtime for FHE values on CUDA' \
 	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lfheplan' \
-	  'Libs.private: -lcjson -lpthread -lm $(CUDA_LIBS)' 'Requires.private: libcjson' \
+	  'Libs.private: $(LDLIBS)' 'Requires.private: libcjson' \
 	  'Cflags: -I$${includedir}' > $@
 
 install: all $(BUILD)/fheplan.pc

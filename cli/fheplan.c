@@ -735,7 +735,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
         return EX_OK;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        puts("fheplan 0.1.0");
+        printf("fheplan %s%s\n", fhr_version(), fp_world_have_mpi() ? " (MPI)" : "");
         return EX_OK;
     }
     int is_check = !strcmp(cmd, "check"), is_run = !strcmp(cmd, "run"),
