@@ -37,6 +37,7 @@ CLI_SRCS   := $(wildcard cli/*.c)
 UNIT_SRCS  := $(wildcard tests/unit/*.c)
 TEST_LIBS  := -lcriterion
 
+.DEFAULT_GOAL := all
 -include mk/*.mk
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \

@@ -682,20 +682,24 @@ static void decl_const(S *s, rp_node *n)
 
 static void decl_policy(S *s, rp_node *n)
 {
-    static const char *const kinds[] = {"tiered_lru"};
-    if (strcmp(n->text2, "tiered_lru") != 0) {
+    static const char *const kinds[] = {"tiered_lru", "lookahead"};
+    uint32_t kind = strcmp(n->text2, "tiered_lru") == 0  ? RPLAN_POLICY_TIERED_LRU
+                    : strcmp(n->text2, "lookahead") == 0 ? RPLAN_POLICY_LOOKAHEAD
+                                                         : 0;
+    if (!kind) {
         rp_loc l = n->a->loc;
-        const char *sug = rp_suggest(n->text2, kinds, 1);
+        const char *sug = rp_suggest(n->text2, kinds, 2);
         if (sug)
             ERR(s, l, "unknown policy kind '%s'; did you mean '%s'?", n->text2, sug);
         else
-            ERR(s, l, "unknown policy kind '%s' (the built-in kind is tiered_lru)", n->text2);
+            ERR(s, l, "unknown policy kind '%s' (the built-in kinds are tiered_lru and lookahead)",
+                n->text2);
         return;
     }
     if (check_new_name(s, n->text, n->loc))
         return;
     rplan_program *p = s->p;
-    rp_policyrec pr = {0, 1, p->nchains, 0};
+    rp_policyrec pr = {0, kind, p->nchains, 0};
     int ok = 1;
     uint8_t firsts[8];
     for (rp_node *ch = n->c->a; ch; ch = ch->next) {

@@ -200,7 +200,7 @@ static void peak_update(rplan_stage_report *r, fhr_location loc, uint64_t v, int
 void vm_sample_peaks(rplan_vm *vm)
 {
     fhr_snapshot *s = NULL;
-    if (fhr_snapshot_take(vm->m, &s, NULL) != FHR_OK)
+    if (fhr_snapshot_take_placement(vm->m, &s, NULL) != FHR_OK)
         return;
     for (size_t i = 0; i < s->nlocs; i++) {
         const fhr_loc_stats *l = &s->locs[i];
@@ -233,6 +233,60 @@ static uint64_t read_failures(rplan_vm *vm)
     return total;
 }
 
+/* A pinned slot of 4 words: [0..1] the counter snapshot, [2] the counter's address. */
+static uint64_t *tally_slot(rplan_vm *vm)
+{
+    if (!vm->ntally_blocks || vm->tally_used == VM_TALLY_BLOCK) {
+        void *blk = NULL;
+        if (vm->b->ops->alloc(vm->b, fhr_loc_pinned(), VM_TALLY_BLOCK * 32, NULL, &blk, NULL))
+            return NULL;
+        uint64_t **n = realloc(vm->tally_blocks, (vm->ntally_blocks + 1) * sizeof *n);
+        if (!n) {
+            vm->b->ops->free(vm->b, fhr_loc_pinned(), blk, VM_TALLY_BLOCK * 32, NULL);
+            return NULL;
+        }
+        memset(blk, 0, VM_TALLY_BLOCK * 32);
+        vm->tally_blocks = n;
+        vm->tally_blocks[vm->ntally_blocks++] = blk;
+        vm->tally_used = 0;
+    }
+    return vm->tally_blocks[vm->ntally_blocks - 1] + 4 * vm->tally_used++;
+}
+
+static void tally_copy(void *arg)
+{
+    uint64_t *t = arg;
+    const uint64_t *src = (const uint64_t *)(uintptr_t)t[2];
+    t[0] = src[0];
+    t[1] = src[1];
+}
+
+/* Snapshots every verify counter into a tally of stage record `stage`, in the order of
+ * its compute stream (no host wait); sign +1 at the stage's close, -1 at its opening. */
+static void tally_counters(rplan_vm *vm, int stage, int sign)
+{
+    if (vm->explain)
+        return;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (!vm->counter[i] || !vm->compute[i])
+            continue;
+        uint64_t *slot = tally_slot(vm);
+        if (!slot || !fhr_grow((void **)&vm->tallies, &vm->captallies, vm->ntallies,
+                               sizeof *vm->tallies, 16))
+            continue; /* out of memory: this stage's failures stay uncounted */
+        fhr_location loc = fhr_loc_from_slot(i);
+        slot[2] = (uint64_t)(uintptr_t)vm->counter[i];
+        fhr_status st;
+        if (loc.kind == FHR_LOC_CUDA && vm->is_cuda)
+            st = vm->b->ops->copy(vm->b, slot, fhr_loc_pinned(), vm->counter[i], loc, 16,
+                                  vm->compute[i], NULL);
+        else
+            st = vm->b->ops->launch_host(vm->b, vm->compute[i], tally_copy, slot, NULL);
+        if (st == FHR_OK)
+            vm->tallies[vm->ntallies++] = (struct vm_tally){stage, sign, slot};
+    }
+}
+
 static fhr_status stage_open(rplan_vm *vm, const char *name, int top)
 {
     if (vm->depth >= VM_MAX_STAGE_DEPTH)
@@ -243,6 +297,14 @@ static fhr_status stage_open(rplan_vm *vm, const char *name, int top)
         if (!n)
             return FHR_E_NOMEM;
         vm->stages = n;
+        uint64_t *a = realloc(vm->stage_t0, cap * sizeof *a);
+        if (!a)
+            return FHR_E_NOMEM;
+        vm->stage_t0 = a;
+        uint64_t *b = realloc(vm->stage_t1, cap * sizeof *b);
+        if (!b)
+            return FHR_E_NOMEM;
+        vm->stage_t1 = b;
         vm->capstages = cap;
     }
     rplan_stage_report *r = &vm->stages[vm->nstages];
@@ -263,12 +325,14 @@ static fhr_status stage_open(rplan_vm *vm, const char *name, int top)
         memcpy(r->name + pl + 1, name, nl);
         r->name[pl + 1 + nl] = 0;
     }
-    if (!vm->explain)
-        vm_sync_all(vm, NULL);
-    vm->stack[vm->depth] = (int)vm->nstages++;
+    /* No synchronisation: work of the previous stage may still run while this one's
+     * transfers start; a stage's time runs from here to its last marker. */
+    int rec = (int)vm->nstages++;
+    vm->stack[vm->depth] = rec;
     vm->stack_t0[vm->depth] = vm_now_ns();
-    vm->stack_fail0[vm->depth] = vm->explain ? 0 : read_failures(vm);
+    vm->stage_t0[rec] = vm->stage_t1[rec] = vm->stack_t0[vm->depth];
     vm->stack_checks0[vm->depth] = vm->checks_total;
+    tally_counters(vm, rec, -1);
     vm->depth++;
     vm->top_open = top;
     vm_sample_peaks(vm);
@@ -279,18 +343,40 @@ static void stage_close(rplan_vm *vm)
 {
     if (!vm->depth)
         return;
-    if (!vm->explain)
-        vm_sync_all(vm, NULL);
     vm_sample_peaks(vm);
     vm->depth--;
-    rplan_stage_report *r = &vm->stages[vm->stack[vm->depth]];
+    int rec = vm->stack[vm->depth];
+    rplan_stage_report *r = &vm->stages[rec];
     uint64_t t1 = vm_now_ns();
-    r->time_s = (double)(t1 - vm->stack_t0[vm->depth]) / 1e9;
+    if (t1 > vm->stage_t1[rec])
+        vm->stage_t1[rec] = t1;
     r->checks = vm->checks_total - vm->stack_checks0[vm->depth];
-    if (!vm->explain)
-        r->check_failures = read_failures(vm) - vm->stack_fail0[vm->depth];
-    vm_add_slice(vm, vm->stack_t0[vm->depth], t1, 0, "stage", r->name);
+    tally_counters(vm, rec, +1);
     vm->top_open = 0;
+}
+
+/* After the final synchronisation: stage times from the markers of their work, and
+ * verify failures from the tallies. */
+static void stage_resolve(rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->nmarks; i++) {
+        const vm_mark *mk = vm->marks[i];
+        for (size_t k = 0; k < mk->nstages; k++) {
+            int rec = mk->stages[k];
+            if ((size_t)rec < vm->nstages && mk->t1 > vm->stage_t1[rec])
+                vm->stage_t1[rec] = mk->t1;
+        }
+    }
+    for (size_t i = 0; i < vm->ntallies; i++) {
+        const struct vm_tally *t = &vm->tallies[i];
+        if ((size_t)t->stage < vm->nstages)
+            vm->stages[t->stage].check_failures += (uint64_t)((int64_t)t->sign * (int64_t)t->slot[0]);
+    }
+    for (size_t rec = 0; rec < vm->nstages; rec++) {
+        rplan_stage_report *r = &vm->stages[rec];
+        r->time_s = (double)(vm->stage_t1[rec] - vm->stage_t0[rec]) / 1e9;
+        vm_add_slice(vm, vm->stage_t0[rec], vm->stage_t1[rec], 0, "stage", r->name);
+    }
 }
 
 /* Work outside any stage is reported under "(top level)". */
@@ -426,7 +512,9 @@ static double pinned_bandwidth(rplan_vm *vm)
     const char *env = getenv("FHEPLAN_PINNED_GBPS");
     if (env && atof(env) > 0)
         return atof(env);
-    if (vm->explain || vm->b->ops->device_count(vm->b) < 1)
+    if (vm->explain)
+        return 55.5; /* pinned -> cuda, medians measured on an H200 (bench/README.md) */
+    if (vm->b->ops->device_count(vm->b) < 1)
         return 0;
     size_t n = vm->is_cuda ? (size_t)256 << 20 : (size_t)32 << 20;
     fhr_location dev = fhr_loc_cuda(0), pin = fhr_loc_pinned();
@@ -543,6 +631,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     if (!vm)
         return;
     vm_sync_all(vm, NULL);
+    vm_requests_teardown(vm);
     for (size_t i = 0; i < vm->nholds; i++)
         fhr_hold_destroy(vm->holds[i].hd);
     if (vm->m)
@@ -555,6 +644,12 @@ void rplan_vm_destroy(rplan_vm *vm)
         if (vm->counter[i])
             vm->b->ops->free(vm->b, loc, vm->counter[i], 16, s);
     }
+    for (size_t i = 0; i < vm->ntally_blocks; i++)
+        vm->b->ops->free(vm->b, fhr_loc_pinned(), vm->tally_blocks[i], VM_TALLY_BLOCK * 32, NULL);
+    free(vm->tally_blocks);
+    free(vm->tallies);
+    free(vm->stage_t0);
+    free(vm->stage_t1);
     for (size_t i = 0; i < vm->nvals; i++)
         if (vm->backing && vm->backing[i])
             vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i], (size_t)vm->vinfo[i].nbytes,
@@ -647,6 +742,29 @@ static fhr_status body_fail(const vm_run *r, fhr_status st, fhr_error *err, cons
     return st;
 }
 
+/* Predicted time of one body from the kernel model (see rplan_vm_opts.device_gbps). */
+static double model_body(const rplan_vm *vm, const vm_run *r)
+{
+    double gbps = vm->o.device_gbps;
+    const char *env = getenv("FHEPLAN_DEVICE_GBPS");
+    if (gbps <= 0)
+        gbps = env && atof(env) > 0 ? atof(env) : 3000.0;
+    uint64_t bytes = 0, repeat = 1, ns = 0;
+    for (size_t v = 0; v < r->nvals; v++)
+        bytes += vm->vinfo[r->vals[v]].nbytes;
+    for (size_t a = 0; a < r->nargs; a++) {
+        if (r->args[a].kind == RPLAN_ARG_DURATION)
+            ns += r->args[a].imm;
+        else if (r->args[a].kind == RPLAN_ARG_INT && r->args[a].imm > 0)
+            repeat = r->args[a].imm;
+    }
+    if (strcmp(r->in->str, "spin") == 0)
+        return (double)ns / 1e9;
+    if (strcmp(r->in->str, "ckks.keyswitch") != 0)
+        repeat = 1;
+    return (double)bytes * (double)repeat / (gbps * 1e9);
+}
+
 static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, fhr_error *err)
 {
     int slot = fhr_loc_slot(loc);
@@ -687,6 +805,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         }
         if (strcmp(r->in->str, "verify") == 0)
             vm->checks_total += r->nvals;
+        double model = model_body(vm, r);
+        FOR_OPEN_RECORDS(vm, rec)
+        rec->model_body_s += model;
         if (vm->explain)
             continue;
         fhr_location loc = at[k];
@@ -767,7 +888,7 @@ static void wait_consumers(rplan_vm *vm, const fhr_action *acts, size_t n)
 
 /* ---- scopes ------------------------------------------------------------------------ */
 
-fhr_status vm_exec_scope_plan(rplan_vm *vm, fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
+fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
                               size_t nruns, const fhr_location *at, int request,
                               fhr_report **rep_out, fhr_error *err)
@@ -1156,6 +1277,8 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     fhr_error e;
     fhr_error_init(&e);
     fhr_status st = setup_values(vm, &e);
+    if (st == FHR_OK)
+        st = vm_requests_setup(vm, &e);
     long fail_pc = -1;
     const char *fail_scope = NULL;
     if (st) {
@@ -1225,6 +1348,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         stage_close(vm);
     if (!vm->explain)
         vm_sync_all(vm, NULL);
+    stage_resolve(vm);
     /* body times from the markers (streams are synchronised) */
     for (size_t i = 0; i < vm->nmarks; i++) {
         vm_mark *mk = vm->marks[i];
@@ -1261,6 +1385,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->transfer_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
     rep->lower_bound_s = t->body_s > rep->transfer_s ? t->body_s : rep->transfer_s;
     rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
+    rep->predicted_s = t->model_body_s > rep->transfer_s ? t->model_body_s : rep->transfer_s;
     if (rep->ok && t->check_failures) {
         rep->ok = 0;
         rep->status = FHR_E_BACKEND;
@@ -1345,7 +1470,12 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
     }
     cJSON *t = cJSON_AddObjectToObject(o, "totals");
     stage_json(t, &r->total, r->explain);
-    if (!r->explain) {
+    cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
+    cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
+    if (r->explain) {
+        cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
+        cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
+    } else {
         cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
         cJSON_AddNumberToObject(t, "compute_s", r->total.body_s);
         cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);

@@ -4,8 +4,10 @@
 #define FHEPLAN_VM_INTERNAL_H
 
 #include "fheplan/vm.h"
+#include "fheplan/controller.h"
 
 #define VM_MAX_STAGE_DEPTH 32
+#define VM_TALLY_BLOCK 256
 
 /* Opcode numbers and their statement class, from the one opcode table. */
 enum vm_opcode {
@@ -89,8 +91,16 @@ struct rplan_vm {
     size_t nstages, capstages;
     int stack[VM_MAX_STAGE_DEPTH + 1];
     uint64_t stack_t0[VM_MAX_STAGE_DEPTH + 1];
-    uint64_t stack_fail0[VM_MAX_STAGE_DEPTH + 1];
     uint64_t stack_checks0[VM_MAX_STAGE_DEPTH + 1];
+    /* Stage records are timed without host waits: [t0, t1] from the host's opening to
+     * the last marker of its work, resolved once the run has synchronised. */
+    uint64_t *stage_t0, *stage_t1;
+    /* Verify-failure counters are read without host waits too: at stage boundaries the
+     * counters are copied, in stream order, into pinned tally slots read at the end. */
+    struct vm_tally { int stage; int sign; uint64_t *slot; } *tallies;
+    size_t ntallies, captallies;
+    uint64_t **tally_blocks;   /* pinned blocks of VM_TALLY_BLOCK slots (4 words each) */
+    size_t ntally_blocks, tally_used;
     size_t depth;
     int top_open;              /* the innermost open record is a "(top level)" one */
     rplan_stage_report total;
@@ -101,6 +111,14 @@ struct rplan_vm {
     size_t nslices, capslices;
     size_t scopes_total, scopes_done;
     uint64_t bytes_moved;
+    /* requests: one policy and controller per program policy; the known future */
+    fhr_policy **pols;
+    fhr_controller **ctls;
+    size_t npols;
+    uint64_t req_pos;          /* position of the request being run (1-based) */
+    /* bodies still in flight, oldest first: each request records one event */
+    struct vm_inflight { fhr_event *ev; } *inflight;
+    size_t ninflight, capinflight;
 };
 
 /* vm.c */
@@ -114,7 +132,7 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                        int request, fhr_error *err);
 fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
                           fhr_error *err);
-fhr_status vm_exec_scope_plan(rplan_vm *vm, fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
+fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
                               size_t nruns, const fhr_location *at, int request,
                               fhr_report **rep_out, fhr_error *err);
@@ -124,8 +142,11 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
 void vm_mark_begin(void *arg);
 void vm_mark_end(void *arg);
 
-/* vm_request.c: executes REQUEST pc..END (controller semantics). */
+/* vm_request.c: the program's policies and controllers (after the values exist), the
+ * execution of REQUEST pc..END through the controller, and their teardown. */
+fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
+void vm_requests_teardown(rplan_vm *vm);
 
 /* vm_kernels.c */
 fhr_status vm_register_builtins(rplan_vm *vm, fhr_error *err);

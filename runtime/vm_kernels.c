@@ -107,6 +107,64 @@ void vm_synth_host(void *p, size_t n, uint64_t seed)
             pthread_join(th[i], NULL);
 }
 
+/* 1 when bytes [off, end) of p differ from the synthetic (or zero) content. */
+static int verify_range(const unsigned char *p, size_t off, size_t end, int synth, uint64_t seed)
+{
+    size_t w = off / 8;
+    for (; off + 8 <= end; off += 8, w++) {
+        uint64_t x, want = synth ? rplan_synth_word(seed, w) : 0;
+        memcpy(&x, p + off, 8);
+        if (x != want)
+            return 1;
+    }
+    if (off < end) {
+        uint64_t want = synth ? rplan_synth_word(seed, w) : 0;
+        for (size_t k = 0; off + k < end; k++)
+            if (p[off + k] != (unsigned char)(want >> (8 * k)))
+                return 1;
+    }
+    return 0;
+}
+
+typedef struct verify_part {
+    const unsigned char *p;
+    size_t off, end;
+    int synth, bad;
+    uint64_t seed;
+} verify_part;
+
+static void *verify_thread(void *arg)
+{
+    verify_part *vp = arg;
+    vp->bad = verify_range(vp->p, vp->off, vp->end, vp->synth, vp->seed);
+    return NULL;
+}
+
+/* Recomputes and compares, on several threads for large values. */
+static int verify_host(const unsigned char *p, size_t n, int synth, uint64_t seed)
+{
+    enum { NT = 8 };
+    if (n < ((size_t)8 << 20))
+        return verify_range(p, 0, n, synth, seed);
+    pthread_t th[NT];
+    verify_part parts[NT];
+    int started[NT] = {0}, bad = 0;
+    size_t chunk = (n / NT + 7) / 8 * 8;
+    for (int i = 0; i < NT; i++) {
+        size_t off = (size_t)i * chunk, end = off + chunk < n ? off + chunk : n;
+        parts[i] = (verify_part){p, off < n ? off : n, end, synth, 0, seed};
+        started[i] = pthread_create(&th[i], NULL, verify_thread, &parts[i]) == 0;
+        if (!started[i])
+            verify_thread(&parts[i]);
+    }
+    for (int i = 0; i < NT; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        bad |= parts[i].bad;
+    }
+    return bad;
+}
+
 /* ---- host jobs (run on a stream through launch_host; each frees itself) ------------- */
 
 enum { JOB_FILL, JOB_TOUCH, JOB_VERIFY, JOB_SPIN, JOB_KEYSWITCH };
@@ -145,23 +203,10 @@ static void run_job(void *arg)
         __atomic_fetch_xor(j->counter, acc, __ATOMIC_RELAXED);
         break;
     }
-    case JOB_VERIFY: {
-        int bad = 0;
-        size_t w = 0, off = 0;
-        for (; off + 8 <= j->n && !bad; off += 8, w++) {
-            uint64_t x, want = j->synth ? rplan_synth_word(j->seed, w) : 0;
-            memcpy(&x, j->src + off, 8);
-            bad = x != want;
-        }
-        if (!bad && off < j->n) {
-            uint64_t want = j->synth ? rplan_synth_word(j->seed, w) : 0;
-            for (size_t k = 0; off + k < j->n; k++)
-                bad |= j->src[off + k] != (unsigned char)(want >> (8 * k));
-        }
-        if (bad)
+    case JOB_VERIFY:
+        if (verify_host(j->src, j->n, j->synth, j->seed))
             __atomic_fetch_add(j->counter, 1, __ATOMIC_RELAXED);
         break;
-    }
     case JOB_SPIN: {
         struct timespec ts = {(time_t)(j->ns / 1000000000ULL), (long)(j->ns % 1000000000ULL)};
         while (nanosleep(&ts, &ts) != 0)

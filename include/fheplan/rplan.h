@@ -118,8 +118,14 @@ typedef struct rplan_value_info {
     uint32_t line, col;              /* declaration */
 } rplan_value_info;
 
+typedef enum rplan_policy_kind {
+    RPLAN_POLICY_TIERED_LRU = 1, /* least recently used first (fhr_policy_tiered_lru_create) */
+    RPLAN_POLICY_LOOKAHEAD = 2   /* farthest next use first (fhr_policy_lookahead_create) */
+} rplan_policy_kind;
+
 typedef struct rplan_policy_info {
     const char *name;
+    rplan_policy_kind kind;
     size_t nchains;
     /* chain i: chain_len[i] locations, first the preferred one, then its fallbacks */
     size_t chain_len[8];
