@@ -125,7 +125,7 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc). Nothing happens when everything is present.
+# mandoc, and Open MPI unless MPI=0). Nothing happens when everything is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
@@ -135,6 +135,7 @@ deps:
 	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
+	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -150,12 +151,12 @@ MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
 PCDIR     = $(LIBDIR)/pkgconfig
 
-$(BUILD)/fheplan.pc: Makefile
+$(BUILD)/fheplan.pc: Makefile FORCE # PREFIX may differ from the last build
 	@mkdir -p $(dir $@)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: fheplan' 'Description: residency manager and plan runtime for FHE values on CUDA' \
 	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lfheplan' \
-	  'Libs.private: -lcjson -lpthread -lm $(CUDA_LIBS)' 'Requires.private: libcjson' \
+	  'Libs.private: $(LDLIBS)' 'Requires.private: libcjson' \
 	  'Cflags: -I$${includedir}' > $@
 
 install: all $(BUILD)/fheplan.pc

@@ -68,7 +68,8 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
 {
     memset(r, 0, sizeof *r);
     fhr_budget bud = {fhr_loc_cuda(0), budget};
-    rplan_compile_opts co = {"ckks-bootstrap.rplan", &bud, 1, 1};
+    rplan_compile_opts co = {.filename = "ckks-bootstrap.rplan", .budget_override = &bud,
+                             .nbudget_override = 1, .strip_source = 1};
     rplan_program *p = NULL;
     rplan_diags *d = rplan_diags_new();
     if (rplan_compile(src, strlen(src), &co, &p, d) != FHR_OK) {

@@ -6,6 +6,7 @@
 #include "fheplan/residency.h"
 #include "fheplan/rplan.h"
 #include "fheplan/vm.h"
+#include "world.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -18,7 +19,7 @@ enum { EX_OK = 0, EX_FAIL = 1, EX_NOINPUT_ = 2, EX_USAGE_ = 64, EX_SOFTWARE_ = 7
 
 static const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--json] FILE...\n"
+    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--trace FILE]\n"
     "                   [--json] [--quiet] FILE\n"
@@ -45,6 +46,7 @@ typedef struct cli {
     double pinned_gbps, device_gbps;
     int has_min_budget;
     fhr_location min_budget;
+    uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
 } cli;
 
 static int usage(const char *fmt, const char *arg)
@@ -195,7 +197,9 @@ static int load_input(const cli *c, const char *path, input *in, int quiet_diags
         if (in->p && rplan_source_name(in->p)[0])
             in->text = slurp(rplan_source_name(in->p), &in->len);
     } else {
-        rplan_compile_opts o = {path, c->budgets, c->nbudgets, 0};
+        rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
+                                .nbudget_override = c->nbudgets, .rank = c->rank,
+                                .world_size = c->world_size};
         in->text = buf;
         in->len = len;
         st = rplan_compile(buf, len, &o, &in->p, in->d);
@@ -250,12 +254,17 @@ static cJSON *diags_json(const rplan_diags *d)
     return a;
 }
 
+/* Where print_json writes: stdout, or a buffer while one MPI rank or world-size check
+ * collects its document (world_run, world_check). */
+static FILE *json_out;
+
 static void print_json(cJSON *o)
 {
     char *s = cJSON_Print(o);
+    FILE *out = json_out ? json_out : stdout;
     if (s) {
-        fputs(s, stdout);
-        fputc('\n', stdout);
+        fputs(s, out);
+        fputc('\n', out);
         free(s);
     }
 }
@@ -376,7 +385,9 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
         bud[nb++] = extra[i];
     rplan_diags *d = rplan_diags_new();
     rplan_program *p = NULL;
-    rplan_compile_opts co = {in->path, bud, nb, 1};
+    rplan_compile_opts co = {.filename = in->path, .budget_override = bud,
+                             .nbudget_override = nb, .strip_source = 1,
+                             .rank = c->rank, .world_size = c->world_size};
     fhr_status st = d && in->text ? rplan_compile(in->text, in->len, &co, &p, d) : FHR_E_NOMEM;
     rplan_diags_free(d);
     if (st == FHR_E_INFEASIBLE || st == FHR_E_INVALID)
@@ -776,6 +787,119 @@ static int cmd_disasm(cli *c)
     return rc;
 }
 
+/* ---- several ranks ------------------------------------------------------------------ */
+
+/* One rank of an MPI run: runs with its rank constants, its report collected as JSON
+ * (diagnostics included) instead of printed; every rank then reaches the gather, failed
+ * or not, and rank 0 prints the combined report (cli/world.c). */
+static int world_run(cli *c, const fp_world *w)
+{
+    char *doc = NULL, trace[1024];
+    size_t len = 0;
+    int json = c->json;
+    c->json = 1;
+    c->quiet |= w->rank != 0;
+    c->rank = (uint32_t)w->rank;
+    c->world_size = (uint32_t)w->size;
+    if (c->trace) { /* one trace per rank: boot.json -> boot.rank1.json */
+        const char *dot = strrchr(c->trace, '.');
+        int stem = dot && !strchr(dot, '/') ? (int)(dot - c->trace) : (int)strlen(c->trace);
+        snprintf(trace, sizeof trace, "%.*s.rank%d%s", stem, c->trace, w->rank,
+                 c->trace + stem);
+        c->trace = trace;
+    }
+    json_out = open_memstream(&doc, &len);
+    int rc = json_out ? cmd_run(c) : EX_SOFTWARE_;
+    if (json_out)
+        fclose(json_out);
+    json_out = NULL;
+    char *mine = fp_world_rank_doc(w, rc, doc);
+    free(doc);
+    char **all = fp_world_gather(w, mine);
+    free(mine);
+    if (w->rank != 0)
+        return rc;
+    if (!all)
+        return EX_SOFTWARE_;
+    if (!json)
+        printf("fheplan run %s on %d ranks\n", c->files[0], w->size);
+    int wrc = fp_world_print_run(c->files[0], w->size, all, json, c->colour);
+    for (int r = 0; r < w->size; r++)
+        free(all[r]);
+    free(all);
+    return wrc;
+}
+
+/* check --world-size N: the plans once per rank 0..N-1, each compiled with its rank
+ * constants and dry-run on its own. Text: each rank's usual check output under a
+ * "rank R of N" line, then one line per rejected rank; JSON: one document with
+ * {"world_size", "feasible", "ranks": [{"rank", "feasible", "files"}]}. */
+static int world_check(cli *c)
+{
+    int worst = EX_OK, json = c->json;
+    uint32_t n = c->world_size;
+    cJSON *root = json ? cJSON_CreateObject() : NULL;
+    cJSON *ranks = root ? cJSON_CreateArray() : NULL;
+    char rejected[256] = "";
+    size_t used = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        c->rank = r;
+        char *doc = NULL;
+        size_t len = 0;
+        int rc;
+        if (json) {
+            json_out = open_memstream(&doc, &len);
+            rc = json_out ? cmd_check(c) : EX_SOFTWARE_;
+            if (json_out)
+                fclose(json_out);
+            json_out = NULL;
+            cJSON *d = doc ? cJSON_Parse(doc) : NULL;
+            if (!d)
+                d = cJSON_CreateObject();
+            cJSON *ro = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ro, "rank", r);
+            cJSON_AddBoolToObject(ro, "feasible", rc == EX_OK);
+            cJSON *files = cJSON_DetachItemFromObject(d, "files");
+            cJSON_AddItemToObject(ro, "files", files ? files : cJSON_CreateArray());
+            cJSON_AddItemToArray(ranks, ro);
+            cJSON_Delete(d);
+            free(doc);
+        } else {
+            printf("rank %u of %u:\n", r, n);
+            fflush(stdout);
+            rc = cmd_check(c);
+        }
+        if (rc != EX_OK && used < sizeof rejected - 16)
+            used += (size_t)snprintf(rejected + used, sizeof rejected - used, "%s%u",
+                                     used ? ", " : "", r);
+        if (rc > worst)
+            worst = rc;
+    }
+    if (root) {
+        cJSON_AddNumberToObject(root, "world_size", n);
+        cJSON_AddBoolToObject(root, "feasible", worst == EX_OK);
+        cJSON_AddItemToObject(root, "ranks", ranks);
+        print_json(root);
+        cJSON_Delete(root);
+    } else if (worst == EX_OK) {
+        printf("feasible on all %u ranks\n", n);
+    } else {
+        fprintf(stderr, "fheplan: rejected on rank%s %s of %u\n", strchr(rejected, ',') ? "s" : "",
+                rejected, n);
+    }
+    return worst;
+}
+
+static int parse_world_size(cli *c, const char *arg)
+{
+    char *end;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (end == arg || *end || v == 0 || v > 65536)
+        return usage("bad --world-size '%s' (want an integer 1..65536)", arg);
+    c->world_size = (uint32_t)v;
+    return 0;
+}
+
 /* ---- arguments ----------------------------------------------------------------------- */
 
 static int parse_budget(cli *c, const char *arg)
@@ -828,7 +952,19 @@ static int parse_uint(const char *arg, const char *opt, unsigned *out)
     return 0;
 }
 
+static int cli_main(int argc, char **argv, const fp_world *w);
+
 int main(int argc, char **argv)
+{
+    fp_world w;
+    if (fp_world_init(&argc, &argv, &w) != 0)
+        return EX_SOFTWARE_;
+    int rc = cli_main(argc, argv, &w);
+    fp_world_finish(&w);
+    return rc;
+}
+
+static int cli_main(int argc, char **argv, const fp_world *w)
 {
     if (argc < 2)
         return usage(NULL, NULL);
@@ -838,7 +974,7 @@ int main(int argc, char **argv)
         return EX_OK;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        puts("fheplan 0.1.0");
+        printf("fheplan %s%s\n", fhr_version(), fp_world_have_mpi() ? " (MPI)" : "");
         return EX_OK;
     }
     int is_check = !strcmp(cmd, "check"), is_run = !strcmp(cmd, "run"),
@@ -867,6 +1003,12 @@ int main(int argc, char **argv)
             dashdash = 1;
         } else if (!strcmp(a, "--json") && (is_check || is_run)) {
             c.json = 1;
+        } else if (!strcmp(a, "--world-size") && is_check) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_world_size(&c, argv[++i]);
+        } else if (!strncmp(a, "--world-size=", 13) && is_check) {
+            rc = parse_world_size(&c, a + 13);
         } else if (!strcmp(a, "--quiet") && is_run) {
             c.quiet = 1;
         } else if (!strcmp(a, "--no-source") && is_disasm) {
@@ -941,9 +1083,19 @@ int main(int argc, char **argv)
                  strncmp(c.device, "emu", 3))
             rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N)", c.device);
     }
-    if (!rc)
-        rc = is_check ? cmd_check(&c) : is_run ? cmd_run(&c) : is_compile ? cmd_compile(&c)
-                                                                          : cmd_disasm(&c);
+    if (!rc && w->mpi && is_run) {
+        rc = world_run(&c, w);
+    } else if (!rc && w->mpi && w->rank != 0) {
+        /* check, compile, disasm: rank 0 does them (check for every rank) */
+    } else if (!rc) {
+        if (is_check && w->mpi && !c.world_size)
+            c.world_size = (uint32_t)w->size;
+        rc = is_check && c.world_size > 1 ? world_check(&c)
+             : is_check                   ? cmd_check(&c)
+             : is_run                     ? cmd_run(&c)
+             : is_compile                 ? cmd_compile(&c)
+                                          : cmd_disasm(&c);
+    }
     fflush(stdout);
     free(c.files);
     return rc;
