@@ -37,6 +37,7 @@ CLI_SRCS   := $(wildcard cli/*.c)
 UNIT_SRCS  := $(wildcard tests/unit/*.c)
 TEST_LIBS  := -lcriterion
 
+.DEFAULT_GOAL := all
 -include mk/*.mk
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
@@ -125,8 +126,8 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc; clang and its libFuzzer runtime for the fuzz targets; valgrind). Nothing happens
-# when everything is present.
+# mandoc, and Open MPI unless MPI=0; clang and its libFuzzer runtime for the fuzz targets;
+# valgrind). Nothing happens when everything is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
@@ -140,6 +141,7 @@ deps:
 	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
 	  missing="$$missing libclang-rt-14-dev"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
 	  sudo=""; [ "$$(id -u)" = 0 ] || sudo=sudo; \
@@ -155,12 +157,12 @@ MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
 PCDIR     = $(LIBDIR)/pkgconfig
 
-$(BUILD)/fheplan.pc: Makefile
+$(BUILD)/fheplan.pc: Makefile FORCE # PREFIX may differ from the last build
 	@mkdir -p $(dir $@)
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: fheplan' 'Description: residency manager and plan runtime for FHE values on CUDA' \
 	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lfheplan' \
-	  'Libs.private: -lcjson -lpthread -lm $(CUDA_LIBS)' 'Requires.private: libcjson' \
+	  'Libs.private: $(LDLIBS)' 'Requires.private: libcjson' \
 	  'Cflags: -I$${includedir}' > $@
 
 install: all $(BUILD)/fheplan.pc

@@ -6,6 +6,7 @@
 #include "fheplan/residency.h"
 #include "fheplan/rplan.h"
 #include "fheplan/vm.h"
+#include "world.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
@@ -17,9 +18,11 @@
 enum { EX_OK = 0, EX_FAIL = 1, EX_NOINPUT_ = 2, EX_USAGE_ = 64, EX_SOFTWARE_ = 70 };
 
 static const char usage_text[] =
-    "usage: fheplan check [--budget LOC=SIZE]... [--json] FILE...\n"
+    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
+    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--trace FILE] [--json] [--quiet] FILE\n"
+    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--trace FILE]\n"
+    "                   [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
     "       fheplan --version | --help\n";
@@ -37,6 +40,13 @@ typedef struct cli {
     const char *out;
     const char **files;
     size_t nfiles;
+    int policy;          /* 0 as written, else an rplan_policy_kind for every policy */
+    int prefetch_set;
+    unsigned prefetch;   /* --prefetch N (0: serial) */
+    double pinned_gbps, device_gbps;
+    int has_min_budget;
+    fhr_location min_budget;
+    uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
 } cli;
 
 static int usage(const char *fmt, const char *arg)
@@ -187,7 +197,9 @@ static int load_input(const cli *c, const char *path, input *in, int quiet_diags
         if (in->p && rplan_source_name(in->p)[0])
             in->text = slurp(rplan_source_name(in->p), &in->len);
     } else {
-        rplan_compile_opts o = {path, c->budgets, c->nbudgets, 0};
+        rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
+                                .nbudget_override = c->nbudgets, .rank = c->rank,
+                                .world_size = c->world_size};
         in->text = buf;
         in->len = len;
         st = rplan_compile(buf, len, &o, &in->p, in->d);
@@ -242,12 +254,17 @@ static cJSON *diags_json(const rplan_diags *d)
     return a;
 }
 
+/* Where print_json writes: stdout, or a buffer while one MPI rank or world-size check
+ * collects its document (world_run, world_check). */
+static FILE *json_out;
+
 static void print_json(cJSON *o)
 {
     char *s = cJSON_Print(o);
+    FILE *out = json_out ? json_out : stdout;
     if (s) {
-        fputs(s, stdout);
-        fputc('\n', stdout);
+        fputs(s, out);
+        fputc('\n', out);
         free(s);
     }
 }
@@ -328,6 +345,146 @@ static int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rpl
     return (*rep)->ok ? EX_OK : EX_FAIL;
 }
 
+static void explain_opts(const cli *c, rplan_vm_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = RPLAN_VM_EXPLAIN;
+    o->budget_override = c->budgets;
+    o->nbudget_override = c->nbudgets;
+    o->unknown_as_touch = 1;
+    o->policy_override = c->policy;
+    o->pinned_gbps = c->pinned_gbps;
+    o->device_gbps = c->device_gbps;
+}
+
+static const char *policy_name(int kind)
+{
+    return kind == RPLAN_POLICY_LOOKAHEAD ? "lookahead"
+           : kind == RPLAN_POLICY_TIERED_LRU ? "tiered_lru"
+                                             : "as written";
+}
+
+static uint64_t moved_bytes(const rplan_stage_report *r)
+{
+    uint64_t m = r->load_bytes;
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        m += r->bytes[d];
+    return m;
+}
+
+/* One quiet check of src with extra budget overrides and a policy: compile (with the
+ * verifier's dry run) and the VM's explain run. 1 feasible, 0 rejected, -1 error. */
+static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
+                 int policy, double *predicted, uint64_t *moved)
+{
+    fhr_budget bud[32];
+    size_t nb = 0;
+    for (size_t i = 0; i < c->nbudgets && nb < 32; i++)
+        bud[nb++] = c->budgets[i];
+    for (size_t i = 0; i < nextra && nb < 32; i++)
+        bud[nb++] = extra[i];
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p = NULL;
+    rplan_compile_opts co = {.filename = in->path, .budget_override = bud,
+                             .nbudget_override = nb, .strip_source = 1,
+                             .rank = c->rank, .world_size = c->world_size};
+    fhr_status st = d && in->text ? rplan_compile(in->text, in->len, &co, &p, d) : FHR_E_NOMEM;
+    rplan_diags_free(d);
+    if (st == FHR_E_INFEASIBLE || st == FHR_E_INVALID)
+        return 0;
+    if (st)
+        return -1;
+    fhr_backend *b = NULL;
+    rplan_vm *vm = NULL;
+    rplan_vm_report *rep = NULL;
+    int ok = -1;
+    rplan_vm_opts o;
+    explain_opts(c, &o);
+    o.budget_override = bud;
+    o.nbudget_override = nb;
+    o.policy_override = policy;
+    if (fhr_backend_open("model:8", &b, NULL) == FHR_OK &&
+        rplan_vm_create(p, b, &o, &vm, NULL) == FHR_OK) {
+        rplan_vm_run(vm, &rep, NULL);
+        if (rep) {
+            ok = rep->ok;
+            if (predicted)
+                *predicted = rep->predicted_s;
+            if (moved)
+                *moved = moved_bytes(&rep->total);
+        }
+    }
+    rplan_vm_report_free(rep);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+    return ok;
+}
+
+typedef struct min_budget_result {
+    int found;               /* 0: infeasible at any budget we tried */
+    uint64_t feasible;       /* smallest feasible budget */
+    uint64_t near;           /* smallest with predicted time within 5% of unbounded */
+    double unbounded_s, near_s, feasible_s;
+} min_budget_result;
+
+#define MIN_BUDGET_CEIL ((uint64_t)1 << 44) /* 16 TiB stands for "unbounded" */
+
+/* Smallest budget at loc for which the plan passes check (so one byte less fails), and
+ * the smallest whose predicted time stays within 5% of the unbounded one. Binary search
+ * on whole bytes; each probe is a full check. */
+static int min_budget(const cli *c, const input *in, fhr_location loc, min_budget_result *r)
+{
+    memset(r, 0, sizeof *r);
+    fhr_budget b = {loc, MIN_BUDGET_CEIL};
+    int f = probe(c, in, &b, 1, c->policy, &r->unbounded_s, NULL);
+    if (f < 0)
+        return -1;
+    if (!f)
+        return 0;
+    uint64_t lo = 0, hi = MIN_BUDGET_CEIL; /* lo fails (or is 0), hi passes */
+    b.nbytes = 0;
+    if (probe(c, in, &b, 1, c->policy, NULL, NULL) == 1)
+        hi = 0;
+    while (hi && lo + 1 < hi) {
+        b.nbytes = lo + (hi - lo) / 2;
+        int ok = probe(c, in, &b, 1, c->policy, NULL, NULL);
+        if (ok < 0)
+            return -1;
+        if (ok)
+            hi = b.nbytes;
+        else
+            lo = b.nbytes;
+    }
+    r->found = 1;
+    r->feasible = hi;
+    b.nbytes = hi;
+    probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL);
+    /* the predicted time falls as the budget grows: search [feasible, ceiling] */
+    double limit = r->unbounded_s * 1.05;
+    lo = hi;
+    uint64_t top = MIN_BUDGET_CEIL;
+    if (r->feasible_s <= limit) {
+        top = lo;
+    } else {
+        while (lo + 1 < top) {
+            double t = 0;
+            b.nbytes = lo + (top - lo) / 2;
+            int ok = probe(c, in, &b, 1, c->policy, &t, NULL);
+            if (ok < 0)
+                return -1;
+            if (ok && t <= limit)
+                top = b.nbytes;
+            else
+                lo = b.nbytes;
+        }
+    }
+    r->near = top;
+    b.nbytes = top;
+    probe(c, in, &b, 1, c->policy, &r->near_s, NULL);
+    return 1;
+}
+
 static int cmd_check(cli *c)
 {
     int worst = EX_OK;
@@ -350,18 +507,52 @@ static int cmd_check(cli *c)
             } else {
                 rplan_vm_opts o;
                 memset(&o, 0, sizeof o);
-                o.mode = RPLAN_VM_EXPLAIN;
-                o.budget_override = c->budgets;
-                o.nbudget_override = c->nbudgets;
-                o.unknown_as_touch = 1;
+                explain_opts(c, &o);
                 rc = run_vm(c, &in, b, &o, &vm, &rep);
                 rplan_vm_destroy(vm);
                 fhr_backend_destroy(b);
             }
         }
+        /* what each built-in policy would move, and the predicted time */
+        int kinds[2] = {RPLAN_POLICY_TIERED_LRU, RPLAN_POLICY_LOOKAHEAD};
+        uint64_t pmoved[2] = {0, 0};
+        double ppred[2] = {0, 0};
+        int pok[2] = {0, 0}, has_requests = rc == 0 && in.p && rplan_npolicies(in.p) > 0;
+        for (int k = 0; k < 2 && has_requests; k++)
+            pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k]) == 1;
+        min_budget_result mb;
+        int mbr = rc == 0 && c->has_min_budget ? min_budget(c, &in, c->min_budget, &mb) : 0;
+        if (mbr < 0)
+            rc = EX_SOFTWARE_;
         if (fo) {
             cJSON_AddBoolToObject(fo, "feasible", rc == 0);
             cJSON_AddItemToObject(fo, "diagnostics", diags_json(in.d));
+            if (rep) {
+                cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
+                cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
+            }
+            cJSON *pa = cJSON_AddArrayToObject(fo, "policies");
+            for (int k = 0; k < 2 && has_requests; k++) {
+                cJSON *po = cJSON_CreateObject();
+                cJSON_AddStringToObject(po, "policy", policy_name(kinds[k]));
+                cJSON_AddBoolToObject(po, "feasible", pok[k]);
+                cJSON_AddNumberToObject(po, "bytes_moved", (double)pmoved[k]);
+                cJSON_AddNumberToObject(po, "predicted_s", ppred[k]);
+                cJSON_AddItemToArray(pa, po);
+            }
+            if (c->has_min_budget && mbr >= 0) {
+                char lb[16];
+                cJSON *mo = cJSON_AddObjectToObject(fo, "min_budget");
+                cJSON_AddStringToObject(mo, "location", fhr_loc_format(c->min_budget, lb, sizeof lb));
+                cJSON_AddBoolToObject(mo, "found", mbr == 1 && mb.found);
+                if (mbr == 1 && mb.found) {
+                    cJSON_AddNumberToObject(mo, "feasible_bytes", (double)mb.feasible);
+                    cJSON_AddNumberToObject(mo, "predicted_s_at_feasible", mb.feasible_s);
+                    cJSON_AddNumberToObject(mo, "within_5pct_bytes", (double)mb.near);
+                    cJSON_AddNumberToObject(mo, "predicted_s_at_within_5pct", mb.near_s);
+                    cJSON_AddNumberToObject(mo, "unbounded_predicted_s", mb.unbounded_s);
+                }
+            }
             cJSON *rj = NULL;
             if (rep) {
                 char *s = rplan_vm_report_json(rep);
@@ -373,9 +564,37 @@ static int cmd_check(cli *c)
             else
                 cJSON_AddNullToObject(fo, "report");
         } else if (rc == 0 && rep) {
+            char t[32], a[32];
             printf("%s: feasible\n", c->files[i]);
             for (size_t s = 0; s < rep->nstages; s++)
                 print_stage(&rep->stages[s], 1, 0);
+            printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
+                   "GB/s pinned)\n",
+                   fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+                   fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
+            for (int k = 0; k < 2 && has_requests; k++) {
+                if (pok[k])
+                    printf("  policy %-10s would move %s, predicted %s\n", policy_name(kinds[k]),
+                           fmt_bytes(pmoved[k], a, sizeof a), fmt_time(ppred[k], t, sizeof t));
+                else
+                    printf("  policy %-10s is infeasible\n", policy_name(kinds[k]));
+            }
+            if (c->has_min_budget) {
+                char lb[16], b1[32], b2[32];
+                fhr_loc_format(c->min_budget, lb, sizeof lb);
+                if (mbr == 1 && mb.found) {
+                    printf("  smallest feasible budget at %s: %s (%llu bytes; one byte less is "
+                           "rejected), predicted %s\n",
+                           lb, fmt_bytes(mb.feasible, b1, sizeof b1),
+                           (unsigned long long)mb.feasible, fmt_time(mb.feasible_s, t, sizeof t));
+                    printf("  within 5%% of the unbounded predicted time (%s) from %s (%llu "
+                           "bytes), predicted %s\n",
+                           fmt_time(mb.unbounded_s, a, sizeof a), fmt_bytes(mb.near, b2, sizeof b2),
+                           (unsigned long long)mb.near, fmt_time(mb.near_s, t, sizeof t));
+                } else {
+                    printf("  no budget at %s makes the plan feasible\n", lb);
+                }
+            }
         } else if (rc == EX_FAIL) {
             fprintf(stderr, "%s: rejected\n", c->files[i]);
         }
@@ -480,6 +699,11 @@ static int cmd_run(cli *c)
     o.budget_override = c->budgets;
     o.nbudget_override = c->nbudgets;
     o.unknown_as_touch = 1;
+    o.policy_override = c->policy;
+    o.prefetch_depth = c->prefetch;
+    o.serial = c->prefetch_set && c->prefetch == 0;
+    o.pinned_gbps = c->pinned_gbps;
+    o.device_gbps = c->device_gbps;
     o.trace = c->trace != NULL;
     o.progress = on_progress;
     o.progress_ctx = &ps;
@@ -563,6 +787,119 @@ static int cmd_disasm(cli *c)
     return rc;
 }
 
+/* ---- several ranks ------------------------------------------------------------------ */
+
+/* One rank of an MPI run: runs with its rank constants, its report collected as JSON
+ * (diagnostics included) instead of printed; every rank then reaches the gather, failed
+ * or not, and rank 0 prints the combined report (cli/world.c). */
+static int world_run(cli *c, const fp_world *w)
+{
+    char *doc = NULL, trace[1024];
+    size_t len = 0;
+    int json = c->json;
+    c->json = 1;
+    c->quiet |= w->rank != 0;
+    c->rank = (uint32_t)w->rank;
+    c->world_size = (uint32_t)w->size;
+    if (c->trace) { /* one trace per rank: boot.json -> boot.rank1.json */
+        const char *dot = strrchr(c->trace, '.');
+        int stem = dot && !strchr(dot, '/') ? (int)(dot - c->trace) : (int)strlen(c->trace);
+        snprintf(trace, sizeof trace, "%.*s.rank%d%s", stem, c->trace, w->rank,
+                 c->trace + stem);
+        c->trace = trace;
+    }
+    json_out = open_memstream(&doc, &len);
+    int rc = json_out ? cmd_run(c) : EX_SOFTWARE_;
+    if (json_out)
+        fclose(json_out);
+    json_out = NULL;
+    char *mine = fp_world_rank_doc(w, rc, doc);
+    free(doc);
+    char **all = fp_world_gather(w, mine);
+    free(mine);
+    if (w->rank != 0)
+        return rc;
+    if (!all)
+        return EX_SOFTWARE_;
+    if (!json)
+        printf("fheplan run %s on %d ranks\n", c->files[0], w->size);
+    int wrc = fp_world_print_run(c->files[0], w->size, all, json, c->colour);
+    for (int r = 0; r < w->size; r++)
+        free(all[r]);
+    free(all);
+    return wrc;
+}
+
+/* check --world-size N: the plans once per rank 0..N-1, each compiled with its rank
+ * constants and dry-run on its own. Text: each rank's usual check output under a
+ * "rank R of N" line, then one line per rejected rank; JSON: one document with
+ * {"world_size", "feasible", "ranks": [{"rank", "feasible", "files"}]}. */
+static int world_check(cli *c)
+{
+    int worst = EX_OK, json = c->json;
+    uint32_t n = c->world_size;
+    cJSON *root = json ? cJSON_CreateObject() : NULL;
+    cJSON *ranks = root ? cJSON_CreateArray() : NULL;
+    char rejected[256] = "";
+    size_t used = 0;
+    for (uint32_t r = 0; r < n; r++) {
+        c->rank = r;
+        char *doc = NULL;
+        size_t len = 0;
+        int rc;
+        if (json) {
+            json_out = open_memstream(&doc, &len);
+            rc = json_out ? cmd_check(c) : EX_SOFTWARE_;
+            if (json_out)
+                fclose(json_out);
+            json_out = NULL;
+            cJSON *d = doc ? cJSON_Parse(doc) : NULL;
+            if (!d)
+                d = cJSON_CreateObject();
+            cJSON *ro = cJSON_CreateObject();
+            cJSON_AddNumberToObject(ro, "rank", r);
+            cJSON_AddBoolToObject(ro, "feasible", rc == EX_OK);
+            cJSON *files = cJSON_DetachItemFromObject(d, "files");
+            cJSON_AddItemToObject(ro, "files", files ? files : cJSON_CreateArray());
+            cJSON_AddItemToArray(ranks, ro);
+            cJSON_Delete(d);
+            free(doc);
+        } else {
+            printf("rank %u of %u:\n", r, n);
+            fflush(stdout);
+            rc = cmd_check(c);
+        }
+        if (rc != EX_OK && used < sizeof rejected - 16)
+            used += (size_t)snprintf(rejected + used, sizeof rejected - used, "%s%u",
+                                     used ? ", " : "", r);
+        if (rc > worst)
+            worst = rc;
+    }
+    if (root) {
+        cJSON_AddNumberToObject(root, "world_size", n);
+        cJSON_AddBoolToObject(root, "feasible", worst == EX_OK);
+        cJSON_AddItemToObject(root, "ranks", ranks);
+        print_json(root);
+        cJSON_Delete(root);
+    } else if (worst == EX_OK) {
+        printf("feasible on all %u ranks\n", n);
+    } else {
+        fprintf(stderr, "fheplan: rejected on rank%s %s of %u\n", strchr(rejected, ',') ? "s" : "",
+                rejected, n);
+    }
+    return worst;
+}
+
+static int parse_world_size(cli *c, const char *arg)
+{
+    char *end;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (end == arg || *end || v == 0 || v > 65536)
+        return usage("bad --world-size '%s' (want an integer 1..65536)", arg);
+    c->world_size = (uint32_t)v;
+    return 0;
+}
+
 /* ---- arguments ----------------------------------------------------------------------- */
 
 static int parse_budget(cli *c, const char *arg)
@@ -591,7 +928,43 @@ static int parse_scale(cli *c, const char *arg)
     return 0;
 }
 
+static int parse_policy(cli *c, const char *arg)
+{
+    if (!strcmp(arg, "tiered_lru") || !strcmp(arg, "lru"))
+        c->policy = RPLAN_POLICY_TIERED_LRU;
+    else if (!strcmp(arg, "lookahead"))
+        c->policy = RPLAN_POLICY_LOOKAHEAD;
+    else if (!strcmp(arg, "as-written"))
+        c->policy = 0;
+    else
+        return usage("bad --policy '%s' (want tiered_lru, lookahead or as-written)", arg);
+    return 0;
+}
+
+static int parse_uint(const char *arg, const char *opt, unsigned *out)
+{
+    char *end;
+    unsigned long v = strtoul(arg, &end, 10);
+    if (end == arg || *end || v > 1000000)
+        return usage("bad value for %s (want a count)", opt);
+    (void)opt;
+    *out = (unsigned)v;
+    return 0;
+}
+
+static int cli_main(int argc, char **argv, const fp_world *w);
+
 int main(int argc, char **argv)
+{
+    fp_world w;
+    if (fp_world_init(&argc, &argv, &w) != 0)
+        return EX_SOFTWARE_;
+    int rc = cli_main(argc, argv, &w);
+    fp_world_finish(&w);
+    return rc;
+}
+
+static int cli_main(int argc, char **argv, const fp_world *w)
 {
     if (argc < 2)
         return usage(NULL, NULL);
@@ -601,7 +974,7 @@ int main(int argc, char **argv)
         return EX_OK;
     }
     if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
-        puts("fheplan 0.1.0");
+        printf("fheplan %s%s\n", fhr_version(), fp_world_have_mpi() ? " (MPI)" : "");
         return EX_OK;
     }
     int is_check = !strcmp(cmd, "check"), is_run = !strcmp(cmd, "run"),
@@ -630,6 +1003,12 @@ int main(int argc, char **argv)
             dashdash = 1;
         } else if (!strcmp(a, "--json") && (is_check || is_run)) {
             c.json = 1;
+        } else if (!strcmp(a, "--world-size") && is_check) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_world_size(&c, argv[++i]);
+        } else if (!strncmp(a, "--world-size=", 13) && is_check) {
+            rc = parse_world_size(&c, a + 13);
         } else if (!strcmp(a, "--quiet") && is_run) {
             c.quiet = 1;
         } else if (!strcmp(a, "--no-source") && is_disasm) {
@@ -658,6 +1037,33 @@ int main(int argc, char **argv)
                 c.trace = argv[++i];
         } else if (!strncmp(a, "--trace=", 8) && is_run) {
             c.trace = a + 8;
+        } else if (!strcmp(a, "--policy") && (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_policy(&c, argv[++i]);
+        } else if (!strcmp(a, "--prefetch") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_uint(argv[++i], "--prefetch", &c.prefetch);
+            c.prefetch_set = 1;
+        } else if ((!strcmp(a, "--pinned-gbps") || !strcmp(a, "--device-gbps")) &&
+                   (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc) {
+                double v = atof(argv[++i]);
+                if (v <= 0)
+                    rc = usage("bad %s (want a positive number of GB/s)", a);
+                else if (a[2] == 'p')
+                    c.pinned_gbps = v;
+                else
+                    c.device_gbps = v;
+            }
+        } else if (!strcmp(a, "--min-budget") && is_check) {
+            NEED_ARG();
+            if (!rc && fhr_loc_parse(argv[++i], &c.min_budget) != FHR_OK)
+                rc = usage("bad --min-budget '%s' (want a location: host, pinned, cuda:N)",
+                           argv[i]);
+            c.has_min_budget = 1;
         } else if (!strcmp(a, "-o") && is_compile) {
             NEED_ARG();
             if (!rc)
@@ -677,9 +1083,19 @@ int main(int argc, char **argv)
                  strncmp(c.device, "emu", 3))
             rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N)", c.device);
     }
-    if (!rc)
-        rc = is_check ? cmd_check(&c) : is_run ? cmd_run(&c) : is_compile ? cmd_compile(&c)
-                                                                          : cmd_disasm(&c);
+    if (!rc && w->mpi && is_run) {
+        rc = world_run(&c, w);
+    } else if (!rc && w->mpi && w->rank != 0) {
+        /* check, compile, disasm: rank 0 does them (check for every rank) */
+    } else if (!rc) {
+        if (is_check && w->mpi && !c.world_size)
+            c.world_size = (uint32_t)w->size;
+        rc = is_check && c.world_size > 1 ? world_check(&c)
+             : is_check                   ? cmd_check(&c)
+             : is_run                     ? cmd_run(&c)
+             : is_compile                 ? cmd_compile(&c)
+                                          : cmd_disasm(&c);
+    }
     fflush(stdout);
     free(c.files);
     return rc;

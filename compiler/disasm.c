@@ -134,7 +134,8 @@ static void disasm(const rplan_program *p, out *o, unsigned flags)
     }
     for (uint32_t i = 0; i < p->npols; i++) {
         const rp_policyrec *r = &p->pols[i];
-        pf(o, "policy  %-4u %s = tiered_lru(", i, S + r->name);
+        pf(o, "policy  %-4u %s = %s(", i, S + r->name,
+           r->kind == RPLAN_POLICY_LOOKAHEAD ? "lookahead" : "tiered_lru");
         for (uint32_t c = 0; c < r->n; c++) {
             const uint8_t *ch = p->chains[r->first + c].s;
             for (int k = 0; k < RP_MAX_CHAIN && ch[k] != RP_NOLOC; k++)

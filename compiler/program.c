@@ -248,6 +248,7 @@ fhr_status rplan_policy(const rplan_program *p, size_t i, rplan_policy_info *o)
     const rp_policyrec *r = &p->pols[i];
     memset(o, 0, sizeof *o);
     o->name = rp_prog_cstr(p, r->name);
+    o->kind = (rplan_policy_kind)r->kind;
     o->nchains = r->n;
     for (uint32_t c = 0; c < r->n && c < 8; c++) {
         const rp_chainrec *ch = &p->chains[r->first + c];

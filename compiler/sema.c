@@ -54,6 +54,10 @@ typedef struct S {
 
 #define ERR(s, l, ...) rp_diag((s)->dc, RPLAN_ERROR, (l), __VA_ARGS__)
 #define NOTE(s, l, ...) rp_diag((s)->dc, RPLAN_NOTE, (l), __VA_ARGS__)
+/* Where the symbol y named `name` comes from (predefined symbols have no position). */
+#define DECL_NOTE(s, y, name)                                                                \
+    ((y)->decl.first_line ? NOTE(s, (y)->decl, "'%s' is declared here", name)              \
+                          : NOTE(s, (y)->decl, "'%s' is predefined (rplan(5))", name))
 
 static const char *const kind_name[] = {"an integer", "a size", "a duration"};
 
@@ -139,6 +143,10 @@ static const char *sym_kind_name(int k)
 static int check_new_name(S *s, const char *name, rp_loc at)
 {
     sym *y = lookup(s, name);
+    if (y && !y->decl.first_line) {
+        ERR(s, at, "'%s' is predefined (the constants rank and world_size)", name);
+        return 1;
+    }
     if (y) {
         ERR(s, at, "'%s' is already declared", name);
         NOTE(s, y->decl, "previous declaration of '%s' is here", name);
@@ -398,7 +406,7 @@ static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
         }
         if (y->kind != SYM_CONST) {
             ERR(s, e->loc, "'%s' is a %s, not a number", e->text, sym_kind_name(y->kind));
-            NOTE(s, y->decl, "'%s' is declared here", e->text);
+            DECL_NOTE(s, y, e->text);
             return 0;
         }
         *v = y->v;
@@ -409,7 +417,7 @@ static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
         sym *y = lookup(s, e->text);
         ERR(s, e->loc, "'%s' cannot be indexed in an expression", e->text);
         if (y)
-            NOTE(s, y->decl, "'%s' is declared here", e->text);
+            DECL_NOTE(s, y, e->text);
         return 0;
     }
     case N_CALL:
@@ -511,7 +519,7 @@ static int resolve_value(S *s, rp_node *n, uint32_t *out)
         }
         if (y) {
             ERR(s, n->loc, "'%s' is a %s, not a value", n->text, sym_kind_name(y->kind));
-            NOTE(s, y->decl, "'%s' is declared here", n->text);
+            DECL_NOTE(s, y, n->text);
             return 0;
         }
         unknown_name(s, n->loc, "value", n->text, SYM_VALUE);
@@ -521,7 +529,7 @@ static int resolve_value(S *s, rp_node *n, uint32_t *out)
         if (y->is_array) {
             ERR(s, n->loc, "'%s' is an array of %u values; name one as %s[INDEX]", n->text,
                 y->dim, n->text);
-            NOTE(s, y->decl, "'%s' is declared here", n->text);
+            DECL_NOTE(s, y, n->text);
             return 0;
         }
         *out = y->first;
@@ -532,13 +540,13 @@ static int resolve_value(S *s, rp_node *n, uint32_t *out)
         return 0;
     if (!y->is_array) {
         ERR(s, n->loc, "'%s' is not an array", n->text);
-        NOTE(s, y->decl, "'%s' is declared here", n->text);
+        DECL_NOTE(s, y, n->text);
         return 0;
     }
     if (idx >= y->dim) {
         ERR(s, n->loc, "index %" PRIu64 " is out of range for '%s' (%u values, 0 to %u)", idx,
             n->text, y->dim, y->dim - 1);
-        NOTE(s, y->decl, "'%s' is declared here", n->text);
+        DECL_NOTE(s, y, n->text);
         return 0;
     }
     *out = y->first + (uint32_t)idx;
@@ -674,20 +682,24 @@ static void decl_const(S *s, rp_node *n)
 
 static void decl_policy(S *s, rp_node *n)
 {
-    static const char *const kinds[] = {"tiered_lru"};
-    if (strcmp(n->text2, "tiered_lru") != 0) {
+    static const char *const kinds[] = {"tiered_lru", "lookahead"};
+    uint32_t kind = strcmp(n->text2, "tiered_lru") == 0  ? RPLAN_POLICY_TIERED_LRU
+                    : strcmp(n->text2, "lookahead") == 0 ? RPLAN_POLICY_LOOKAHEAD
+                                                         : 0;
+    if (!kind) {
         rp_loc l = n->a->loc;
-        const char *sug = rp_suggest(n->text2, kinds, 1);
+        const char *sug = rp_suggest(n->text2, kinds, 2);
         if (sug)
             ERR(s, l, "unknown policy kind '%s'; did you mean '%s'?", n->text2, sug);
         else
-            ERR(s, l, "unknown policy kind '%s' (the built-in kind is tiered_lru)", n->text2);
+            ERR(s, l, "unknown policy kind '%s' (the built-in kinds are tiered_lru and lookahead)",
+                n->text2);
         return;
     }
     if (check_new_name(s, n->text, n->loc))
         return;
     rplan_program *p = s->p;
-    rp_policyrec pr = {0, 1, p->nchains, 0};
+    rp_policyrec pr = {0, kind, p->nchains, 0};
     int ok = 1;
     uint8_t firsts[8];
     for (rp_node *ch = n->c->a; ch; ch = ch->next) {
@@ -964,7 +976,7 @@ static void lower_scope(S *s, rp_node *n, int op, cx *c)
             if (y) {
                 ERR(s, n->b->loc, "'%s' is a %s, not a policy", n->b->text,
                     sym_kind_name(y->kind));
-                NOTE(s, y->decl, "'%s' is declared here", n->b->text);
+                DECL_NOTE(s, y, n->b->text);
             } else {
                 unknown_name(s, n->b->loc, "policy", n->b->text, SYM_POLICY);
             }
@@ -1240,7 +1252,22 @@ size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan
     s.p = p;
     size_t before = dc->nerrors;
     cx top = {CX_TOP, FHR_PHASE_NONE, "file"};
-    lower_list(&s, root, &top);
+    /* predefined constants (no declaration position): the MPI rank and world size */
+    uint32_t world = opts && opts->world_size ? opts->world_size : 1;
+    uint32_t rank = opts ? opts->rank : 0;
+    if (rank >= world)
+        ERR(&s, ((rp_loc){0, 0, 0, 0}), "rank %" PRIu32 " is out of range for world size %" PRIu32,
+            rank, world);
+    static const char *const predef[] = {"rank", "world_size"};
+    for (int i = 0; i < 2 && !s.oom; i++) {
+        sym *y = add_sym(&s, predef[i], SYM_CONST, (rp_loc){0, 0, 0, 0});
+        if (y) {
+            y->v = i ? world : rank;
+            y->vkind = K_INT;
+        }
+    }
+    if (dc->nerrors == before)
+        lower_list(&s, root, &top);
     if (opts)
         for (size_t i = 0; i < opts->nbudget_override; i++) {
             int slot = fhr_loc_slot(opts->budget_override[i].loc);

@@ -127,7 +127,7 @@ static fhr_status check_tables(V *s)
     uint32_t next = 0;
     for (uint32_t i = 0; i < p->npols; i++) {
         const rp_policyrec *r = &p->pols[i];
-        if (!str_ok(p, r->name) || !p->strs[r->name] || r->kind != 1)
+        if (!str_ok(p, r->name) || !p->strs[r->name] || (r->kind != RPLAN_POLICY_TIERED_LRU && r->kind != RPLAN_POLICY_LOOKAHEAD))
             return fail(s, FHR_E_INVALID, -1, "policy %u: bad name or kind", i);
         if (r->first != next || r->n == 0 || r->n > 8 || r->n > p->nchains - r->first)
             return fail(s, FHR_E_INVALID, -1, "policy %u: bad chain range", i);

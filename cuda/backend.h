@@ -20,6 +20,9 @@ typedef struct fhr_observation {
     uint64_t device_total_bytes;
     uint64_t pool_used_bytes;    /* bytes handed out by our pool for this location */
     uint64_t pool_reserved_bytes;/* bytes the pool holds from the system (arenas, cached blocks) */
+    int nvml_valid;              /* 1: NVML (loaded with dlopen when present) answered */
+    uint64_t nvml_used_bytes;    /* device memory in use by every process and context */
+    uint64_t nvml_total_bytes;
 } fhr_observation;
 
 typedef void (*fhr_host_fn)(void *arg);

@@ -11,6 +11,7 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
 }
 #else
 #include "cuda_internal.h"
+#include "nvml.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -46,6 +47,8 @@ typedef struct cu {
     pin_pool *pinned;
     copy_pool *copiers;
     stager_set *stagers;
+    nvml_lib *nvml;                       /* optional */
+    char pci[FHR_MAX_CUDA_DEVICES][32];   /* bus ids, for NVML */
 } cu;
 
 static cu *C(fhr_backend *b) { return (cu *)b->impl; }
@@ -420,6 +423,9 @@ static void observe_device(cu *c, int dev, fhr_observation *out)
     out->device_total_bytes = total_b;
     out->pool_used_bytes = used;
     out->pool_reserved_bytes = reserved;
+    if (c->nvml && c->pci[dev][0] &&
+        nvml_memory(c->nvml, c->pci[dev], &out->nvml_used_bytes, &out->nvml_total_bytes) == 0)
+        out->nvml_valid = 1;
 }
 
 static void cu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
@@ -450,6 +456,7 @@ static void cu_destroy(fhr_backend *b)
         if (cudaSetDevice(d) == cudaSuccess)
             cudaDeviceSynchronize(); /* deferred host frees still queued must run first */
     pin_pool_destroy(c->pinned);
+    nvml_close(c->nvml);
     pthread_mutex_destroy(&c->peer_mu);
     free(c);
 }
@@ -525,6 +532,11 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
         cu_destroy(&c->base);
         return st;
     }
+    /* NVML is optional: when the driver ships it, observations add its view */
+    c->nvml = nvml_open();
+    for (int d = 0; c->nvml && d < ndev; d++)
+        if (cudaDeviceGetPCIBusId(c->pci[d], sizeof c->pci[d], d) != cudaSuccess)
+            c->pci[d][0] = 0;
     *out = &c->base;
     return FHR_OK;
 }

@@ -1,6 +1,6 @@
 # mk/cuda.mk — build rules owned by cuda/: the GPU test binary (`make test-gpu`) and the
 # transfer benchmark (`make bench-transfer`). Both need CUDA=1 and link cudart statically
-# so /work/shared/tools/gpu-bundle can carry them to a GPU host.
+# so they can be carried to a GPU host with just the shared libraries ldd lists.
 
 GPU_TEST       := $(BUILD)/tests/gpu
 GPU_TEST_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard tests/gpu/*.c))

@@ -4,6 +4,7 @@
 #define FHEPLAN_VM_INTERNAL_H
 
 #include "fheplan/vm.h"
+#include "fheplan/controller.h"
 
 #define VM_MAX_STAGE_DEPTH 32
 #define VM_TALLY_BLOCK 256
@@ -110,6 +111,23 @@ struct rplan_vm {
     size_t nslices, capslices;
     size_t scopes_total, scopes_done;
     uint64_t bytes_moved;
+    /* requests: one policy and controller per program policy; the known future */
+    fhr_policy **pols;
+    fhr_controller **ctls;
+    size_t npols;
+    uint64_t req_pos;          /* position of the request being run (1-based) */
+    /* bodies still in flight, oldest first: each request records one event */
+    struct vm_inflight {
+        fhr_event *ev;
+        fhr_handle hs[8];
+        size_t nh;
+        double model_s; /* the bodies' modelled time */
+    } *inflight;
+    double pinned_gbps;        /* measured at the start of the run */
+    size_t ninflight, capinflight;
+    /* the known future, sorted by (serial, location slot, position), for next uses */
+    fhr_future_use *future;
+    size_t nfuture;
 };
 
 /* vm.c */
@@ -123,7 +141,7 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                        int request, fhr_error *err);
 fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
                           fhr_error *err);
-fhr_status vm_exec_scope_plan(rplan_vm *vm, fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
+fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
                               size_t nruns, const fhr_location *at, int request,
                               fhr_report **rep_out, fhr_error *err);
@@ -133,8 +151,11 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
 void vm_mark_begin(void *arg);
 void vm_mark_end(void *arg);
 
-/* vm_request.c: executes REQUEST pc..END (controller semantics). */
+/* vm_request.c: the program's policies and controllers (after the values exist), the
+ * execution of REQUEST pc..END through the controller, and their teardown. */
+fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
+void vm_requests_teardown(rplan_vm *vm);
 
 /* vm_kernels.c */
 fhr_status vm_register_builtins(rplan_vm *vm, fhr_error *err);
@@ -145,5 +166,7 @@ fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err
 fhr_status vm_fill(rplan_vm *vm, void *p, fhr_location loc, size_t n, const rplan_value_info *vi,
                    const void *from, fhr_stream *s, fhr_error *err);
 void vm_synth_host(void *p, size_t n, uint64_t seed);
+/* vm.c: predicted time of one body from the kernel model */
+double vm_model_body(const rplan_vm *vm, const vm_run *r);
 
 #endif

@@ -1,22 +1,17 @@
 /* runtime/vm_request.c — requests: `request NAME using POLICY { require ...; reserve ...;
- * body {...} }`. A decision is made over a tensor-free snapshot with the program's
- * tiered LRU policy, bound to the snapshot's state version, and executed as a scope
- * (reclaim = evictions, enter = ensure/move per unmet requirement, reservations), then
- * the body runs on leases at the required locations. Copies stay cached afterwards.
+ * body {...} }`, run through the controller. Each program policy becomes a policy object
+ * (tiered LRU, or lookahead over the program's known future of requests) with its own
+ * controller; a request is decided over a placement snapshot, bound to that state
+ * version, and its plan (reclaim = evictions, enter = placements, the reservations) runs
+ * as a version-checked scope whose body reads the required copies under leases. Copies
+ * stay cached afterwards.
  *
- * The policy (deterministic, logical clocks only):
- *  - per budgeted location L the request needs: bytes of requirements not yet at L plus
- *    its reservations at L; if that exceeds the remaining budget, copies at L are
- *    evicted in order (lowest priority, least recently used, oldest handle first);
- *  - never a copy the request requires, nor a leased, held, in-flight or
- *    pending-consumer copy;
- *  - a copy with another copy elsewhere, or of a RECONSTRUCTIBLE value, is dropped; the
- *    last copy of a MUST_PRESERVE value moves to the first fallback tier of L's chain
- *    with room, else it stays;
- *  - when copies were skipped only because consumer work is still in flight, the VM
- *    waits for its compute streams, reaps, and decides once more (the application's
- *    choice; the policy itself never waits). Still short: the request fails as
- *    infeasible, naming the location and the bytes missing. */
+ * Prefetch is the host running ahead: a request's transfers are issued on the transfer
+ * streams while earlier bodies still run on the compute streams, which wait for the
+ * transfers through events. The VM bounds how far ahead it runs (rplan_vm_opts
+ * prefetch_depth, serial). When a decision is infeasible only because copies are still
+ * read by bodies in flight, the VM (the application, not the policy) waits for the
+ * oldest body, reaps, and decides again. */
 #include "vm_internal.h"
 #include "error.h"
 
@@ -24,297 +19,398 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct cand {
-    size_t vi;        /* snapshot value index */
-    size_t ci;        /* copy index */
-    int32_t prio;
-    uint64_t last_use;
-    uint64_t serial;
-} cand;
+/* ---- policies, controllers, the future ---------------------------------------------- */
 
-static int cand_cmp(const void *a, const void *b)
+/* Every (value, location) each request requires, numbered by request in program order. */
+static fhr_status build_future(rplan_vm *vm, fhr_future_use **out, size_t *n, fhr_error *err)
 {
-    const cand *x = a, *y = b;
-    if (x->prio != y->prio)
-        return x->prio < y->prio ? -1 : 1;
-    if (x->last_use != y->last_use)
-        return x->last_use < y->last_use ? -1 : 1;
-    return x->serial < y->serial ? -1 : x->serial > y->serial;
-}
-
-typedef struct req_in {
-    fhr_handle h;
-    fhr_location at;
-    size_t pc;
-} req_in;
-
-static int required(const req_in *rq, size_t n, fhr_handle h)
-{
-    for (size_t i = 0; i < n; i++)
-        if (fhr_handle_equal(rq[i].h, h))
-            return 1;
-    return 0;
-}
-
-static int has_copy_at(const fhr_value_info *v, fhr_location loc)
-{
-    for (size_t c = 0; c < v->ncopies; c++)
-        if (fhr_loc_equal(v->copies[c].loc, loc))
-            return 1;
-    return 0;
-}
-
-/* Decides the reclaim and enter actions. Returns FHR_OK with *short_bytes 0 when
- * feasible; *pending: a copy was skipped only for in-flight consumer work. */
-static fhr_status decide(rplan_vm *vm, const fhr_snapshot *snap, const rplan_policy_info *pol,
-                         const req_in *rq, size_t nrq, const fhr_reservation *res, size_t nres,
-                         fhr_action *reclaim, size_t *nreclaim, fhr_action *enter, size_t *nenter,
-                         uint64_t *short_bytes, fhr_location *short_loc, int *pending,
-                         fhr_error *err)
-{
-    int64_t planned[FHR_LOC_SLOTS];
-    memset(planned, 0, sizeof planned);
-    *nreclaim = *nenter = 0;
-    *short_bytes = 0;
-    *pending = 0;
-    /* enter actions and the bytes they add per location */
-    for (size_t i = 0; i < nrq; i++) {
-        const fhr_value_info *v = fhr_snapshot_value(snap, rq[i].h);
-        if (!v)
-            return fhr_fail(err, FHR_E_HANDLE, "request names an unknown value");
-        int dup = 0;
-        for (size_t j = 0; j < i; j++)
-            dup |= fhr_handle_equal(rq[j].h, rq[i].h) && fhr_loc_equal(rq[j].at, rq[i].at);
-        if (dup || has_copy_at(v, rq[i].at))
-            continue;
-        fhr_action a;
-        memset(&a, 0, sizeof a);
-        a.kind = v->mode == FHR_EXCLUSIVE ? FHR_ACT_MOVE : FHR_ACT_ENSURE;
-        a.handle = rq[i].h;
-        a.at = rq[i].at;
-        enter[(*nenter)++] = a;
-        planned[fhr_loc_slot(rq[i].at)] += (int64_t)v->spec_storage_nbytes;
-        if (a.kind == FHR_ACT_MOVE && v->ncopies == 1) {
-            planned[fhr_loc_slot(v->copies[0].loc)] -= (int64_t)v->spec_storage_nbytes;
-            if (v->copies[0].pending_events || v->copies[0].leases)
-                *pending = 2; /* the move's source is still being read */
-        }
-    }
-    for (size_t r = 0; r < nres; r++)
-        planned[fhr_loc_slot(res[r].at)] += (int64_t)res[r].nbytes;
-    /* evictions per short location */
-    cand *cs = calloc(snap->nvalues + 1, sizeof *cs);
-    if (!cs)
+    size_t cnt = 0;
+    for (size_t i = 0; i < vm->ninstr; i++)
+        cnt += vm->ins[i].op == RPLAN_OP_REQUIRE;
+    fhr_future_use *f = malloc((cnt ? cnt : 1) * sizeof *f);
+    if (!f)
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-    for (size_t li = 0; li < snap->nlocs; li++) {
-        const fhr_loc_stats *ls = &snap->locs[li];
-        int slot = fhr_loc_slot(ls->loc);
-        if (!ls->has_budget || planned[slot] <= 0)
-            continue;
-        int64_t room = (int64_t)ls->budget_bytes - (int64_t)ls->used_bytes -
-                       (int64_t)ls->reserved_bytes;
-        int64_t need = planned[slot] - room;
-        if (need <= 0)
-            continue;
-        size_t nc = 0;
-        for (size_t vi = 0; vi < snap->nvalues; vi++) {
-            const fhr_value_info *v = &snap->values[vi];
-            if (required(rq, nrq, v->handle))
-                continue;
-            for (size_t ci = 0; ci < v->ncopies; ci++) {
-                const fhr_copy_info *c = &v->copies[ci];
-                if (!fhr_loc_equal(c->loc, ls->loc))
-                    continue;
-                if (c->leases || c->holds) {
-                    continue;
-                }
-                if (c->pending_events || !c->ready) {
-                    if (!*pending)
-                        *pending = 1;
-                    continue;
-                }
-                cand k = {vi, ci, v->priority, c->last_use, v->handle.serial};
-                cs[nc++] = k;
-            }
-        }
-        qsort(cs, nc, sizeof *cs, cand_cmp);
-        const fhr_location *chain = NULL;
-        size_t nchain = 0;
-        for (size_t ch = 0; pol && ch < pol->nchains; ch++)
-            if (pol->chain_len[ch] > 0 && fhr_loc_equal(pol->chain[ch][0], ls->loc)) {
-                chain = &pol->chain[ch][1];
-                nchain = pol->chain_len[ch] - 1;
-            }
-        for (size_t k = 0; k < nc && need > 0; k++) {
-            const fhr_value_info *v = &snap->values[cs[k].vi];
-            fhr_action a;
-            memset(&a, 0, sizeof a);
-            a.handle = v->handle;
-            a.at = ls->loc;
-            if (v->ncopies > 1 || v->recoverability == FHR_RECONSTRUCTIBLE) {
-                a.kind = FHR_ACT_DROP;
-            } else {
-                int found = 0;
-                for (size_t f = 0; f < nchain && !found; f++) {
-                    const fhr_loc_stats *fs = fhr_snapshot_loc(snap, chain[f]);
-                    int fslot = fhr_loc_slot(chain[f]);
-                    int64_t froom = fs && fs->has_budget
-                                        ? (int64_t)fs->budget_bytes - (int64_t)fs->used_bytes -
-                                              (int64_t)fs->reserved_bytes - planned[fslot]
-                                        : INT64_MAX;
-                    if (!fs || !fs->has_budget || froom >= (int64_t)v->spec_storage_nbytes) {
-                        a.kind = FHR_ACT_MOVE;
-                        a.at = chain[f];
-                        a.has_from = 1;
-                        a.from = ls->loc;
-                        planned[fslot] += (int64_t)v->spec_storage_nbytes;
-                        found = 1;
-                    }
-                }
-                if (!found)
-                    continue;
-            }
-            reclaim[(*nreclaim)++] = a;
-            need -= (int64_t)v->spec_storage_nbytes;
-            planned[slot] -= (int64_t)v->spec_storage_nbytes;
-        }
-        if (need > 0) {
-            *short_bytes = (uint64_t)need;
-            *short_loc = ls->loc;
+    uint64_t pos = 0;
+    size_t k = 0;
+    for (size_t i = 0; i < vm->ninstr; i++) {
+        const rplan_instr *in = &vm->ins[i];
+        if (in->op == RPLAN_OP_REQUEST)
+            pos++;
+        else if (in->op == RPLAN_OP_REQUIRE)
+            f[k++] = (fhr_future_use){pos, vm->h[in->value], in->loc};
+    }
+    *out = f;
+    *n = k;
+    return FHR_OK;
+}
+
+static int future_cmp(const void *a, const void *b)
+{
+    const fhr_future_use *x = a, *y = b;
+    int sx = fhr_loc_slot(x->at), sy = fhr_loc_slot(y->at);
+    if (x->handle.serial != y->handle.serial)
+        return x->handle.serial < y->handle.serial ? -1 : 1;
+    if (sx != sy)
+        return sx < sy ? -1 : 1;
+    return x->position < y->position ? -1 : x->position > y->position;
+}
+
+/* The first position after `after` where h is required at loc; UINT64_MAX: never. */
+static uint64_t next_use(const rplan_vm *vm, fhr_handle h, fhr_location loc, uint64_t after)
+{
+    fhr_future_use key = {after + 1, h, loc};
+    size_t lo = 0, hi = vm->nfuture;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (future_cmp(&vm->future[mid], &key) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    if (lo < vm->nfuture && vm->future[lo].handle.serial == h.serial &&
+        fhr_loc_equal(vm->future[lo].at, loc))
+        return vm->future[lo].position;
+    return UINT64_MAX;
+}
+
+fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err)
+{
+    size_t np = rplan_npolicies(vm->p);
+    if (!np)
+        return FHR_OK;
+    vm->pols = calloc(np, sizeof *vm->pols);
+    vm->ctls = calloc(np, sizeof *vm->ctls);
+    if (!vm->pols || !vm->ctls)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    vm->npols = np;
+    fhr_future_use *future = NULL;
+    size_t nfuture = 0;
+    fhr_status st = FHR_OK;
+    for (size_t i = 0; i < np && st == FHR_OK; i++) {
+        rplan_policy_info pi;
+        if ((st = rplan_policy(vm->p, i, &pi)) != FHR_OK)
             break;
+        fhr_tier_chain chains[8];
+        for (size_t c = 0; c < pi.nchains && c < 8; c++)
+            chains[c] = (fhr_tier_chain){pi.chain[c][0], &pi.chain[c][1],
+                                         pi.chain_len[c] ? pi.chain_len[c] - 1 : 0};
+        int kind = vm->o.policy_override ? vm->o.policy_override : (int)pi.kind;
+        if (kind == RPLAN_POLICY_LOOKAHEAD) {
+            if (!future && (st = build_future(vm, &future, &nfuture, err)) != FHR_OK)
+                break;
+            st = fhr_policy_lookahead_create(chains, pi.nchains, future, nfuture, &vm->pols[i],
+                                             err);
+        } else {
+            st = fhr_policy_tiered_lru_create(chains, pi.nchains, &vm->pols[i], err);
+        }
+        if (st == FHR_OK)
+            st = fhr_controller_create(vm->m, vm->pols[i], &vm->ctls[i], err);
+    }
+    if (st == FHR_OK && !future)
+        st = build_future(vm, &future, &nfuture, err);
+    if (future)
+        qsort(future, nfuture, sizeof *future, future_cmp);
+    vm->future = future;
+    vm->nfuture = nfuture;
+    return st;
+}
+
+void vm_requests_teardown(rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->npols; i++) {
+        fhr_controller_destroy(vm->ctls[i]);
+        fhr_policy_destroy(vm->pols[i]);
+    }
+    free(vm->ctls);
+    free(vm->pols);
+    for (size_t i = 0; i < vm->ninflight; i++)
+        vm->b->ops->event_destroy(vm->b, vm->inflight[i].ev);
+    free(vm->inflight);
+    free(vm->future);
+    vm->future = NULL;
+    vm->ctls = NULL;
+    vm->pols = NULL;
+    vm->npols = vm->ninflight = 0;
+}
+
+typedef struct req_parts {
+    fhr_requirement *rq;
+    size_t *rq_pc;
+    size_t nrq;
+    fhr_reservation *res;
+    size_t nres;
+    vm_run *runs;
+    size_t nruns;
+    fhr_location *at;
+} req_parts;
+
+/* ---- bodies in flight ---------------------------------------------------------------- */
+
+/* Records the end of a request's bodies on its compute stream, with the values they
+ * read. */
+static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
+                          double model_s)
+{
+    fhr_stream *s = vm->compute[fhr_loc_slot(loc)];
+    fhr_event *ev = NULL;
+    if (vm->explain || !s || vm->b->ops->event_create(vm->b, &ev, NULL) != FHR_OK)
+        return;
+    if (vm->b->ops->event_record(vm->b, ev, s, NULL) != FHR_OK ||
+        !fhr_grow((void **)&vm->inflight, &vm->capinflight, vm->ninflight,
+                  sizeof *vm->inflight, 16)) {
+        vm->b->ops->event_destroy(vm->b, ev);
+        return;
+    }
+    struct vm_inflight *f = &vm->inflight[vm->ninflight++];
+    f->ev = ev;
+    f->nh = 0;
+    f->model_s = model_s;
+    for (size_t i = 0; i < nrq && f->nh < 8; i++)
+        f->hs[f->nh++] = rq[i].handle;
+}
+
+/* Waits for the oldest body in flight; 0 when none was. */
+static int inflight_wait_oldest(rplan_vm *vm)
+{
+    if (!vm->ninflight)
+        return 0;
+    fhr_event *ev = vm->inflight[0].ev;
+    vm->b->ops->event_sync(vm->b, ev, NULL);
+    vm->b->ops->event_destroy(vm->b, ev);
+    memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
+    vm->ninflight--;
+    fhr_reap(vm->m);
+    return 1;
+}
+
+/* Values read by bodies in flight that the next request does not itself require. */
+static size_t inflight_foreign(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
+{
+    fhr_handle seen[64];
+    size_t n = 0;
+    for (size_t i = 0; i < vm->ninflight; i++)
+        for (size_t k = 0; k < vm->inflight[i].nh; k++) {
+            fhr_handle h = vm->inflight[i].hs[k];
+            int dup = 0;
+            for (size_t j = 0; j < nrq && !dup; j++)
+                dup = fhr_handle_equal(rq[j].handle, h);
+            for (size_t j = 0; j < n && !dup; j++)
+                dup = fhr_handle_equal(seen[j], h);
+            if (!dup && n < 64)
+                seen[n++] = h;
+        }
+    return n;
+}
+
+/* Drops completed entries from the front, then bounds how far the host runs ahead: by
+ * the distinct values that bodies in flight read beyond what the next request requires
+ * (prefetch_depth, default 4). Copies read by work in flight cannot be evicted, so this
+ * keeps a policy's choice of victims nearly free, while a run of requests sharing their
+ * values (EvalMod's relinearizations) never holds the host back and lets the transfers
+ * of what follows overlap it. Serial: no body in flight at all. */
+static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
+{
+    while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
+        vm->b->ops->event_destroy(vm->b, vm->inflight[0].ev);
+        memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
+        vm->ninflight--;
+    }
+    size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : 4;
+    while (vm->ninflight && (vm->o.serial || vm->ninflight > 4096 ||
+                             inflight_foreign(vm, rq, nrq) > limit))
+        inflight_wait_oldest(vm);
+}
+
+/* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
+ * decision regrets that when it evicts a copy needed again sooner than one that only
+ * older work in flight keeps: then the VM waits for the oldest body and decides again,
+ * which keeps the lookahead policy at Belady's MIN. The newest body is exempt: waiting
+ * for it would put every transfer behind the body before it (no overlap at all);
+ * evicting around it is what double buffering costs, a few loads in all
+ * (bench/README.md). */
+static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
+                   uint64_t position)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        uint64_t nv = next_use(vm, ev->action.handle, at, position);
+        if (nv == UINT64_MAX)
+            continue; /* never needed again: nothing better to wait for */
+        for (size_t i = 0; i + 1 < vm->ninflight; i++)
+            for (size_t k = 0; k < vm->inflight[i].nh; k++) {
+                fhr_handle h = vm->inflight[i].hs[k];
+                int needed = 0;
+                for (size_t j = 0; j < q->nrq && !needed; j++)
+                    needed = fhr_handle_equal(q->rq[j].handle, h);
+                if (!needed && next_use(vm, h, at, position) > nv)
+                    return 1;
+            }
+    }
+    return 0;
+}
+
+/* An infeasible decision that waiting can fix: a short location whose protected copies
+ * are only read by work in flight (leases end with the bodies, pending events with
+ * their completion). */
+static int waiting_helps(const fhr_decision *d)
+{
+    size_t n = fhr_decision_nprotected(d);
+    for (size_t i = 0; i < n; i++) {
+        const fhr_protected_copy *p = fhr_decision_protected(d, i);
+        if (p->reasons & (FHR_PROT_PENDING | FHR_PROT_LEASED))
+            return 1;
+    }
+    /* the manager's preflight refused a move away from a copy still being read */
+    const fhr_explanation *ex = fhr_decision_explanation(d);
+    return ex && !ex->feasible && ex->status == FHR_E_PROTECTED;
+}
+
+/* ---- one request ----------------------------------------------------------------------- */
+
+
+static void parts_free(req_parts *q)
+{
+    free(q->rq);
+    free(q->rq_pc);
+    free(q->res);
+    free(q->runs);
+    free(q->at);
+}
+
+static fhr_status parts_decode(rplan_vm *vm, size_t pc, size_t end, req_parts *q, fhr_error *err)
+{
+    memset(q, 0, sizeof *q);
+    size_t n = end - pc + 1;
+    q->rq = calloc(n, sizeof *q->rq);
+    q->rq_pc = calloc(n, sizeof *q->rq_pc);
+    q->res = calloc(n, sizeof *q->res);
+    if (!q->rq || !q->rq_pc || !q->res)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    for (size_t i = pc + 1; i < end; i++) {
+        const rplan_instr *in = &vm->ins[i];
+        if (in->op == RPLAN_OP_REQUIRE) {
+            q->rq[q->nrq] = (fhr_requirement){vm->h[in->value], in->loc};
+            q->rq_pc[q->nrq++] = i;
+        } else if (in->op == RPLAN_OP_RESERVE) {
+            q->res[q->nres++] = (fhr_reservation){in->loc, in->imm, in->str};
         }
     }
-    free(cs);
-    (void)vm;
+    fhr_status st = vm_decode_runs(vm, pc, end, &q->runs, &q->nruns, err);
+    if (st)
+        return st;
+    if (!(q->at = calloc(q->nruns + 1, sizeof *q->at)))
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    /* each body runs where the request requires its first value argument */
+    for (size_t k = 0; k < q->nruns; k++) {
+        q->at[k] = q->nrq ? q->rq[0].at : fhr_loc_host();
+        int found = 0;
+        for (size_t v = 0; v < q->runs[k].nvals && !found; v++)
+            for (size_t i = 0; i < q->nrq && !found; i++)
+                if (fhr_handle_equal(q->rq[i].handle, vm->h[q->runs[k].vals[v]])) {
+                    q->at[k] = q->rq[i].at;
+                    found = 1;
+                }
+    }
     return FHR_OK;
+}
+
+/* Transfer streams for the destinations of the plan's enter actions. */
+static size_t transfer_map(rplan_vm *vm, const fhr_plan *plan, fhr_stream_map *xs)
+{
+    size_t nxs = 0;
+    for (size_t i = 0; i < fhr_plan_nactions(plan, FHR_PHASE_ENTER) && !vm->explain; i++) {
+        fhr_location to = fhr_plan_action(plan, FHR_PHASE_ENTER, i)->at;
+        if (to.kind != FHR_LOC_CUDA)
+            continue;
+        size_t j = 0;
+        while (j < nxs && !fhr_loc_equal(xs[j].loc, to))
+            j++;
+        fhr_stream *s = j == nxs ? vm_xfer_stream(vm, to, NULL) : NULL;
+        if (s)
+            xs[nxs++] = (fhr_stream_map){to, s};
+    }
+    return nxs;
+}
+
+static fhr_status infeasible(const rplan_instr *rin, const fhr_decision *d, size_t pc,
+                             fhr_error *err)
+{
+    const fhr_explanation *ex = fhr_decision_explanation(d);
+    fhr_fail(err, FHR_E_INFEASIBLE, "request '%.60s' (policy %.20s): %.400s", rin->str,
+             fhr_decision_policy(d), ex && ex->reason[0] ? ex->reason : "infeasible");
+    if (err && ex) {
+        err->cause = ex->status;
+        err->loc = ex->loc;
+        err->bytes_short = ex->bytes_short;
+        err->phase = FHR_PHASE_PREFLIGHT;
+        err->action_index = (long)pc;
+    }
+    return FHR_E_INFEASIBLE;
 }
 
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
 {
     const rplan_instr *rin = &vm->ins[pc];
-    size_t n = end - pc + 1;
-    req_in *rq = calloc(n, sizeof *rq);
-    fhr_reservation *res = calloc(n, sizeof *res);
-    fhr_action *reclaim = NULL, *enter = calloc(n, sizeof *enter);
-    fhr_location *at = NULL;
-    vm_run *runs = NULL;
-    size_t nrq = 0, nres = 0, nruns = 0;
-    fhr_status st = FHR_OK;
-    fhr_snapshot *snap = NULL;
-    if (!rq || !res || !enter) {
-        st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-        goto done;
+    uint64_t position = ++vm->req_pos;
+    req_parts q;
+    fhr_status st = parts_decode(vm, pc, end, &q, err);
+    if (st) {
+        parts_free(&q);
+        return st;
     }
-    for (size_t i = pc + 1; i < end; i++) {
-        const rplan_instr *in = &vm->ins[i];
-        if (in->op == RPLAN_OP_REQUIRE) {
-            rq[nrq].h = vm->h[in->value];
-            rq[nrq].at = in->loc;
-            rq[nrq].pc = i;
-            nrq++;
-        } else if (in->op == RPLAN_OP_RESERVE) {
-            res[nres].at = in->loc;
-            res[nres].nbytes = in->imm;
-            res[nres].label = in->str;
-            nres++;
-        }
+    if (rin->policy >= vm->npols) {
+        parts_free(&q);
+        return fhr_fail(err, FHR_E_INVALID, "request '%.60s': no policy %u", rin->str, rin->policy);
     }
-    if ((st = vm_decode_runs(vm, pc, end, &runs, &nruns, err)) != FHR_OK)
-        goto done;
-    at = calloc(nruns + 1, sizeof *at);
-    if (!at) {
-        st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-        goto done;
+    rplan_stage_report *r;
+    for (size_t k = 0; k <= vm->depth; k++) {
+        r = k < vm->depth ? &vm->stages[vm->stack[k]] : &vm->total;
+        r->requests++;
     }
-    for (size_t k = 0; k < nruns; k++) {
-        at[k] = nrq ? rq[0].at : fhr_loc_host();
-        int found = 0;
-        for (size_t v = 0; v < runs[k].nvals && !found; v++)
-            for (size_t i = 0; i < nrq && !found; i++)
-                if (fhr_handle_equal(rq[i].h, vm->h[runs[k].vals[v]])) {
-                    at[k] = rq[i].at;
-                    found = 1;
-                }
-    }
-    rplan_policy_info pol;
-    int has_pol = rplan_policy(vm->p, rin->policy, &pol) == FHR_OK;
-    {
-        rplan_stage_report *r;
-        for (size_t k = 0; k <= vm->depth; k++) {
-            r = k < vm->depth ? &vm->stages[vm->stack[k]] : &vm->total;
-            r->requests++;
-        }
-    }
+    fhr_request req = {rin->str, q.rq, q.nrq, q.res, q.nres, position};
+    if (!vm->explain)
+        inflight_bound(vm, q.rq, q.nrq);
     for (int attempt = 0;; attempt++) {
-        if ((st = fhr_snapshot_take(vm->m, &snap, err)) != FHR_OK)
-            goto done;
-        size_t cap = nrq + 1;
-        for (size_t i = 0; i < snap->nvalues; i++)
-            cap += snap->values[i].ncopies;
-        free(reclaim);
-        reclaim = calloc(cap, sizeof *reclaim);
-        if (!reclaim) {
-            st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-            goto done;
-        }
-        size_t nrec = 0, nent = 0;
-        uint64_t shortb = 0;
-        fhr_location shortl = {FHR_LOC_INVALID, 0};
-        int pending = 0;
-        st = decide(vm, snap, has_pol ? &pol : NULL, rq, nrq, res, nres, reclaim, &nrec, enter,
-                    &nent, &shortb, &shortl, &pending, err);
-        uint64_t version = snap->state_version;
-        fhr_snapshot_free(snap);
-        snap = NULL;
+        fhr_decision *d = NULL;
+        st = fhr_decide(vm->ctls[rin->policy], &req, &d, err);
+        if (st == FHR_E_STALE && attempt < 8)
+            continue;
         if (st)
-            goto done;
-        if (((shortb && pending) || pending == 2) && attempt < 2 && !vm->explain) {
-            /* wait for the consumers still reading, then decide again */
-            for (int s = 0; s < FHR_LOC_SLOTS; s++)
-                if (vm->compute[s])
-                    vm->b->ops->stream_sync(vm->b, vm->compute[s], NULL);
-            fhr_reap(vm->m);
+            break;
+        if (!fhr_decision_feasible(d)) {
+            int retry = !vm->explain && waiting_helps(d) && attempt < 64 &&
+                        (inflight_wait_oldest(vm) || attempt == 0);
+            if (retry && !vm->ninflight && attempt == 0) {
+                vm_sync_all(vm, NULL); /* work outside requests (plans) may hold copies */
+            }
+            if (retry) {
+                fhr_decision_destroy(d);
+                continue;
+            }
+            st = infeasible(rin, d, pc, err);
+            fhr_decision_destroy(d);
+            break;
+        }
+        if (!vm->explain && vm->ninflight && attempt < 64 &&
+            strcmp(fhr_decision_policy(d), "lookahead") == 0 && regrets(vm, d, &q, position)) {
+            fhr_decision_destroy(d);
+            inflight_wait_oldest(vm);
             continue;
         }
-        if (shortb) {
-            char lb[16];
-            st = fhr_fail(err, FHR_E_INFEASIBLE,
-                          "request '%.60s' (policy %.40s): %s is %llu bytes short after every "
-                          "legal eviction",
-                          rin->str, has_pol ? pol.name : "?", fhr_loc_format(shortl, lb, sizeof lb),
-                          (unsigned long long)shortb);
-            if (err) {
-                err->loc = shortl;
-                err->bytes_short = shortb;
-                err->phase = FHR_PHASE_PREFLIGHT;
-                err->action_index = (long)pc;
-            }
-            goto done;
-        }
-        fhr_plan_desc d = {rin->str, reclaim, nrec, enter, nent, NULL, 0, res, nres};
-        fhr_plan *plan = NULL;
-        if ((st = fhr_plan_create(&d, &plan, err)) != FHR_OK)
-            goto done;
         fhr_stream_map xs[FHR_LOC_SLOTS];
-        size_t nxs = 0;
-        for (size_t i = 0; i < nent && !vm->explain; i++) {
-            if (enter[i].at.kind != FHR_LOC_CUDA)
-                continue;
-            size_t j = 0;
-            while (j < nxs && !fhr_loc_equal(xs[j].loc, enter[i].at))
-                j++;
-            fhr_stream *s = j == nxs ? vm_xfer_stream(vm, enter[i].at, NULL) : NULL;
-            if (s) {
-                xs[nxs].loc = enter[i].at;
-                xs[nxs].stream = s;
-                nxs++;
-            }
-        }
+        const fhr_plan *plan = fhr_decision_plan(d);
+        size_t nxs = transfer_map(vm, plan, xs);
+        uint64_t version = fhr_decision_state_version(d);
         fhr_error e2;
         fhr_error_init(&e2);
-        st = vm_exec_scope_plan(vm, plan, xs, nxs, 1, version, runs, nruns, at, 1, NULL, &e2);
-        fhr_plan_destroy(plan);
-        if (st == FHR_E_STALE && attempt < 2) {
+        st = vm_exec_scope_plan(vm, plan, xs, nxs, 1, version, q.runs, q.nruns, q.at, 1, NULL,
+                                &e2);
+        fhr_decision_destroy(d);
+        if ((st == FHR_E_STALE && attempt < 8) ||
+            (st == FHR_E_INFEASIBLE && e2.cause == FHR_E_PROTECTED && !vm->explain &&
+             attempt < 64 && inflight_wait_oldest(vm))) {
             fhr_error_clear(&e2);
             continue;
         }
@@ -322,12 +418,10 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             long ipc = (long)pc;
             if (e2.phase == FHR_PHASE_BODY)
                 ipc = e2.action_index;
-            else if (e2.phase == FHR_PHASE_ENTER && e2.action_index >= 0 &&
-                     (size_t)e2.action_index < nent) {
-                for (size_t i = 0; i < nrq; i++)
-                    if (fhr_handle_equal(rq[i].h, enter[e2.action_index].handle))
-                        ipc = (long)rq[i].pc;
-            }
+            for (size_t i = 0; e2.phase != FHR_PHASE_BODY && i < q.nrq; i++)
+                if (fhr_handle_equal(q.rq[i].handle, e2.handle) &&
+                    (e2.loc.kind == FHR_LOC_INVALID || fhr_loc_equal(q.rq[i].at, e2.loc)))
+                    ipc = (long)q.rq_pc[i];
             if (err) {
                 fhr_error_clear(err);
                 *err = e2;
@@ -335,16 +429,14 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             } else {
                 fhr_error_clear(&e2);
             }
+        } else if (q.nruns) {
+            double model = 0;
+            for (size_t k = 0; k < q.nruns; k++)
+                model += vm_model_body(vm, &q.runs[k]);
+            inflight_push(vm, q.at[0], q.rq, q.nrq, model);
         }
         break;
     }
-done:
-    fhr_snapshot_free(snap);
-    free(rq);
-    free(res);
-    free(reclaim);
-    free(enter);
-    free(at);
-    free(runs);
+    parts_free(&q);
     return st;
 }

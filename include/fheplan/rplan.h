@@ -54,6 +54,11 @@ typedef struct rplan_compile_opts {
     const fhr_budget *budget_override; /* replace or add budgets (check --budget) */
     size_t nbudget_override;
     int strip_source;                 /* 1: do not keep the source text in the program */
+    /* The predefined integer constants `rank` and `world_size` (rplan(5)): a program
+     * run by several processes (MPI ranks) is compiled, and so verified, once per rank.
+     * world_size 0 means 1; rank must be below world_size. */
+    uint32_t rank;
+    uint32_t world_size;
 } rplan_compile_opts;
 
 /* Compiles src (len bytes; need not be NUL-terminated) and verifies the result,
@@ -113,8 +118,14 @@ typedef struct rplan_value_info {
     uint32_t line, col;              /* declaration */
 } rplan_value_info;
 
+typedef enum rplan_policy_kind {
+    RPLAN_POLICY_TIERED_LRU = 1, /* least recently used first (fhr_policy_tiered_lru_create) */
+    RPLAN_POLICY_LOOKAHEAD = 2   /* farthest next use first (fhr_policy_lookahead_create) */
+} rplan_policy_kind;
+
 typedef struct rplan_policy_info {
     const char *name;
+    rplan_policy_kind kind;
     size_t nchains;
     /* chain i: chain_len[i] locations, first the preferred one, then its fallbacks */
     size_t chain_len[8];

@@ -40,10 +40,28 @@ typedef struct rplan_vm_opts {
      * arguments (rehearsal); 0: it fails. */
     int unknown_as_touch;
     /* Pinned host->device bandwidth in GB/s for the lower bound; 0: measure once
-     * (or read FHEPLAN_PINNED_GBPS). */
+     * (or read FHEPLAN_PINNED_GBPS; explain mode: 55.5, measured on an H200). */
     double pinned_gbps;
+    /* Device memory bandwidth in GB/s of the kernel model used for predicted body time
+     * (touch and verify read their values once, ckks.keyswitch key and ciphertext once
+     * per batched ciphertext, spin takes its duration); 0: FHEPLAN_DEVICE_GBPS, else
+     * 3000. */
+    double device_gbps;
     /* 1: keep a timeline for rplan_vm_trace_json (scopes, transfers, bodies). */
     int trace;
+    /* Replace the kind of every policy of the program: 0 keep, RPLAN_POLICY_TIERED_LRU,
+     * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
+    int policy_override;
+    /* Prefetch: the host issues a request's transfers while earlier requests' bodies
+     * still run. It runs ahead while the bodies in flight read at most prefetch_depth
+     * distinct values that the next request does not require (0: the default, 4):
+     * copies read by work in flight cannot be evicted, so this keeps a policy's choice
+     * of victims nearly free, while a run of requests sharing their values never holds
+     * the host back. Under the lookahead policy the VM also waits, rather than evict a
+     * copy needed sooner than one only older work in flight keeps. serial = 1: no
+     * prefetch (each request waits for earlier bodies). */
+    unsigned prefetch_depth;
+    int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
     void *progress_ctx;
 } rplan_vm_opts;
@@ -123,6 +141,7 @@ typedef struct rplan_stage_report {
     uint64_t plans, requests, bodies;
     double time_s;                   /* wall time, work on every stream included */
     double body_s;                   /* measured body execution time */
+    double model_body_s;             /* body time predicted by the kernel model */
     size_t npeaks;
     rplan_loc_peak peaks[RPLAN_MAX_PEAKS];
     uint64_t checks, check_failures; /* verify kernels run / values that differed */
@@ -140,6 +159,7 @@ typedef struct rplan_vm_report {
     double transfer_s;          /* (h2d + d2h + device loads) / pinned bandwidth */
     double lower_bound_s;       /* max(total body time, transfer_s) */
     double ratio;               /* total time / lower bound (0 when undefined) */
+    double predicted_s;         /* max(modelled body time, transfer_s): perfect overlap */
     /* failure (ok == 0) */
     fhr_status status;
     char message[640];

@@ -4,6 +4,7 @@
 #include "../unit/backend_gate.h"
 
 #include <criterion/criterion.h>
+#include <dlfcn.h>
 #include <stdio.h>
 
 /* Criterion forks each test, so every test creates its own backend (and CUDA context). */
@@ -84,6 +85,23 @@ Test(cuda, device_and_pinned_alloc_free_with_observations)
     b->ops->free(b, P, q, 5000, NULL);
     cr_assert_eq(observe(b, P).pool_used_bytes, 0);
     fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
+/* NVML is optional: when the driver ships it, device observations carry its view. */
+Test(cuda, nvml_observations_when_present)
+{
+    void *so = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!so)
+        cr_skip_test("no libnvidia-ml.so.1 on this host");
+    dlclose(so);
+    fhr_backend *b = cuda_or_skip();
+    fhr_observation o = observe(b, fhr_loc_cuda(0));
+    cr_assert(o.nvml_valid, "NVML is present but the backend did not use it");
+    cr_assert_gt(o.nvml_total_bytes, 0);
+    cr_assert_geq(o.nvml_total_bytes, o.device_total_bytes / 2);
+    cr_assert_leq(o.nvml_used_bytes, o.nvml_total_bytes);
+    cr_assert_not(observe(b, fhr_loc_pinned()).nvml_valid);
     fhr_backend_destroy(b);
 }
 

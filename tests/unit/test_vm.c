@@ -12,7 +12,7 @@ static rplan_program *compile_src(const char *src)
 {
     rplan_program *p = NULL;
     rplan_diags *d = rplan_diags_new();
-    rplan_compile_opts o = {"test.rplan", NULL, 0, 0};
+    rplan_compile_opts o = {.filename = "test.rplan"};
     fhr_status st = rplan_compile(src, strlen(src), &o, &p, d);
     char *txt = rplan_diags_render_string(d);
     cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");

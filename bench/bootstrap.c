@@ -1,0 +1,205 @@
+/* bench/bootstrap.c — the CKKS bootstrap key-streaming plan (plans/ckks-bootstrap.rplan)
+ * under GPU budgets of 25, 50, 75 and 100% of its key set, with 1 and 16 ciphertexts
+ * per key use, under tiered LRU and lookahead (and lookahead without prefetch), in one
+ * run: time over the lower bound max(compute, bytes that must move / pinned bandwidth),
+ * where the bytes that must move are those of Belady's MIN (the lookahead policy's
+ * dry run), and bytes moved over MIN. Needs a CUDA device (exit 77 without one);
+ * `--device emu` runs it scaled down on the emulated device (for testing the bench). */
+#include "fheplan/residency.h"
+#include "fheplan/rplan.h"
+#include "fheplan/vm.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KEYS 79
+#define KEY_BYTES ((uint64_t)180 << 20)   /* switching_key(2^16, 44, 3) */
+#define CT_BYTES ((uint64_t)45 << 20)     /* ciphertext(2^16, 44) */
+#define WS_BYTES ((uint64_t)150 << 20)    /* keyswitch_workspace(2^16, 44, 3) */
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
+    if (b)
+        b[n] = 0;
+    fclose(f);
+    return b;
+}
+
+/* The plan with BATCH set to `batch` (the constant's line is replaced). */
+static char *with_batch(const char *src, int batch)
+{
+    const char *k = strstr(src, "const BATCH = ");
+    if (!k)
+        return NULL;
+    const char *eol = strchr(k, '\n');
+    size_t n = strlen(src) + 32;
+    char *out = malloc(n);
+    if (!out || !eol)
+        return free(out), NULL;
+    snprintf(out, n, "%.*sconst BATCH = %d%s", (int)(k - src), src, batch, eol);
+    return out;
+}
+
+typedef struct result {
+    int ok;
+    double time_s, body_s, pinned_gbps;
+    uint64_t moved; /* bytes over PCIe (h2d + d2h + loads onto the device) */
+} result;
+
+static uint64_t pcie_bytes(const rplan_stage_report *t)
+{
+    return t->bytes[FHR_DIR_H2D] + t->bytes[FHR_DIR_D2H] + t->load_h2d_bytes;
+}
+
+static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_t budget,
+                   int policy, int serial, int explain, uint64_t scale, result *r)
+{
+    memset(r, 0, sizeof *r);
+    fhr_budget bud = {fhr_loc_cuda(0), budget};
+    rplan_compile_opts co = {.filename = "ckks-bootstrap.rplan", .budget_override = &bud,
+                             .nbudget_override = 1, .strip_source = 1};
+    rplan_program *p = NULL;
+    rplan_diags *d = rplan_diags_new();
+    if (rplan_compile(src, strlen(src), &co, &p, d) != FHR_OK) {
+        rplan_diags_render(d, stderr, 0);
+        rplan_diags_free(d);
+        return -1;
+    }
+    rplan_diags_free(d);
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
+    o.scale = scale;
+    fhr_budget sb = {fhr_loc_cuda(0), budget}; /* the VM scales overrides too */
+    o.budget_override = &sb;
+    o.nbudget_override = 1;
+    o.policy_override = policy;
+    o.serial = serial;
+    fhr_backend *mb = NULL;
+    if (explain && fhr_backend_open("model:1", &mb, NULL) != FHR_OK)
+        return -1;
+    rplan_vm *vm = NULL;
+    rplan_vm_report *rep = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    int rc = -1;
+    if (rplan_vm_create(p, explain ? mb : b, &o, &vm, &e) == FHR_OK) {
+        rplan_vm_run(vm, &rep, &e);
+        if (rep) {
+            r->ok = rep->ok;
+            r->time_s = rep->total.time_s;
+            r->body_s = rep->total.body_s;
+            r->pinned_gbps = rep->pinned_gbps;
+            r->moved = pcie_bytes(&rep->total);
+            rc = rep->ok ? 0 : -1;
+            if (!rep->ok)
+                fprintf(stderr, "bootstrap bench (%s): %s\n", devname, rep->message);
+        }
+    } else {
+        fprintf(stderr, "bootstrap bench: %s\n", e.message);
+    }
+    fhr_error_clear(&e);
+    rplan_vm_report_free(rep);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(mb);
+    rplan_program_free(p);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json"))
+            json = 1;
+        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
+            dev = argv[++i];
+        else if (!strcmp(argv[i], "--plan") && i + 1 < argc)
+            plan = argv[++i];
+        else {
+            fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--json]\n");
+            return 2;
+        }
+    }
+    char *src = slurp(plan);
+    if (!src) {
+        fprintf(stderr, "bootstrap: cannot read %s\n", plan);
+        return 2;
+    }
+    fhr_backend *b = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    if (fhr_backend_open(dev, &b, &e) != FHR_OK) {
+        fprintf(stderr, "bootstrap: no %s device: %s\n", dev, e.message);
+        free(src);
+        return 77;
+    }
+    uint64_t scale = strcmp(b->ops->name, "cuda") == 0 ? 1 : 64;
+    const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
+    struct { int policy, serial; const char *name; } modes[] = {
+        {RPLAN_POLICY_TIERED_LRU, 0, "tiered_lru"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, "lookahead"},
+        {RPLAN_POLICY_LOOKAHEAD, 1, "lookahead, no prefetch"},
+    };
+    if (!json)
+        printf("%-4s %-5s %-24s %10s %10s %10s %8s %10s %8s\n", "keys", "batch", "policy",
+               "time ms", "compute", "bound ms", "ratio", "moved GiB", "/MIN");
+    else
+        printf("[");
+    int first = 1, fails = 0;
+    for (size_t bi = 0; bi < 2; bi++) {
+        char *s = with_batch(src, batch[bi]);
+        for (size_t pi = 0; s && pi < 4; pi++) {
+            uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
+            result min;
+            if (run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0, 1, scale, &min) != 0) {
+                fails++;
+                continue;
+            }
+            for (size_t mi = 0; mi < 3; mi++) {
+                result r;
+                if (run_one(s, b, dev, budget, modes[mi].policy, modes[mi].serial, 0, scale, &r)) {
+                    fails++;
+                    continue;
+                }
+                double tb = r.pinned_gbps > 0 ? (double)min.moved / (r.pinned_gbps * 1e9) : 0;
+                double bound = r.body_s > tb ? r.body_s : tb;
+                double ratio = bound > 0 ? r.time_s / bound : 0;
+                double over = min.moved ? (double)r.moved / (double)min.moved : 0;
+                if (json)
+                    printf("%s\n {\"key_set_pct\": %d, \"batch\": %d, \"policy\": \"%s\", "
+                           "\"time_s\": %.6f, \"compute_s\": %.6f, \"bound_s\": %.6f, "
+                           "\"ratio\": %.4f, \"bytes_moved\": %llu, \"min_bytes\": %llu, "
+                           "\"bytes_over_min\": %.4f, \"pinned_gbps\": %.2f}",
+                           first ? "" : ",", pct[pi], batch[bi], modes[mi].name, r.time_s,
+                           r.body_s, bound, ratio, (unsigned long long)r.moved,
+                           (unsigned long long)min.moved, over, r.pinned_gbps);
+                else
+                    printf("%3d%% %5d %-24s %10.2f %10.2f %10.2f %8.3f %10.2f %8.3f\n", pct[pi],
+                           batch[bi], modes[mi].name, r.time_s * 1e3, r.body_s * 1e3, bound * 1e3,
+                           ratio, (double)r.moved / (1 << 30), over);
+                fflush(stdout);
+                first = 0;
+            }
+        }
+        free(s);
+    }
+    if (json)
+        printf("\n]\n");
+    fhr_backend_destroy(b);
+    free(src);
+    return fails ? 1 : 0;
+}

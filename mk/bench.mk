@@ -1,0 +1,14 @@
+# mk/bench.mk — the bootstrap benchmark (`make bench-bootstrap`): the bootstrap plan
+# under four budgets, two batch sizes and both policies, in one run, on a CUDA device.
+
+BENCH_BOOT     := $(BUILD)/bench/bootstrap
+BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o
+
+.PHONY: bench-bootstrap
+
+$(BENCH_BOOT): $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a $(LDLIBS)
+
+bench-bootstrap: $(BENCH_BOOT)
+	$(BENCH_BOOT)

@@ -1,0 +1,134 @@
+#!/bin/sh
+# tests/man/run.sh — `make test-man`: lints every page of man/ with mandoc (cross
+# references resolved against man/ itself) and runs every tested example of the guides
+# (man/*.7; see extract.sh for the markers). POSIX sh; no GPU needed: C examples run on
+# the emulated device and plans run with --device emu.
+#
+# Environment (set by mk/guides.mk): BUILD (build folder holding libfheplan.a and
+# fheplan), CC, LDLIBS, and optionally LDFLAGS and SAN.
+set -u
+BUILD=${BUILD:-build}
+CC=${CC:-cc}
+LDLIBS=${LDLIBS:--lcjson -lpthread -lm}
+root=$(pwd)
+build=$root/$BUILD
+fail=0
+ntests=0
+
+say() { printf '%s\n' "$*"; }
+bad() { say "FAIL: $*"; fail=$((fail + 1)); }
+
+# ---- lint ------------------------------------------------------------------------------
+# A throw-away man tree with every page of man/ and its mandoc.db, so that Xr to our own
+# pages resolves; mandoc then reports anything of level STYLE or above.
+tree=$build/mantree
+rm -rf "$tree"
+for p in man/*.[0-9]; do
+    s=${p##*.}
+    mkdir -p "$tree/man$s"
+    cp "$p" "$tree/man$s/"
+done
+mkwhatis=$(command -v makewhatis || echo /usr/sbin/makewhatis)
+if ! "$mkwhatis" "$tree"; then
+    bad "makewhatis $tree"
+fi
+lint=$(MANPATH=$tree mandoc -Tlint -Wstyle man/*.[0-9] 2>&1)
+rc=$?
+if [ $rc -ne 0 ] || [ -n "$lint" ]; then
+    say "$lint"
+    bad "mandoc -Tlint -Wstyle man/* (exit $rc)"
+else
+    say "lint: $(ls man/*.[0-9] | wc -l | tr -d ' ') pages clean (mandoc -Tlint -Wstyle)"
+fi
+if command -v groff >/dev/null 2>&1; then
+    for p in man/*.[0-9]; do
+        w=$(groff -mandoc -ww -z "$p" 2>&1)
+        [ -z "$w" ] || { say "$w"; bad "groff -ww $p"; }
+    done
+fi
+
+# ---- examples --------------------------------------------------------------------------
+out=$build/man-tests
+rm -rf "$out"
+mkdir -p "$out/bin"
+ln -s "$build/fheplan" "$out/bin/fheplan"
+if ! sh tests/man/extract.sh "$out" man/*.7; then
+    bad "extract.sh"
+fi
+export PATH="$out/bin:$PATH" FHEPLAN_DEVICE=emu:1 NO_COLOR=1
+
+# Replays a "$ command" transcript in the current folder, writing the actual one.
+replay() { # file.sh actual mode
+    : >"$2"
+    awk '/^\$ /{ print substr($0, 3) }' "$1" >"$2.cmds"
+    while IFS= read -r cmd; do
+        printf '$ %s\n' "$cmd" >>"$2"
+        if [ "$3" = exact ]; then
+            sh -c "$cmd" >>"$2" 2>&1 </dev/null
+        else
+            sh -c "$cmd" >"$2.out" 2>&1 </dev/null || { cat "$2.out"; return 1; }
+        fi
+    done <"$2.cmds"
+    return 0
+}
+
+for dir in "$out"/*/; do
+    dir=${dir%/}
+    page=$(basename "$dir")
+    [ "$page" = bin ] && continue
+    n=0
+    while read -r kind name; do
+        n=$((n + 1))
+        ntests=$((ntests + 1))
+        t="$page: $kind $name"
+        (
+            cd "$dir" || exit 1
+            [ -e plans ] || ln -s "$root/plans" plans
+            case $kind in
+            c)
+                # shellcheck disable=SC2086
+                $CC -std=c11 -Wall -Wextra -Werror ${SAN:-} -I"$root/include" "$name.c" \
+                    -o "$name" "$build/libfheplan.a" ${LDFLAGS:-} $LDLIBS || exit 1
+                if [ -f "$name.expect" ]; then
+                    ./"$name" >"$name.out" || exit 1
+                    diff -u "$name.expect" "$name.out" || exit 1
+                else
+                    ./"$name" || exit 1
+                fi
+                ;;
+            rplan)
+                fheplan check "$name.rplan" >"$name.check" 2>&1 || { cat "$name.check"; exit 1; }
+                fheplan run --device emu --quiet "$name.rplan" >"$name.run" 2>&1 ||
+                    { cat "$name.run"; exit 1; }
+                ;;
+            rplan-fail)
+                [ -f "$name.expect" ] || { echo "no expect block for $name"; exit 1; }
+                fheplan check "$name.rplan" >/dev/null 2>"$name.err"
+                rc=$?
+                [ $rc -eq 1 ] || { echo "check exited $rc, expected 1"; exit 1; }
+                diff -u "$name.expect" "$name.err" || exit 1
+                ;;
+            sh)
+                replay "$name.sh" "$name.actual" exact
+                diff -u "$name.sh" "$name.actual" || exit 1
+                ;;
+            sh-run)
+                replay "$name.sh" "$name.actual" run || exit 1
+                ;;
+            esac
+        ) >"$dir/$name.log" 2>&1
+        if [ $? -eq 0 ]; then
+            say "ok   $t"
+        else
+            cat "$dir/$name.log"
+            bad "$t"
+        fi
+    done <"$dir/tests"
+    [ $n -gt 0 ] || bad "$page: no tested example"
+done
+
+if [ $fail -ne 0 ]; then
+    say "test-man: $fail failed ($ntests examples)"
+    exit 1
+fi
+say "test-man: $ntests examples passed"

@@ -1,0 +1,129 @@
+/* tests/unit/test_lookahead_cli.c — the plan's known future through the command line:
+ * check reports the bytes each policy moves and the predicted time, --min-budget finds
+ * a budget that passes check while one byte less fails, and runs with prefetch stay
+ * within their budgets and move about the bytes Belady's MIN predicts. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#ifndef FHEPLAN_CLI
+#define FHEPLAN_CLI "build/fheplan"
+#endif
+
+static char *run_out(const char *args, int *rc)
+{
+    char o[] = "/tmp/fheplan-la-XXXXXX";
+    int fd = mkstemp(o);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "NO_COLOR=1 %s %s >%s 2>/dev/null </dev/null", FHEPLAN_CLI, args, o);
+    int st = system(cmd);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    FILE *f = fopen(o, "rb");
+    cr_assert_not_null(f);
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = calloc(1, (size_t)n + 1);
+    cr_assert_eq(fread(s, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    unlink(o);
+    return s;
+}
+
+static cJSON *json_of(const char *args, int want_rc)
+{
+    int rc;
+    char *s = run_out(args, &rc);
+    cr_assert_eq(rc, want_rc, "%s: exit %d", args, rc);
+    cJSON *j = cJSON_Parse(s);
+    cr_assert_not_null(j, "not JSON: %s", s);
+    free(s);
+    return j;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, k);
+    cr_assert(cJSON_IsNumber(x), "%s", k);
+    return x->valuedouble;
+}
+
+Test(lookahead_cli, check_reports_bytes_and_time_per_policy)
+{
+    cJSON *j = json_of("check --json plans/ckks-bootstrap.rplan", 0);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cJSON *pols = cJSON_GetObjectItem(f, "policies");
+    cr_assert_eq(cJSON_GetArraySize(pols), 2);
+    cJSON *lru = cJSON_GetArrayItem(pols, 0), *la = cJSON_GetArrayItem(pols, 1);
+    cr_assert_str_eq(cJSON_GetObjectItem(lru, "policy")->valuestring, "tiered_lru");
+    cr_assert_str_eq(cJSON_GetObjectItem(la, "policy")->valuestring, "lookahead");
+    /* 112 and 92 loads of 180 MiB, plus the ciphertext's round trip (2 x 45 MiB) */
+    double key = 180.0 * 1048576, ct = 45.0 * 1048576;
+    cr_assert_eq(num(lru, "bytes_moved"), 112 * key + 2 * ct);
+    cr_assert_eq(num(la, "bytes_moved"), 92 * key + 2 * ct);
+    cr_assert_lt(num(la, "predicted_s"), num(lru, "predicted_s"));
+    cr_assert_eq(num(f, "bytes_moved"), num(la, "bytes_moved"), "the plan says lookahead");
+    cr_assert_gt(num(f, "predicted_s"), 0);
+    cJSON_Delete(j);
+}
+
+Test(lookahead_cli, min_budget_is_tight_to_the_byte)
+{
+    cJSON *j = json_of("check --json --min-budget cuda:0 plans/ckks-bootstrap.rplan", 0);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cJSON *mb = cJSON_GetObjectItem(f, "min_budget");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "found")));
+    unsigned long long b = (unsigned long long)num(mb, "feasible_bytes");
+    unsigned long long near = (unsigned long long)num(mb, "within_5pct_bytes");
+    cr_assert_geq(near, b);
+    cr_assert_leq(num(mb, "predicted_s_at_within_5pct"), 1.05 * num(mb, "unbounded_predicted_s"));
+    cJSON_Delete(j);
+    char args[256];
+    int rc;
+    snprintf(args, sizeof args, "check --budget cuda:0=%llu plans/ckks-bootstrap.rplan", b);
+    free(run_out(args, &rc));
+    cr_assert_eq(rc, 0, "the budget found must pass check");
+    snprintf(args, sizeof args, "check --budget cuda:0=%llu plans/ckks-bootstrap.rplan", b - 1);
+    free(run_out(args, &rc));
+    cr_assert_eq(rc, 1, "one byte less must be rejected");
+    snprintf(args, sizeof args, "check --budget cuda:0=%llu plans/ckks-bootstrap.rplan", near - 1);
+    free(run_out(args, &rc));
+    cr_assert_eq(rc, 0);
+}
+
+Test(lookahead_cli, prefetching_runs_stay_in_budget_near_min)
+{
+    cJSON *c = json_of("check --json plans/ckks-bootstrap.rplan", 0);
+    double min_bytes = num(cJSON_GetArrayItem(cJSON_GetObjectItem(c, "files"), 0), "bytes_moved");
+    cJSON_Delete(c);
+    const char *modes[] = {"", "--prefetch 0", "--prefetch 1", "--policy tiered_lru"};
+    for (size_t m = 0; m < 4; m++) {
+        char args[256];
+        snprintf(args, sizeof args, "run --json --device emu --scale 256 %s plans/ckks-bootstrap.rplan",
+                 modes[m]);
+        cJSON *j = json_of(args, 0);
+        cJSON *t = cJSON_GetObjectItem(j, "totals");
+        cJSON *ig = cJSON_GetObjectItem(t, "integrity");
+        cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(ig, "ok")), "%s", modes[m]);
+        cJSON *pk = cJSON_GetObjectItem(t, "peaks");
+        for (int i = 0; i < cJSON_GetArraySize(pk); i++) {
+            cJSON *p = cJSON_GetArrayItem(pk, i);
+            cJSON *bud = cJSON_GetObjectItem(p, "budget_bytes");
+            if (cJSON_IsNumber(bud))
+                cr_assert_leq(num(p, "peak_bytes"), bud->valuedouble, "%s: over budget", modes[m]);
+        }
+        /* scaled sizes: compare in units of the scaled key (180 MiB / 256) */
+        double moved = num(t, "bytes_moved") * 256;
+        if (m < 3) /* lookahead, with or without prefetch: MIN, or within two loads of it */
+            cr_assert_leq(moved, min_bytes + 2 * 180.0 * 1048576 + 4096 * 256, "%s: %.0f > MIN %.0f",
+                          modes[m], moved, min_bytes);
+        cr_assert_geq(moved + 4096 * 256, min_bytes, "%s: below MIN", modes[m]);
+        cJSON_Delete(j);
+    }
+}
