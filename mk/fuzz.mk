@@ -18,6 +18,8 @@ FUZZ_BINS        = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_PLAIN_BINS  = $(patsubst %,$(BUILD)/fuzz-plain/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEED_SRCS   = $(wildcard plans/*.rplan tests/plans/ok/*.rplan tests/plans/fail/*.rplan)
 FUZZ_OPTS        = -timeout=10 -rss_limit_mb=4096 -print_final_stats=1
+# parallel workers only when asked for (libFuzzer then writes fuzz-N.log in the current folder)
+FUZZ_PAR         = $(if $(filter-out 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS))
 
 TEST_EXTRA += fuzz-check
 
@@ -67,7 +69,7 @@ fuzz: fuzz-build
 	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/crash; \
 	  echo "fuzz: $$t for $(FUZZ_TIME) s"; \
 	  $(FUZZ_BUILD)/fuzz_$$t $(FUZZ_OPTS) $(FUZZ_DICT_$$t) -max_total_time=$(FUZZ_TIME) \
-	    -jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS) -artifact_prefix=$(FUZZ_BUILD)/crash/$$t- \
+	    $(FUZZ_PAR) -artifact_prefix=$(FUZZ_BUILD)/crash/$$t- \
 	    $(FUZZ_BUILD)/corpus/$$t $(FUZZ_CORPUS)/$$t || exit 1; \
 	done
 
