@@ -141,7 +141,7 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
             switch (kxy[k]) {
             case RPLAN_OPD_VAL: ADD("%s", S + p->vals[xy[k]].name); break;
             case RPLAN_OPD_STR: {
-                out t = {0};
+                rp_out t = {0};
                 pstr(&t, S + xy[k]);
                 ADD("%s%s", k ? " " : "", t.s ? t.s : "\"\"");
                 free(t.s);
