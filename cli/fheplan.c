@@ -8,6 +8,8 @@
 #include "fheplan/vm.h"
 #include "world.h"
 
+#include "format.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <stdio.h>
@@ -92,33 +94,6 @@ static int parse_size(const char *s, uint64_t *out)
         return -1;
     *out = (uint64_t)(v * mul + 0.5);
     return 0;
-}
-
-static const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
-{
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    if (i == 0)
-        snprintf(buf, cap, "%llu B", (unsigned long long)b);
-    else
-        snprintf(buf, cap, "%.4g %s", v, u[i]);
-    return buf;
-}
-
-static const char *fmt_time(double s, char *buf, size_t cap)
-{
-    if (s >= 1)
-        snprintf(buf, cap, "%.3f s", s);
-    else if (s >= 1e-3)
-        snprintf(buf, cap, "%.2f ms", s * 1e3);
-    else
-        snprintf(buf, cap, "%.1f us", s * 1e6);
-    return buf;
 }
 
 /* ---- input ------------------------------------------------------------------------ */

@@ -2,6 +2,7 @@
  * ranks' own JSON documents: per-rank figures, totals (bytes and counts summed, time the
  * slowest rank's, throughput = total bytes / that time) and every failure with its
  * rank. Plain JSON work: no MPI here (cli/mpi.c moves the documents). */
+#include "format.h"
 #include "world.h"
 
 #include <cjson/cJSON.h>
@@ -35,29 +36,6 @@ static double num(const cJSON *o, const char *k)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static const char *fmt_bytes(double v, char *buf, size_t cap)
-{
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    snprintf(buf, cap, i ? "%.4g %s" : "%.0f %s", v, u[i]);
-    return buf;
-}
-
-static const char *fmt_time(double s, char *buf, size_t cap)
-{
-    if (s >= 1)
-        snprintf(buf, cap, "%.3f s", s);
-    else if (s >= 1e-3)
-        snprintf(buf, cap, "%.2f ms", s * 1e3);
-    else
-        snprintf(buf, cap, "%.1f us", s * 1e6);
-    return buf;
 }
 
 /* The first error of a rank's output as "file:line:col: error: message" (or a note that
@@ -151,7 +129,7 @@ int fp_world_print_run(const char *file, int size, char *const *docs, int json, 
                 printf("  rank %d (%s): %s, %s moved (%.2f GB/s), %.0f plans, %.0f requests, "
                        "%.0f bodies%s\n",
                        r, cJSON_IsString(dev) ? dev->valuestring : "?", fmt_time(t, tb, sizeof tb),
-                       fmt_bytes(mv, a, sizeof a), t > 0 ? mv / t / 1e9 : 0, num(tot, "plans"),
+                       fmt_bytes((uint64_t)mv, a, sizeof a), t > 0 ? mv / t / 1e9 : 0, num(tot, "plans"),
                        num(tot, "requests"), num(tot, "bodies"), ok ? "" : ", FAILED");
             else
                 printf("  rank %d: FAILED\n", r);
@@ -199,9 +177,10 @@ int fp_world_print_run(const char *file, int size, char *const *docs, int json, 
             snprintf(sc, sizeof sc, " (sizes divided by %.0f)", scale);
         printf("total over %d ranks on %s%s: %s moved in %s (slowest rank) = %.2f GB/s; "
                "h2d %s, d2h %s; %.0f bodies, %s of body time; integrity %s\n",
-               size, device, sc, fmt_bytes(moved, a, sizeof a),
+               size, device, sc, fmt_bytes((uint64_t)moved, a, sizeof a),
                fmt_time(max_time, tb, sizeof tb), max_time > 0 ? moved / max_time / 1e9 : 0,
-               fmt_bytes(bytes[1], h, sizeof h), fmt_bytes(bytes[2], d2, sizeof d2), bodies,
+               fmt_bytes((uint64_t)bytes[1], h, sizeof h),
+               fmt_bytes((uint64_t)bytes[2], d2, sizeof d2), bodies,
                fmt_time(body, bs, sizeof bs), check_failures ? "FAILED" : "ok");
         if (nfailed)
             printf("FAILED on %d of %d ranks\n", nfailed, size);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "out.h"
 #include "lang.h"
 
 typedef struct dsrc {
@@ -153,42 +154,7 @@ static int build_lines(dsrc *s)
     return 1;
 }
 
-/* A growable output that is either a FILE or a string. */
-typedef struct out {
-    FILE *f;
-    char *s;
-    size_t n, cap;
-    int fail;
-} out;
-
-static void put(out *o, const char *p, size_t n)
-{
-    if (o->f) {
-        fwrite(p, 1, n, o->f);
-        return;
-    }
-    if (o->fail)
-        return;
-    if (o->n + n + 1 > o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 256;
-        while (nc < o->n + n + 1)
-            nc *= 2;
-        char *s = realloc(o->s, nc);
-        if (!s) {
-            o->fail = 1;
-            return;
-        }
-        o->s = s;
-        o->cap = nc;
-    }
-    memcpy(o->s + o->n, p, n);
-    o->n += n;
-    o->s[o->n] = '\0';
-}
-
-static void puts_(out *o, const char *s) { put(o, s, strlen(s)); }
-
-static void render(rplan_diags *d, out *o, int colour)
+static void render(rplan_diags *d, rp_out *o, int colour)
 {
     static const char *const sevname[] = {"error", "warning", "note"};
     static const char *const sevcol[] = {"\033[1;31m", "\033[1;35m", "\033[1;36m"};
@@ -196,22 +162,22 @@ static void render(rplan_diags *d, out *o, int colour)
     for (size_t i = 0; i < d->n; i++) {
         const rplan_diag *g = &d->v[i];
         if (colour)
-            puts_(o, "\033[1m");
-        puts_(o, g->file);
+            rp_out_puts(o, "\033[1m");
+        rp_out_puts(o, g->file);
         if (g->line) {
             snprintf(buf, sizeof buf, ":%u:%u", g->line, g->col);
-            puts_(o, buf);
+            rp_out_puts(o, buf);
         }
-        puts_(o, ": ");
+        rp_out_puts(o, ": ");
         if (colour)
-            puts_(o, sevcol[g->severity]);
-        puts_(o, sevname[g->severity]);
-        puts_(o, ":");
+            rp_out_puts(o, sevcol[g->severity]);
+        rp_out_puts(o, sevname[g->severity]);
+        rp_out_puts(o, ":");
         if (colour)
-            puts_(o, "\033[0m");
-        puts_(o, " ");
-        puts_(o, g->message);
-        puts_(o, "\n");
+            rp_out_puts(o, "\033[0m");
+        rp_out_puts(o, " ");
+        rp_out_puts(o, g->message);
+        rp_out_puts(o, "\n");
         int si = d->vsrc[i];
         if (!g->line || si < 0 || (size_t)si >= d->nsrcs)
             continue;
@@ -222,8 +188,8 @@ static void render(rplan_diags *d, out *o, int colour)
         while (b < s->len && s->text[b] != '\n' && s->text[b] != '\r')
             b++;
         size_t ll = b - a;
-        put(o, s->text + a, ll);
-        puts_(o, "\n");
+        rp_out_put(o, s->text + a, ll);
+        rp_out_puts(o, "\n");
         size_t c0 = g->col ? g->col - 1 : 0;
         if (c0 > ll)
             c0 = ll;
@@ -233,15 +199,15 @@ static void render(rplan_diags *d, out *o, int colour)
         if (c1 <= c0)
             c1 = c0 + 1;
         for (size_t k = 0; k < c0; k++)
-            put(o, s->text[a + k] == '\t' ? "\t" : " ", 1);
+            rp_out_put(o, s->text[a + k] == '\t' ? "\t" : " ", 1);
         if (colour)
-            puts_(o, "\033[1;32m");
-        puts_(o, "^");
+            rp_out_puts(o, "\033[1;32m");
+        rp_out_puts(o, "^");
         for (size_t k = c0 + 1; k < c1; k++)
-            puts_(o, "~");
+            rp_out_puts(o, "~");
         if (colour)
-            puts_(o, "\033[0m");
-        puts_(o, "\n");
+            rp_out_puts(o, "\033[0m");
+        rp_out_puts(o, "\n");
     }
 }
 
@@ -249,14 +215,14 @@ void rplan_diags_render(const rplan_diags *d, FILE *f, int colour)
 {
     if (!d || !f)
         return;
-    out o = {.f = f};
+    rp_out o = {.f = f};
     render((rplan_diags *)d, &o, colour);
 }
 
 char *rplan_diags_render_string(const rplan_diags *d)
 {
-    out o = {0};
-    put(&o, "", 0);
+    rp_out o = {0};
+    rp_out_put(&o, "", 0);
     if (d)
         render((rplan_diags *)d, &o, 0);
     if (o.fail) {

@@ -7,66 +7,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "out.h"
 #include "program.h"
 
-typedef struct out {
-    FILE *f;
-    char *s;
-    size_t n, cap;
-    int fail;
-} out;
-
-static void put(out *o, const char *p, size_t n)
+static void pstr(rp_out *o, const char *s)
 {
-    if (o->f) {
-        fwrite(p, 1, n, o->f);
-        return;
-    }
-    if (o->fail)
-        return;
-    if (o->n + n + 1 > o->cap) {
-        size_t nc = o->cap ? o->cap * 2 : 4096;
-        while (nc < o->n + n + 1)
-            nc *= 2;
-        char *s = realloc(o->s, nc);
-        if (!s) {
-            o->fail = 1;
-            return;
-        }
-        o->s = s;
-        o->cap = nc;
-    }
-    memcpy(o->s + o->n, p, n);
-    o->n += n;
-    o->s[o->n] = '\0';
-}
-
-static void pf(out *o, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void pf(out *o, const char *fmt, ...)
-{
-    char buf[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(buf, sizeof buf, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    put(o, buf, (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1);
-}
-
-static void pstr(out *o, const char *s)
-{
-    put(o, "\"", 1);
+    rp_out_put(o, "\"", 1);
     for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
         if (c == '"' || c == '\\')
-            pf(o, "\\%c", c);
+            rp_out_printf(o, "\\%c", c);
         else if (c < 0x20 || c >= 0x7f)
-            pf(o, "\\x%02x", c);
+            rp_out_printf(o, "\\x%02x", c);
         else
-            put(o, s, 1);
+            rp_out_put(o, s, 1);
     }
-    put(o, "\"", 1);
+    rp_out_put(o, "\"", 1);
 }
 
 static const char *size_text(uint64_t n, char *buf)
@@ -101,47 +57,47 @@ static const char *locs(uint8_t slot, char *buf)
     return fhr_loc_format(fhr_loc_from_slot(slot), buf, 24);
 }
 
-static void disasm(const rplan_program *p, out *o, unsigned flags)
+static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
 {
     char b1[40], b2[40];
     const char *S = p->strs;
-    pf(o, "; rplan bytecode %d.%d", RP_MAJOR, RP_MINOR);
+    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, RP_MINOR);
     if (S[p->src_name])
-        pf(o, ", source %s", S + p->src_name);
-    pf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,
+        rp_out_printf(o, ", source %s", S + p->src_name);
+    rp_out_printf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,
        p->nbuds, p->npols, p->ncode, p->ncons);
     for (uint32_t i = 0; i < p->nbuds; i++)
-        pf(o, "budget  %-8s %s\n", locs(p->buds[i].slot, b1), size_text(p->buds[i].nbytes, b2));
+        rp_out_printf(o, "budget  %-8s %s\n", locs(p->buds[i].slot, b1), size_text(p->buds[i].nbytes, b2));
     for (uint32_t i = 0; i < p->nvals; i++) {
         const rp_value *v = &p->vals[i];
-        pf(o, "value   %-4u %-12s %-10s %-10s", i, S + v->name, size_text(v->nbytes, b1),
+        rp_out_printf(o, "value   %-4u %-12s %-10s %-10s", i, S + v->name, size_text(v->nbytes, b1),
            v->mode ? "exclusive" : "replicable");
         if (v->recov)
-            pf(o, " source");
+            rp_out_printf(o, " source");
         else
-            pf(o, " at %s init", locs(v->init_slot, b2));
+            rp_out_printf(o, " at %s init", locs(v->init_slot, b2));
         if (v->data == RPLAN_DATA_SYNTH)
-            pf(o, " synth(%" PRIu64 ")", v->arg);
+            rp_out_printf(o, " synth(%" PRIu64 ")", v->arg);
         else if (v->data == RPLAN_DATA_FILE) {
-            pf(o, " file(");
+            rp_out_printf(o, " file(");
             pstr(o, S + v->arg);
-            pf(o, ")");
+            rp_out_printf(o, ")");
         } else
-            pf(o, " zero");
+            rp_out_printf(o, " zero");
         if (v->prio)
-            pf(o, " priority %d", v->prio);
-        pf(o, "  ; %u:%u\n", v->line, v->col);
+            rp_out_printf(o, " priority %d", v->prio);
+        rp_out_printf(o, "  ; %u:%u\n", v->line, v->col);
     }
     for (uint32_t i = 0; i < p->npols; i++) {
         const rp_policyrec *r = &p->pols[i];
-        pf(o, "policy  %-4u %s = %s(", i, S + r->name,
+        rp_out_printf(o, "policy  %-4u %s = %s(", i, S + r->name,
            r->kind == RPLAN_POLICY_LOOKAHEAD ? "lookahead" : "tiered_lru");
         for (uint32_t c = 0; c < r->n; c++) {
             const uint8_t *ch = p->chains[r->first + c].s;
             for (int k = 0; k < RP_MAX_CHAIN && ch[k] != RP_NOLOC; k++)
-                pf(o, "%s%s", k ? " -> " : c ? ", " : "", locs(ch[k], b1));
+                rp_out_printf(o, "%s%s", k ? " -> " : c ? ", " : "", locs(ch[k], b1));
         }
-        pf(o, ")\n");
+        rp_out_printf(o, ")\n");
     }
     /* line starts of the embedded source */
     size_t *ls = NULL, nls = 0;
@@ -170,7 +126,7 @@ static void disasm(const rplan_program *p, out *o, unsigned flags)
                 e++;
             while (a < e && (p->src[a] == ' ' || p->src[a] == '\t'))
                 a++;
-            pf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), p->src + a);
+            rp_out_printf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), p->src + a);
         }
         last_line = line;
         if (in->op == RPLAN_OP_ENDSTAGE || in->op == RPLAN_OP_END)
@@ -185,7 +141,7 @@ static void disasm(const rplan_program *p, out *o, unsigned flags)
             switch (kxy[k]) {
             case RPLAN_OPD_VAL: ADD("%s", S + p->vals[xy[k]].name); break;
             case RPLAN_OPD_STR: {
-                out t = {0};
+                rp_out t = {0};
                 pstr(&t, S + xy[k]);
                 ADD("%s%s", k ? " " : "", t.s ? t.s : "\"\"");
                 free(t.s);
@@ -220,7 +176,7 @@ static void disasm(const rplan_program *p, out *o, unsigned flags)
 #undef ADD
         char mn[64];
         snprintf(mn, sizeof mn, "%*s%s", 2 * (depth > 0 ? depth : 0), "", oi->name);
-        pf(o, "%6u  %-16s %-40s ; %u:%u\n", pc, mn, ops, line, p->lines[pc].col);
+        rp_out_printf(o, "%6u  %-16s %-40s ; %u:%u\n", pc, mn, ops, line, p->lines[pc].col);
         if (in->op == RPLAN_OP_STAGE || in->op == RPLAN_OP_PLAN || in->op == RPLAN_OP_REQUEST)
             depth++;
     }
@@ -231,7 +187,7 @@ void rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
 {
     if (!p || !f)
         return;
-    out o = {.f = f};
+    rp_out o = {.f = f};
     disasm(p, &o, flags);
 }
 
@@ -239,8 +195,8 @@ char *rplan_disasm_string(const rplan_program *p, unsigned flags)
 {
     if (!p)
         return NULL;
-    out o = {0};
-    put(&o, "", 0);
+    rp_out o = {0};
+    rp_out_put(&o, "", 0);
     disasm(p, &o, flags);
     if (o.fail) {
         free(o.s);

@@ -19,24 +19,11 @@ struct fhr_policy {
 
 /* ---- output helpers ---------------------------------------------------------------- */
 
-static fhr_status grow(void **arr, size_t *cap, size_t n, size_t elem)
-{
-    if (n < *cap)
-        return FHR_OK;
-    size_t nc = *cap ? *cap * 2 : 8;
-    void *p = realloc(*arr, nc * elem);
-    if (!p)
-        return FHR_E_NOMEM;
-    *arr = p;
-    *cap = nc;
-    return FHR_OK;
-}
-
 fhr_status fhr_policy_out_evict(fhr_policy_out *o, const fhr_eviction *e)
 {
     if (!o || !e)
         return FHR_E_INVALID;
-    if (grow((void **)&o->evictions, &o->cap_evictions, o->nevictions, sizeof *e) != FHR_OK)
+    if (!fhr_grow((void **)&o->evictions, &o->cap_evictions, o->nevictions, sizeof *e, 8))
         return FHR_E_NOMEM;
     o->evictions[o->nevictions++] = *e;
     return FHR_OK;
@@ -46,7 +33,7 @@ fhr_status fhr_policy_out_enter(fhr_policy_out *o, const fhr_action *a)
 {
     if (!o || !a)
         return FHR_E_INVALID;
-    if (grow((void **)&o->enter, &o->cap_enter, o->nenter, sizeof *a) != FHR_OK)
+    if (!fhr_grow((void **)&o->enter, &o->cap_enter, o->nenter, sizeof *a, 8))
         return FHR_E_NOMEM;
     o->enter[o->nenter++] = *a;
     return FHR_OK;
@@ -56,7 +43,7 @@ fhr_status fhr_policy_out_protect(fhr_policy_out *o, const fhr_protected_copy *p
 {
     if (!o || !p)
         return FHR_E_INVALID;
-    if (grow((void **)&o->protected_, &o->cap_protected, o->nprotected, sizeof *p) != FHR_OK)
+    if (!fhr_grow((void **)&o->protected_, &o->cap_protected, o->nprotected, sizeof *p, 8))
         return FHR_E_NOMEM;
     o->protected_[o->nprotected++] = *p;
     return FHR_OK;
