@@ -956,7 +956,9 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         fhr_scope_expect_version(sc, version);
     uint64_t t0 = vm_now_ns();
     vm_mark *mk[FHR_LOC_SLOTS] = {0};
-    if (!vm->explain)
+    /* Transfer windows are for the trace only: a host function on a transfer stream
+     * stalls it for tens of microseconds, which a run without --trace need not pay. */
+    if (!vm->explain && vm->o.trace)
         for (size_t i = 0; i < nxs; i++) {
             char nm[96];
             snprintf(nm, sizeof nm, "%.80s: transfers", fhr_plan_name(plan));
