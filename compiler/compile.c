@@ -140,6 +140,18 @@ static fhr_status read_all(const char *path, char **out, size_t *len, char *msg,
     return FHR_OK;
 }
 
+/* read_all, with the failure as one diagnostic naming the file. */
+static fhr_status read_reporting(const char *path, char **b, size_t *n, rplan_diags *diags)
+{
+    char msg[512];
+    fhr_status st = read_all(path, b, n, msg, sizeof msg);
+    if (st) {
+        rp_dctx dc = {diags, -1, path, 0};
+        rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);
+    }
+    return st;
+}
+
 fhr_status rplan_compile_file(const char *path, const rplan_compile_opts *opts,
                               rplan_program **out, rplan_diags *diags)
 {
@@ -147,13 +159,9 @@ fhr_status rplan_compile_file(const char *path, const rplan_compile_opts *opts,
         return FHR_E_INVALID;
     char *b;
     size_t n;
-    char msg[512];
-    fhr_status st = read_all(path, &b, &n, msg, sizeof msg);
-    if (st) {
-        rp_dctx dc = {diags, -1, path, 0};
-        rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);
+    fhr_status st = read_reporting(path, &b, &n, diags);
+    if (st)
         return st;
-    }
     rplan_compile_opts o = {0};
     if (opts)
         o = *opts;
@@ -202,13 +210,9 @@ fhr_status rplan_load_file(const char *path, rplan_program **out, rplan_diags *d
         return FHR_E_INVALID;
     char *b;
     size_t n;
-    char msg[512];
-    fhr_status st = read_all(path, &b, &n, msg, sizeof msg);
-    if (st) {
-        rp_dctx dc = {diags, -1, path, 0};
-        rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);
+    fhr_status st = read_reporting(path, &b, &n, diags);
+    if (st)
         return st;
-    }
     st = rplan_load_mem(b, n, path, out, diags);
     free(b);
     return st;
