@@ -120,8 +120,13 @@ Test(lookahead_cli, prefetching_runs_stay_in_budget_near_min)
         }
         /* scaled sizes: compare in units of the scaled key (180 MiB / 256) */
         double moved = num(t, "bytes_moved") * 256;
-        if (m < 3) /* lookahead, with or without prefetch: MIN, or within two loads of it */
-            cr_assert_leq(moved, min_bytes + 2 * 180.0 * 1048576 + 4096 * 256, "%s: %.0f > MIN %.0f",
+        double slack = 4096.0 * 256; /* rounding of the scaled sizes */
+        if (m == 1) /* no prefetch: nothing in flight at any decision, exactly MIN */
+            cr_assert_leq(moved, min_bytes + slack, "%s: %.0f > MIN %.0f", modes[m], moved,
+                          min_bytes);
+        else if (m < 3) /* prefetch: double buffering may cost a few loads, depending on
+                         * when bodies complete */
+            cr_assert_leq(moved, min_bytes * 1.10 + slack, "%s: %.0f > 1.1 x MIN %.0f",
                           modes[m], moved, min_bytes);
         cr_assert_geq(moved + 4096 * 256, min_bytes, "%s: below MIN", modes[m]);
         cJSON_Delete(j);
