@@ -1425,9 +1425,6 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
     vm->total.time_s = vm->t_begin ? (double)(vm_now_ns() - vm->t_begin) / 1e9 : 0;
-    for (size_t i = 0; i < vm->nstages; i++) {
-        vm->total.checks += 0;
-    }
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
         vm->total.check_failures = read_failures(vm);

@@ -380,14 +380,18 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (st)
             break;
         if (!fhr_decision_feasible(d)) {
-            int retry = !vm->explain && waiting_helps(d) && attempt < 64 &&
-                        (inflight_wait_oldest(vm) || attempt == 0);
-            if (retry && !vm->ninflight && attempt == 0) {
-                vm_sync_all(vm, NULL); /* work outside requests (plans) may hold copies */
-            }
-            if (retry) {
-                fhr_decision_destroy(d);
-                continue;
+            if (!vm->explain && waiting_helps(d) && attempt < 64) {
+                /* wait for the oldest body in flight; with none, once for every stream
+                 * (work outside requests, plan bodies, may hold the copies) */
+                int waited = inflight_wait_oldest(vm);
+                if (!waited && attempt == 0) {
+                    vm_sync_all(vm, NULL);
+                    waited = 1;
+                }
+                if (waited) {
+                    fhr_decision_destroy(d);
+                    continue;
+                }
             }
             st = infeasible(rin, d, pc, err);
             fhr_decision_destroy(d);
