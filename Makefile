@@ -16,7 +16,7 @@ PREFIX     ?= /usr/local
 DESTDIR    ?=
 
 GEN        := $(BUILD)/gen
-CPPFLAGS   += -D_GNU_SOURCE -Iinclude -I$(GEN) -Iruntime -Icompiler -Icuda
+CPPFLAGS   += -D_GNU_SOURCE -Iinclude -I. -I$(GEN)
 CFLAGS     += -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden $(OPT) $(SAN)
 LDFLAGS    += $(SAN)
 LDLIBS     += -lcjson -lpthread -lm
@@ -24,12 +24,12 @@ LDLIBS     += -lcjson -lpthread -lm
 ifeq ($(CUDA),1)
 CPPFLAGS   += -DFHEPLAN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
 CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
-NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -Icuda
+NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -I.
 LDLIBS     += $(CUDA_LIBS)
 endif
 
 # Sources: every C file of a library folder; generated front-end files are added by mk/lang.mk.
-LIB_SRCS   := $(wildcard runtime/*.c cuda/*.c compiler/*.c)
+LIB_SRCS   := $(wildcard base/*.c cuda/*.c runtime/*/*.c compiler/*.c)
 LIB_CU     := $(if $(filter 1,$(CUDA)),$(wildcard cuda/*.cu))
 GEN_SRCS   :=
 GEN_HDRS   :=

@@ -1,6 +1,6 @@
 /* bench/transfer.c — transfer bandwidth through the backend against raw CUDA in the same
  * run, host memcpy bandwidth by thread count, and CPU cost per copy enqueue. */
-#include "backend.h"
+#include "fheplan/backend.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>

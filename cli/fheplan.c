@@ -6,9 +6,9 @@
 #include "fheplan/residency.h"
 #include "fheplan/rplan.h"
 #include "fheplan/vm.h"
-#include "world.h"
+#include "cli/world.h"
 
-#include "format.h"
+#include "cli/format.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -1,5 +1,5 @@
 /* cli/format.c — human units for the command's reports (see format.h). */
-#include "format.h"
+#include "cli/format.h"
 
 #include <stdio.h>
 

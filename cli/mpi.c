@@ -1,7 +1,7 @@
 /* cli/mpi.c — MPI under the fheplan command: binding each rank to its GPU before CUDA
  * starts, MPI_Init/MPI_Finalize, and the gather of the ranks' reports at rank 0 (MPI_Gather
  * of the lengths, then MPI_Gatherv). Built without MPI (make MPI=0), every rank is alone. */
-#include "world.h"
+#include "cli/world.h"
 
 #include <dirent.h>
 #include <stdio.h>

@@ -2,8 +2,8 @@
  * ranks' own JSON documents: per-rank figures, totals (bytes and counts summed, time the
  * slowest rank's, throughput = total bytes / that time) and every failure with its
  * rank. Plain JSON work: no MPI here (cli/mpi.c moves the documents). */
-#include "format.h"
-#include "world.h"
+#include "cli/format.h"
+#include "cli/world.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

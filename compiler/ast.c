@@ -2,7 +2,7 @@
  * destructors and the semantic pass use these). */
 #include <stdlib.h>
 
-#include "lang.h"
+#include "compiler/lang.h"
 
 rp_node *rp_node_new(rp_kind k, rp_loc loc)
 {

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lang.h"
-#include "program.h"
+#include "compiler/lang.h"
+#include "runtime/program/program.h"
 
 fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap);
 

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "out.h"
-#include "lang.h"
+#include "compiler/out.h"
+#include "compiler/lang.h"
 
 typedef struct dsrc {
     char *name;

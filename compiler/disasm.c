@@ -7,8 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "out.h"
-#include "program.h"
+#include "compiler/out.h"
+#include "runtime/program/program.h"
 
 static void pstr(rp_out *o, const char *s)
 {

@@ -1,6 +1,6 @@
 /* compiler/out.c — the text sink of out.h: writes through to a FILE, or appends to a
  * string that doubles as it grows and remembers when it could not. */
-#include "out.h"
+#include "compiler/out.h"
 
 #include <stdarg.h>
 #include <stdlib.h>

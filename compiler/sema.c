@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lang.h"
-#include "program.h"
+#include "compiler/lang.h"
+#include "runtime/program/program.h"
 
 enum { K_INT = 0, K_SIZE = 1, K_DUR = 2 };
 enum { SYM_CONST, SYM_VALUE, SYM_POLICY };

@@ -1,7 +1,7 @@
 /* cuda/backend.c — choosing a backend from a text spec ("auto", "cuda", "emu:N",
  * "model:N"), destroying one, and the thin public wrappers over the ops table. */
-#include "backend.h"
-#include "error.h"
+#include "fheplan/backend.h"
+#include "base/error.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* cuda/cuda_backend.c — the real CUDA backend: stream-ordered device pools, the ops
  * table, streams, events, copies and observations (CUDA runtime API, plain C). */
-#include "backend.h"
-#include "error.h"
+#include "fheplan/backend.h"
+#include "base/error.h"
 
 #if !FHEPLAN_HAVE_CUDA
 fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
@@ -10,8 +10,8 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
     return fhr_fail(err, FHR_E_UNSUPPORTED, "cuda: this build of fheplan has no CUDA support");
 }
 #else
-#include "cuda_internal.h"
-#include "nvml.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/nvml.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -4,7 +4,7 @@
 #define FHEPLAN_CUDA_INTERNAL_H
 
 #if FHEPLAN_HAVE_CUDA
-#include "backend.h"
+#include "fheplan/backend.h"
 
 #include <cuda_runtime_api.h>
 

@@ -1,9 +1,9 @@
 /* cuda/cuda_pinned.c — the pinned host pool of the CUDA backend: cudaHostAlloc arenas
  * carved by an address-ordered first-fit free list that coalesces on release. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #if FHEPLAN_HAVE_CUDA
-#include "error.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>

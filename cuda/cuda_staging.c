@@ -1,9 +1,9 @@
 /* cuda/cuda_staging.c — host copy threads and the pageable <-> device pipeline of the
  * CUDA backend: pinned staging chunks, host memcpy of one chunk overlapping DMA of the last. */
-#include "cuda_internal.h"
+#include "cuda/cuda_internal.h"
 
 #if FHEPLAN_HAVE_CUDA
-#include "error.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>

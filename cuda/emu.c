@@ -1,7 +1,7 @@
 /* cuda/emu.c — the emulated device: device memory in host RAM, every stream a worker
  * thread draining a FIFO, events as real completion markers with CUDA semantics. */
-#include "backend.h"
-#include "error.h"
+#include "fheplan/backend.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,7 +1,7 @@
 /* cuda/fault.c — a fault-injecting decorator over any backend: counts alloc, copy and
  * event_record calls and fails the armed k-th one without calling the inner backend. */
-#include "backend.h"
-#include "error.h"
+#include "fheplan/backend.h"
+#include "base/error.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>

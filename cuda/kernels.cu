@@ -1,6 +1,6 @@
 // cuda/kernels.cu — the built-in rehearsal kernels on CUDA behind the C ABI of
 // kernels.h: synthetic fill, touch, verify, spin and the key-switch multiply-accumulate.
-#include "kernels.h"
+#include "cuda/kernels.h"
 #include "fheplan/vm.h"
 
 #include <cuda_runtime.h>

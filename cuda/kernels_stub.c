@@ -1,6 +1,6 @@
 /* cuda/kernels_stub.c — the kernels.h ABI in a build without CUDA: every call fails. */
-#include "kernels.h"
-#include "error.h"
+#include "cuda/kernels.h"
+#include "base/error.h"
 
 #if !FHEPLAN_HAVE_CUDA
 static fhr_status no_cuda(fhr_error *err)

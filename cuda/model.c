@@ -1,7 +1,7 @@
 /* cuda/model.c — the model backend for dry runs (`fheplan check`): it allocates and
  * copies nothing, hands out distinct fake addresses, and completes all work at once. */
-#include "backend.h"
-#include "error.h"
+#include "fheplan/backend.h"
+#include "base/error.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -1,6 +1,6 @@
 /* cuda/nvml.c — optional NVML observations through dlopen: the device's memory use as
  * NVML reports it, which includes contexts and allocations outside the manager. */
-#include "nvml.h"
+#include "cuda/nvml.h"
 
 #include <dlfcn.h>
 #include <stdlib.h>

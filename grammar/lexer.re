@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lang.h"
+#include "compiler/lang.h"
 #include "parser.h"
 
 static const rp_unit units[] = {

@@ -14,7 +14,7 @@
 %parse-param {rp_parser *ps}
 
 %code requires {
-#include "lang.h"
+#include "compiler/lang.h"
 }
 
 %code provides {

@@ -1,1 +1,122 @@
-../../cuda/backend.h
+/* cuda/backend.h — the one interface between the manager and memory, copies, streams
+ * and events. Implementations: real CUDA (cuda_backend.c), the emulated device
+ * (emu.c), the model backend that only accounts (model.c), and a fault-injecting
+ * decorator (fault.c). Nothing above this layer includes cuda_runtime.h. */
+#ifndef FHEPLAN_BACKEND_H
+#define FHEPLAN_BACKEND_H
+
+#include "fheplan/types.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fhr_backend fhr_backend;
+
+/* Memory evidence sampled at snapshot time. Observations never drive decisions. */
+typedef struct fhr_observation {
+    int valid;                   /* 0: the backend has nothing to say for this location */
+    uint64_t device_free_bytes;  /* cudaMemGetInfo (CUDA), emulated capacity left (emu) */
+    uint64_t device_total_bytes;
+    uint64_t pool_used_bytes;    /* bytes handed out by our pool for this location */
+    uint64_t pool_reserved_bytes;/* bytes the pool holds from the system (arenas, cached blocks) */
+    int nvml_valid;              /* 1: NVML (loaded with dlopen when present) answered */
+    uint64_t nvml_used_bytes;    /* device memory in use by every process and context */
+    uint64_t nvml_total_bytes;
+} fhr_observation;
+
+typedef void (*fhr_host_fn)(void *arg);
+
+/* Every operation is thread-safe unless noted. Stream-taking operations are
+ * asynchronous: they are ordered after all earlier work on that stream and return
+ * before the work runs. A NULL stream is never passed by the manager. */
+typedef struct fhr_backend_ops {
+    const char *name; /* "cuda", "emu", "model", "fault" */
+    /* Number of CUDA devices the process can use (emulated ones for emu/model). */
+    int (*device_count)(fhr_backend *b);
+    /* Allocates nbytes at loc. For CUDA locations the allocation is stream-ordered on s. */
+    fhr_status (*alloc)(fhr_backend *b, fhr_location loc, size_t nbytes, fhr_stream *s,
+                        void **out, fhr_error *err);
+    /* Frees p after all work enqueued on s so far (s may be NULL: free now; the
+     * caller guarantees no work uses p). */
+    void (*free)(fhr_backend *b, fhr_location loc, void *p, size_t nbytes, fhr_stream *s);
+    /* Copies n bytes from src (at sloc) to dst (at dloc), ordered on s. */
+    fhr_status (*copy)(fhr_backend *b, void *dst, fhr_location dloc, const void *src,
+                       fhr_location sloc, size_t n, fhr_stream *s, fhr_error *err);
+    /* A stream whose work runs for loc (the device for CUDA; a host queue otherwise). */
+    fhr_status (*stream_create)(fhr_backend *b, fhr_location loc, fhr_stream **out,
+                                fhr_error *err);
+    /* Waits for the stream's work, then destroys it. */
+    void (*stream_destroy)(fhr_backend *b, fhr_stream *s);
+    /* Blocks until all work on s has completed. */
+    fhr_status (*stream_sync)(fhr_backend *b, fhr_stream *s, fhr_error *err);
+    fhr_status (*event_create)(fhr_backend *b, fhr_event **out, fhr_error *err);
+    void (*event_destroy)(fhr_backend *b, fhr_event *e);
+    /* Captures the work enqueued on s so far; a later record replaces the capture. */
+    fhr_status (*event_record)(fhr_backend *b, fhr_event *e, fhr_stream *s, fhr_error *err);
+    /* 1: captured work complete (or never recorded); 0: pending; negative: error. */
+    int (*event_query)(fhr_backend *b, fhr_event *e);
+    fhr_status (*event_sync)(fhr_backend *b, fhr_event *e, fhr_error *err);
+    /* Makes later work on s wait for e's captured work (no host wait). */
+    fhr_status (*stream_wait_event)(fhr_backend *b, fhr_stream *s, fhr_event *e,
+                                    fhr_error *err);
+    /* Runs fn(arg) on the host after earlier work on s; later work on s waits for it.
+     * fn must not call back into the backend. */
+    fhr_status (*launch_host)(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *arg,
+                              fhr_error *err);
+    /* Samples memory evidence for loc. */
+    void (*observe)(fhr_backend *b, fhr_location loc, fhr_observation *out);
+    /* Identity of a stream for reports and traces (small, stable per backend). */
+    uint64_t (*stream_id)(fhr_backend *b, fhr_stream *s);
+    /* Frees the backend and everything it owns; all streams must be destroyed. */
+    void (*destroy)(fhr_backend *b);
+} fhr_backend_ops;
+
+struct fhr_backend {
+    const fhr_backend_ops *ops;
+    void *impl;
+};
+
+/* ---- constructors (each in its own file) ------------------------------------- */
+
+/* Emulated device: device memory in host RAM, a worker thread per stream draining a
+ * FIFO, events as real completion markers. ndev in 1..FHR_MAX_CUDA_DEVICES.
+ * capacity_bytes per device (0: unlimited) bounds allocations like a real card. */
+FHR_API fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes,
+                                          fhr_backend **out, fhr_error *err);
+/* Model backend: allocates and copies nothing, only hands out distinct fake
+ * addresses; streams and events complete at once. Used by dry runs (`check`). */
+FHR_API fhr_status fhr_backend_model_create(int ndev, fhr_backend **out, fhr_error *err);
+/* Real CUDA backend; FHR_E_UNSUPPORTED when built without CUDA or no device is visible. */
+FHR_API fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err);
+/* "auto" (CUDA when a device is visible, else emu:1), "cuda", "emu", "emu:N", "model",
+ * "model:N". NULL means the FHEPLAN_DEVICE environment variable, else "auto". */
+FHR_API fhr_status fhr_backend_open(const char *spec, fhr_backend **out, fhr_error *err);
+FHR_API void fhr_backend_destroy(fhr_backend *b);
+
+/* Fault injection: wraps inner (taking ownership) and fails the k-th (1-based) call of
+ * the chosen kind with FHR_E_BACKEND; 0 disables that kind. Counters are readable so
+ * a sweep can learn how many injection points a run has. */
+typedef enum fhr_fault_kind {
+    FHR_FAULT_ALLOC = 0,
+    FHR_FAULT_COPY,
+    FHR_FAULT_EVENT,
+    FHR_FAULT_KINDS_
+} fhr_fault_kind;
+FHR_API fhr_status fhr_backend_fault_create(fhr_backend *inner, fhr_backend **out,
+                                            fhr_error *err);
+FHR_API void fhr_backend_fault_arm(fhr_backend *fault, fhr_fault_kind kind, uint64_t k);
+FHR_API uint64_t fhr_backend_fault_count(fhr_backend *fault, fhr_fault_kind kind);
+
+/* Thin public wrappers so embedding code never touches the ops table. */
+FHR_API fhr_status fhr_stream_create(fhr_backend *b, fhr_location loc, fhr_stream **out,
+                                     fhr_error *err);
+FHR_API void fhr_stream_destroy(fhr_backend *b, fhr_stream *s);
+FHR_API fhr_status fhr_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err);
+FHR_API fhr_status fhr_launch_host(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *arg,
+                                   fhr_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

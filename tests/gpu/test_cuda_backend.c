@@ -1,6 +1,6 @@
 /* tests/gpu/test_cuda_backend.c — the real CUDA backend on a GPU: pools, copies in every
  * direction (staged pageable ones included), peer copies, events, ordering, observations. */
-#include "backend.h"
+#include "fheplan/backend.h"
 #include "../unit/backend_gate.h"
 
 #include <criterion/criterion.h>

@@ -1,6 +1,6 @@
 /* tests/unit/test_backend_open.c — fhr_backend_open: spec parsing, the environment
  * variable, errors that name the spec, and "auto" falling back to the emulated device. */
-#include "backend.h"
+#include "fheplan/backend.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>

@@ -1,6 +1,6 @@
 /* tests/unit/test_emu.c — the emulated device: stream ordering, CUDA event semantics,
  * capacity, stream-ordered free, bit-exact copies and use from several threads. */
-#include "backend.h"
+#include "fheplan/backend.h"
 #include "backend_gate.h"
 
 #include <criterion/criterion.h>

@@ -1,6 +1,6 @@
 /* tests/unit/test_fault.c — the fault-injecting decorator: the k-th alloc, copy or
  * event_record fails without reaching the inner backend; counters and re-arming. */
-#include "backend.h"
+#include "fheplan/backend.h"
 
 #include <criterion/criterion.h>
 #include <pthread.h>

@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "fheplan/rplan.h"
-#include "program.h"
+#include "runtime/program/program.h"
 
 static const char small[] =
     "rplan 1\n"

@@ -1,6 +1,6 @@
 /* tests/unit/test_model.c — the model backend used by dry runs: fake distinct addresses,
  * no copies, work that completes at once, invalid observations. */
-#include "backend.h"
+#include "fheplan/backend.h"
 
 #include <criterion/criterion.h>
 #include <string.h>

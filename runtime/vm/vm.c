@@ -4,8 +4,8 @@
  * vm_request.c), and keeps the per-stage report and the timeline. The same code runs
  * for `fheplan check` over the model backend (explain mode: bodies skipped, nothing
  * filled) and for `fheplan run`. */
-#include "vm_internal.h"
-#include "error.h"
+#include "runtime/vm/internal.h"
+#include "base/error.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -23,7 +23,7 @@ uint64_t vm_now_ns(void)
 /* The statement class of every opcode, from compiler/opcodes.def. */
 static const enum vm_opclass op_class[RPLAN_OP_COUNT_] = {
 #define OP(id, text, x, y, a, b, ctx, rule) [RPLAN_OP_##id] = VM_CLASS_##ctx,
-#include "opcodes.def"
+#include "runtime/program/opcodes.def"
 #undef OP
 };
 

@@ -147,7 +147,7 @@ void fhr_error_clear(fhr_error *err)
     fhr_error_init(err);
 }
 
-#include "error.h"
+#include "base/error.h"
 #include <stdarg.h>
 
 fhr_status fhr_fail(fhr_error *err, fhr_status st, const char *fmt, ...)

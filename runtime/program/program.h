@@ -12,7 +12,7 @@
 
 enum rp_opcode {
 #define OP(id, text, x, y, a, b, ctx, rule) RPLAN_OP_##id,
-#include "opcodes.def"
+#include "runtime/program/opcodes.def"
 #undef OP
     RPLAN_OP_COUNT_
 };

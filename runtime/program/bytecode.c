@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program.h"
+#include "runtime/program/program.h"
 
 static void put16(unsigned char *b, uint16_t v)
 {

@@ -2,8 +2,8 @@
  * enter; later exit, release, publish) and execute_actions. A committed prefix is
  * never rolled back; a runtime failure carries the phase, the action index and a
  * partial report of every completed transition. */
-#include "plan.h"
-#include "error.h"
+#include "runtime/plan/plan.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

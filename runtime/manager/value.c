@@ -1,7 +1,7 @@
 /* runtime/value.c — concrete values: buffers at one location, named field views
  * over them, CKKS metadata; functional (compacting) copies and spec checks. */
-#include "value.h"
-#include "error.h"
+#include "runtime/manager/value.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

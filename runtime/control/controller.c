@@ -5,7 +5,7 @@
  * copies, no retries, no rollback, no discard. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
-#include "error.h"
+#include "base/error.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

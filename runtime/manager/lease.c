@@ -1,8 +1,8 @@
 /* runtime/lease.c — leases (ready-only read windows with CUDA completion events) and
  * holds (retention without values). Release never waits: consumer events keep the
  * copies protected until they complete and are reaped. */
-#include "manager.h"
-#include "error.h"
+#include "runtime/manager/manager.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

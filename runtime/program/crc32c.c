@@ -1,6 +1,6 @@
 /* compiler/crc32c.c — CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the
  * checksum of the bytecode file; table-driven, the table is constant. */
-#include "program.h"
+#include "runtime/program/program.h"
 
 static const uint32_t table[256] = {
     0x00000000u, 0xf26b8303u, 0xe13b70f7u, 0x1350f3f4u, 0xc79a971fu, 0x35f1141cu,

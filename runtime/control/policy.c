@@ -5,7 +5,7 @@
  * wall time, and never a tier nobody configured. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
-#include "error.h"
+#include "base/error.h"
 
 #include <stdarg.h>
 #include <stdio.h>

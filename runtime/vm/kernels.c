@@ -6,9 +6,9 @@
  * they launch the kernels of cuda/kernels.cu; elsewhere (the emulated device, host and
  * pinned copies) they run as host functions enqueued on the stream, so stream order
  * holds either way. Also: the one synthetic-data fill used by adoption and sources. */
-#include "vm_internal.h"
-#include "error.h"
-#include "kernels.h"
+#include "runtime/vm/internal.h"
+#include "base/error.h"
+#include "cuda/kernels.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -12,7 +12,7 @@
 /* Opcode numbers and their statement class, from the one opcode table. */
 enum vm_opcode {
 #define OP(id, text, x, y, a, b, ctx, rule) RPLAN_OP_##id,
-#include "opcodes.def"
+#include "runtime/program/opcodes.def"
 #undef OP
     RPLAN_OP_COUNT_
 };

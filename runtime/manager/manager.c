@@ -1,8 +1,8 @@
 /* runtime/manager.c — the manager object: creation and teardown, the lock and the
  * reentrancy rule, handle lookup, lazy locations and budgets, adoption and sources,
  * shared events with reaping, and the rolling trace. */
-#include "manager.h"
-#include "error.h"
+#include "runtime/manager/manager.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

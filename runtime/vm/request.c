@@ -12,8 +12,8 @@
  * prefetch_depth, serial). When a decision is infeasible only because copies are still
  * read by bodies in flight, the VM (the application, not the policy) waits for the
  * oldest body, reaps, and decides again. */
-#include "vm_internal.h"
-#include "error.h"
+#include "runtime/vm/internal.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

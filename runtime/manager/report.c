@@ -1,7 +1,7 @@
 /* runtime/report.c — execution reports: every completed transition, reservation
  * admissions and releases, and totals per transfer direction; JSON rendering. */
-#include "report.h"
-#include "error.h"
+#include "runtime/manager/report.h"
+#include "base/error.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

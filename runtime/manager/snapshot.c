@@ -1,8 +1,8 @@
 /* runtime/snapshot.c — tensor-free snapshots of the manager (accounting per
  * location, every value and its copies, backend observations) and their JSON, plus
  * the trace's JSON. */
-#include "manager.h"
-#include "error.h"
+#include "runtime/manager/manager.h"
+#include "base/error.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

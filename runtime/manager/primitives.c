@@ -1,8 +1,8 @@
 /* runtime/primitives.c — ensure, move, drop and discard against live state: the rule
  * core decides, this file allocates, copies, records events, frees stream-ordered and
  * keeps the accounting, the trace and the running report. */
-#include "manager.h"
-#include "error.h"
+#include "runtime/manager/manager.h"
+#include "base/error.h"
 
 #include <stdio.h>
 #include <stdlib.h>

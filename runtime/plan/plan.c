@@ -1,8 +1,8 @@
 /* runtime/plan.c — immutable plans (reclaim, enter and exit actions plus
  * reservations) and the manager's dry run: explain and preflight run the same
  * rule core as the live primitives over a copy of the accounting. */
-#include "plan.h"
-#include "error.h"
+#include "runtime/plan/plan.h"
+#include "base/error.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program.h"
+#include "runtime/program/program.h"
 
 typedef struct hold {
     uint32_t v;
@@ -607,7 +607,7 @@ RULE(argconst)
 typedef fhr_status (*rule_fn)(V *, const rp_ins *);
 static const rule_fn rules[RPLAN_OP_COUNT_] = {
 #define OP(id, text, x, y, a, b, ctx, rule) [RPLAN_OP_##id] = vr_##rule,
-#include "opcodes.def"
+#include "runtime/program/opcodes.def"
 #undef OP
 };
 

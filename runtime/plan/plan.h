@@ -3,7 +3,7 @@
 #ifndef FHEPLAN_RUNTIME_PLAN_H
 #define FHEPLAN_RUNTIME_PLAN_H
 
-#include "manager.h"
+#include "runtime/manager/manager.h"
 
 struct fhr_plan {
     char *name;

@@ -1,8 +1,8 @@
 /* runtime/rules.c — the one statement of the primitive rules (replica mode,
  * recoverability, protection, strict budgets) and of byte accounting; used by the
  * live primitives and by explain's model alike, so the two cannot drift. */
-#include "manager.h"
-#include "error.h"
+#include "runtime/manager/manager.h"
+#include "base/error.h"
 
 #include <stdio.h>
 

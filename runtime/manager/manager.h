@@ -4,8 +4,8 @@
 #define FHEPLAN_RUNTIME_MANAGER_H
 
 #include "fheplan/residency.h"
-#include "report.h"
-#include "value.h"
+#include "runtime/manager/report.h"
+#include "runtime/manager/value.h"
 
 #include <pthread.h>
 

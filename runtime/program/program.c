@@ -3,13 +3,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "program.h"
+#include "runtime/program/program.h"
 
 const rp_opinfo rp_ops[RPLAN_OP_COUNT_] = {
 #define OP(id, text, x, y, a, b, ctx, rule)                                             \
     [RPLAN_OP_##id] = {text, RPLAN_OPD_##x, RPLAN_OPD_##y, RPLAN_OPD_##a, RPLAN_OPD_##b,    \
                        CTX_##ctx},
-#include "opcodes.def"
+#include "runtime/program/opcodes.def"
 #undef OP
 };
 
