@@ -92,10 +92,16 @@ test: deps
 	@$(MAKE) --no-print-directory test-run
 
 UNIT_ARGS ?= --jobs=2
-TEST_EXTRA += test-install
+TEST_EXTRA += test-layers test-install
 test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
 	$(UNIT) $(UNIT_ARGS)
 	@for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
+
+# The layering of README's Layout table, proved on the objects: every call and every
+# internal include points down the layers, and no two files call each other in a circle.
+.PHONY: test-layers
+test-layers: $(LIB_OBJS) $(CLI_OBJS)
+	tests/tools/layers.sh $(BUILD)/obj $^
 
 # ASan+UBSan over the whole unit suite (CUDA off: no GPU code runs in CI anyway).
 sanitize: deps

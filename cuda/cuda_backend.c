@@ -53,12 +53,6 @@ typedef struct cu {
 
 static cu *C(fhr_backend *b) { return (cu *)b->impl; }
 
-fhr_status fhr_cuda_fail(fhr_error *err, cudaError_t e, const char *what)
-{
-    return fhr_fail(err, FHR_E_BACKEND, "cuda: %s failed: %s (%s)", what, cudaGetErrorName(e),
-                    cudaGetErrorString(e));
-}
-
 static fhr_status check_loc(cu *c, fhr_location loc, fhr_error *err)
 {
     char buf[24];

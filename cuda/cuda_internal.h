@@ -8,7 +8,7 @@
 
 #include <cuda_runtime_api.h>
 
-/* Fills err with FHR_E_BACKEND naming the operation and the CUDA error; returns it. */
+/* cuda_error.c: fills err with FHR_E_BACKEND naming the operation and the CUDA error. */
 fhr_status fhr_cuda_fail(fhr_error *err, cudaError_t e, const char *what);
 
 #define CU_TRY(call, what)                                                                     \
@@ -31,7 +31,7 @@ void pin_release(pin_pool *pp, void *p, size_t nbytes);
 void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved);
 void pin_pool_destroy(pin_pool *pp);
 
-/* ---- host copy threads (cuda_staging.c) --------------------------------------------
+/* ---- host copy threads (cuda_copy_threads.c) -------------------------------------
  * A persistent pool of threads doing large host memcpys in parallel slices. Callable
  * from any thread, including CUDA host functions (it calls no CUDA). */
 typedef struct copy_pool copy_pool;

@@ -1,4 +1,4 @@
-/* cuda/backend.h — the one interface between the manager and memory, copies, streams
+/* fheplan/backend.h — the one interface between the manager and memory, copies, streams
  * and events. Implementations: real CUDA (cuda_backend.c), the emulated device
  * (emu.c), the model backend that only accounts (model.c), and a fault-injecting
  * decorator (fault.c). Nothing above this layer includes cuda_runtime.h. */

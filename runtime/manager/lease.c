@@ -1,4 +1,4 @@
-/* runtime/lease.c — leases (ready-only read windows with CUDA completion events) and
+/* runtime/manager/lease.c — leases (ready-only read windows with CUDA completion events) and
  * holds (retention without values). Release never waits: consumer events keep the
  * copies protected until they complete and are reaped. */
 #include "runtime/manager/manager.h"

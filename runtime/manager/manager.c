@@ -1,4 +1,4 @@
-/* runtime/manager.c — the manager object: creation and teardown, the lock and the
+/* runtime/manager/manager.c — the manager object: creation and teardown, the lock and the
  * reentrancy rule, handle lookup, lazy locations and budgets, adoption and sources,
  * shared events with reaping, and the rolling trace. */
 #include "runtime/manager/manager.h"

@@ -1,4 +1,4 @@
-/* runtime/manager.h — the manager's internal state: values, copies, per-location
+/* runtime/manager/manager.h — the manager's internal state: values, copies, per-location
  * accounting, events, streams and the lock (internal to runtime/). */
 #ifndef FHEPLAN_RUNTIME_MANAGER_H
 #define FHEPLAN_RUNTIME_MANAGER_H

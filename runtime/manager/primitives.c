@@ -1,4 +1,4 @@
-/* runtime/primitives.c — ensure, move, drop and discard against live state: the rule
+/* runtime/manager/primitives.c — ensure, move, drop and discard against live state: the rule
  * core decides, this file allocates, copies, records events, frees stream-ordered and
  * keeps the accounting, the trace and the running report. */
 #include "runtime/manager/manager.h"

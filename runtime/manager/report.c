@@ -1,4 +1,4 @@
-/* runtime/report.c — execution reports: every completed transition, reservation
+/* runtime/manager/report.c — execution reports: every completed transition, reservation
  * admissions and releases, and totals per transfer direction; JSON rendering. */
 #include "runtime/manager/report.h"
 #include "base/error.h"
@@ -38,11 +38,14 @@ const char *fhr_direction_name(fhr_direction d)
     }
 }
 
+static void report_destroy(fhr_owned *self) { fhr_report_free((fhr_report *)(void *)self); }
+
 fhr_report *fhr_report_new(const char *name)
 {
     fhr_report *r = calloc(1, sizeof *r);
     if (!r)
         return NULL;
+    r->owned.destroy = report_destroy;
     r->name = strdup(name ? name : "");
     if (!r->name) {
         free(r);

@@ -1,10 +1,12 @@
-/* runtime/report.h — building execution reports (internal). */
+/* runtime/manager/report.h — building execution reports (internal). */
 #ifndef FHEPLAN_RUNTIME_REPORT_H
 #define FHEPLAN_RUNTIME_REPORT_H
 
 #include "fheplan/residency.h"
+#include "base/error.h"
 
 struct fhr_report {
+    fhr_owned owned; /* first: an fhr_error that owns a partial report frees it */
     char *name;
     fhr_transition *tr;
     size_t ntr, captr;

@@ -1,4 +1,4 @@
-/* runtime/rules.c — the one statement of the primitive rules (replica mode,
+/* runtime/manager/rules.c — the one statement of the primitive rules (replica mode,
  * recoverability, protection, strict budgets) and of byte accounting; used by the
  * live primitives and by explain's model alike, so the two cannot drift. */
 #include "runtime/manager/manager.h"
@@ -214,3 +214,15 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
     }
     return fhr_fail(err, FHR_E_INVALID, "unknown action kind %d", (int)a->kind);
 }
+
+const char *fhr_action_kind_name(fhr_action_kind k)
+{
+    switch (k) {
+    case FHR_ACT_ENSURE: return "ensure";
+    case FHR_ACT_MOVE: return "move";
+    case FHR_ACT_DROP: return "drop";
+    case FHR_ACT_DISCARD: return "discard";
+    }
+    return "unknown";
+}
+

@@ -1,4 +1,4 @@
-/* runtime/snapshot.c — tensor-free snapshots of the manager (accounting per
+/* runtime/manager/snapshot.c — tensor-free snapshots of the manager (accounting per
  * location, every value and its copies, backend observations) and their JSON, plus
  * the trace's JSON. */
 #include "runtime/manager/manager.h"

@@ -1,4 +1,4 @@
-/* runtime/value.c — concrete values: buffers at one location, named field views
+/* runtime/manager/value.c — concrete values: buffers at one location, named field views
  * over them, CKKS metadata; functional (compacting) copies and spec checks. */
 #include "runtime/manager/value.h"
 #include "base/error.h"

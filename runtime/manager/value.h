@@ -1,4 +1,4 @@
-/* runtime/value.h — internals of concrete values shared by the manager: stream-ordered
+/* runtime/manager/value.h — internals of concrete values shared by the manager: stream-ordered
  * copies and frees (internal). */
 #ifndef FHEPLAN_RUNTIME_VALUE_H
 #define FHEPLAN_RUNTIME_VALUE_H

@@ -1,0 +1,137 @@
+/* cuda/cuda_copy_threads.c — the CUDA backend's persistent host copy threads: large host
+ * memcpys cut into parallel slices; callable from CUDA host functions (it calls no CUDA). */
+#include "cuda/cuda_internal.h"
+
+#if FHEPLAN_HAVE_CUDA
+#include "base/error.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- copy threads ------------------------------------------------------------------ */
+
+#define COPY_MAX_THREADS 64
+#define COPY_PARALLEL_MIN ((size_t)1 << 20) /* below this one memcpy is faster */
+
+typedef struct copy_task {
+    void *dst;
+    const void *src;
+    size_t n;
+    int *pending; /* the submitting call's counter, guarded by copy_pool.mu */
+    struct copy_task *next;
+} copy_task;
+
+struct copy_pool {
+    pthread_mutex_t mu;
+    pthread_cond_t work_cv, done_cv;
+    copy_task *head, *tail;
+    int stop;
+    int nthreads;
+    pthread_t threads[COPY_MAX_THREADS];
+};
+
+static void *copy_main(void *arg)
+{
+    copy_pool *cp = arg;
+    pthread_mutex_lock(&cp->mu);
+    for (;;) {
+        while (!cp->head && !cp->stop)
+            pthread_cond_wait(&cp->work_cv, &cp->mu);
+        if (!cp->head)
+            break;
+        copy_task *t = cp->head;
+        cp->head = t->next;
+        if (!cp->head)
+            cp->tail = NULL;
+        pthread_mutex_unlock(&cp->mu);
+        memcpy(t->dst, t->src, t->n);
+        pthread_mutex_lock(&cp->mu);
+        if (--*t->pending == 0)
+            pthread_cond_broadcast(&cp->done_cv);
+    }
+    pthread_mutex_unlock(&cp->mu);
+    return NULL;
+}
+
+static void copy_pool_stop(copy_pool *cp, int started)
+{
+    pthread_mutex_lock(&cp->mu);
+    cp->stop = 1;
+    pthread_cond_broadcast(&cp->work_cv);
+    pthread_mutex_unlock(&cp->mu);
+    for (int i = 0; i < started; i++)
+        pthread_join(cp->threads[i], NULL);
+}
+
+fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err)
+{
+    if (nthreads < 1)
+        nthreads = 1;
+    if (nthreads > COPY_MAX_THREADS)
+        nthreads = COPY_MAX_THREADS;
+    copy_pool *cp = calloc(1, sizeof *cp);
+    if (!cp)
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for copy threads");
+    pthread_mutex_init(&cp->mu, NULL);
+    pthread_cond_init(&cp->work_cv, NULL);
+    pthread_cond_init(&cp->done_cv, NULL);
+    for (int i = 0; i < nthreads; i++) {
+        if (pthread_create(&cp->threads[i], NULL, copy_main, cp) != 0) {
+            copy_pool_stop(cp, i);
+            free(cp);
+            return fhr_fail(err, FHR_E_BACKEND, "cuda: cannot start host copy thread %d", i);
+        }
+    }
+    cp->nthreads = nthreads;
+    *out = cp;
+    return FHR_OK;
+}
+
+int copy_pool_threads(const copy_pool *cp) { return cp->nthreads; }
+
+/* Splits the copy into nthreads page-aligned slices: the caller copies the first one,
+ * the pool the rest; returns when all are done. */
+void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n)
+{
+    int parts = cp->nthreads;
+    if (n < COPY_PARALLEL_MIN || parts < 2) {
+        memcpy(dst, src, n);
+        return;
+    }
+    size_t slice = (n / (size_t)parts + 4095) & ~(size_t)4095;
+    copy_task tasks[COPY_MAX_THREADS];
+    int pending = 0;
+    size_t first = slice < n ? slice : n;
+    pthread_mutex_lock(&cp->mu);
+    for (size_t off = first; off < n; off += slice) {
+        copy_task *t = &tasks[pending++];
+        *t = (copy_task){(char *)dst + off, (const char *)src + off,
+                         n - off < slice ? n - off : slice, &pending, NULL};
+        if (cp->tail)
+            cp->tail->next = t;
+        else
+            cp->head = t;
+        cp->tail = t;
+    }
+    pthread_cond_broadcast(&cp->work_cv);
+    pthread_mutex_unlock(&cp->mu);
+    memcpy(dst, src, first);
+    pthread_mutex_lock(&cp->mu);
+    while (pending > 0)
+        pthread_cond_wait(&cp->done_cv, &cp->mu);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+void copy_pool_destroy(copy_pool *cp)
+{
+    if (!cp)
+        return;
+    copy_pool_stop(cp, cp->nthreads);
+    pthread_cond_destroy(&cp->done_cv);
+    pthread_cond_destroy(&cp->work_cv);
+    pthread_mutex_destroy(&cp->mu);
+    free(cp);
+}
+
+#endif
