@@ -1,4 +1,4 @@
-/* runtime/controller.c — the controller: request validation, decide (snapshot →
+/* runtime/control/controller.c — the controller: request validation, decide (snapshot →
  * policy → the manager's explain against the same state version), decisions and
  * their deterministic JSON, and use (version-checked scope entry, then one strict
  * lease per required location). No background thread, no waiting for protected

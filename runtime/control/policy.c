@@ -1,4 +1,4 @@
-/* runtime/policy.c — the policy object, the policy output helpers and the built-in
+/* runtime/control/policy.c — the policy object, the policy output helpers and the built-in
  * deterministic tiered LRU policy: a pure function of a tensor-free snapshot and a
  * validated request. It reads budgets, used and reserved bytes, priorities, the
  * logical use clock and protection counts; never free-memory observations, never

@@ -1,4 +1,4 @@
-/* runtime/plan.c — immutable plans (reclaim, enter and exit actions plus
+/* runtime/plan/plan.c — immutable plans (reclaim, enter and exit actions plus
  * reservations) and the manager's dry run: explain and preflight run the same
  * rule core as the live primitives over a copy of the accounting. */
 #include "runtime/plan/plan.h"

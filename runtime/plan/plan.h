@@ -1,4 +1,4 @@
-/* runtime/plan.h — plan internals and the model dry run shared by explain and
+/* runtime/plan/plan.h — plan internals and the model dry run shared by explain and
  * preflight (internal). */
 #ifndef FHEPLAN_RUNTIME_PLAN_H
 #define FHEPLAN_RUNTIME_PLAN_H

@@ -1,4 +1,4 @@
-/* runtime/scope.c — scopes (single-use: preflight, reclaim, admit reservations,
+/* runtime/plan/scope.c — scopes (single-use: preflight, reclaim, admit reservations,
  * enter; later exit, release, publish) and execute_actions. A committed prefix is
  * never rolled back; a runtime failure carries the phase, the action index and a
  * partial report of every completed transition. */

@@ -1,4 +1,4 @@
-/* compiler/bytecode.c — the bytecode file: serialisation (little-endian, fixed-size
+/* runtime/program/bytecode.c — the bytecode file: serialisation (little-endian, fixed-size
  * records, CRC-32C) and decoding with framing checks; the semantic checks are the
  * verifier's (verify.c), which the loader always runs. Layout: rplan(5), BYTECODE. */
 #include <stdio.h>

@@ -1,4 +1,4 @@
-/* compiler/crc32c.c — CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the
+/* runtime/program/crc32c.c — CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the
  * checksum of the bytecode file; table-driven, the table is constant. */
 #include "runtime/program/program.h"
 

@@ -1,4 +1,4 @@
-/* compiler/program.c — the in-memory program: builders with de-duplicated strings
+/* runtime/program/program.c — the in-memory program: builders with de-duplicated strings
  * and constants, release, the opcode table, and the read-only inspection API. */
 #include <stdlib.h>
 #include <string.h>

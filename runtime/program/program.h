@@ -1,4 +1,4 @@
-/* compiler/program.h — the in-memory program (what the compiler builds and the loader
+/* runtime/program/program.h — the in-memory program (what the compiler builds and the loader
  * decodes), the opcode enum and operand table from opcodes.def, and the verifier. */
 #ifndef FHEPLAN_COMPILER_PROGRAM_H
 #define FHEPLAN_COMPILER_PROGRAM_H

@@ -1,4 +1,4 @@
-/* compiler/verify.c — the bytecode verifier, run on every compiled or loaded program:
+/* runtime/program/verify.c — the bytecode verifier, run on every compiled or loaded program:
  * tables and operand ranges, contexts and phase order, balanced stages, scopes, kernel
  * arguments and holds, then an abstract dry run of placements and budgets from the
  * declared initial state. Each refusal names the instruction (and so its source line). */
