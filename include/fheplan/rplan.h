@@ -152,7 +152,7 @@ typedef struct rplan_policy_info {
  * The verifier has already proved every explicit action feasible from the declared
  * initial state against the program's budgets. */
 
-/* Operand kinds of the opcode table (compiler/opcodes.def). */
+/* Operand kinds of the opcode table (runtime/program/opcodes.def). */
 typedef enum rplan_operand {
     RPLAN_OPD_NONE = 0,
     RPLAN_OPD_VAL,    /* index into the values */
@@ -193,7 +193,7 @@ FHR_API fhr_status rplan_instr_get(const rplan_program *p, size_t i, rplan_instr
 /* The source file name recorded in the program ("" if none). */
 FHR_API const char *rplan_source_name(const rplan_program *p);
 
-/* Opcode numbers are those of compiler/opcodes.def, in order. */
+/* Opcode numbers are those of runtime/program/opcodes.def, in order. */
 FHR_API int rplan_opcode_count(void);
 FHR_API const char *rplan_opcode_name(int op); /* "ensure"; "?" when out of range */
 

@@ -95,7 +95,7 @@ typedef struct fhr_handle {
 FHR_API int fhr_handle_equal(fhr_handle a, fhr_handle b);
 FHR_API uint64_t fhr_handle_hash(fhr_handle h);
 
-/* Backend streams and events are opaque; see cuda/backend.h. */
+/* Backend streams and events are opaque; see fheplan/backend.h. */
 typedef struct fhr_stream fhr_stream;
 typedef struct fhr_event fhr_event;
 

@@ -6,7 +6,7 @@
 #include "fuzz.h"
 #include "fuzz_explain.h"
 
-/* Internal to the compiler (compiler/bytecode.c): recomputes the header checksum. */
+/* Internal to the program layer (runtime/program/bytecode.c): recomputes the header checksum. */
 int rp_bytecode_restamp(void *buf, size_t len);
 
 static void accepted(const rplan_program *p)
