@@ -1,0 +1,294 @@
+/* compiler/sema_decl.c — the top-level declarations: budgets, constants, policies with
+ * their fallback chains, and values (arrays expanded) into the program's tables. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/sema.h"
+
+void rp_sema_decl_budget(S *s, rp_node *n)
+{
+    uint8_t slot;
+    uint64_t v;
+    int okl = rp_sema_resolve_loc(s, n->a, &slot);
+    if (!rp_sema_eval_kind(s, n->b, K_SIZE, "a budget", &v) || !okl)
+        return;
+    if (s->has_budget[slot]) {
+        char b[24];
+        ERR(s, n->loc, "budget for %s is declared twice", rp_sema_slot_name(slot, b, sizeof b));
+        NOTE(s, s->budget_decl[slot], "previous budget for %s is here", b);
+        return;
+    }
+    s->has_budget[slot] = 1;
+    s->budget_decl[slot] = n->loc;
+    s->budget[slot] = v;
+}
+
+void rp_sema_decl_const(S *s, rp_node *n)
+{
+    uint64_t v;
+    int k;
+    if (!rp_sema_eval(s, n->a, &v, &k))
+        return;
+    if (rp_sema_check_new_name(s, n->text, n->loc))
+        return;
+    sym *y = rp_sema_add_sym(s, n->text, SYM_CONST, n->loc);
+    if (y) {
+        y->v = v;
+        y->vkind = k;
+    }
+}
+
+void rp_sema_decl_policy(S *s, rp_node *n)
+{
+    static const char *const kinds[] = {"tiered_lru", "lookahead"};
+    uint32_t kind = strcmp(n->text2, "tiered_lru") == 0  ? RPLAN_POLICY_TIERED_LRU
+                    : strcmp(n->text2, "lookahead") == 0 ? RPLAN_POLICY_LOOKAHEAD
+                                                         : 0;
+    if (!kind) {
+        rp_loc l = n->a->loc;
+        const char *sug = rp_suggest(n->text2, kinds, 2);
+        if (sug)
+            ERR(s, l, "unknown policy kind '%s'; did you mean '%s'?", n->text2, sug);
+        else
+            ERR(s, l, "unknown policy kind '%s' (the built-in kinds are tiered_lru and lookahead)",
+                n->text2);
+        return;
+    }
+    if (rp_sema_check_new_name(s, n->text, n->loc))
+        return;
+    rplan_program *p = s->p;
+    rp_policyrec pr = {0, kind, p->nchains, 0};
+    int ok = 1;
+    uint8_t firsts[8];
+    for (rp_node *ch = n->c->a; ch; ch = ch->next) {
+        rp_chainrec cr;
+        memset(cr.s, RP_NOLOC, sizeof cr.s);
+        size_t k = 0;
+        if (ch->a->num < 2) {
+            ERR(s, ch->loc, "a fallback chain needs at least two locations (PREFERRED -> "
+                            "FALLBACK)");
+            ok = 0;
+            continue;
+        }
+        if (ch->a->num > RP_MAX_CHAIN) {
+            ERR(s, ch->loc, "a fallback chain has at most %d locations", RP_MAX_CHAIN);
+            ok = 0;
+            continue;
+        }
+        for (rp_node *l = ch->a->a; l; l = l->next) {
+            uint8_t slot;
+            if (!rp_sema_resolve_loc(s, l, &slot)) {
+                ok = 0;
+                break;
+            }
+            for (size_t j = 0; j < k; j++)
+                if (cr.s[j] == slot) {
+                    char b[24];
+                    ERR(s, l->loc, "location %s appears twice in one fallback chain",
+                        rp_sema_slot_name(slot, b, sizeof b));
+                    ok = 0;
+                }
+            cr.s[k++] = slot;
+        }
+        if (!ok)
+            continue;
+        if (pr.n == 8) {
+            ERR(s, ch->loc, "a policy has at most 8 fallback chains");
+            ok = 0;
+            break;
+        }
+        for (uint32_t j = 0; j < pr.n; j++)
+            if (firsts[j] == cr.s[0]) {
+                char b[24];
+                ERR(s, ch->loc, "two fallback chains start at %s",
+                    rp_sema_slot_name(cr.s[0], b, sizeof b));
+                ok = 0;
+            }
+        firsts[pr.n] = cr.s[0];
+        if (p->nchains == p->capchains) {
+            uint32_t nc = p->capchains ? p->capchains * 2 : 8;
+            rp_chainrec *v = realloc(p->chains, nc * sizeof *v);
+            if (!v) {
+                s->oom = 1;
+                return;
+            }
+            p->chains = v;
+            p->capchains = nc;
+        }
+        p->chains[p->nchains++] = cr;
+        pr.n++;
+    }
+    if (!ok) {
+        p->nchains = pr.first;
+        return;
+    }
+    if (!rp_prog_str(p, n->text, strlen(n->text), &pr.name) ||
+        (p->npols == p->cappols &&
+         !(p->pols = realloc(p->pols, (p->cappols = p->cappols ? p->cappols * 2 : 8) *
+                                          sizeof *p->pols)))) {
+        s->oom = 1;
+        return;
+    }
+    sym *y = rp_sema_add_sym(s, n->text, SYM_POLICY, n->loc);
+    if (y)
+        y->first = p->npols;
+    p->pols[p->npols++] = pr;
+}
+
+void rp_sema_decl_value(S *s, rp_node *n)
+{
+    rp_node *mode = NULL, *at = NULL, *init = NULL, *src = NULL, *prio = NULL;
+    int ok = 1;
+    for (rp_node *a = n->c->a; a; a = a->next) {
+        rp_node **slot = a->kind == A_MODE ? &mode : a->kind == A_AT ? &at
+                       : a->kind == A_INIT ? &init : a->kind == A_SOURCE ? &src : &prio;
+        static const char *const an[] = {"replica mode", "at", "init", "source", "priority"};
+        if (*slot) {
+            ERR(s, a->loc, "duplicate %s%s%s for value '%s'", a->kind == A_MODE ? "" : "'",
+                an[a->kind - A_MODE], a->kind == A_MODE ? "" : "'", n->text);
+            NOTE(s, (*slot)->loc, "first given here");
+            ok = 0;
+        }
+        *slot = a;
+    }
+    if (src && at) {
+        ERR(s, src->loc, "value '%s' has both 'at' and 'source': a value is either adopted "
+                         "at a location or reconstructed from a source", n->text);
+        ok = 0;
+    } else if (!src && !at) {
+        ERR(s, n->loc, "value '%s' needs an initial location ('at LOC') or a source "
+                       "('source synth(SEED)' or 'source file(PATH)')", n->text);
+        ok = 0;
+    }
+    if (init && !at && !src) {
+        /* reported above */
+    } else if (init && src) {
+        ERR(s, init->loc, "'init' gives the data of an adopted value; value '%s' has a "
+                          "source instead", n->text);
+        ok = 0;
+    }
+    if (src && src->a->kind == N_NAME) {
+        ERR(s, src->a->loc, "'zero' cannot reconstruct a value; use synth(SEED) or "
+                            "file(PATH)");
+        ok = 0;
+    }
+    uint64_t dim = 0;
+    if (n->a) {
+        if (!rp_sema_eval_kind(s, n->a, K_INT, "an array size", &dim))
+            ok = 0;
+        else if (dim == 0 || dim > 1000000) {
+            ERR(s, n->a->loc, "array size must be from 1 to 1000000, not %" PRIu64, dim);
+            ok = 0;
+        }
+    }
+    uint8_t slot = RP_NOLOC;
+    if (at && !rp_sema_resolve_loc(s, at->a, &slot))
+        ok = 0;
+    int64_t priority = 0;
+    if (prio) {
+        uint64_t pv;
+        if (!rp_sema_eval_kind(s, prio->a, K_INT, "a priority", &pv))
+            ok = 0;
+        else if (pv > INT32_MAX) {
+            ERR(s, prio->a->loc, "priority must be from 0 to 2147483647");
+            ok = 0;
+        } else
+            priority = (int64_t)pv;
+    }
+    if (rp_sema_check_new_name(s, n->text, n->loc) || !ok)
+        return;
+    rplan_program *p = s->p;
+    uint64_t count = n->a ? dim : 1;
+    if (p->nvals + count > 1000000) {
+        ERR(s, n->loc, "too many values (at most 1000000)");
+        return;
+    }
+    rp_node *data = src ? src->a : init ? init->a : NULL;
+    uint32_t path = 0;
+    if (data && data->kind == N_FILE) {
+        if (!data->text[0]) {
+            ERR(s, data->loc, "file() needs a path");
+            return;
+        }
+        if (!rp_prog_str(p, data->text, strlen(data->text), &path)) {
+            s->oom = 1;
+            return;
+        }
+    }
+    uint32_t first = p->nvals;
+    int pushed = 0;
+    if (n->a) {
+        if (s->nloops == (int)(sizeof s->loops / sizeof s->loops[0])) {
+            ERR(s, n->loc, "loops are nested too deeply");
+            return;
+        }
+        s->loops[s->nloops++] = (loopvar){"i", 0, n->loc};
+        pushed = 1;
+    }
+    for (uint64_t e = 0; e < count; e++) {
+        if (pushed)
+            s->loops[s->nloops - 1].v = e;
+        uint64_t size;
+        if (!rp_sema_eval_kind(s, n->b, K_SIZE, "a value size", &size))
+            goto fail;
+        if (size == 0) {
+            ERR(s, n->b->loc, "a value size must not be zero");
+            goto fail;
+        }
+        rp_value v;
+        memset(&v, 0, sizeof v);
+        char nm[128];
+        if (n->a)
+            snprintf(nm, sizeof nm, "%s[%" PRIu64 "]", n->text, e);
+        else
+            snprintf(nm, sizeof nm, "%s", n->text);
+        if (!rp_prog_str(p, nm, strlen(nm), &v.name)) {
+            s->oom = 1;
+            goto fail;
+        }
+        v.mode = mode && mode->op == FHR_EXCLUSIVE;
+        v.recov = src != NULL;
+        v.init_slot = slot;
+        v.nbytes = size;
+        v.prio = (int32_t)priority;
+        v.data = RPLAN_DATA_ZERO;
+        if (data && data->kind == N_SYNTH) {
+            v.data = RPLAN_DATA_SYNTH;
+            if (!rp_sema_eval_kind(s, data->a, K_INT, "a seed", &v.arg))
+                goto fail;
+        } else if (data && data->kind == N_FILE) {
+            v.data = RPLAN_DATA_FILE;
+            v.arg = path;
+        }
+        rp_linerec ln = rp_sema_line_of(n->loc);
+        v.line = ln.line;
+        v.col = ln.col;
+        v.len = ln.len;
+        if (p->nvals == p->capvals) {
+            uint32_t nc = p->capvals ? p->capvals * 2 : 16;
+            rp_value *nv = realloc(p->vals, nc * sizeof *nv);
+            if (!nv) {
+                s->oom = 1;
+                goto fail;
+            }
+            p->vals = nv;
+            p->capvals = nc;
+        }
+        p->vals[p->nvals++] = v;
+    }
+    if (pushed)
+        s->nloops--;
+    sym *y = rp_sema_add_sym(s, n->text, SYM_VALUE, n->loc);
+    if (y) {
+        y->first = first;
+        y->dim = (uint32_t)dim;
+        y->is_array = n->a != NULL;
+    }
+    return;
+fail:
+    if (pushed)
+        s->nloops--;
+    p->nvals = first;
+}

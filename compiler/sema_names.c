@@ -1,0 +1,132 @@
+/* compiler/sema_names.c — the semantic pass's names: the symbol table of constants,
+ * values and policies, loop variables, redeclaration checks and "did you mean" lookups. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "compiler/sema.h"
+
+static uint32_t hstr(const char *s)
+{
+    uint32_t h = 2166136261u;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h;
+}
+
+sym *rp_sema_lookup(S *s, const char *name)
+{
+    if (!s->htcap)
+        return NULL;
+    size_t h = hstr(name) & (s->htcap - 1);
+    while (s->ht[h]) {
+        sym *y = &s->syms[s->ht[h] - 1];
+        if (strcmp(y->name, name) == 0)
+            return y;
+        h = (h + 1) & (s->htcap - 1);
+    }
+    return NULL;
+}
+
+loopvar *rp_sema_lookup_loop(S *s, const char *name)
+{
+    for (int i = s->nloops - 1; i >= 0; i--)
+        if (strcmp(s->loops[i].name, name) == 0)
+            return &s->loops[i];
+    return NULL;
+}
+
+sym *rp_sema_add_sym(S *s, const char *name, int kind, rp_loc decl)
+{
+    if ((s->nsyms + 1) * 2 > s->htcap) {
+        size_t nc = s->htcap ? s->htcap * 2 : 64;
+        uint32_t *t = calloc(nc, sizeof *t);
+        if (!t) {
+            s->oom = 1;
+            return NULL;
+        }
+        for (size_t i = 0; i < s->nsyms; i++) {
+            size_t h = hstr(s->syms[i].name) & (nc - 1);
+            while (t[h])
+                h = (h + 1) & (nc - 1);
+            t[h] = (uint32_t)i + 1;
+        }
+        free(s->ht);
+        s->ht = t;
+        s->htcap = nc;
+    }
+    if (s->nsyms == s->capsyms) {
+        size_t nc = s->capsyms ? s->capsyms * 2 : 32;
+        sym *v = realloc(s->syms, nc * sizeof *v);
+        if (!v) {
+            s->oom = 1;
+            return NULL;
+        }
+        s->syms = v;
+        s->capsyms = nc;
+    }
+    sym *y = &s->syms[s->nsyms];
+    memset(y, 0, sizeof *y);
+    y->name = name;
+    y->kind = kind;
+    y->decl = decl;
+    size_t h = hstr(name) & (s->htcap - 1);
+    while (s->ht[h])
+        h = (h + 1) & (s->htcap - 1);
+    s->ht[h] = (uint32_t)++s->nsyms;
+    return y;
+}
+
+const char *rp_sema_sym_kind_name(int k)
+{
+    return k == SYM_CONST ? "constant" : k == SYM_VALUE ? "value" : "policy";
+}
+
+/* Reports a duplicate; returns 1 if name is taken. */
+int rp_sema_check_new_name(S *s, const char *name, rp_loc at)
+{
+    sym *y = rp_sema_lookup(s, name);
+    if (y && !y->decl.first_line) {
+        ERR(s, at, "'%s' is predefined (the constants rank and world_size)", name);
+        return 1;
+    }
+    if (y) {
+        ERR(s, at, "'%s' is already declared", name);
+        NOTE(s, y->decl, "previous declaration of '%s' is here", name);
+        return 1;
+    }
+    loopvar *lv = rp_sema_lookup_loop(s, name);
+    if (lv) {
+        ERR(s, at, "'%s' is already declared", name);
+        NOTE(s, lv->decl, "loop variable '%s' is declared here", name);
+        return 1;
+    }
+    return 0;
+}
+
+/* The closest declared name of the given kind (-1: any kind, loop variables too). */
+const char *rp_sema_suggest_name(S *s, const char *word, int kind)
+{
+    size_t n = s->nsyms + (size_t)s->nloops;
+    const char **c = malloc((n + 1) * sizeof *c);
+    if (!c)
+        return NULL;
+    size_t k = 0;
+    for (size_t i = 0; i < s->nsyms; i++)
+        if (kind < 0 || s->syms[i].kind == kind)
+            c[k++] = s->syms[i].name;
+    if (kind < 0 || kind == SYM_CONST)
+        for (int i = 0; i < s->nloops; i++)
+            c[k++] = s->loops[i].name;
+    const char *r = rp_suggest(word, c, k);
+    free(c);
+    return r;
+}
+
+void rp_sema_unknown_name(S *s, rp_loc at, const char *what, const char *name, int kind)
+{
+    const char *sug = rp_sema_suggest_name(s, name, kind);
+    if (sug)
+        ERR(s, at, "unknown %s '%s'; did you mean '%s'?", what, name, sug);
+    else
+        ERR(s, at, "unknown %s '%s'", what, name);
+}

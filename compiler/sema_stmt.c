@@ -1,0 +1,313 @@
+/* compiler/sema_stmt.c — statements: each kind checked against its context and phase
+ * order, scopes and blocks lowered recursively, loops unrolled, actions emitted. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "compiler/sema.h"
+
+static const char *phase_word(fhr_phase ph)
+{
+    return ph == FHR_PHASE_RECLAIM ? "reclaim" : ph == FHR_PHASE_RESERVE ? "reserve"
+         : ph == FHR_PHASE_ENTER   ? "enter"   : ph == FHR_PHASE_BODY    ? "body"
+                                                                         : "exit";
+}
+
+static int in(const cx *c, int k1, int k2, int k3)
+{
+    return c->kind == k1 || c->kind == k2 || c->kind == k3;
+}
+
+static void vref_loc_op(S *s, rp_node *n, int op)
+{
+    uint32_t v;
+    uint8_t slot = 0;
+    int ok = rp_sema_resolve_value(s, n->a, &v);
+    if (n->b && !rp_sema_resolve_loc(s, n->b, &slot))
+        ok = 0;
+    if (ok)
+        rp_sema_emit(s, op, slot, 0, v, 0, n->loc);
+}
+
+static void lower_scope(S *s, rp_node *n, int op, cx *c)
+{
+    uint32_t name;
+    if (!in(c, CX_TOP, CX_STAGE, -1)) {
+        ERR(s, n->loc, "'%s' is only allowed at the top level or inside a stage",
+            op == RPLAN_OP_STAGE ? "stage" : op == RPLAN_OP_PLAN ? "plan" : "request");
+        return;
+    }
+    int ok = rp_sema_interp(s, n->a, &name);
+    uint32_t pol = 0;
+    if (op == RPLAN_OP_REQUEST) {
+        sym *y = rp_sema_lookup(s, n->b->text);
+        if (!y || y->kind != SYM_POLICY) {
+            if (y) {
+                ERR(s, n->b->loc, "'%s' is a %s, not a policy", n->b->text,
+                    rp_sema_sym_kind_name(y->kind));
+                DECL_NOTE(s, y, n->b->text);
+            } else {
+                rp_sema_unknown_name(s, n->b->loc, "policy", n->b->text, SYM_POLICY);
+            }
+            ok = 0;
+        } else {
+            pol = y->first;
+        }
+    }
+    if (!ok)
+        return;
+    rp_loc at = rp_sema_join(n->loc, n->a->loc);
+    rp_sema_emit(s, op, 0, 0, name, pol, at);
+    cx inner = {op == RPLAN_OP_STAGE  ? CX_STAGE
+                : op == RPLAN_OP_PLAN ? CX_PLAN
+                                      : CX_REQ,
+                FHR_PHASE_NONE, op == RPLAN_OP_PLAN ? "plan" : "request"};
+    rp_node *body = op == RPLAN_OP_REQUEST ? n->c : n->b;
+    rp_sema_lower_list(s, body, &inner);
+    rp_sema_emit(s, op == RPLAN_OP_STAGE ? RPLAN_OP_ENDSTAGE : RPLAN_OP_END, 0, 0, 0, 0,
+         n->end.first_line ? n->end : at);
+}
+
+static const char *ctx_hint_action =
+    "actions go at the top level, in a stage, or in a plan's reclaim, enter or exit block";
+
+static void lower_stmt(S *s, rp_node *n, cx *c)
+{
+    switch (n->kind) {
+    case S_BUDGET:
+    case S_CONST:
+    case S_VALUE:
+    case S_POLICY: {
+        static const char *const w[] = {"budget", "const", "value", "policy"};
+        const char *word = w[n->kind - S_BUDGET];
+        if (c->kind != CX_TOP) {
+            ERR(s, n->loc, "'%s' declarations are only allowed at the top level", word);
+            return;
+        }
+        if (n->kind == S_BUDGET)
+            rp_sema_decl_budget(s, n);
+        else if (n->kind == S_CONST)
+            rp_sema_decl_const(s, n);
+        else if (n->kind == S_VALUE)
+            rp_sema_decl_value(s, n);
+        else
+            rp_sema_decl_policy(s, n);
+        return;
+    }
+    case S_STAGE: lower_scope(s, n, RPLAN_OP_STAGE, c); return;
+    case S_PLAN: lower_scope(s, n, RPLAN_OP_PLAN, c); return;
+    case S_REQUEST: lower_scope(s, n, RPLAN_OP_REQUEST, c); return;
+    case S_PHASE: {
+        fhr_phase ph = (fhr_phase)n->op;
+        const char *w = phase_word(ph);
+        if (c->kind == CX_REQ && ph != FHR_PHASE_BODY) {
+            ERR(s, n->loc, "'%s' block is not allowed in a request (a request has require, "
+                           "reserve and body)", w);
+            return;
+        }
+        if (c->kind != CX_PLAN && c->kind != CX_REQ) {
+            ERR(s, n->loc, "'%s' block is only allowed inside a %s", w,
+                ph == FHR_PHASE_BODY ? "plan or request" : "plan");
+            return;
+        }
+        if (ph == c->phase) {
+            ERR(s, n->loc, "duplicate '%s' block in %s", w, c->what);
+            return;
+        }
+        if (ph < c->phase) {
+            ERR(s, n->loc, "'%s' block after '%s'; a %s runs reclaim, reserve, enter, body, "
+                           "exit in that order", w, phase_word(c->phase), c->what);
+            return;
+        }
+        c->phase = ph;
+        rp_sema_emit(s, RPLAN_OP_PHASE, (uint8_t)ph, 0, 0, 0, n->loc);
+        cx inner = {ph == FHR_PHASE_BODY ? CX_BODY : CX_ACTS, ph, c->what};
+        rp_sema_lower_list(s, n->a, &inner);
+        return;
+    }
+    case S_RESERVE: {
+        if (c->kind != CX_PLAN && c->kind != CX_REQ) {
+            ERR(s, n->loc, "'reserve' is only allowed inside a plan or request");
+            return;
+        }
+        if (c->phase > FHR_PHASE_RESERVE) {
+            ERR(s, n->loc, "'reserve' after the '%s' block; a %s runs reclaim, reserve, enter, "
+                           "body, exit in that order", phase_word(c->phase), c->what);
+            return;
+        }
+        c->phase = FHR_PHASE_RESERVE;
+        uint8_t slot;
+        uint64_t v;
+        uint32_t k, label = 0;
+        int ok = rp_sema_resolve_loc(s, n->a, &slot);
+        if (!rp_sema_eval_kind(s, n->b, K_SIZE, "a reservation", &v))
+            ok = 0;
+        if (n->c && !rp_sema_interp(s, n->c, &label))
+            ok = 0;
+        if (!ok)
+            return;
+        if (!rp_prog_const(s->p, v, &k)) {
+            s->oom = 1;
+            return;
+        }
+        rp_sema_emit(s, RPLAN_OP_RESERVE, slot, 0, k, label, n->loc);
+        return;
+    }
+    case S_REQUIRE:
+        if (c->kind != CX_REQ) {
+            ERR(s, n->loc, "'require' is only allowed inside a request");
+            return;
+        }
+        if (c->phase != FHR_PHASE_NONE) {
+            ERR(s, n->loc, "'require' after '%s'; a request lists require, then reserve, then "
+                           "body", phase_word(c->phase));
+            return;
+        }
+        vref_loc_op(s, n, RPLAN_OP_REQUIRE);
+        return;
+    case S_ENSURE:
+    case S_MOVE:
+    case S_DROP:
+    case S_DISCARD: {
+        static const char *const w[] = {"ensure", "move", "drop", "discard"};
+        static const int ops[] = {RPLAN_OP_ENSURE, RPLAN_OP_MOVE, RPLAN_OP_DROP,
+                                  RPLAN_OP_DISCARD};
+        int i = n->kind - S_ENSURE;
+        if (!in(c, CX_TOP, CX_STAGE, CX_ACTS)) {
+            ERR(s, n->loc, "'%s' is not allowed here; %s", w[i], ctx_hint_action);
+            return;
+        }
+        if (n->kind != S_MOVE) {
+            vref_loc_op(s, n, ops[i]);
+            return;
+        }
+        uint32_t v;
+        uint8_t to = 0, from = RP_NOLOC;
+        int ok = rp_sema_resolve_value(s, n->a, &v);
+        if (!rp_sema_resolve_loc(s, n->b, &to))
+            ok = 0;
+        if (n->c && !rp_sema_resolve_loc(s, n->c, &from))
+            ok = 0;
+        if (ok && from == to) {
+            ERR(s, n->c->loc, "move from and to the same location");
+            ok = 0;
+        }
+        if (ok)
+            rp_sema_emit(s, RPLAN_OP_MOVE, to, from, v, 0, n->loc);
+        return;
+    }
+    case S_HOLD:
+    case S_RELEASE:
+        if (!in(c, CX_TOP, CX_STAGE, -1)) {
+            ERR(s, n->loc, "'%s' is only allowed at the top level or inside a stage",
+                n->kind == S_HOLD ? "hold" : "release");
+            return;
+        }
+        vref_loc_op(s, n, n->kind == S_HOLD ? RPLAN_OP_HOLD : RPLAN_OP_RELEASE);
+        return;
+    case S_RUN: {
+        if (c->kind != CX_BODY) {
+            ERR(s, n->loc, "'run' is only allowed inside a body block");
+            return;
+        }
+        size_t argc = n->a->num;
+        if (argc > 64) {
+            ERR(s, n->loc, "a kernel call takes at most 64 arguments");
+            return;
+        }
+        uint32_t name;
+        if (!rp_prog_str(s->p, n->text, strlen(n->text), &name)) {
+            s->oom = 1;
+            return;
+        }
+        rp_ins args[64];
+        int ok = 1, i = 0;
+        for (rp_node *a = n->a->a; a; a = a->next, i++) {
+            sym *y = (a->kind == N_NAME || a->kind == N_INDEX) && !rp_sema_lookup_loop(s, a->text)
+                         ? rp_sema_lookup(s, a->text)
+                         : NULL;
+            if (y && y->kind == SYM_VALUE) {
+                uint32_t v;
+                if (!rp_sema_resolve_value(s, a, &v)) {
+                    ok = 0;
+                    continue;
+                }
+                args[i] = (rp_ins){RPLAN_OP_ARGVAL, 0, 0, 0, v, 0};
+                continue;
+            }
+            uint64_t v;
+            int k;
+            uint32_t ci;
+            if (!rp_sema_eval(s, a, &v, &k)) {
+                ok = 0;
+                continue;
+            }
+            if (!rp_prog_const(s->p, v, &ci)) {
+                s->oom = 1;
+                return;
+            }
+            args[i] = (rp_ins){(uint8_t)(k == K_INT    ? RPLAN_OP_ARGINT
+                                         : k == K_SIZE ? RPLAN_OP_ARGSIZE
+                                                       : RPLAN_OP_ARGDUR),
+                               0, 0, 0, ci, 0};
+        }
+        if (!ok)
+            return;
+        rp_sema_emit(s, RPLAN_OP_RUN, 0, 0, name, (uint32_t)argc, n->loc);
+        i = 0;
+        for (rp_node *a = n->a->a; a; a = a->next, i++)
+            if (!rp_prog_emit(s->p, args[i], rp_sema_line_of(a->loc)))
+                s->oom = 1;
+        return;
+    }
+    case S_FOR: {
+        uint64_t lo, hi;
+        int ok = rp_sema_eval_kind(s, n->a, K_INT, "a loop bound", &lo);
+        if (!rp_sema_eval_kind(s, n->b, K_INT, "a loop bound", &hi))
+            ok = 0;
+        if (!ok || rp_sema_check_new_name(s, n->text, n->loc))
+            return;
+        if (s->nloops == (int)(sizeof s->loops / sizeof s->loops[0])) {
+            ERR(s, n->loc, "loops are nested too deeply");
+            return;
+        }
+        if (n->op == 1) { /* lo..<hi */
+            if (hi <= lo)
+                return;
+            hi--;
+        }
+        if (hi >= lo && hi - lo >= 10000000) {
+            ERR(s, n->loc, "loop of %" PRIu64 " iterations is too long (at most 10000000)",
+                hi - lo + 1);
+            return;
+        }
+        s->loops[s->nloops++] = (loopvar){n->text, lo, n->loc};
+        for (uint64_t i = lo; i <= hi && !s->oom; i++) {
+            size_t before = s->dc->nerrors;
+            s->loops[s->nloops - 1].v = i;
+            rp_sema_lower_list(s, n->c, c);
+            if (s->dc->nerrors != before || i == UINT64_MAX)
+                break; /* report a mistake in a loop body once */
+        }
+        s->nloops--;
+        return;
+    }
+    default:
+        ERR(s, n->loc, "internal error: unexpected node");
+        return;
+    }
+}
+
+void rp_sema_lower_list(S *s, rp_node *list, cx *c)
+{
+    if (!list)
+        return;
+    if (s->depth >= 100) {
+        ERR(s, list->a ? list->a->loc : list->loc,
+            "statements are nested too deeply (at most 100 levels)");
+        return;
+    }
+    s->depth++;
+    for (rp_node *n = list->a; n && !s->oom; n = n->next)
+        lower_stmt(s, n, c);
+    s->depth--;
+}
