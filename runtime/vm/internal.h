@@ -1,5 +1,8 @@
-/* runtime/vm_internal.h — state shared by the VM's files (vm.c, vm_request.c,
- * vm_kernels.c). Not installed. */
+/* runtime/vm/internal.h — state shared by the VM's files in runtime/vm/ and the functions
+ * they share, declared below under the file that defines them. Calls between the files go
+ * one way: a file calls only files after it in vm.c (the interpreter), create.c (the VM's
+ * lifetime), request.c, scope.c, body.c, values.c, kernels.c, stage.c, trace.c, streams.c;
+ * report.c calls none. Not installed. */
 #ifndef FHEPLAN_VM_INTERNAL_H
 #define FHEPLAN_VM_INTERNAL_H
 
@@ -130,34 +133,42 @@ struct rplan_vm {
     size_t nfuture;
 };
 
-/* vm.c */
+/* streams.c: the clock; compute and transfer streams per location, made on first use;
+ * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run. */
 uint64_t vm_now_ns(void);
 fhr_stream *vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
-void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request);
-void vm_sample_peaks(rplan_vm *vm);
-fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
-                       int request, fhr_error *err);
-fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
-                          fhr_error *err);
-fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
-                              int has_version, uint64_t version, const vm_run *runs,
-                              size_t nruns, const fhr_location *at, int request,
-                              fhr_report **rep_out, fhr_error *err);
+double vm_pinned_bandwidth(rplan_vm *vm);
+
+/* trace.c: host-side slices and stream markers (rplan_vm_trace_json is public). */
 fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,
                         const char *name);
 vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
 void vm_mark_begin(void *arg);
 void vm_mark_end(void *arg);
 
-/* vm_request.c: the program's policies and controllers (after the values exist), the
- * execution of REQUEST pc..END through the controller, and their teardown. */
-fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
-fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
-void vm_requests_teardown(rplan_vm *vm);
+/* stage.c: stage records, the accounting into every open one, verify-failure tallies. */
+/* Every open stage record, outermost first, then the total. */
+#define FOR_OPEN_RECORDS(vm, r)                                                              \
+    for (size_t k_ = 0; k_ <= (vm)->depth; k_++)                                             \
+        for (rplan_stage_report *r = k_ < (vm)->depth ? &(vm)->stages[(vm)->stack[k_]]       \
+                                                      : &(vm)->total;                        \
+             r; r = NULL)
+void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request);
+void vm_sample_peaks(rplan_vm *vm);
+fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top);
+void vm_stage_close(rplan_vm *vm);
+/* After the final synchronisation: stage times from markers, failures from tallies. */
+void vm_stage_resolve(rplan_vm *vm);
+/* Work outside any stage is reported under "(top level)". */
+fhr_status vm_ensure_record(rplan_vm *vm);
+/* Reads the verify mismatch counters (streams must be synchronised). */
+uint64_t vm_read_failures(rplan_vm *vm);
+/* A pinned tally slot of 4 words; NULL when out of memory. */
+uint64_t *vm_tally_slot(rplan_vm *vm);
 
-/* vm_kernels.c */
+/* kernels.c: the kernel registry, the built-in kernels, synthetic content. */
 fhr_status vm_register_builtins(rplan_vm *vm, fhr_error *err);
 const vm_kernel *vm_find_kernel(const rplan_vm *vm, const char *name);
 fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err);
@@ -166,7 +177,30 @@ fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err
 fhr_status vm_fill(rplan_vm *vm, void *p, fhr_location loc, size_t n, const rplan_value_info *vi,
                    const void *from, fhr_stream *s, fhr_error *err);
 void vm_synth_host(void *p, size_t n, uint64_t seed);
-/* vm.c: predicted time of one body from the kernel model */
+
+/* values.c: adopts every MUST_PRESERVE value and registers every source. */
+fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err);
+
+/* body.c: RUN argument lists, bodies run under leases, the kernel model, the warm-up. */
+fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
+                          fhr_error *err);
+fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
+                       int request, fhr_error *err);
+/* Predicted time of one body from the kernel model. */
 double vm_model_body(const rplan_vm *vm, const vm_run *r);
+/* Before timing starts: streams, scratch, counters and the first tally block. */
+void vm_warm_up(rplan_vm *vm);
+
+/* scope.c: one plan as a scope with its body (PLAN and REQUEST). */
+fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
+                              int has_version, uint64_t version, const vm_run *runs,
+                              size_t nruns, const fhr_location *at, int request,
+                              fhr_report **rep_out, fhr_error *err);
+
+/* request.c: the program's policies and controllers (after the values exist), the
+ * execution of REQUEST pc..END through the controller, and their teardown. */
+fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
+fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
+void vm_requests_teardown(rplan_vm *vm);
 
 #endif

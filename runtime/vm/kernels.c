@@ -1,4 +1,4 @@
-/* runtime/vm_kernels.c — the body kernel registry and the built-in rehearsal kernels:
+/* runtime/vm/kernels.c — the body kernel registry and the built-in rehearsal kernels:
  * touch (reads every byte), verify (recomputes synthetic or zero content and counts
  * values that differ), spin(duration) (modelled compute) and ckks.keyswitch(ct, key
  * [, batch]) (a modular multiply-accumulate over every word of the key into a scratch

@@ -1,4 +1,4 @@
-/* runtime/vm_request.c — requests: `request NAME using POLICY { require ...; reserve ...;
+/* runtime/vm/request.c — requests: `request NAME using POLICY { require ...; reserve ...;
  * body {...} }`, run through the controller. Each program policy becomes a policy object
  * (tiered LRU, or lookahead over the program's known future of requests) with its own
  * controller; a request is decided over a placement snapshot, bound to that state

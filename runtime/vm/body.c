@@ -1,0 +1,232 @@
+/* runtime/vm/body.c — bodies: RUN argument lists decoded, the kernel model's predicted time,
+ * per-location scratch and counters, the warm-up, and running bodies under leases. */
+#include "runtime/vm/internal.h"
+#include "base/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
+                          fhr_error *err)
+{
+    size_t cnt = 0;
+    for (size_t i = pc; i < end; i++)
+        cnt += vm->ins[i].op == RPLAN_OP_RUN;
+    *out = NULL;
+    *n = 0;
+    if (!cnt)
+        return FHR_OK;
+    vm_run *r = calloc(cnt, sizeof *r);
+    if (!r)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    size_t k = 0;
+    for (size_t i = pc; i < end; i++) {
+        if (vm->ins[i].op != RPLAN_OP_RUN)
+            continue;
+        vm_run *x = &r[k++];
+        x->in = &vm->ins[i];
+        x->pc = i;
+        for (size_t a = 0; a < vm->ins[i].count && i + 1 + a < end; a++) {
+            const rplan_instr *ai = &vm->ins[i + 1 + a];
+            if (x->nargs == 16)
+                break;
+            rplan_arg *g = &x->args[x->nargs++];
+            switch (ai->op) {
+            case RPLAN_OP_ARGVAL: {
+                size_t v = 0;
+                while (v < x->nvals && x->vals[v] != ai->value)
+                    v++;
+                if (v == x->nvals)
+                    x->vals[x->nvals++] = ai->value;
+                g->kind = RPLAN_ARG_VALUE;
+                g->value = (uint32_t)v;
+                break;
+            }
+            case RPLAN_OP_ARGINT: g->kind = RPLAN_ARG_INT; g->imm = ai->imm; break;
+            case RPLAN_OP_ARGSIZE: g->kind = RPLAN_ARG_SIZE; g->imm = ai->imm; break;
+            default: g->kind = RPLAN_ARG_DURATION; g->imm = ai->imm; break;
+            }
+        }
+    }
+    *out = r;
+    *n = cnt;
+    return FHR_OK;
+}
+
+static fhr_status body_fail(const vm_run *r, fhr_status st, fhr_error *err, const char *msg)
+{
+    fhr_fail(err, st, "run %.60s: %.400s", r->in->str, msg);
+    if (err)
+        err->action_index = (long)r->pc; /* the VM maps it back to the source */
+    return st;
+}
+
+/* body_fail keeping the cause already in err (a backend or host-memory failure). */
+static fhr_status body_fail_keep(const vm_run *r, fhr_status st, fhr_error *err)
+{
+    char msg[512];
+    snprintf(msg, sizeof msg, "%.500s", err && err->message[0] ? err->message : fhr_status_name(st));
+    return body_fail(r, st, err, msg);
+}
+
+/* Predicted time of one body from the kernel model (see rplan_vm_opts.device_gbps). */
+double vm_model_body(const rplan_vm *vm, const vm_run *r)
+{
+    double gbps = vm->o.device_gbps;
+    const char *env = getenv("FHEPLAN_DEVICE_GBPS");
+    if (gbps <= 0)
+        gbps = env && atof(env) > 0 ? atof(env) : 3000.0;
+    uint64_t bytes = 0, repeat = 1, ns = 0;
+    for (size_t v = 0; v < r->nvals; v++)
+        bytes += vm->vinfo[r->vals[v]].nbytes;
+    for (size_t a = 0; a < r->nargs; a++) {
+        if (r->args[a].kind == RPLAN_ARG_DURATION)
+            ns += r->args[a].imm;
+        else if (r->args[a].kind == RPLAN_ARG_INT && r->args[a].imm > 0)
+            repeat = r->args[a].imm;
+    }
+    if (strcmp(r->in->str, "spin") == 0)
+        return (double)ns / 1e9;
+    if (strcmp(r->in->str, "ckks.keyswitch") != 0)
+        repeat = 1;
+    return (double)bytes * (double)repeat / (gbps * 1e9);
+}
+
+static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, fhr_error *err)
+{
+    int slot = fhr_loc_slot(loc);
+    fhr_status st;
+    if (!vm->scratch[slot]) {
+        if ((st = vm->b->ops->alloc(vm->b, loc, vm->scratch_nbytes, s, &vm->scratch[slot], err)))
+            return st;
+        if ((st = vm_fill(vm, vm->scratch[slot], loc, vm->scratch_nbytes, NULL, NULL, s, err)))
+            return st;
+    }
+    if (!vm->counter[slot]) {
+        void *c;
+        if ((st = vm->b->ops->alloc(vm->b, loc, 16, s, &c, err)))
+            return st;
+        vm->counter[slot] = c;
+        if ((st = vm_fill(vm, c, loc, 16, NULL, NULL, s, err)))
+            return st;
+    }
+    return FHR_OK;
+}
+
+/* Before timing starts: the streams, scratch and counters of every location a body may
+ * run at, and the first tally block, so that no run pays for creating them (a first
+ * pinned allocation may map a whole pool arena). */
+void vm_warm_up(rplan_vm *vm)
+{
+    uint64_t slots = (1ULL << fhr_loc_slot(fhr_loc_pinned())) | (1ULL << fhr_loc_slot(fhr_loc_host()));
+    for (size_t i = 0; i < vm->ninstr; i++)
+        if (vm->ins[i].has_loc && fhr_loc_slot(vm->ins[i].loc) >= 0)
+            slots |= 1ULL << fhr_loc_slot(vm->ins[i].loc);
+    int has_body = 0;
+    for (size_t i = 0; i < vm->ninstr && !has_body; i++)
+        has_body = vm->ins[i].op == RPLAN_OP_RUN;
+    for (int sl = 0; has_body && sl < FHR_LOC_SLOTS; sl++) {
+        if (!(slots & (1ULL << sl)))
+            continue;
+        fhr_location loc = fhr_loc_from_slot(sl);
+        if (loc.kind == FHR_LOC_CUDA && loc.index >= vm->b->ops->device_count(vm->b))
+            continue;
+        fhr_stream *s = vm_compute_stream(vm, loc, NULL);
+        if (s)
+            ensure_scratch(vm, loc, s, NULL);
+        if (loc.kind == FHR_LOC_CUDA)
+            vm_xfer_stream(vm, loc, NULL);
+    }
+    if (has_body && !vm->ntally_blocks) {
+        uint64_t *t = vm_tally_slot(vm);
+        (void)t;
+        vm->tally_used = 0; /* keep the block; the slot was not used */
+    }
+}
+
+fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
+                       int request, fhr_error *err)
+{
+    (void)request;
+    for (size_t k = 0; k < nruns; k++) {
+        const vm_run *r = &runs[k];
+        FOR_OPEN_RECORDS(vm, rec)
+        rec->bodies++;
+        const vm_kernel *kern = vm_find_kernel(vm, r->in->str);
+        rplan_kernel_fn fn = kern ? kern->fn : NULL;
+        void *kctx = kern ? kern->ctx : NULL;
+        if (!fn) {
+            if (!vm->o.unknown_as_touch)
+                return body_fail(r, FHR_E_INVALID, err, "no kernel of that name is registered");
+            fn = vm_touch_kernel;
+            kctx = vm;
+        }
+        if (strcmp(r->in->str, "verify") == 0)
+            vm->checks_total += r->nvals;
+        double model = vm_model_body(vm, r);
+        FOR_OPEN_RECORDS(vm, rec)
+        rec->model_body_s += model;
+        if (vm->explain)
+            continue;
+        fhr_location loc = at[k];
+        fhr_stream *s = vm_compute_stream(vm, loc, err);
+        fhr_status st;
+        if (!s)
+            return body_fail_keep(r, err ? err->status : FHR_E_BACKEND, err);
+        if ((st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
+            return body_fail_keep(r, st, err);
+        fhr_handle hs[16];
+        const rplan_value_info *infos[16];
+        for (size_t v = 0; v < r->nvals; v++) {
+            hs[v] = vm->h[r->vals[v]];
+            infos[v] = &vm->vinfo[r->vals[v]];
+        }
+        fhr_lease *lease = NULL;
+        const fhr_value *vals[16];
+        if (r->nvals) {
+            fhr_error le;
+            fhr_error_init(&le);
+            st = fhr_acquire(vm->m, hs, r->nvals, loc, s, &lease, &le);
+            if (st) {
+                char msg[560];
+                snprintf(msg, sizeof msg, "cannot lease its values: %s", le.message);
+                fhr_error_clear(&le);
+                return body_fail(r, st, err, msg);
+            }
+            for (size_t v = 0; v < r->nvals; v++)
+                vals[v] = fhr_lease_value(lease, hs[v]);
+        }
+        char nm[96], lb[16];
+        snprintf(nm, sizeof nm, "%.70s @ %s", r->in->str, fhr_loc_format(loc, lb, sizeof lb));
+        vm_mark *mk = vm_new_mark(vm, 0, vm->b->ops->stream_id(vm->b, s), nm);
+        if (!mk)
+            st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        else
+            st = vm->b->ops->launch_host(vm->b, s, vm_mark_begin, mk, err);
+        if (st)
+            body_fail_keep(r, st, err);
+        if (st == FHR_OK) {
+            rplan_kernel_call c = {
+                vm, vm->m, vm->b, r->in->str, loc, s, vm->is_cuda && loc.kind == FHR_LOC_CUDA,
+                r->nvals, vals, infos, r->nargs, r->args, vm->scratch[fhr_loc_slot(loc)],
+                vm->scratch_nbytes, r->in->line, r->in->col};
+            fhr_error ke;
+            fhr_error_init(&ke);
+            st = fn(kctx, &c, &ke);
+            if (st) {
+                body_fail(r, st, err, ke.message);
+                fhr_error_clear(&ke);
+            } else if ((st = vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err))) {
+                body_fail_keep(r, st, err);
+            }
+        }
+        if (lease) {
+            fhr_lease_release(lease, NULL);
+            fhr_lease_destroy(lease);
+        }
+        if (st)
+            return st;
+    }
+    return FHR_OK;
+}

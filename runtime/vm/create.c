@@ -1,0 +1,156 @@
+/* runtime/vm/create.c — the VM's lifetime: rplan_vm_create (program read and scaled, budgets,
+ * manager, built-in kernels), rplan_vm_destroy, and the accessors rplan_vm_manager/handle. */
+#include "runtime/vm/internal.h"
+#include "base/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uint64_t scale_up8(uint64_t x, uint64_t scale)
+{
+    if (scale > 1)
+        x = (x + scale - 1) / scale;
+    if (x == 0)
+        x = 8;
+    return (x + 7) / 8 * 8;
+}
+
+fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const rplan_vm_opts *opts,
+                           rplan_vm **out, fhr_error *err)
+{
+    if (!p || !backend || !out)
+        return fhr_fail(err, FHR_E_INVALID, "vm: NULL program, backend or out pointer");
+    rplan_vm *vm = calloc(1, sizeof *vm);
+    if (!vm)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    if (opts)
+        vm->o = *opts;
+    if (vm->o.scale == 0)
+        vm->o.scale = 1;
+    vm->p = p;
+    vm->b = backend;
+    vm->explain = vm->o.mode == RPLAN_VM_EXPLAIN;
+    vm->is_cuda = strcmp(backend->ops->name, "cuda") == 0;
+    snprintf(vm->device, sizeof vm->device, "%s", backend->ops->name);
+    vm->backing_loc = fhr_loc_pinned();
+    fhr_status st = FHR_OK;
+    vm->nvals = rplan_nvalues(p);
+    vm->ninstr = rplan_ninstrs(p);
+    vm->vinfo = calloc(vm->nvals + 1, sizeof *vm->vinfo);
+    vm->h = calloc(vm->nvals + 1, sizeof *vm->h);
+    vm->srcs = calloc(vm->nvals + 1, sizeof *vm->srcs);
+    vm->backing = calloc(vm->nvals + 1, sizeof *vm->backing);
+    vm->ins = calloc(vm->ninstr + 1, sizeof *vm->ins);
+    if (!vm->vinfo || !vm->h || !vm->srcs || !vm->backing || !vm->ins) {
+        rplan_vm_destroy(vm);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    for (size_t i = 0; i < vm->nvals && st == FHR_OK; i++) {
+        st = rplan_value(p, i, &vm->vinfo[i]);
+        uint64_t n = scale_up8(vm->vinfo[i].nbytes, vm->o.scale);
+        vm->vinfo[i].nbytes = n;
+        if (n > vm->scratch_nbytes)
+            vm->scratch_nbytes = (size_t)n;
+    }
+    for (size_t i = 0; i < vm->ninstr && st == FHR_OK; i++) {
+        st = rplan_instr_get(p, i, &vm->ins[i]);
+        if (vm->ins[i].op == RPLAN_OP_RESERVE)
+            vm->ins[i].imm = scale_up8(vm->ins[i].imm, vm->o.scale);
+        else if (vm->ins[i].op == RPLAN_OP_ARGSIZE)
+            vm->ins[i].imm = scale_up8(vm->ins[i].imm, vm->o.scale);
+        if (vm->ins[i].op == RPLAN_OP_PLAN || vm->ins[i].op == RPLAN_OP_REQUEST)
+            vm->scopes_total++;
+    }
+    if (st) {
+        rplan_vm_destroy(vm);
+        return fhr_fail(err, st, "vm: cannot read the program");
+    }
+    /* budgets: the program's, then overrides; all divided by the scale */
+    size_t nb = rplan_nbudgets(p);
+    fhr_budget bud[FHR_LOC_SLOTS];
+    size_t nbud = 0;
+    for (size_t i = 0; i < nb && nbud < FHR_LOC_SLOTS; i++)
+        if (rplan_budget(p, i, &bud[nbud]) == FHR_OK)
+            nbud++;
+    for (size_t i = 0; i < vm->o.nbudget_override; i++) {
+        size_t k = 0;
+        while (k < nbud && !fhr_loc_equal(bud[k].loc, vm->o.budget_override[i].loc))
+            k++;
+        if (k == nbud && nbud < FHR_LOC_SLOTS)
+            nbud++;
+        if (k < nbud)
+            bud[k] = vm->o.budget_override[i];
+    }
+    if (vm->o.scale > 1)
+        for (size_t i = 0; i < nbud; i++)
+            bud[i].nbytes = (bud[i].nbytes + vm->o.scale - 1) / vm->o.scale +
+                            8 * (uint64_t)(vm->nvals + 64);
+    fhr_manager_config cfg = {backend, bud, nbud, vm->o.trace ? 4096 : 0};
+    if ((st = fhr_manager_create(&cfg, &vm->m, err)) != FHR_OK ||
+        (st = vm_register_builtins(vm, err)) != FHR_OK) {
+        rplan_vm_destroy(vm);
+        return st;
+    }
+    *out = vm;
+    return FHR_OK;
+}
+
+void rplan_vm_destroy(rplan_vm *vm)
+{
+    if (!vm)
+        return;
+    vm_sync_all(vm, NULL);
+    vm_requests_teardown(vm);
+    for (size_t i = 0; i < vm->nholds; i++)
+        fhr_hold_destroy(vm->holds[i].hd);
+    if (vm->m)
+        fhr_manager_destroy(vm->m);
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        fhr_location loc = fhr_loc_from_slot(i);
+        fhr_stream *s = vm->compute[i];
+        if (vm->scratch[i])
+            vm->b->ops->free(vm->b, loc, vm->scratch[i], vm->scratch_nbytes, s);
+        if (vm->counter[i])
+            vm->b->ops->free(vm->b, loc, vm->counter[i], 16, s);
+    }
+    for (size_t i = 0; i < vm->ntally_blocks; i++)
+        vm->b->ops->free(vm->b, fhr_loc_pinned(), vm->tally_blocks[i], VM_TALLY_BLOCK * 32, NULL);
+    free(vm->tally_blocks);
+    free(vm->tallies);
+    free(vm->stage_t0);
+    free(vm->stage_t1);
+    for (size_t i = 0; i < vm->nvals; i++)
+        if (vm->backing && vm->backing[i])
+            vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i], (size_t)vm->vinfo[i].nbytes,
+                             NULL);
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (vm->compute[i])
+            vm->b->ops->stream_destroy(vm->b, vm->compute[i]);
+        if (vm->xfer[i])
+            vm->b->ops->stream_destroy(vm->b, vm->xfer[i]);
+    }
+    for (size_t i = 0; i < vm->nkerns; i++)
+        free(vm->kerns[i].name);
+    for (size_t i = 0; i < vm->nmarks; i++)
+        free(vm->marks[i]);
+    free(vm->marks);
+    free(vm->slices);
+    free(vm->kerns);
+    free(vm->holds);
+    free(vm->stages);
+    free(vm->vinfo);
+    free(vm->h);
+    free(vm->srcs);
+    free(vm->backing);
+    free(vm->ins);
+    free(vm);
+}
+
+fhr_manager *rplan_vm_manager(rplan_vm *vm) { return vm ? vm->m : NULL; }
+
+fhr_handle rplan_vm_handle(const rplan_vm *vm, size_t i)
+{
+    fhr_handle none = {0, 0};
+    return vm && i < vm->nvals ? vm->h[i] : none;
+}

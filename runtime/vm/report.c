@@ -1,0 +1,108 @@
+/* runtime/vm/report.c — the run report's public side: rplan_vm_report_free and
+ * rplan_vm_report_json (stage records, totals, the failure). */
+#include "runtime/vm/internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+
+void rplan_vm_report_free(rplan_vm_report *r)
+{
+    if (!r)
+        return;
+    free(r->stages);
+    free(r->partial_json);
+    free(r);
+}
+
+static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
+{
+    char lb[16];
+    cJSON_AddStringToObject(o, "name", r->name);
+    cJSON *b = cJSON_AddObjectToObject(o, "bytes");
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        cJSON_AddNumberToObject(b, fhr_direction_name((fhr_direction)d), (double)r->bytes[d]);
+    cJSON_AddNumberToObject(b, "load", (double)r->load_bytes);
+    uint64_t moved = r->load_bytes;
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        moved += r->bytes[d];
+    cJSON_AddNumberToObject(o, "bytes_moved", (double)moved);
+    cJSON *c = cJSON_AddObjectToObject(o, "copies");
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        cJSON_AddNumberToObject(c, fhr_direction_name((fhr_direction)d), (double)r->copies[d]);
+    cJSON_AddNumberToObject(c, "load", (double)r->loads);
+    cJSON_AddNumberToObject(o, "plans", (double)r->plans);
+    cJSON_AddNumberToObject(o, "requests", (double)r->requests);
+    cJSON_AddNumberToObject(o, "bodies", (double)r->bodies);
+    cJSON_AddNumberToObject(o, "evictions", (double)r->evictions);
+    cJSON *pk = cJSON_AddArrayToObject(o, "peaks");
+    for (size_t i = 0; i < r->npeaks; i++) {
+        cJSON *p = cJSON_CreateObject();
+        cJSON_AddStringToObject(p, "loc", fhr_loc_format(r->peaks[i].loc, lb, sizeof lb));
+        cJSON_AddNumberToObject(p, "peak_bytes", (double)r->peaks[i].peak_bytes);
+        if (r->peaks[i].has_budget)
+            cJSON_AddNumberToObject(p, "budget_bytes", (double)r->peaks[i].budget_bytes);
+        else
+            cJSON_AddNullToObject(p, "budget_bytes");
+        cJSON_AddItemToArray(pk, p);
+    }
+    if (!explain) {
+        cJSON_AddNumberToObject(o, "time_s", r->time_s);
+        cJSON_AddNumberToObject(o, "body_s", r->body_s);
+        cJSON_AddNumberToObject(o, "bandwidth_gbps",
+                                r->time_s > 0 ? (double)moved / r->time_s / 1e9 : 0);
+        cJSON *ig = cJSON_AddObjectToObject(o, "integrity");
+        cJSON_AddNumberToObject(ig, "checks", (double)r->checks);
+        cJSON_AddNumberToObject(ig, "failures", (double)r->check_failures);
+        cJSON_AddBoolToObject(ig, "ok", r->check_failures == 0);
+    }
+}
+
+char *rplan_vm_report_json(const rplan_vm_report *r)
+{
+    if (!r)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "ok", r->ok);
+    cJSON_AddStringToObject(o, "mode", r->explain ? "explain" : "run");
+    cJSON_AddStringToObject(o, "device", r->device);
+    cJSON_AddNumberToObject(o, "scale", (double)r->scale);
+    cJSON *st = cJSON_AddArrayToObject(o, "stages");
+    for (size_t i = 0; i < r->nstages; i++) {
+        cJSON *s = cJSON_CreateObject();
+        stage_json(s, &r->stages[i], r->explain);
+        cJSON_AddItemToArray(st, s);
+    }
+    cJSON *t = cJSON_AddObjectToObject(o, "totals");
+    stage_json(t, &r->total, r->explain);
+    cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
+    cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
+    if (r->explain) {
+        cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
+        cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
+    } else {
+        cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
+        cJSON_AddNumberToObject(t, "compute_s", r->total.body_s);
+        cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
+        cJSON_AddNumberToObject(t, "lower_bound_s", r->lower_bound_s);
+        cJSON_AddNumberToObject(t, "ratio", r->ratio);
+    }
+    if (r->ok) {
+        cJSON_AddNullToObject(o, "error");
+    } else {
+        cJSON *e = cJSON_AddObjectToObject(o, "error");
+        cJSON_AddStringToObject(e, "status", fhr_status_name(r->status));
+        cJSON_AddStringToObject(e, "message", r->message);
+        cJSON_AddNumberToObject(e, "line", r->line);
+        cJSON_AddNumberToObject(e, "col", r->col);
+        cJSON_AddStringToObject(e, "phase", fhr_phase_name(r->phase));
+        cJSON_AddStringToObject(e, "scope", r->scope);
+        cJSON *pr = r->partial_json ? cJSON_Parse(r->partial_json) : NULL;
+        if (pr)
+            cJSON_AddItemToObject(e, "partial_report", pr);
+        else
+            cJSON_AddNullToObject(e, "partial_report");
+    }
+    char *s = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return s;
+}

@@ -1,0 +1,257 @@
+/* runtime/vm/stage.c — stage records: opening, closing and resolving them, transfers and
+ * peaks accounted to every open record, and verify-failure tallies read without host waits. */
+#include "runtime/vm/internal.h"
+#include "base/error.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
+{
+    (void)is_request;
+    if (!rep)
+        return;
+    size_t n = fhr_report_ntransitions(rep);
+    for (size_t i = 0; i < n; i++) {
+        const fhr_transition *t = fhr_report_transition(rep, i);
+        int ours = 0;
+        for (int s = 0; s < FHR_LOC_SLOTS && !ours; s++)
+            ours = vm->xfer[s] && vm->b->ops->stream_id(vm->b, vm->xfer[s]) == t->stream_id;
+        FOR_OPEN_RECORDS(vm, r)
+        {
+            if (t->loaded) {
+                r->load_bytes += t->nbytes;
+                r->loads++;
+                if (t->to.kind == FHR_LOC_CUDA)
+                    r->load_h2d_bytes += t->nbytes;
+            } else if (t->has_from && t->nbytes) {
+                fhr_direction d = fhr_direction_of(t->from, t->to);
+                r->bytes[d] += t->nbytes;
+                r->copies[d]++;
+            }
+            if (t->phase == FHR_PHASE_RECLAIM)
+                r->evictions++;
+        }
+        vm->bytes_moved += t->nbytes;
+        if (t->nbytes && !ours) {
+            char a[16], b[16], nm[112];
+            if (t->loaded)
+                snprintf(nm, sizeof nm, "load #%llu -> %s", (unsigned long long)t->handle.serial,
+                         fhr_loc_format(t->to, b, sizeof b));
+            else
+                snprintf(nm, sizeof nm, "%s #%llu %s -> %s", fhr_action_kind_name(t->kind),
+                         (unsigned long long)t->handle.serial,
+                         fhr_loc_format(t->from, a, sizeof a), fhr_loc_format(t->to, b, sizeof b));
+            vm_add_slice(vm, t->t_start_ns, t->t_end_ns, t->stream_id, "transfer", nm);
+        }
+    }
+}
+
+static void peak_update(rplan_stage_report *r, fhr_location loc, uint64_t v, int has_budget,
+                        uint64_t budget)
+{
+    for (size_t i = 0; i < r->npeaks; i++)
+        if (fhr_loc_equal(r->peaks[i].loc, loc)) {
+            if (v > r->peaks[i].peak_bytes)
+                r->peaks[i].peak_bytes = v;
+            r->peaks[i].has_budget = has_budget;
+            r->peaks[i].budget_bytes = budget;
+            return;
+        }
+    if (r->npeaks == RPLAN_MAX_PEAKS)
+        return;
+    rplan_loc_peak *p = &r->peaks[r->npeaks++];
+    p->loc = loc;
+    p->peak_bytes = v;
+    p->has_budget = has_budget;
+    p->budget_bytes = budget;
+}
+
+void vm_sample_peaks(rplan_vm *vm)
+{
+    fhr_snapshot *s = NULL;
+    if (fhr_snapshot_take_placement(vm->m, &s, NULL) != FHR_OK)
+        return;
+    for (size_t i = 0; i < s->nlocs; i++) {
+        const fhr_loc_stats *l = &s->locs[i];
+        uint64_t v = l->used_bytes + l->reserved_bytes;
+        if (!v && !l->has_budget)
+            continue;
+        FOR_OPEN_RECORDS(vm, r)
+        peak_update(r, l->loc, v, l->has_budget, l->budget_bytes);
+    }
+    fhr_snapshot_free(s);
+}
+
+/* Reads the verify mismatch counters (streams must be synchronised). */
+uint64_t vm_read_failures(rplan_vm *vm)
+{
+    uint64_t total = 0;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (!vm->counter[i])
+            continue;
+        uint64_t w[2] = {0, 0};
+        fhr_location loc = fhr_loc_from_slot(i);
+        if (loc.kind != FHR_LOC_CUDA || !vm->is_cuda) {
+            memcpy(w, vm->counter[i], sizeof w);
+        } else if (vm->b->ops->copy(vm->b, w, fhr_loc_host(), vm->counter[i], loc, sizeof w,
+                                    vm->compute[i], NULL) == FHR_OK) {
+            vm->b->ops->stream_sync(vm->b, vm->compute[i], NULL);
+        }
+        total += w[0];
+    }
+    return total;
+}
+
+/* A pinned slot of 4 words: [0..1] the counter snapshot, [2] the counter's address. */
+uint64_t *vm_tally_slot(rplan_vm *vm)
+{
+    if (!vm->ntally_blocks || vm->tally_used == VM_TALLY_BLOCK) {
+        void *blk = NULL;
+        if (vm->b->ops->alloc(vm->b, fhr_loc_pinned(), VM_TALLY_BLOCK * 32, NULL, &blk, NULL))
+            return NULL;
+        uint64_t **n = realloc(vm->tally_blocks, (vm->ntally_blocks + 1) * sizeof *n);
+        if (!n) {
+            vm->b->ops->free(vm->b, fhr_loc_pinned(), blk, VM_TALLY_BLOCK * 32, NULL);
+            return NULL;
+        }
+        memset(blk, 0, VM_TALLY_BLOCK * 32);
+        vm->tally_blocks = n;
+        vm->tally_blocks[vm->ntally_blocks++] = blk;
+        vm->tally_used = 0;
+    }
+    return vm->tally_blocks[vm->ntally_blocks - 1] + 4 * vm->tally_used++;
+}
+
+static void tally_copy(void *arg)
+{
+    uint64_t *t = arg;
+    const uint64_t *src = (const uint64_t *)(uintptr_t)t[2];
+    t[0] = src[0];
+    t[1] = src[1];
+}
+
+/* Snapshots every verify counter into a tally of stage record `stage`, in the order of
+ * its compute stream (no host wait); sign +1 at the stage's close, -1 at its opening. */
+static void tally_counters(rplan_vm *vm, int stage, int sign)
+{
+    if (vm->explain)
+        return;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (!vm->counter[i] || !vm->compute[i])
+            continue;
+        uint64_t *slot = vm_tally_slot(vm);
+        if (!slot || !fhr_grow((void **)&vm->tallies, &vm->captallies, vm->ntallies,
+                               sizeof *vm->tallies, 16))
+            continue; /* out of memory: this stage's failures stay uncounted */
+        fhr_location loc = fhr_loc_from_slot(i);
+        slot[2] = (uint64_t)(uintptr_t)vm->counter[i];
+        fhr_status st;
+        if (loc.kind == FHR_LOC_CUDA && vm->is_cuda)
+            st = vm->b->ops->copy(vm->b, slot, fhr_loc_pinned(), vm->counter[i], loc, 16,
+                                  vm->compute[i], NULL);
+        else
+            st = vm->b->ops->launch_host(vm->b, vm->compute[i], tally_copy, slot, NULL);
+        if (st == FHR_OK)
+            vm->tallies[vm->ntallies++] = (struct vm_tally){stage, sign, slot};
+    }
+}
+
+fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top)
+{
+    if (vm->depth >= VM_MAX_STAGE_DEPTH)
+        return FHR_E_INVALID;
+    if (vm->nstages == vm->capstages) {
+        size_t cap = vm->capstages ? vm->capstages * 2 : 8;
+        rplan_stage_report *n = realloc(vm->stages, cap * sizeof *n);
+        if (!n)
+            return FHR_E_NOMEM;
+        vm->stages = n;
+        uint64_t *a = realloc(vm->stage_t0, cap * sizeof *a);
+        if (!a)
+            return FHR_E_NOMEM;
+        vm->stage_t0 = a;
+        uint64_t *b = realloc(vm->stage_t1, cap * sizeof *b);
+        if (!b)
+            return FHR_E_NOMEM;
+        vm->stage_t1 = b;
+        vm->capstages = cap;
+    }
+    rplan_stage_report *r = &vm->stages[vm->nstages];
+    memset(r, 0, sizeof *r);
+    if (top || vm->depth == 0)
+        snprintf(r->name, sizeof r->name, "%s", name);
+    else
+    {
+        const char *parent = vm->stages[vm->stack[vm->depth - 1]].name;
+        size_t pl = strlen(parent);
+        if (pl > sizeof r->name - 2)
+            pl = sizeof r->name - 2;
+        memcpy(r->name, parent, pl);
+        r->name[pl] = '/';
+        size_t nl = strlen(name);
+        if (nl > sizeof r->name - pl - 2)
+            nl = sizeof r->name - pl - 2;
+        memcpy(r->name + pl + 1, name, nl);
+        r->name[pl + 1 + nl] = 0;
+    }
+    /* No synchronisation: work of the previous stage may still run while this one's
+     * transfers start; a stage's time runs from here to its last marker. */
+    int rec = (int)vm->nstages++;
+    vm->stack[vm->depth] = rec;
+    vm->stack_t0[vm->depth] = vm_now_ns();
+    vm->stage_t0[rec] = vm->stage_t1[rec] = vm->stack_t0[vm->depth];
+    vm->stack_checks0[vm->depth] = vm->checks_total;
+    tally_counters(vm, rec, -1);
+    vm->depth++;
+    vm->top_open = top;
+    vm_sample_peaks(vm);
+    return FHR_OK;
+}
+
+void vm_stage_close(rplan_vm *vm)
+{
+    if (!vm->depth)
+        return;
+    vm_sample_peaks(vm);
+    vm->depth--;
+    int rec = vm->stack[vm->depth];
+    rplan_stage_report *r = &vm->stages[rec];
+    uint64_t t1 = vm_now_ns();
+    if (t1 > vm->stage_t1[rec])
+        vm->stage_t1[rec] = t1;
+    r->checks = vm->checks_total - vm->stack_checks0[vm->depth];
+    tally_counters(vm, rec, +1);
+    vm->top_open = 0;
+}
+
+/* After the final synchronisation: stage times from the markers of their work, and
+ * verify failures from the tallies. */
+void vm_stage_resolve(rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->nmarks; i++) {
+        const vm_mark *mk = vm->marks[i];
+        for (size_t k = 0; k < mk->nstages; k++) {
+            int rec = mk->stages[k];
+            if ((size_t)rec < vm->nstages && mk->t1 > vm->stage_t1[rec])
+                vm->stage_t1[rec] = mk->t1;
+        }
+    }
+    for (size_t i = 0; i < vm->ntallies; i++) {
+        const struct vm_tally *t = &vm->tallies[i];
+        if ((size_t)t->stage < vm->nstages)
+            vm->stages[t->stage].check_failures += (uint64_t)((int64_t)t->sign * (int64_t)t->slot[0]);
+    }
+    for (size_t rec = 0; rec < vm->nstages; rec++) {
+        rplan_stage_report *r = &vm->stages[rec];
+        r->time_s = (double)(vm->stage_t1[rec] - vm->stage_t0[rec]) / 1e9;
+        vm_add_slice(vm, vm->stage_t0[rec], vm->stage_t1[rec], 0, "stage", r->name);
+    }
+}
+
+/* Work outside any stage is reported under "(top level)". */
+fhr_status vm_ensure_record(rplan_vm *vm)
+{
+    return vm->depth ? FHR_OK : vm_stage_open(vm, "(top level)", 1);
+}

@@ -1,0 +1,96 @@
+/* runtime/vm/streams.c — the VM's clock and its streams: one compute and one transfer stream
+ * per location, made on first use, synchronised together; the pinned -> device bandwidth probe. */
+#include "runtime/vm/internal.h"
+#include "base/error.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+uint64_t vm_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+fhr_stream *vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_error *err)
+{
+    int slot = fhr_loc_slot(loc);
+    if (slot < 0) {
+        fhr_fail(err, FHR_E_LOCATION, "invalid location");
+        return NULL;
+    }
+    if (!vm->compute[slot] &&
+        vm->b->ops->stream_create(vm->b, loc, &vm->compute[slot], err) != FHR_OK)
+        return NULL;
+    return vm->compute[slot];
+}
+
+fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err)
+{
+    int slot = fhr_loc_slot(loc);
+    if (slot < 0) {
+        fhr_fail(err, FHR_E_LOCATION, "invalid location");
+        return NULL;
+    }
+    if (!vm->xfer[slot] && vm->b->ops->stream_create(vm->b, loc, &vm->xfer[slot], err) != FHR_OK)
+        return NULL;
+    return vm->xfer[slot];
+}
+
+fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err)
+{
+    fhr_status st;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (vm->xfer[i] && (st = vm->b->ops->stream_sync(vm->b, vm->xfer[i], err)) != FHR_OK)
+            return st;
+        if (vm->compute[i] &&
+            (st = vm->b->ops->stream_sync(vm->b, vm->compute[i], err)) != FHR_OK)
+            return st;
+    }
+    if (vm->m)
+        fhr_reap(vm->m);
+    return FHR_OK;
+}
+
+/* Pinned host -> device bandwidth in GB/s: configured, FHEPLAN_PINNED_GBPS, or one
+ * measured copy (256 MiB on CUDA, 32 MiB on the emulated device). */
+double vm_pinned_bandwidth(rplan_vm *vm)
+{
+    if (vm->o.pinned_gbps > 0)
+        return vm->o.pinned_gbps;
+    const char *env = getenv("FHEPLAN_PINNED_GBPS");
+    if (env && atof(env) > 0)
+        return atof(env);
+    if (vm->explain)
+        return 55.5; /* pinned -> cuda, medians measured on an H200 (bench/README.md) */
+    if (vm->b->ops->device_count(vm->b) < 1)
+        return 0;
+    size_t n = vm->is_cuda ? (size_t)256 << 20 : (size_t)32 << 20;
+    fhr_location dev = fhr_loc_cuda(0), pin = fhr_loc_pinned();
+    fhr_stream *s = vm_xfer_stream(vm, dev, NULL);
+    void *src = NULL, *dst = NULL;
+    double gbps = 0;
+    if (s && vm->b->ops->alloc(vm->b, pin, n, NULL, &src, NULL) == FHR_OK &&
+        vm->b->ops->alloc(vm->b, dev, n, s, &dst, NULL) == FHR_OK) {
+        memset(src, 1, n);
+        vm->b->ops->copy(vm->b, dst, dev, src, pin, n, s, NULL); /* warm up */
+        vm->b->ops->stream_sync(vm->b, s, NULL);
+        uint64_t t0 = vm_now_ns();
+        int ok = 1;
+        for (int k = 0; k < 3; k++)
+            ok &= vm->b->ops->copy(vm->b, dst, dev, src, pin, n, s, NULL) == FHR_OK;
+        vm->b->ops->stream_sync(vm->b, s, NULL);
+        uint64_t dt = vm_now_ns() - t0;
+        if (ok && dt)
+            gbps = 3.0 * (double)n / (double)dt;
+    }
+    if (dst)
+        vm->b->ops->free(vm->b, dev, dst, n, s);
+    if (src)
+        vm->b->ops->free(vm->b, pin, src, n, s);
+    if (s)
+        vm->b->ops->stream_sync(vm->b, s, NULL);
+    return gbps;
+}

@@ -1,0 +1,107 @@
+/* runtime/vm/trace.c — the timeline: stream markers (timestamp pairs written on a stream),
+ * host-side slices, and their Chrome trace JSON (rplan_vm_trace_json). */
+#include "runtime/vm/internal.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,
+                        const char *name)
+{
+    if (!vm->o.trace)
+        return FHR_OK;
+    if (vm->nslices == vm->capslices) {
+        size_t cap = vm->capslices ? vm->capslices * 2 : 64;
+        vm_slice *n = realloc(vm->slices, cap * sizeof *n);
+        if (!n)
+            return FHR_E_NOMEM;
+        vm->slices = n;
+        vm->capslices = cap;
+    }
+    vm_slice *s = &vm->slices[vm->nslices++];
+    s->t0 = t0;
+    s->t1 = t1 > t0 ? t1 : t0;
+    s->tid = tid;
+    s->cat = cat;
+    snprintf(s->name, sizeof s->name, "%s", name);
+    return FHR_OK;
+}
+
+vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name)
+{
+    if (vm->nmarks == vm->capmarks) {
+        size_t cap = vm->capmarks ? vm->capmarks * 2 : 64;
+        vm_mark **n = realloc(vm->marks, cap * sizeof *n);
+        if (!n)
+            return NULL;
+        vm->marks = n;
+        vm->capmarks = cap;
+    }
+    vm_mark *mk = calloc(1, sizeof *mk);
+    if (!mk)
+        return NULL;
+    mk->kind = kind;
+    mk->tid = tid;
+    snprintf(mk->name, sizeof mk->name, "%s", name);
+    mk->nstages = vm->depth;
+    for (size_t i = 0; i < vm->depth; i++)
+        mk->stages[i] = vm->stack[i];
+    vm->marks[vm->nmarks++] = mk;
+    return mk;
+}
+
+void vm_mark_begin(void *arg) { ((vm_mark *)arg)->t0 = vm_now_ns(); }
+void vm_mark_end(void *arg) { ((vm_mark *)arg)->t1 = vm_now_ns(); }
+
+char *rplan_vm_trace_json(const rplan_vm *vm)
+{
+    if (!vm)
+        return NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *ev = cJSON_AddArrayToObject(o, "traceEvents");
+    uint64_t base = vm->t_begin;
+    for (size_t i = 0; i < vm->nslices; i++)
+        if (vm->slices[i].t0 && vm->slices[i].t0 < base)
+            base = vm->slices[i].t0;
+    /* track names */
+    cJSON *m = cJSON_CreateObject();
+    cJSON_AddStringToObject(m, "name", "thread_name");
+    cJSON_AddStringToObject(m, "ph", "M");
+    cJSON_AddNumberToObject(m, "pid", 1);
+    cJSON_AddNumberToObject(m, "tid", 0);
+    cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "args"), "name", "host: stages and scopes");
+    cJSON_AddItemToArray(ev, m);
+    for (int i = 0; i < FHR_LOC_SLOTS; i++)
+        for (int k = 0; k < 2; k++) {
+            fhr_stream *s = k ? vm->xfer[i] : vm->compute[i];
+            if (!s)
+                continue;
+            char nm[48], lb[16];
+            snprintf(nm, sizeof nm, "%s stream %s", k ? "transfer" : "compute",
+                     fhr_loc_format(fhr_loc_from_slot(i), lb, sizeof lb));
+            m = cJSON_CreateObject();
+            cJSON_AddStringToObject(m, "name", "thread_name");
+            cJSON_AddStringToObject(m, "ph", "M");
+            cJSON_AddNumberToObject(m, "pid", 1);
+            cJSON_AddNumberToObject(m, "tid", (double)vm->b->ops->stream_id(vm->b, s));
+            cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "args"), "name", nm);
+            cJSON_AddItemToArray(ev, m);
+        }
+    for (size_t i = 0; i < vm->nslices; i++) {
+        const vm_slice *s = &vm->slices[i];
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", s->name);
+        cJSON_AddStringToObject(e, "cat", s->cat);
+        cJSON_AddStringToObject(e, "ph", "X");
+        cJSON_AddNumberToObject(e, "ts", s->t0 >= base ? (double)(s->t0 - base) / 1e3 : 0);
+        cJSON_AddNumberToObject(e, "dur", (double)(s->t1 - s->t0) / 1e3);
+        cJSON_AddNumberToObject(e, "pid", 1);
+        cJSON_AddNumberToObject(e, "tid", (double)s->tid);
+        cJSON_AddItemToArray(ev, e);
+    }
+    cJSON_AddStringToObject(o, "displayTimeUnit", "ms");
+    char *out = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    return out;
+}
