@@ -1,0 +1,92 @@
+/* cli/cli.h — the shared core of the fheplan command, for cli/main.c and every subcommand:
+ * the parsed command line, its option parsers, loading a plan, one VM run, the output. */
+#ifndef FHEPLAN_CLI_CLI_H
+#define FHEPLAN_CLI_CLI_H
+
+#include "fheplan/residency.h"
+#include "fheplan/rplan.h"
+#include "fheplan/vm.h"
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+/* Exit codes: 0 ok / feasible, 1 rejected / failed, 2 unreadable input, 64 usage, 70
+ * internal error. Diagnostics go to stderr as "file:line:col: error: message", the source
+ * line and a caret; --json puts one JSON document on stdout and nothing else there; colour
+ * only on a TTY and never with NO_COLOR set. See fheplan(1). */
+enum { EX_OK = 0, EX_FAIL = 1, EX_NOINPUT_ = 2, EX_USAGE_ = 64, EX_SOFTWARE_ = 70 };
+
+typedef struct cli {
+    int colour;      /* stderr colour */
+    int json;
+    fhr_budget budgets[16];
+    size_t nbudgets;
+    const char *device;
+    uint64_t scale;  /* 0: automatic */
+    const char *trace;
+    int quiet;
+    int no_source;
+    const char *out;
+    const char **files;
+    size_t nfiles;
+    int policy;          /* 0 as written, else an rplan_policy_kind for every policy */
+    int prefetch_set;
+    unsigned prefetch;   /* --prefetch N (0: serial) */
+    double pinned_gbps, device_gbps;
+    int has_min_budget;
+    fhr_location min_budget;
+    uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
+} cli;
+
+/* ---- the command line (cli/options.c) ------------------------------------------- */
+
+extern const char usage_text[];
+/* Prints "fheplan: " fmt (with arg) when fmt is set, then the usage, on stderr; returns
+ * EX_USAGE_. */
+int usage(const char *fmt, const char *arg);
+/* 1 when stderr is a TTY, NO_COLOR is unset or empty and TERM is not "dumb". */
+int want_colour(void);
+/* "2GiB", "512 M", "100": bytes in powers of 1024. 0, or -1 when unreadable. */
+int parse_size(const char *s, uint64_t *out);
+/* The values of --budget, --scale, --policy, --prefetch and --world-size, into c (or
+ * *out). 0, or usage()'s EX_USAGE_ with the message printed. */
+int parse_budget(cli *c, const char *arg);
+int parse_scale(cli *c, const char *arg);
+int parse_policy(cli *c, const char *arg);
+int parse_uint(const char *arg, const char *opt, unsigned *out);
+int parse_world_size(cli *c, const char *arg);
+
+/* ---- a plan file (cli/input.c) -------------------------------------------------- */
+
+typedef struct input {
+    const char *path;
+    char *text;      /* the source text (for carets), or NULL */
+    size_t len;
+    rplan_program *p;
+    rplan_diags *d;
+} input;
+
+void input_free(input *in);
+/* Loads source or bytecode. Returns 0, or an exit code (diagnostics printed unless
+ * quiet_diags, in which case they stay in in->d for JSON). */
+int load_input(const cli *c, const char *path, input *in, int quiet_diags);
+/* Creates a VM for in's program on b and runs it; *vm_out (to destroy) and *rep (to
+ * free) are set. A failure is shown at its source line unless --json. Returns EX_OK when
+ * the report says ok, else an exit code. */
+int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm **vm_out,
+           rplan_vm_report **rep);
+
+/* ---- output (cli/output.c) ------------------------------------------------------ */
+
+/* The diagnostics as a JSON array of {"severity", "file", "line", "col", "message"}. */
+cJSON *diags_json(const rplan_diags *d);
+/* Where print_json writes: NULL for stdout, or a buffer while one MPI rank or world-size
+ * check collects its document (world_run, world_check). */
+extern FILE *json_out;
+void print_json(cJSON *o);
+/* One stage's (or the total's) report as text on stdout: explain's or run's form. */
+void print_stage(const rplan_stage_report *r, int explain, int is_total);
+
+#endif

@@ -1,0 +1,147 @@
+/* cli/input.c — a plan file as the command reads it: source (compiled with the command's
+ * budgets and rank) or bytecode, and one VM run whose failure is shown at its source line. */
+#include "cli/cli.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- input ------------------------------------------------------------------------ */
+
+static char *slurp(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf) {
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (n < cap) {
+            if (ferror(f)) {
+                free(buf);
+                buf = NULL;
+            }
+            break;
+        }
+        char *nb = realloc(buf, cap * 2 + 1);
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
+        buf = nb;
+        cap *= 2;
+    }
+    fclose(f);
+    if (buf) {
+        buf[n] = 0;
+        *len = n;
+    }
+    return buf;
+}
+
+void input_free(input *in)
+{
+    rplan_program_free(in->p);
+    rplan_diags_free(in->d);
+    free(in->text);
+    memset(in, 0, sizeof *in);
+}
+
+/* Loads source or bytecode. Returns 0, or an exit code (diagnostics printed unless
+ * quiet_diags, in which case they stay in in->d for JSON). */
+int load_input(const cli *c, const char *path, input *in, int quiet_diags)
+{
+    memset(in, 0, sizeof *in);
+    in->path = path;
+    in->d = rplan_diags_new();
+    if (!in->d)
+        return EX_SOFTWARE_;
+    size_t len = 0;
+    char *buf = slurp(path, &len);
+    if (!buf) {
+        if (!quiet_diags || !c->json)
+            fprintf(stderr, "fheplan: cannot read '%s': %s\n", path, strerror(errno));
+        return EX_NOINPUT_;
+    }
+    fhr_status st;
+    if (rplan_is_bytecode(buf, len)) {
+        st = rplan_load_mem(buf, len, path, &in->p, in->d);
+        free(buf);
+        /* the source text, when the file it came from is still around */
+        if (in->p && rplan_source_name(in->p)[0])
+            in->text = slurp(rplan_source_name(in->p), &in->len);
+    } else {
+        rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
+                                .nbudget_override = c->nbudgets, .rank = c->rank,
+                                .world_size = c->world_size};
+        in->text = buf;
+        in->len = len;
+        st = rplan_compile(buf, len, &o, &in->p, in->d);
+    }
+    if (!quiet_diags)
+        rplan_diags_render(in->d, stderr, c->colour);
+    if (st == FHR_OK)
+        return 0;
+    return st == FHR_E_NOMEM ? EX_SOFTWARE_ : EX_FAIL;
+}
+
+/* A runtime diagnostic at a source position, in the compiler's format. */
+static void render_at(const cli *c, const input *in, uint32_t line, uint32_t col, const char *msg)
+{
+    const char *name = in->path;
+    const char *bold = c->colour ? "\033[1m" : "", *red = c->colour ? "\033[1;31m" : "",
+               *green = c->colour ? "\033[1;32m" : "", *off = c->colour ? "\033[0m" : "";
+    if (line)
+        fprintf(stderr, "%s%s:%u:%u:%s %serror:%s %s\n", bold, name, line, col, off, red, off, msg);
+    else
+        fprintf(stderr, "%s%s:%s %serror:%s %s\n", bold, name, off, red, off, msg);
+    if (!line || !in->text)
+        return;
+    const char *p = in->text, *end = in->text + in->len;
+    for (uint32_t l = 1; l < line && p < end; p++)
+        if (*p == '\n')
+            l++;
+    const char *e = p;
+    while (e < end && *e != '\n')
+        e++;
+    fprintf(stderr, "%5u | %.*s\n      | ", line, (int)(e - p), p);
+    for (uint32_t k = 1; k < col && p + k - 1 < e; k++)
+        fputc(p[k - 1] == '\t' ? '\t' : ' ', stderr);
+    fprintf(stderr, "%s^%s\n", green, off);
+}
+
+/* ---- one VM run ------------------------------------------------------------------- */
+
+int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm **vm_out,
+           rplan_vm_report **rep)
+{
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    *rep = NULL;
+    fhr_status st = rplan_vm_create(in->p, b, o, &vm, &e);
+    if (st) {
+        if (!c->json)
+            render_at(c, in, 0, 0, e.message);
+        fhr_error_clear(&e);
+        return st == FHR_E_NOMEM ? EX_SOFTWARE_ : EX_FAIL;
+    }
+    st = rplan_vm_run(vm, rep, &e);
+    fhr_error_clear(&e);
+    *vm_out = vm;
+    if (!*rep)
+        return EX_SOFTWARE_;
+    if (!(*rep)->ok && !c->json) {
+        char msg[900];
+        if ((*rep)->scope[0])
+            snprintf(msg, sizeof msg, "%s (in '%s')", (*rep)->message, (*rep)->scope);
+        else
+            snprintf(msg, sizeof msg, "%s", (*rep)->message);
+        render_at(c, in, (*rep)->line, (*rep)->col, msg);
+    }
+    return (*rep)->ok ? EX_OK : EX_FAIL;
+}

@@ -1,0 +1,158 @@
+/* cli/main.c — `fheplan`: main inside the MPI world, --help and --version, each
+ * subcommand's options read into a cli and checked, and the dispatch to its file. */
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/world.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int cli_main(int argc, char **argv, const fp_world *w);
+
+int main(int argc, char **argv)
+{
+    fp_world w;
+    if (fp_world_init(&argc, &argv, &w) != 0)
+        return EX_SOFTWARE_;
+    int rc = cli_main(argc, argv, &w);
+    fp_world_finish(&w);
+    return rc;
+}
+
+static int cli_main(int argc, char **argv, const fp_world *w)
+{
+    if (argc < 2)
+        return usage(NULL, NULL);
+    const char *cmd = argv[1];
+    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
+        fputs(usage_text, stdout);
+        return EX_OK;
+    }
+    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+        printf("fheplan %s%s\n", fhr_version(), fp_world_have_mpi() ? " (MPI)" : "");
+        return EX_OK;
+    }
+    int is_check = !strcmp(cmd, "check"), is_run = !strcmp(cmd, "run"),
+        is_compile = !strcmp(cmd, "compile"), is_disasm = !strcmp(cmd, "disasm");
+    if (!is_check && !is_run && !is_compile && !is_disasm)
+        return usage("unknown command '%s'", cmd);
+    cli c;
+    memset(&c, 0, sizeof c);
+    c.colour = want_colour();
+    c.files = calloc((size_t)argc, sizeof *c.files);
+    if (!c.files)
+        return EX_SOFTWARE_;
+    int rc = 0, dashdash = 0;
+    for (int i = 2; i < argc && !rc; i++) {
+        const char *a = argv[i];
+#define NEED_ARG()                                                                           \
+    do {                                                                                     \
+        if (i + 1 >= argc) {                                                                 \
+            rc = usage("option %s needs an argument", a);                                    \
+            break;                                                                           \
+        }                                                                                    \
+    } while (0)
+        if (dashdash || a[0] != '-' || !a[1]) {
+            c.files[c.nfiles++] = a;
+        } else if (!strcmp(a, "--")) {
+            dashdash = 1;
+        } else if (!strcmp(a, "--json") && (is_check || is_run)) {
+            c.json = 1;
+        } else if (!strcmp(a, "--world-size") && is_check) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_world_size(&c, argv[++i]);
+        } else if (!strncmp(a, "--world-size=", 13) && is_check) {
+            rc = parse_world_size(&c, a + 13);
+        } else if (!strcmp(a, "--quiet") && is_run) {
+            c.quiet = 1;
+        } else if (!strcmp(a, "--no-source") && is_disasm) {
+            c.no_source = 1;
+        } else if (!strcmp(a, "--budget") && (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_budget(&c, argv[++i]);
+        } else if (!strncmp(a, "--budget=", 9) && (is_check || is_run)) {
+            rc = parse_budget(&c, a + 9);
+        } else if (!strcmp(a, "--device") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                c.device = argv[++i];
+        } else if (!strncmp(a, "--device=", 9) && is_run) {
+            c.device = a + 9;
+        } else if (!strcmp(a, "--scale") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_scale(&c, argv[++i]);
+        } else if (!strncmp(a, "--scale=", 8) && is_run) {
+            rc = parse_scale(&c, a + 8);
+        } else if (!strcmp(a, "--trace") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                c.trace = argv[++i];
+        } else if (!strncmp(a, "--trace=", 8) && is_run) {
+            c.trace = a + 8;
+        } else if (!strcmp(a, "--policy") && (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_policy(&c, argv[++i]);
+        } else if (!strcmp(a, "--prefetch") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_uint(argv[++i], "--prefetch", &c.prefetch);
+            c.prefetch_set = 1;
+        } else if ((!strcmp(a, "--pinned-gbps") || !strcmp(a, "--device-gbps")) &&
+                   (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc) {
+                double v = atof(argv[++i]);
+                if (v <= 0)
+                    rc = usage("bad %s (want a positive number of GB/s)", a);
+                else if (a[2] == 'p')
+                    c.pinned_gbps = v;
+                else
+                    c.device_gbps = v;
+            }
+        } else if (!strcmp(a, "--min-budget") && is_check) {
+            NEED_ARG();
+            if (!rc && fhr_loc_parse(argv[++i], &c.min_budget) != FHR_OK)
+                rc = usage("bad --min-budget '%s' (want a location: host, pinned, cuda:N)",
+                           argv[i]);
+            c.has_min_budget = 1;
+        } else if (!strcmp(a, "-o") && is_compile) {
+            NEED_ARG();
+            if (!rc)
+                c.out = argv[++i];
+        } else {
+            rc = usage("unknown option '%s'", a);
+        }
+    }
+    if (!rc) {
+        if (c.nfiles == 0)
+            rc = usage("%s needs a FILE", cmd);
+        else if (!is_check && c.nfiles > 1)
+            rc = usage("%s takes one FILE", cmd);
+        else if (is_compile && !c.out)
+            rc = usage("%s needs -o OUT", cmd);
+        else if (c.device && strcmp(c.device, "auto") && strcmp(c.device, "cuda") &&
+                 strncmp(c.device, "emu", 3))
+            rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N)", c.device);
+    }
+    if (!rc && w->mpi && is_run) {
+        rc = world_run(&c, w);
+    } else if (!rc && w->mpi && w->rank != 0) {
+        /* check, compile, disasm: rank 0 does them (check for every rank) */
+    } else if (!rc) {
+        if (is_check && w->mpi && !c.world_size)
+            c.world_size = (uint32_t)w->size;
+        rc = is_check && c.world_size > 1 ? world_check(&c)
+             : is_check                   ? cmd_check(&c)
+             : is_run                     ? cmd_run(&c)
+             : is_compile                 ? cmd_compile(&c)
+                                          : cmd_disasm(&c);
+    }
+    fflush(stdout);
+    free(c.files);
+    return rc;
+}

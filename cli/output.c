@@ -1,0 +1,87 @@
+/* cli/output.c — what the subcommands print alike: diagnostics as JSON, the one JSON
+ * document (on stdout or into a rank's buffer), and a stage's report as text. */
+#include "cli/cli.h"
+#include "cli/format.h"
+
+#include <cjson/cJSON.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+/* ---- JSON ------------------------------------------------------------------------- */
+
+cJSON *diags_json(const rplan_diags *d)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (size_t i = 0; d && i < rplan_diags_count(d); i++) {
+        const rplan_diag *g = rplan_diags_get(d, i);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "severity", g->severity == RPLAN_ERROR     ? "error"
+                                               : g->severity == RPLAN_WARNING ? "warning"
+                                                                              : "note");
+        cJSON_AddStringToObject(o, "file", g->file ? g->file : "");
+        cJSON_AddNumberToObject(o, "line", g->line);
+        cJSON_AddNumberToObject(o, "col", g->col);
+        cJSON_AddStringToObject(o, "message", g->message ? g->message : "");
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+/* Where print_json writes: stdout, or a buffer while one MPI rank or world-size check
+ * collects its document (world_run, world_check). */
+FILE *json_out;
+
+void print_json(cJSON *o)
+{
+    char *s = cJSON_Print(o);
+    FILE *out = json_out ? json_out : stdout;
+    if (s) {
+        fputs(s, out);
+        fputc('\n', out);
+        free(s);
+    }
+}
+
+/* ---- report text ------------------------------------------------------------------- */
+
+void print_stage(const rplan_stage_report *r, int explain, int is_total)
+{
+    char a[32], b[32], t[32];
+    uint64_t moved = r->load_bytes;
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        moved += r->bytes[d];
+    if (explain) {
+        printf("  %s %s: %llu plans, %llu requests, %llu bodies; %s would move\n",
+               is_total ? "" : "stage", r->name, (unsigned long long)r->plans,
+               (unsigned long long)r->requests, (unsigned long long)r->bodies,
+               fmt_bytes(moved, a, sizeof a));
+    } else {
+        printf("%s %s: %s, %s moved (%.2f GB/s), %llu plans, %llu requests\n",
+               is_total ? "" : "stage", r->name, fmt_time(r->time_s, t, sizeof t),
+               fmt_bytes(moved, a, sizeof a), r->time_s > 0 ? (double)moved / r->time_s / 1e9 : 0,
+               (unsigned long long)r->plans, (unsigned long long)r->requests);
+    }
+    const char *ind = explain ? "    " : "  ";
+    printf("%smoves:", ind);
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        printf(" %s %s (%llu)", fhr_direction_name((fhr_direction)d),
+               fmt_bytes(r->bytes[d], a, sizeof a), (unsigned long long)r->copies[d]);
+    printf(", loads %s (%llu), evictions %llu\n", fmt_bytes(r->load_bytes, b, sizeof b),
+           (unsigned long long)r->loads, (unsigned long long)r->evictions);
+    printf("%speak:", ind);
+    for (size_t i = 0; i < r->npeaks; i++) {
+        char lb[16];
+        printf("%s %s %s", i ? "," : "", fhr_loc_format(r->peaks[i].loc, lb, sizeof lb),
+               fmt_bytes(r->peaks[i].peak_bytes, a, sizeof a));
+        if (r->peaks[i].has_budget)
+            printf(" of %s", fmt_bytes(r->peaks[i].budget_bytes, b, sizeof b));
+    }
+    if (!r->npeaks)
+        printf(" nothing placed");
+    printf("\n");
+    if (!explain)
+        printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu failed)\n",
+               (unsigned long long)r->bodies, fmt_time(r->body_s, t, sizeof t),
+               r->check_failures ? "FAILED" : "ok", (unsigned long long)r->checks,
+               (unsigned long long)r->check_failures);
+}

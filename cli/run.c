@@ -1,0 +1,201 @@
+/* cli/run.c — `fheplan run`: one plan on a CUDA or emulated device (automatic --scale,
+ * progress, --trace, the report), and one MPI rank's part of a run over several ranks. */
+#include "cli/cli.h"
+#include "cli/commands.h"
+#include "cli/format.h"
+#include "cli/world.h"
+
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+typedef struct prog_state {
+    int on;
+    int shown;
+} prog_state;
+
+static void on_progress(void *ctx, const rplan_vm_progress *p)
+{
+    prog_state *ps = ctx;
+    if (!ps->on || p->elapsed_s < 0.5)
+        return;
+    char a[32];
+    fprintf(stderr, "\r\033[K[%zu/%zu] %s%s%s  %s moved  %.1f s", p->done, p->total, p->stage,
+            p->stage[0] ? ": " : "", p->scope, fmt_bytes(p->bytes_moved, a, sizeof a),
+            p->elapsed_s);
+    fflush(stderr);
+    ps->shown = 1;
+}
+
+/* Automatic scale on the emulated device: the smallest power of two that brings the
+ * sum of all value sizes under FHEPLAN_EMU_MEMORY (default 256 MiB). */
+static uint64_t auto_scale(const rplan_program *p)
+{
+    uint64_t limit = (uint64_t)256 << 20, total = 0;
+    const char *env = getenv("FHEPLAN_EMU_MEMORY");
+    uint64_t v;
+    if (env && parse_size(env, &v) == 0 && v > 0)
+        limit = v;
+    for (size_t i = 0; i < rplan_nvalues(p); i++) {
+        rplan_value_info vi;
+        if (rplan_value(p, i, &vi) == FHR_OK)
+            total += vi.nbytes;
+    }
+    uint64_t s = 1;
+    while (total / s > limit && s < ((uint64_t)1 << 30))
+        s *= 2;
+    return s;
+}
+
+int cmd_run(cli *c)
+{
+    input in;
+    int rc = load_input(c, c->files[0], &in, c->json);
+    if (rc) {
+        if (c->json) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddBoolToObject(o, "ok", 0);
+            cJSON_AddStringToObject(o, "file", c->files[0]);
+            cJSON_AddItemToObject(o, "diagnostics", diags_json(in.d));
+            print_json(o);
+            cJSON_Delete(o);
+        }
+        input_free(&in);
+        return rc;
+    }
+    const char *spec = c->device ? c->device : getenv("FHEPLAN_DEVICE");
+    if (!spec || !*spec)
+        spec = "auto";
+    if (strcmp(spec, "emu") == 0)
+        spec = "emu:1";
+    fhr_backend *b = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    if (fhr_backend_open(spec, &b, &e) != FHR_OK) {
+        fprintf(stderr, "fheplan: cannot open device '%s': %s\n", spec, e.message);
+        fhr_error_clear(&e);
+        input_free(&in);
+        return e.status == FHR_E_INVALID ? EX_USAGE_ : EX_FAIL;
+    }
+    const char *bname = b->ops->name;
+    uint64_t scale = c->scale;
+    if (!scale) {
+        scale = strcmp(bname, "emu") == 0 ? auto_scale(in.p) : 1;
+        if (scale > 1 && !c->quiet)
+            fprintf(stderr,
+                    "fheplan: note: emulated device: sizes, reservations and budgets divided by "
+                    "%llu (--scale 1 runs at full size)\n",
+                    (unsigned long long)scale);
+    }
+    prog_state ps = {!c->json && !c->quiet && want_colour() >= 0 && isatty(2), 0};
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = RPLAN_VM_RUN;
+    o.scale = scale;
+    o.budget_override = c->budgets;
+    o.nbudget_override = c->nbudgets;
+    o.unknown_as_touch = 1;
+    o.policy_override = c->policy;
+    o.prefetch_depth = c->prefetch;
+    o.serial = c->prefetch_set && c->prefetch == 0;
+    o.pinned_gbps = c->pinned_gbps;
+    o.device_gbps = c->device_gbps;
+    o.trace = c->trace != NULL;
+    o.progress = on_progress;
+    o.progress_ctx = &ps;
+    rplan_vm *vm = NULL;
+    rplan_vm_report *rep = NULL;
+    rc = run_vm(c, &in, b, &o, &vm, &rep);
+    if (ps.shown)
+        fputs("\r\033[K", stderr);
+    if (c->trace && vm) {
+        char *t = rplan_vm_trace_json(vm);
+        FILE *f = t ? fopen(c->trace, "w") : NULL;
+        if (!f || fputs(t, f) < 0 || fclose(f) != 0) {
+            fprintf(stderr, "fheplan: cannot write the trace '%s': %s\n", c->trace,
+                    strerror(errno));
+            if (rc == EX_OK)
+                rc = EX_FAIL;
+        }
+        free(t);
+    }
+    if (rep && c->json) {
+        char *s = rplan_vm_report_json(rep);
+        cJSON *o2 = s ? cJSON_Parse(s) : NULL;
+        free(s);
+        if (o2) {
+            cJSON_AddStringToObject(o2, "file", c->files[0]);
+            print_json(o2);
+            cJSON_Delete(o2);
+        }
+    } else if (rep) {
+        char t[32], a[32], lb[32], t2[32], t3[32];
+        printf("fheplan run %s on %s%s", c->files[0], rep->device,
+               scale > 1 ? " (sizes divided by " : "");
+        if (scale > 1)
+            printf("%llu)", (unsigned long long)scale);
+        printf("\n");
+        for (size_t s = 0; s < rep->nstages; s++)
+            print_stage(&rep->stages[s], 0, 0);
+        print_stage(&rep->total, 0, 1);
+        const rplan_stage_report *tt = &rep->total;
+        uint64_t pcie = tt->bytes[FHR_DIR_H2D] + tt->bytes[FHR_DIR_D2H] + tt->load_h2d_bytes;
+        printf("lower bound: max(compute %s, transfer %s at %.1f GB/s pinned = %s) = %s; "
+               "measured %s, ratio %.2f\n",
+               fmt_time(tt->body_s, t, sizeof t), fmt_bytes(pcie, a, sizeof a), rep->pinned_gbps,
+               fmt_time(rep->transfer_s, lb, sizeof lb), fmt_time(rep->lower_bound_s, t2, sizeof t2),
+               fmt_time(tt->time_s, t3, sizeof t3), rep->ratio);
+        printf("%s\n", rep->ok ? "ok" : "FAILED");
+    }
+    rplan_vm_report_free(rep);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    input_free(&in);
+    return rc;
+}
+
+/* ---- several ranks ------------------------------------------------------------------ */
+
+/* One rank of an MPI run: runs with its rank constants, its report collected as JSON
+ * (diagnostics included) instead of printed; every rank then reaches the gather, failed
+ * or not, and rank 0 prints the combined report (cli/world.c). */
+int world_run(cli *c, const fp_world *w)
+{
+    char *doc = NULL, trace[1024];
+    size_t len = 0;
+    int json = c->json;
+    c->json = 1;
+    c->quiet |= w->rank != 0;
+    c->rank = (uint32_t)w->rank;
+    c->world_size = (uint32_t)w->size;
+    if (c->trace) { /* one trace per rank: boot.json -> boot.rank1.json */
+        const char *dot = strrchr(c->trace, '.');
+        int stem = dot && !strchr(dot, '/') ? (int)(dot - c->trace) : (int)strlen(c->trace);
+        snprintf(trace, sizeof trace, "%.*s.rank%d%s", stem, c->trace, w->rank,
+                 c->trace + stem);
+        c->trace = trace;
+    }
+    json_out = open_memstream(&doc, &len);
+    int rc = json_out ? cmd_run(c) : EX_SOFTWARE_;
+    if (json_out)
+        fclose(json_out);
+    json_out = NULL;
+    char *mine = fp_world_rank_doc(w, rc, doc);
+    free(doc);
+    char **all = fp_world_gather(w, mine);
+    free(mine);
+    if (w->rank != 0)
+        return rc;
+    if (!all)
+        return EX_SOFTWARE_;
+    if (!json)
+        printf("fheplan run %s on %d ranks\n", c->files[0], w->size);
+    int wrc = fp_world_print_run(c->files[0], w->size, all, json, c->colour);
+    for (int r = 0; r < w->size; r++)
+        free(all[r]);
+    free(all);
+    return wrc;
+}
