@@ -2,7 +2,7 @@
 # under four budgets, two batch sizes and both policies, in one run, on a CUDA device.
 
 BENCH_BOOT     := $(BUILD)/bench/bootstrap
-BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o
+BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o $(BUILD)/obj/bench/schedule.o
 
 .PHONY: bench-bootstrap
 
