@@ -53,13 +53,13 @@ typedef struct rplan_vm_opts {
      * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
     int policy_override;
     /* Prefetch: the host issues a request's transfers while earlier requests' bodies
-     * still run. It runs ahead while the bodies in flight read at most prefetch_depth
-     * distinct values that the next request does not require (0: the default, 4):
-     * copies read by work in flight cannot be evicted, so this keeps a policy's choice
-     * of victims nearly free, while a run of requests sharing their values never holds
-     * the host back. Under the lookahead policy the VM also waits, rather than evict a
-     * copy needed sooner than one only older work in flight keeps. serial = 1: no
-     * prefetch (each request waits for earlier bodies). */
+     * still run, as far ahead as the budgets allow (0, the default): copies read by work
+     * in flight cannot be evicted, and a decision that needs one waits for the oldest
+     * body. Under the lookahead policy the VM also waits rather than evict a copy needed
+     * sooner than one only older work in flight keeps, so prefetch keeps MIN's bytes.
+     * prefetch_depth N > 0 bounds it further: the bodies in flight read at most N
+     * distinct values that the next request does not require. serial = 1: no prefetch
+     * (each request waits for earlier bodies). */
     unsigned prefetch_depth;
     int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
