@@ -38,6 +38,9 @@ typedef struct cli {
     int has_min_budget;
     fhr_location min_budget;
     uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
+    int fmt_check, fmt_write;  /* fmt --check, fmt -w */
+    int sarif;                 /* check --sarif */
+    const char *timeline;      /* run --timeline FILE.html */
 } cli;
 
 /* ---- the command line (cli/options.c) ------------------------------------------- */

@@ -73,6 +73,13 @@ FHR_API fhr_status rplan_compile_file(const char *path, const rplan_compile_opts
                                       rplan_program **out, rplan_diags *diags);
 FHR_API void rplan_program_free(rplan_program *p);
 
+/* Lays out plan source in the one canonical form (`fheplan fmt`; the rules are in
+ * rplan(5), FORMAT): *out receives the formatted text (free()). Comments are kept; the
+ * result compiles to the same program and formats to itself. A source with syntax errors
+ * is refused with FHR_E_INVALID and its errors appended to diags (filename names it). */
+FHR_API fhr_status rplan_format(const char *src, size_t len, const char *filename, char **out,
+                                rplan_diags *diags);
+
 /* ---- bytecode file -------------------------------------------------------------- */
 
 /* Serialises p. *buf is malloc'd (free()). FHR_E_NOMEM only. */
