@@ -132,14 +132,18 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc, and Open MPI unless MPI=0; clang and its libFuzzer runtime for the fuzz targets;
-# valgrind). Nothing happens when everything is present.
+# mandoc, groff, and Open MPI unless MPI=0; clang and its libFuzzer runtime for the fuzz
+# targets; valgrind; Chromium for the timeline test only with CHROMIUM=1: it is some 350 MB
+# installed, so without it that test skips and says so). Nothing happens when everything
+# is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
 	command -v bison >/dev/null 2>&1 || missing="$$missing bison"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	command -v mandoc >/dev/null 2>&1 || missing="$$missing mandoc"; \
+	command -v groff >/dev/null 2>&1 || missing="$$missing groff-base"; \
+	$(if $(filter 1,$(CHROMIUM)),command -v chromium >/dev/null 2>&1 || missing="$$missing chromium";) \
 	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \

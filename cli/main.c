@@ -146,6 +146,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = usage("%s needs a FILE", cmd);
         else if (!is_check && !is_fmt && c.nfiles > 1)
             rc = usage("%s takes one FILE", cmd);
+        else if (c.sarif && (c.json || c.world_size > 1 || w->mpi))
+            rc = usage("check --sarif takes neither --json nor --world-size%s", "");
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
         else if (c.device && strcmp(c.device, "auto") && strcmp(c.device, "cuda") &&
