@@ -161,7 +161,7 @@ deps:
 
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
-# the manual pages and a pkg-config file.
+# the manual pages, a pkg-config file and the bash completion.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -188,12 +188,15 @@ install: all $(BUILD)/fheplan.pc
 	install -m 644 $(BUILD)/fheplan.pc $(DESTDIR)$(PCDIR)/
 	for p in $(MANPAGES); do s=$${p##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
 	  install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
 	rm -f $(DESTDIR)$(LIBDIR)/libfheplan.a $(DESTDIR)$(LIBDIR)/libfheplan.so* \
 	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PREFIX)/bin/fheplan
 	for p in $(MANPAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
 # statically and once against the shared library, and runs it.
