@@ -73,6 +73,11 @@ static int fmt_one(const cli *c, const char *path)
         fprintf(stderr, "fheplan: cannot read '%s': %s\n", name, strerror(e ? e : EIO));
         return EX_NOINPUT_;
     }
+    if (rplan_is_bytecode(src, len)) {
+        fprintf(stderr, "fheplan: %s is bytecode; fmt lays out plan source\n", name);
+        free(src);
+        return EX_FAIL;
+    }
     rplan_diags *d = rplan_diags_new();
     char *out = NULL;
     fhr_status st = d ? rplan_format(src, len, name, &out, d) : FHR_E_NOMEM;

@@ -331,6 +331,15 @@ Test(fmt, cli_check_write_and_stdin)
     free(now);
     snprintf(cmd, sizeof cmd, "%s fmt %s/missing.rplan", FHEPLAN_CLI, dir);
     cr_assert_eq(sh(cmd, NULL), 2);
+    /* bytecode is not source */
+    snprintf(cmd, sizeof cmd, "%s compile plans/two-tenants.rplan -o %s/p.rpc && %s fmt %s/p.rpc",
+             FHEPLAN_CLI, dir, FHEPLAN_CLI, dir);
+    cr_assert_eq(sh(cmd, &out), 1);
+    cr_assert(strstr(out, "p.rpc is bytecode"), "%s", out);
+    free(out);
+    snprintf(path, sizeof path, "%s/p.rpc", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/p.rplan", dir);
     unlink(path);
     rmdir(dir);
 }
