@@ -135,14 +135,18 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc, and Open MPI unless MPI=0; clang and its libFuzzer runtime for the fuzz targets;
-# valgrind). Nothing happens when everything is present.
+# mandoc, groff, and Open MPI unless MPI=0; clang and its libFuzzer runtime for the fuzz
+# targets; valgrind; Chromium for the timeline test only with CHROMIUM=1: it is some 350 MB
+# installed, so without it that test skips and says so). Nothing happens when everything
+# is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
 	command -v bison >/dev/null 2>&1 || missing="$$missing bison"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	command -v mandoc >/dev/null 2>&1 || missing="$$missing mandoc"; \
+	command -v groff >/dev/null 2>&1 || missing="$$missing groff-base"; \
+	$(if $(filter 1,$(CHROMIUM)),command -v chromium >/dev/null 2>&1 || missing="$$missing chromium";) \
 	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
@@ -160,7 +164,7 @@ deps:
 
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
-# the manual pages and a pkg-config file.
+# the manual pages, a pkg-config file and the bash completion.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -187,12 +191,15 @@ install: all $(BUILD)/fheplan.pc
 	install -m 644 $(BUILD)/fheplan.pc $(DESTDIR)$(PCDIR)/
 	for p in $(MANPAGES); do s=$${p##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
 	  install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
 	rm -f $(DESTDIR)$(LIBDIR)/libfheplan.a $(DESTDIR)$(LIBDIR)/libfheplan.so* \
 	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PREFIX)/bin/fheplan
 	for p in $(MANPAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
 # statically and once against the shared library, and runs it.

@@ -122,6 +122,11 @@ void rp_vdiag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, va_l
                      ? loc.last_column + 1
                      : 0; /* 0: to the end of the line */
     g->message = msg;
+    g->end_line = loc.first_line ? (loc.last_line >= loc.first_line ? loc.last_line : loc.first_line) : 0;
+    g->end_column = !loc.first_line                                     ? 0
+                    : g->end_line == loc.first_line && loc.last_column < loc.first_column
+                        ? loc.first_column + 1
+                        : loc.last_column + 1;
     d->vsrc[d->n] = dc->src;
     d->n++;
     if (sev == RPLAN_ERROR)

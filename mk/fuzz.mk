@@ -2,7 +2,7 @@
 # `make fuzz` runs each for FUZZ_TIME seconds; `make fuzz-check` (part of `make test`
 # through TEST_EXTRA) runs each over its in-tree corpus plus a short deterministic run,
 # and the plain driver (gcc, no libFuzzer) over the same corpus. See tests/fuzz/README.md.
-FUZZ_TARGETS    := compile load roundtrip
+FUZZ_TARGETS    := compile load roundtrip format
 FUZZ_CC         ?= clang
 FUZZ_BUILD      := build/fuzz
 FUZZ_CORPUS     := tests/fuzz/corpus
@@ -13,6 +13,7 @@ FUZZ_CHECK_TIME ?= 8
 FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
 FUZZ_DICT_compile   := -dict=tests/fuzz/rplan.dict
 FUZZ_DICT_roundtrip := -dict=tests/fuzz/rplan.dict
+FUZZ_DICT_format    := -dict=tests/fuzz/rplan.dict
 FUZZ_HDRS       := tests/fuzz/fuzz.h tests/fuzz/fuzz_explain.h
 FUZZ_BINS        = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_PLAIN_BINS  = $(patsubst %,$(BUILD)/fuzz-plain/fuzz_%,$(FUZZ_TARGETS))

@@ -42,7 +42,8 @@ else
 fi
 if command -v groff >/dev/null 2>&1; then
     for p in man/*.[0-9]; do
-        w=$(groff -mandoc -ww -z "$p" 2>&1)
+        # typeset (the default device) and for an 80-column terminal
+        w=$(groff -mandoc -ww -z "$p" 2>&1; groff -mandoc -Tutf8 -ww -z "$p" 2>&1)
         [ -z "$w" ] || { say "$w"; bad "groff -ww $p"; }
     done
 fi
