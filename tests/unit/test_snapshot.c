@@ -151,7 +151,7 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
     cr_assert_eq(num(root, "recorded"), 7);
     cJSON_Delete(root);
     free(j);
-    fhr_trace_set_capacity(m, 0);
+    cr_assert_eq(fhr_trace_set_capacity(m, 0, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_trace_read(m, t, 8), 0);
     fhr_manager_destroy(m);
