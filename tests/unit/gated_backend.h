@@ -22,6 +22,7 @@ typedef struct gated {
     pthread_cond_t cv;
     int waits_started;       /* stream_sync and event_sync calls that began */
     int fail_records;        /* the next N event_record calls fail */
+    int fail_silently;       /* ... without a word in err (as a careless backend might) */
 } gated;
 
 static inline gated *G(fhr_backend *b) { return (gated *)b->impl; }
@@ -63,12 +64,12 @@ static inline fhr_status gated_event_record(fhr_backend *b, fhr_event *e, fhr_st
 {
     gated *g = G(b);
     pthread_mutex_lock(&g->mu);
-    int fail = g->fail_records > 0;
+    int fail = g->fail_records > 0, silent = g->fail_silently;
     if (fail)
         g->fail_records--;
     pthread_mutex_unlock(&g->mu);
     if (fail) {
-        if (err) {
+        if (err && !silent) {
             fhr_error_clear(err);
             err->status = FHR_E_BACKEND;
             snprintf(err->message, sizeof err->message, "gated: event record refused by the test");
@@ -188,6 +189,15 @@ static inline void gated_fail_records(fhr_backend *b, int n)
 {
     pthread_mutex_lock(&G(b)->mu);
     G(b)->fail_records = n;
+    G(b)->fail_silently = 0;
+    pthread_mutex_unlock(&G(b)->mu);
+}
+
+static inline void gated_fail_records_silently(fhr_backend *b, int n)
+{
+    pthread_mutex_lock(&G(b)->mu);
+    G(b)->fail_records = n;
+    G(b)->fail_silently = 1;
     pthread_mutex_unlock(&G(b)->mu);
 }
 
