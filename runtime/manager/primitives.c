@@ -152,7 +152,6 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
         }
         uint64_t tmp = fhr_value_storage_nbytes(lv);
         mgr_lock(m);
-        m->loc[ts].present = 1;
         m->loc[ts].temp += tmp;
         acct_charge(&m->loc[ts], 0); /* record the temporary in peak_charged */
         mgr_unlock(m);
