@@ -120,6 +120,30 @@ static void *move_main(void *arg)
     return NULL;
 }
 
+/* An acquire of the value being moved: it waits for the move, then finds the copy. */
+typedef struct reader {
+    fhr_manager *m;
+    fhr_handle h;
+    fhr_stream *consumer;
+    fhr_lease *l;
+    fhr_status st;
+    int done;
+    pthread_mutex_t mu;
+} reader;
+
+static void *read_main(void *arg)
+{
+    reader *rd = arg;
+    fhr_lease *l = NULL;
+    fhr_status st = fhr_acquire(rd->m, &rd->h, 1, fhr_loc_cuda(0), rd->consumer, &l, NULL);
+    pthread_mutex_lock(&rd->mu);
+    rd->l = l;
+    rd->st = st;
+    rd->done = 1;
+    pthread_mutex_unlock(&rd->mu);
+    return NULL;
+}
+
 Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
 {
     fhr_backend *b = gated_emu();
@@ -135,11 +159,19 @@ Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
     pthread_t t;
     pthread_create(&t, NULL, move_main, &mv);
     gate_await_entered(&G(b)->copy_gate, 1); /* the move sits inside the backend's copy */
+    fhr_stream *c;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
+    reader rd = {m, x, c, NULL, FHR_E_INVALID, 0, PTHREAD_MUTEX_INITIALIZER};
+    pthread_t rt;
+    pthread_create(&rt, NULL, read_main, &rd);
 
     probe p = {.m = m, .other = y, .to = fhr_loc_pinned(), .blocked = x,
                .blocked_at = fhr_loc_cuda(0)};
     pthread_t pt;
     int in_time = probe_run(&p, &pt);
+    pthread_mutex_lock(&rd.mu);
+    int read_early = rd.done;
+    pthread_mutex_unlock(&rd.mu);
     /* while the copy runs its charge is admitted: y does not fit beside it */
     fhr_error e;
     fhr_error_init(&e);
@@ -147,7 +179,15 @@ Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
     gate_open(&G(b)->copy_gate);
     probe_join(&p, pt);
     pthread_join(t, NULL);
+    pthread_join(rt, NULL);
     cr_assert(in_time, "snapshot, lease and transition waited for another thread's copy");
+    cr_assert_not(read_early, "an acquire of the value being moved did not wait for the move");
+    cr_assert_eq(rd.st, FHR_OK, "the acquire did not find the moved copy");
+    cr_assert_eq(fhr_lease_release(rd.l, NULL), FHR_OK);
+    fhr_lease_destroy(rd.l);
+    fhr_stream_sync(b, c, NULL);
+    fhr_stream_destroy(b, c);
+    fhr_reap(m);
     probe_check(&p);
     cr_assert_eq(p.v_before, v0, "nothing of the unfinished move is visible");
     cr_assert_not(p.blocked_visible, "the copy being made showed in a snapshot");
