@@ -462,8 +462,8 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
         goto fail;
     fhr_scope_expect_version(u->scope, d->version);
     /* One strict lease per required location, in order of first appearance, taken by the
-     * scope under the same lock hold as its enter actions: nobody can reclaim a required
-     * copy between placement and lease. */
+     * scope before it lets go of the values of its enter actions: nobody can reclaim a
+     * required copy between placement and lease. */
     for (size_t i = 0; i < d->nreqs && st == FHR_OK; i++) {
         fhr_location at = d->reqs[i].at;
         int seen = 0;

@@ -56,11 +56,9 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
         ls->peak_charged_bytes = a->peak_charged;
         ls->has_budget = a->has_budget;
         ls->budget_bytes = a->has_budget ? a->budget : 0;
-        uint64_t committed = a->used + a->reserved + a->temp;
+        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
         ls->remaining_budget_bytes =
             a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
-        if (full)
-            m->b->ops->observe(m->b, ls->loc, &ls->obs);
     }
     sb->labels[0] = '\0';
     for (uint64_t i = 1; i < m->next_serial; i++) {
@@ -125,6 +123,9 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
         }
     }
     mgr_leave(m);
+    /* Observations ask the driver (memory info, NVML): sampled after the lock is let go. */
+    for (size_t i = 0; full && i < s->nlocs; i++)
+        m->b->ops->observe(m->b, s->locs[i].loc, &s->locs[i].obs);
     *out = s;
     return FHR_OK;
 nomem:

@@ -130,42 +130,44 @@ typedef struct sim {
     fhr_explanation *ex;
 } sim;
 
-static simval *sim_get(sim *s, fhr_handle h, fhr_error *err)
+/* The simulated value of h, added on first use; the status says why not. */
+static fhr_status sim_get(sim *s, fhr_handle h, simval **out, fhr_error *err)
 {
+    *out = NULL;
     for (size_t i = 0; i < s->nvals; i++)
         if (s->vals[i].serial == h.serial && h.manager_id == s->m->id) {
-            if (s->vals[i].discarded) {
-                fhr_fail(err, FHR_E_HANDLE, "handle #%llu was discarded earlier in the plan",
-                         (unsigned long long)h.serial);
-                return NULL;
-            }
-            return &s->vals[i];
+            if (s->vals[i].discarded)
+                return fhr_fail(err, FHR_E_HANDLE, "handle #%llu was discarded earlier in the plan",
+                                (unsigned long long)h.serial);
+            *out = &s->vals[i];
+            return FHR_OK;
         }
     val *v;
-    if (mgr_lookup(s->m, h, "plan", &v, err) != FHR_OK)
-        return NULL;
-    if (!fhr_grow((void **)&s->vals, &s->capvals, s->nvals, sizeof *s->vals, 16)) {
-        fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
-        return NULL;
-    }
+    fhr_status st = mgr_lookup(s->m, h, "plan", &v, err);
+    if (st != FHR_OK)
+        return st;
+    if (!fhr_grow((void **)&s->vals, &s->capvals, s->nvals, sizeof *s->vals, 16))
+        return fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
     simval *sv = &s->vals[s->nvals++];
     memset(sv, 0, sizeof *sv);
     sv->serial = h.serial;
     mgr_rule_view(s->m, v, &sv->rv, sv->name, sizeof sv->name);
     sv->rv.name = sv->name;
-    return sv;
+    *out = sv;
+    return FHR_OK;
 }
 
 static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
 {
-    simval *sv = sim_get(s, a->handle, err);
-    if (!sv) {
+    simval *sv;
+    fhr_status st = sim_get(s, a->handle, &sv, err);
+    if (st != FHR_OK) {
         if (err)
             err->handle = a->handle;
-        return err ? err->status : FHR_E_HANDLE;
+        return st;
     }
     rule_effect eff;
-    fhr_status st = rules_check(&sv->rv, a, s->loc, s->m->ndev, &eff, err);
+    st = rules_check(&sv->rv, a, s->loc, s->m->ndev, &eff, err);
     if (st != FHR_OK || eff.noop)
         return st;
     if (eff.discard) {
@@ -190,11 +192,12 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
     return FHR_OK;
 }
 
-static void sim_fail(sim *s, fhr_phase ph, long idx, const fhr_error *e, const char *what)
+static void sim_fail(sim *s, fhr_phase ph, long idx, fhr_status st, const fhr_error *e,
+                     const char *what)
 {
     fhr_explanation *ex = s->ex;
     ex->feasible = 0;
-    ex->status = e->status;
+    ex->status = st;
     ex->phase = ph;
     ex->action_index = idx;
     ex->handle = e->handle;
@@ -209,8 +212,9 @@ static int sim_list(sim *s, fhr_phase ph, const fhr_action *acts, size_t n)
     fhr_error e;
     fhr_error_init(&e);
     for (size_t i = 0; i < n; i++) {
-        if (sim_action(s, &acts[i], &e) != FHR_OK) {
-            sim_fail(s, ph, (long)i, &e, "action");
+        fhr_status st = sim_action(s, &acts[i], &e);
+        if (st != FHR_OK) {
+            sim_fail(s, ph, (long)i, st, &e, "action");
             fhr_error_clear(&e);
             return 0;
         }
@@ -227,16 +231,17 @@ static int sim_reserve(sim *s, const fhr_plan *p)
         char what[96];
         snprintf(what, sizeof what, "reservation '%s'", r->label);
         int slot = fhr_loc_slot(r->at);
+        fhr_status st;
         if (r->at.kind == FHR_LOC_CUDA && r->at.index >= s->m->ndev) {
-            fhr_fail(&e, FHR_E_LOCATION, "%s: cuda:%d is not visible to this process", what,
-                     r->at.index);
+            st = fhr_fail(&e, FHR_E_LOCATION, "%s: cuda:%d is not visible to this process", what,
+                          r->at.index);
             e.loc = r->at;
-        } else if (acct_admit(&s->loc[slot], r->at, r->nbytes, what, &e) == FHR_OK) {
+        } else if ((st = acct_admit(&s->loc[slot], r->at, r->nbytes, what, &e)) == FHR_OK) {
             s->loc[slot].present = 1;
             acct_reserve(&s->loc[slot], r->nbytes);
             continue;
         }
-        sim_fail(s, FHR_PHASE_RESERVE, (long)i, &e, "reservation");
+        sim_fail(s, FHR_PHASE_RESERVE, (long)i, st, &e, "reservation");
         return 0;
     }
     return 1;

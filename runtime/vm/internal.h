@@ -147,7 +147,7 @@ struct rplan_vm {
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
  * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run. */
 uint64_t vm_now_ns(void);
-fhr_stream *vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
+fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err);
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
 double vm_pinned_bandwidth(rplan_vm *vm);

@@ -143,16 +143,39 @@ Test(scope, body_and_exit_fail_body_stays_primary)
     cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
     fhr_hold *hd;
     cr_assert_eq(fhr_hold_acquire(m, &w, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
-    fhr_status body = FHR_E_BACKEND; /* the body failed */
+    /* the body failed and says so in the caller's error */
     fhr_error xe;
     fhr_error_init(&xe);
-    cr_assert_eq(fhr_scope_exit(sc, body, &xe), FHR_E_PLAN);
+    fhr_status body = xe.status = FHR_E_BACKEND;
+    snprintf(xe.message, sizeof xe.message, "body: kernel launch failed");
+    cr_assert_eq(fhr_scope_exit(sc, body, &xe), FHR_E_BACKEND, "the body's status stays primary");
+    cr_assert_eq(xe.status, FHR_E_BACKEND, "the body's error was overwritten");
+    cr_assert_str_eq(xe.message, "body: kernel launch failed");
+    cr_assert_null(xe.partial_report);
     const fhr_error *kept = fhr_scope_exit_error(sc);
     cr_assert_not_null(kept);
+    cr_assert_eq(kept->status, FHR_E_PLAN);
     cr_assert_eq(kept->cause, FHR_E_PROTECTED);
     cr_assert_eq(kept->phase, FHR_PHASE_EXIT);
     cr_assert_eq(kept->action_index, 0);
+    cr_assert_not_null(kept->partial_report);
     cr_assert_null(fhr_scope_report(sc), "no report after a failed exit");
+    cr_assert_eq(fhr_scope_exit(sc, FHR_OK, NULL), FHR_E_SCOPE, "the failed exit closed the scope");
+    fhr_error_clear(&xe);
+    fhr_scope_destroy(sc);
+
+    /* the body succeeded: the exit's failure is the caller's error, and stays on the scope */
+    fhr_hold_destroy(hd);
+    cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_hold_acquire(m, &w, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
+    fhr_error_init(&xe);
+    cr_assert_eq(fhr_scope_exit(sc, FHR_OK, &xe), FHR_E_PLAN);
+    cr_assert_eq(xe.cause, FHR_E_PROTECTED);
+    cr_assert(strstr(xe.message, "exit action 0"), "%s", xe.message);
+    cr_assert_not_null(xe.partial_report);
+    cr_assert_not_null(fhr_scope_exit_error(sc));
+    cr_assert_eq(fhr_scope_exit_error(sc)->cause, FHR_E_PROTECTED);
     fhr_hold_destroy(hd);
     fhr_error_clear(&xe);
     fhr_error_clear(&e);
