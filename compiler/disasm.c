@@ -183,12 +183,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
     free(ls);
 }
 
-void rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
+int rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
 {
     if (!p || !f)
-        return;
+        return -1;
     rp_out o = {.f = f};
     disasm(p, &o, flags);
+    return o.fail || ferror(f) ? -1 : 0;
 }
 
 char *rplan_disasm_string(const rplan_program *p, unsigned flags)

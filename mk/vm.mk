@@ -19,3 +19,4 @@ example-run: all
 # The CLI tests run the fheplan binary of the same build.
 $(BUILD)/obj/tests/unit/test_cli.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
 $(BUILD)/obj/tests/unit/test_lookahead_cli.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+$(BUILD)/obj/tests/unit/test_cli_output.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
