@@ -40,7 +40,11 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
             return st;
         }
     }
-    fhr_trace_set_capacity(m, cfg->trace_capacity);
+    fhr_status st = fhr_trace_set_capacity(m, cfg->trace_capacity, err);
+    if (st != FHR_OK) {
+        fhr_manager_destroy(m);
+        return st;
+    }
     m->version = 0;
     *out = m;
     return FHR_OK;
@@ -523,16 +527,16 @@ void mgr_trace(fhr_manager *m, fhr_trace_kind k, fhr_handle h, fhr_location from
         snprintf(e->label, sizeof e->label, "%s", label);
 }
 
-void fhr_trace_set_capacity(fhr_manager *m, size_t capacity)
+fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *err)
 {
     if (!m)
-        return;
-    pthread_mutex_lock(&m->lock);
+        return fhr_fail(err, FHR_E_INVALID, "trace_set_capacity: manager is NULL");
     fhr_trace_entry *n = capacity ? calloc(capacity, sizeof *n) : NULL;
-    if (capacity && !n) {
-        pthread_mutex_unlock(&m->lock);
-        return;
-    }
+    if (capacity && !n)
+        return fhr_fail(err, FHR_E_NOMEM,
+                        "trace_set_capacity: no host memory for %zu entries; the trace is unchanged",
+                        capacity);
+    pthread_mutex_lock(&m->lock);
     size_t keep = m->trace_len < capacity ? m->trace_len : capacity;
     for (size_t i = 0; i < keep; i++) /* keep the newest entries */
         n[i] = m->trace[(m->trace_head + m->trace_len - keep + i) % m->trace_cap];
@@ -542,6 +546,7 @@ void fhr_trace_set_capacity(fhr_manager *m, size_t capacity)
     m->trace_len = keep;
     m->trace_head = 0;
     pthread_mutex_unlock(&m->lock);
+    return FHR_OK;
 }
 
 size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap)

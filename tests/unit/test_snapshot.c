@@ -151,7 +151,18 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
     cr_assert_eq(num(root, "recorded"), 7);
     cJSON_Delete(root);
     free(j);
-    fhr_trace_set_capacity(m, 0);
+    /* a ring that cannot be allocated is refused and the trace stays as it was */
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_trace_set_capacity(m, SIZE_MAX / 4, &e), FHR_E_NOMEM);
+    cr_assert(strstr(e.message, "trace is unchanged"), "%s", e.message);
+    cr_assert_eq(fhr_trace_read(m, t, 8), 4);
+    cr_assert_eq(t[3].kind, FHR_TR_DROP);
+    fhr_manager *m2 = NULL;
+    fhr_manager_config big = {b, NULL, 0, SIZE_MAX / 4};
+    cr_assert_eq(fhr_manager_create(&big, &m2, &e), FHR_E_NOMEM);
+    cr_assert_null(m2);
+    cr_assert_eq(fhr_trace_set_capacity(m, 0, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_trace_read(m, t, 8), 0);
     fhr_manager_destroy(m);

@@ -297,3 +297,37 @@ Test(vm, synth_word_is_stable)
     cr_assert_neq(rplan_synth_word(1, 0), rplan_synth_word(2, 0));
     cr_assert_eq(rplan_synth_word(7, 3), rplan_synth_word(7, 3));
 }
+
+/* Every event record a run makes is needed (lease releases included): failing any one
+ * of them fails the run with a message, never a silent success. */
+Test(vm, every_failed_event_record_fails_the_run)
+{
+    rplan_program *p = compile_src(tile_src);
+    uint64_t points = 0;
+    for (uint64_t k = 0; k == 0 || k <= points; k++) {
+        fhr_backend *fb = NULL;
+        cr_assert_eq(fhr_backend_fault_create(open_backend("emu:1"), &fb, NULL), FHR_OK);
+        fhr_backend_fault_arm(fb, FHR_FAULT_EVENT, k);
+        rplan_vm *vm = NULL;
+        fhr_error e;
+        fhr_error_init(&e);
+        rplan_vm_opts o = {0};
+        cr_assert_eq(rplan_vm_create(p, fb, &o, &vm, &e), FHR_OK, "%s", e.message);
+        rplan_vm_report *r = NULL;
+        fhr_status st = rplan_vm_run(vm, &r, &e);
+        if (k == 0) {
+            cr_assert_eq(st, FHR_OK, "clean run: %s", e.message);
+            points = fhr_backend_fault_count(fb, FHR_FAULT_EVENT);
+            cr_assert_gt(points, 2);
+        } else {
+            cr_expect_neq(st, FHR_OK, "event record %llu of %llu failed, yet the run succeeded",
+                          (unsigned long long)k, (unsigned long long)points);
+            cr_expect(e.message[0], "no message for event record %llu", (unsigned long long)k);
+        }
+        rplan_vm_report_free(r);
+        fhr_error_clear(&e);
+        rplan_vm_destroy(vm);
+        fhr_backend_destroy(fb);
+    }
+    rplan_program_free(p);
+}
