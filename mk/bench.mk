@@ -8,7 +8,7 @@ BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o
 
 $(BENCH_BOOT): $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 bench-bootstrap: $(BENCH_BOOT)
 	$(BENCH_BOOT)

@@ -33,8 +33,8 @@ fuzz-build:
 
 ifeq ($(BUILD),$(FUZZ_BUILD))
 $(BUILD)/fuzz_%: tests/fuzz/fuzz_%.c $(FUZZ_HDRS) $(BUILD)/libfheplan.a
-	$(CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) -fsanitize=fuzzer -o $@ $< \
-	  $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) -Itests/fuzz $(ALL_CFLAGS) -fsanitize=fuzzer -o $@ $< \
+	  $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 endif
 
 # The same targets behind a plain main() (tests/fuzz/driver.c), built by $(CC): the form
@@ -42,8 +42,8 @@ endif
 fuzz-plain: $(FUZZ_PLAIN_BINS)
 $(BUILD)/fuzz-plain/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(FUZZ_HDRS) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) -Itests/fuzz $(CFLAGS) $(LDFLAGS) -o $@ $< tests/fuzz/driver.c \
-	  $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) -Itests/fuzz $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< tests/fuzz/driver.c \
+	  $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 # The regression check of `make test`: every corpus input, then FUZZ_CHECK_RUNS mutations
 # (seed 1, at most FUZZ_CHECK_TIME s) per target; new inputs go to a scratch folder.
@@ -85,4 +85,4 @@ fuzz-seed: $(BUILD)/fuzz-seed
 	$(BUILD)/fuzz-seed $(FUZZ_CORPUS) $(FUZZ_SEED_SRCS)
 $(BUILD)/fuzz-seed: tests/fuzz/seed.c $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< $(BUILD)/libfheplan.a $(ALL_LDLIBS)

@@ -21,11 +21,11 @@ update-golden: $(BUILD)/rplan-golden
 
 $(BUILD)/rplan-golden: tests/tools/golden.c $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 $(BUILD)/bench/compile: bench/compile.c $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 bench-compile: $(BUILD)/bench/compile
 	$(BUILD)/bench/compile
