@@ -131,6 +131,13 @@ test-build: $(BUILD_ONLY)
 	  *" $$f "*) ;; *) echo "test-build: $$f is not in MK_FILES (never included)"; exit 1;; esac; done
 	@echo "test-build: flags kept, TSan list complete, mk files included; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
 
+# Deliberate breaks the suite must notice (tests/mutants/mutants.tsv; about two minutes):
+# a copy of the tree, built once, each break rebuilt and its suites run. Not under SAN.
+.PHONY: test-mutants
+TEST_EXTRA += $(if $(SAN),,test-mutants)
+test-mutants:
+	sh tests/mutants/run.sh $(BUILD)/mutants
+
 # ASan+UBSan over the whole unit suite (CUDA off: no GPU code runs in CI anyway).
 sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT='-O1 -g' \

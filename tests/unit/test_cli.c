@@ -249,7 +249,9 @@ Test(cli, run_json_report_has_every_field)
     result_free(&r);
 }
 
-Test(cli, run_failure_exits_1_with_source_position_and_partial_report)
+/* (A run that fails part-way, with a partial report, needs a runtime fault the command
+ * line cannot inject: tests/unit/test_fault_sweep.c and test_plan_sweep.c cover that.) */
+Test(cli, run_rejected_by_a_budget_override_exits_1_with_source_position_and_json)
 {
     write_file("/tmp/fheplan-fail.rplan", "rplan 1\nvalue a = 64 KiB at pinned init synth(1)\n"
                                           "plan \"p\" {\n  enter { ensure a @ cuda:0 }\n"

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -342,5 +343,55 @@ Test(vm, every_failed_event_record_fails_the_run)
         rplan_vm_destroy(vm);
         fhr_backend_destroy(fb);
     }
+    rplan_program_free(p);
+}
+
+/* A body kernel that fails after holding its value where the exit moves it from: the
+ * body fails, then the exit fails too (the copy is held). The body's error is primary. */
+static fhr_hold *sabotage_hold;
+static fhr_status sabotage_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    (void)ctx;
+    fhr_handle h = rplan_vm_handle(c->vm, 0);
+    fhr_status st = fhr_hold_acquire(c->manager, &h, 1, c->loc, &sabotage_hold, err);
+    if (st)
+        return st;
+    if (err) {
+        fhr_error_clear(err);
+        err->status = FHR_E_INVALID;
+        snprintf(err->message, sizeof err->message, "the body failed on purpose");
+    }
+    return FHR_E_INVALID;
+}
+
+Test(vm, body_and_exit_fail_the_body_error_is_primary)
+{
+    rplan_program *p = compile_src("rplan 1\n"
+                                   "value ct = 64 KiB exclusive at pinned init synth(3)\n"
+                                   "plan \"p\" {\n"
+                                   "  enter { move ct -> cuda:0 from pinned }\n"
+                                   "  body { run sabotage(ct) }\n"
+                                   "  exit { move ct -> pinned from cuda:0 }\n"
+                                   "}\n");
+    fhr_backend *b = open_backend("emu:1");
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    rplan_vm_opts o = {0};
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(rplan_kernel_register(vm, "sabotage", sabotage_kernel, NULL, &e), FHR_OK);
+    rplan_vm_report *r = NULL;
+    fhr_status st = rplan_vm_run(vm, &r, &e);
+    cr_assert_not_null(sabotage_hold, "the body never ran");
+    cr_expect_eq(st, FHR_E_INVALID, "status %s: %s", fhr_status_name(st), e.message);
+    cr_expect(strstr(e.message, "on purpose"), "the exit's error replaced the body's: %s",
+              e.message);
+    cr_expect_eq(fhr_hold_release(sabotage_hold, NULL), FHR_OK);
+    fhr_hold_destroy(sabotage_hold);
+    sabotage_hold = NULL;
+    rplan_vm_report_free(r);
+    fhr_error_clear(&e);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
     rplan_program_free(p);
 }
