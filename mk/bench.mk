@@ -12,3 +12,8 @@ $(BENCH_BOOT): $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a
 
 bench-bootstrap: $(BENCH_BOOT)
 	$(BENCH_BOOT)
+
+# How close prefetching bootstrap runs come to Belady's MIN (a ratio; bench/prefetch.sh).
+.PHONY: bench-prefetch
+bench-prefetch: $(BUILD)/fheplan $(BUILD)/jsonq
+	sh bench/prefetch.sh $(BUILD)
