@@ -125,7 +125,7 @@ Test(lang_api, missing_files)
     cr_assert_eq(rplan_compile_file("/nonexistent/x.rplan", NULL, &p, d), FHR_E_INVALID);
     cr_assert_eq(rplan_load_file("/nonexistent/x.rpc", &p, d), FHR_E_INVALID);
     cr_assert_eq(rplan_diags_nerrors(d), 2);
-    cr_assert(strstr(rplan_diags_get(d, 0)->message, "cannot open"));
+    cr_assert(strstr(rplan_diags_get(d, 0)->message, "cannot read '"));
     rplan_diags_free(d);
 }
 

@@ -11,25 +11,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fheplan/file.h"
 #include "fheplan/rplan.h"
 
+/* The file's text, or NULL (the one reader of fheplan/file.h). */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = '\0';
-    fclose(f);
-    return b;
+    char *text;
+    size_t n;
+    return fhr_read_file(path, &text, &n, NULL) == FHR_OK ? text : NULL;
 }
 
 #define GOLDEN_MAX_LINES 120
