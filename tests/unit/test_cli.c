@@ -182,8 +182,8 @@ Test(cli, check_json_is_one_document_with_fields)
     for (size_t i = 0; i < sizeof fields / sizeof *fields; i++)
         cr_assert_not_null(cJSON_GetObjectItem(s0, fields[i]), "%s", fields[i]);
     cJSON *pk = cJSON_GetArrayItem(cJSON_GetObjectItem(s0, "peaks"), 0);
-    cr_assert_not_null(cJSON_GetObjectItem(pk, "loc"));
-    cr_assert_not_null(cJSON_GetObjectItem(pk, "peak_bytes"));
+    cr_assert_not_null(cJSON_GetObjectItem(pk, "location"));
+    cr_assert_not_null(cJSON_GetObjectItem(pk, "peak_charged_bytes"));
     cr_assert_not_null(cJSON_GetObjectItem(pk, "budget_bytes"));
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(cJSON_GetArrayItem(files, 1), "feasible")));
     cJSON_Delete(j);
