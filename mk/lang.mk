@@ -14,7 +14,8 @@ $(GEN)/lexer.c: grammar/lexer.re $(GEN)/parser.h
 # The generated lexer includes parser.h: order it before the object.
 $(BUILD)/obj/gen/lexer.o: $(GEN)/parser.h
 
-# Rewrites tests/plans/ok/*.dis and tests/plans/fail/*.err from the current compiler.
+# Rewrites the existing tests/plans/ok/*.dis (short goldens a person reviews; others are
+# checked against their source) and tests/plans/fail/*.err from the current compiler.
 .PHONY: update-golden bench-compile
 update-golden: $(BUILD)/rplan-golden
 	$(BUILD)/rplan-golden tests/plans

@@ -14,6 +14,7 @@ jobs=${MUTANT_JOBS:-2}
 say() { printf 'test-mutants: %s\n' "$*"; }
 
 rm -rf "$work" && mkdir -p "$work/tree" || exit 1
+work=$(cd "$work" && pwd) # the steps below run inside the copy
 git ls-files -co --exclude-standard -z | xargs -0 tar cf - 2>/dev/null | (cd "$work/tree" && tar xf -) \
     || { say "cannot copy the tree"; exit 1; }
 cd "$work/tree" || exit 1
