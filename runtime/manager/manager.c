@@ -531,8 +531,8 @@ fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *er
 {
     if (!m)
         return fhr_fail(err, FHR_E_INVALID, "trace_set_capacity: manager is NULL");
-    fhr_trace_entry *n = capacity ? calloc(capacity, sizeof *n) : NULL;
-    if (capacity && !n)
+    fhr_trace_entry *n = NULL;
+    if (capacity && (capacity > SIZE_MAX / sizeof *n || !(n = calloc(capacity, sizeof *n))))
         return fhr_fail(err, FHR_E_NOMEM,
                         "trace_set_capacity: no host memory for %zu entries; the trace is unchanged",
                         capacity);
