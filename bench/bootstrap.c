@@ -7,6 +7,7 @@
  * every key fits (bench/schedule.c); and a feasible schedule (MIN, loads as early as
  * possible). Needs a CUDA device (exit 77 without one); `--device emu` runs it scaled down
  * on the emulated device (for testing the bench). */
+#include "fheplan/file.h"
 #include "fheplan/residency.h"
 #include "fheplan/rplan.h"
 #include "fheplan/vm.h"
@@ -21,23 +22,12 @@
 #define CT_BYTES ((uint64_t)45 << 20)     /* ciphertext(2^16, 44) */
 #define WS_BYTES ((uint64_t)150 << 20)    /* keyswitch_workspace(2^16, 44, 3) */
 
+/* The file's text, or NULL (the one reader of fheplan/file.h). */
 static char *slurp(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
-        free(b);
-        b = NULL;
-    }
-    if (b)
-        b[n] = 0;
-    fclose(f);
-    return b;
+    char *text;
+    size_t n;
+    return fhr_read_file(path, &text, &n, NULL) == FHR_OK ? text : NULL;
 }
 
 /* The plan with BATCH set to `batch` (the constant's line is replaced). */

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/world.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,14 @@ int main(int argc, char **argv)
     if (fp_world_init(&argc, &argv, &w) != 0)
         return EX_SOFTWARE_;
     int rc = cli_main(argc, argv, &w);
+    /* Output is only done once it reached the file: a full disk or a closed pipe fails. */
+    int e = fflush(stdout) == EOF ? errno : 0;
+    if (e || ferror(stdout)) {
+        fprintf(stderr, "fheplan: cannot write standard output: %s\n",
+                e ? strerror(e) : "write error");
+        if (rc == EX_OK)
+            rc = EX_FAIL;
+    }
     fp_world_finish(&w);
     return rc;
 }
@@ -168,7 +177,6 @@ static int cli_main(int argc, char **argv, const fp_world *w)
              : is_fmt                     ? cmd_fmt(&c)
                                           : cmd_disasm(&c);
     }
-    fflush(stdout);
     free(c.files);
     return rc;
 }

@@ -216,12 +216,13 @@ static void render(rplan_diags *d, rp_out *o, int colour)
     }
 }
 
-void rplan_diags_render(const rplan_diags *d, FILE *f, int colour)
+int rplan_diags_render(const rplan_diags *d, FILE *f, int colour)
 {
     if (!d || !f)
-        return;
+        return -1;
     rp_out o = {.f = f};
     render((rplan_diags *)d, &o, colour);
+    return o.fail || ferror(f) ? -1 : 0;
 }
 
 char *rplan_diags_render_string(const rplan_diags *d)

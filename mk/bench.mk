@@ -8,7 +8,12 @@ BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o $(BUILD)/obj/bench/schedule.o
 
 $(BENCH_BOOT): $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 bench-bootstrap: $(BENCH_BOOT)
 	$(BENCH_BOOT)
+
+# How close prefetching bootstrap runs come to Belady's MIN (a ratio; bench/prefetch.sh).
+.PHONY: bench-prefetch
+bench-prefetch: $(BUILD)/fheplan $(BUILD)/jsonq
+	sh bench/prefetch.sh $(BUILD)

@@ -9,7 +9,7 @@ BENCH_POLICY_OBJ  = $(BUILD)/obj/bench/policy.o
 # The prerequisite names the archive directly: STATIC is defined after this file is included.
 $(BENCH_POLICY): $(BENCH_POLICY_OBJ) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_POLICY_OBJ) $(STATIC) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_POLICY_OBJ) $(STATIC) $(ALL_LDLIBS)
 
 bench-policy: $(BENCH_POLICY)
 	$(BENCH_POLICY)

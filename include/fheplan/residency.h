@@ -295,8 +295,9 @@ FHR_API const char *fhr_trace_kind_name(fhr_trace_kind k);
 /* Copies up to cap most recent entries (oldest first); returns how many. */
 FHR_API size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap);
 FHR_API char *fhr_trace_json(fhr_manager *m);
-/* Resizes the ring (0 turns it off), keeping the newest entries; FHR_E_NOMEM leaves it as
- * it was, FHR_E_REENTRANT while a source load runs. */
+/* Resizes the ring (0 turns it off), keeping the newest min(capacity, current length)
+ * entries; FHR_E_NOMEM (the trace unchanged) when the new ring cannot be allocated,
+ * FHR_E_REENTRANT while a source load runs. */
 FHR_API fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *err);
 
 /* ---- plans ------------------------------------------------------------------------- */

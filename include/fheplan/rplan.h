@@ -45,8 +45,9 @@ FHR_API size_t rplan_diags_nerrors(const rplan_diags *d);
 /* Borrowed; valid until the list is freed. NULL if i is out of range. */
 FHR_API const rplan_diag *rplan_diags_get(const rplan_diags *d, size_t i);
 /* Text form: "file:line:col: error: message", then the source line and a ^~~~ under
- * the span when the source is known. colour: 0 never, 1 always (ANSI). */
-FHR_API void rplan_diags_render(const rplan_diags *d, FILE *out, int colour);
+ * the span when the source is known. colour: 0 never, 1 always (ANSI). Returns 0, or -1
+ * when writing to out failed (errno tells why; the stream's error flag is set). */
+FHR_API int rplan_diags_render(const rplan_diags *d, FILE *out, int colour);
 /* The same into a malloc'd string (free()); NULL on allocation failure. */
 FHR_API char *rplan_diags_render_string(const rplan_diags *d);
 
@@ -116,7 +117,9 @@ FHR_API int rplan_is_bytecode(const void *buf, size_t len);
 
 #define RPLAN_DISASM_NOSOURCE 1u /* omit the source lines even when known */
 
-FHR_API void rplan_disasm(const rplan_program *p, FILE *out, unsigned flags);
+/* Returns 0, or -1 when writing to out failed (errno tells why; the stream's error flag
+ * is set) or p or out is NULL. Output still buffered in out is the caller's to flush. */
+FHR_API int rplan_disasm(const rplan_program *p, FILE *out, unsigned flags);
 FHR_API char *rplan_disasm_string(const rplan_program *p, unsigned flags); /* free() */
 
 /* ---- inspection (for the VM) ------------------------------------------------------ */

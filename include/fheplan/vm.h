@@ -185,8 +185,14 @@ FHR_API char *rplan_vm_trace_json(const rplan_vm *vm);
 
 /* Word i (8 bytes, little endian) of the synthetic content with `seed`: byte k of a
  * value is byte k%8 of rplan_synth_word(seed, k/8). Used by init synth, source synth
- * and verify, on the host and on the GPU. */
-static inline uint64_t rplan_synth_word(uint64_t seed, uint64_t i)
+ * and verify, on the host and on the GPU: this one definition is compiled by nvcc for
+ * the CUDA kernels too (SplitMix64's finaliser over seed * C1 + (i + 1) * C2). */
+#if defined(__CUDACC__)
+#define RPLAN_SYNTH_INLINE static inline __host__ __device__
+#else
+#define RPLAN_SYNTH_INLINE static inline
+#endif
+RPLAN_SYNTH_INLINE uint64_t rplan_synth_word(uint64_t seed, uint64_t i)
 {
     uint64_t z = seed * 0xD1B54A32D192ED03ULL + (i + 1) * 0x9E3779B97F4A7C15ULL;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

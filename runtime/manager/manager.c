@@ -678,9 +678,11 @@ void mgr_trace(fhr_manager *m, fhr_trace_kind k, fhr_handle h, fhr_location from
 
 fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *err)
 {
+    if (!m)
+        return fhr_fail(err, FHR_E_INVALID, "trace_set_capacity: manager is NULL");
     /* allocated before the lock: the ring can be large */
     fhr_trace_entry *n = NULL;
-    if (m && capacity && (capacity > SIZE_MAX / sizeof *n || !(n = calloc(capacity, sizeof *n))))
+    if (capacity && (capacity > SIZE_MAX / sizeof *n || !(n = calloc(capacity, sizeof *n))))
         return fhr_fail(err, FHR_E_NOMEM,
                         "trace_set_capacity: no host memory for %zu entries; the trace is unchanged",
                         capacity);

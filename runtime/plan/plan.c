@@ -3,6 +3,7 @@
  * rule core as the live primitives over a copy of the accounting. */
 #include "runtime/plan/plan.h"
 #include "base/error.h"
+#include "runtime/manager/peak_json.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -332,17 +333,10 @@ char *fhr_explanation_json(const fhr_explanation *e)
     cJSON_AddNumberToObject(o, "bytes_moved", (double)e->bytes_moved);
     cJSON_AddNumberToObject(o, "state_version", (double)e->state_version);
     cJSON *pk = cJSON_AddArrayToObject(o, "peaks");
-    for (size_t i = 0; i < e->npeaks; i++) {
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "location", fhr_loc_format(e->peaks[i].loc, b, sizeof b));
-        cJSON_AddNumberToObject(x, "peak_used_bytes", (double)e->peaks[i].peak_used_bytes);
-        cJSON_AddNumberToObject(x, "peak_charged_bytes", (double)e->peaks[i].peak_charged_bytes);
-        if (e->peaks[i].has_budget)
-            cJSON_AddNumberToObject(x, "budget_bytes", (double)e->peaks[i].budget_bytes);
-        else
-            cJSON_AddNullToObject(x, "budget_bytes");
-        cJSON_AddItemToArray(pk, x);
-    }
+    for (size_t i = 0; i < e->npeaks; i++)
+        fhr_peak_json_add(pk, e->peaks[i].loc, 1, e->peaks[i].peak_used_bytes,
+                          e->peaks[i].peak_charged_bytes, e->peaks[i].has_budget,
+                          e->peaks[i].budget_bytes);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

@@ -388,13 +388,30 @@ fhr_status fhr_scope_exit(fhr_scope *sc, fhr_status body_status, fhr_error *err)
         mgr_claims_free(&c);
         return st; /* nothing ran; the scope stays entered */
     }
-    for (size_t i = 0; i < sc->nleases; i++) /* leases end before the exit actions */
-        if (sc->leases[i].lease && lease_is_active(sc->leases[i].lease))
-            lease_release_locked(sc->leases[i].lease, NULL);
-    fhr_error xerr;
+    /* Leases end before the exit actions. One that cannot end (its completion event could
+     * not be recorded) is the exit's failure; fhr_scope_destroy ends it by waiting. */
+    fhr_error xerr, rerr;
     fhr_error_init(&xerr);
+    fhr_error_init(&rerr);
+    fhr_status rst = FHR_OK;
+    for (size_t i = 0; i < sc->nleases; i++)
+        if (sc->leases[i].lease && lease_is_active(sc->leases[i].lease)) {
+            fhr_status s1 = lease_release_locked(sc->leases[i].lease, rst ? NULL : &rerr);
+            if (s1 && !rst)
+                rst = s1;
+        }
     st = run_list(m, sc->p->name, FHR_PHASE_EXIT, sc->p->acts[2], sc->p->nacts[2], sc->streams,
                   sc->nstreams, sc->rep, &xerr);
+    if (rst) { /* a plan failure of the exit phase, caused by the lease */
+        fhr_error_clear(&xerr);
+        fhr_fail(&xerr, FHR_E_PLAN, "plan '%.60s' exit: a lease could not end: %s", sc->p->name,
+                 rerr.message);
+        xerr.cause = rst;
+        xerr.phase = FHR_PHASE_EXIT;
+        xerr.partial_report = fhr_report_clone(sc->rep);
+        st = FHR_E_PLAN;
+    }
+    fhr_error_clear(&rerr);
     release_reservations(sc);
     pop_scope(m, sc);
     sc->state = SC_CLOSED;

@@ -221,8 +221,16 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                 body_fail_keep(r, st, err);
             }
         }
-        if (lease) {
-            fhr_lease_release(lease, NULL);
+        if (lease) { /* a lease that cannot end fails the body (destroy then waits) */
+            fhr_error re;
+            fhr_error_init(&re);
+            fhr_status rs = fhr_lease_release(lease, &re);
+            if (rs && st == FHR_OK) {
+                char msg[560];
+                snprintf(msg, sizeof msg, "cannot release its lease: %s", re.message);
+                st = body_fail(r, rs, err, msg);
+            }
+            fhr_error_clear(&re);
             fhr_lease_destroy(lease);
         }
         if (st)
