@@ -1,5 +1,6 @@
-/* cuda/cuda_backend.c — the real CUDA backend: stream-ordered device pools, the ops
- * table, streams, events, copies and observations (CUDA runtime API, plain C). */
+/* cuda/cuda_backend.c — the real CUDA backend: a private stream-ordered pool per device,
+ * the ops table, streams (own ones and views of the engine's), events, copies and
+ * observations (CUDA runtime API, plain C). */
 #include "fheplan/backend.h"
 #include "base/error.h"
 
@@ -25,6 +26,7 @@ struct fhr_stream {
     cudaStream_t st;
     int dev;
     uint64_t id;
+    int view; /* fhr_stream_wrap: the engine owns st; destroying the view leaves it alone */
 };
 
 /* CUDA records an event only on a stream of the event's device, so an fhr_event
@@ -269,6 +271,10 @@ static void cu_stream_destroy(fhr_backend *b, fhr_stream *s)
     (void)b;
     if (!s)
         return;
+    if (s->view) {
+        free(s);
+        return;
+    }
     cudaSetDevice(s->dev);
     cudaStreamSynchronize(s->st);
     cudaStreamDestroy(s->st);
@@ -298,6 +304,48 @@ static uint64_t cu_stream_id(fhr_backend *b, fhr_stream *s)
 {
     (void)b;
     return s ? s->id : 0;
+}
+
+/* A view of an engine's stream. The special handles (0: the legacy default stream,
+ * cudaStreamLegacy, cudaStreamPerThread) name a stream per call: the per-thread one is
+ * the stream of whichever thread makes the call that enqueues. */
+static fhr_status cu_stream_wrap(fhr_backend *b, fhr_location loc, void *native,
+                                 fhr_stream **out, fhr_error *err)
+{
+    cu *c = C(b);
+    fhr_status st = check_loc(c, loc, err);
+    if (st)
+        return st;
+    if (loc.kind != FHR_LOC_CUDA)
+        return fhr_fail(err, FHR_E_LOCATION, "cuda: stream_wrap needs a cuda:N location");
+    cudaStream_t ns = (cudaStream_t)native;
+    if (ns && ns != cudaStreamLegacy && ns != cudaStreamPerThread) {
+        int dev = -1;
+        CU_TRY(cudaStreamGetDevice(ns, &dev), "cudaStreamGetDevice (stream_wrap)");
+        if (dev != loc.index)
+            return fhr_fail(err, FHR_E_LOCATION,
+                            "cuda: stream_wrap: the stream belongs to cuda:%d, not cuda:%d", dev,
+                            loc.index);
+    }
+    fhr_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a stream view");
+    s->st = ns;
+    s->dev = loc.index;
+    s->view = 1;
+    s->id = atomic_fetch_add(&c->next_stream_id, 1) + 1;
+    *out = s;
+    return FHR_OK;
+}
+
+static fhr_status cu_stream_native(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                                   fhr_error *err)
+{
+    (void)b;
+    (void)err;
+    *native = (void *)s->st;
+    *device = s->dev;
+    return FHR_OK;
 }
 
 /* ---- events ------------------------------------------------------------------------ */
@@ -449,6 +497,9 @@ static void cu_destroy(fhr_backend *b)
     for (int d = 0; d < c->ndev; d++)
         if (cudaSetDevice(d) == cudaSuccess)
             cudaDeviceSynchronize(); /* deferred host frees still queued must run first */
+    for (int d = 0; d < c->ndev; d++)
+        if (c->pool[d])
+            cudaMemPoolDestroy(c->pool[d]); /* ours alone: created in setup_pools */
     pin_pool_destroy(c->pinned);
     nvml_close(c->nvml);
     pthread_mutex_destroy(&c->peer_mu);
@@ -474,6 +525,8 @@ static const fhr_backend_ops cuda_ops = {
     .observe = cu_observe,
     .stream_id = cu_stream_id,
     .destroy = cu_destroy,
+    .stream_wrap = cu_stream_wrap,
+    .stream_native = cu_stream_native,
 };
 
 static int copy_threads_from_env(void)
@@ -483,14 +536,23 @@ static int copy_threads_from_env(void)
     return n >= 1 && n <= 64 ? n : 4;
 }
 
-/* Keeps freed device memory in each default pool instead of returning it at sync. */
+/* A pool of our own per device (cudaMemPoolCreate): the device's default pool, which
+ * the engine allocates from, and its attributes stay untouched, and our pool's
+ * statistics count fheplan's bytes alone. Ours keeps freed memory (release threshold
+ * at its maximum) instead of returning it at every synchronisation. */
 static fhr_status setup_pools(cu *c, fhr_error *err)
 {
     uint64_t keep = UINT64_MAX;
     for (int d = 0; d < c->ndev; d++) {
-        CU_TRY(cudaDeviceGetDefaultMemPool(&c->pool[d], d), "cudaDeviceGetDefaultMemPool");
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.handleTypes = cudaMemHandleTypeNone;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = d;
+        CU_TRY(cudaMemPoolCreate(&c->pool[d], &props), "cudaMemPoolCreate");
         CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrReleaseThreshold, &keep),
-               "cudaMemPoolSetAttribute (release threshold)");
+               "cudaMemPoolSetAttribute (release threshold of fheplan's pool)");
     }
     return FHR_OK;
 }

@@ -33,6 +33,7 @@ struct fhr_stream {
     emu *owner;
     fhr_location loc;
     uint64_t id;
+    fhr_stream *target; /* a view (fhr_stream_wrap): the stream all its work goes to */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;    /* signalled on enqueue, completion and stop */
@@ -140,9 +141,13 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/* The stream that runs a stream's work: a view's target, else the stream itself. */
+static fhr_stream *R(fhr_stream *s) { return s && s->target ? s->target : s; }
+
 /* Takes ownership of op (heap-allocated) and queues it behind earlier work. */
 static void enqueue(fhr_stream *s, emu_op *op)
 {
+    s = R(s);
     op->next = NULL;
     pthread_mutex_lock(&s->mu);
     if (s->tail)
@@ -272,6 +277,10 @@ static void emu_stream_destroy(fhr_backend *b, fhr_stream *s)
     (void)b;
     if (!s)
         return;
+    if (s->target) { /* a view: the wrapped stream is not ours to stop */
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     s->stop = 1; /* the worker drains the queue before it exits */
     pthread_cond_broadcast(&s->cv);
@@ -287,6 +296,7 @@ static fhr_status emu_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err)
     (void)b;
     if (!s)
         return fhr_fail(err, FHR_E_INVALID, "emu: stream_sync on a NULL stream");
+    s = R(s);
     pthread_mutex_lock(&s->mu);
     uint64_t target = s->enqueued;
     while (s->completed < target)
@@ -424,7 +434,45 @@ static void emu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
 static uint64_t emu_stream_id(fhr_backend *b, fhr_stream *s)
 {
     (void)b;
-    return s ? s->id : 0;
+    return s ? R(s)->id : 0; /* a view is the same stream as the one it wraps */
+}
+
+/* The emulated device's native streams are its own: a view stands in for an engine's
+ * stream wrapped through fhr_stream_wrap, so CI runs the foreign-stream paths. */
+static fhr_status emu_stream_wrap(fhr_backend *b, fhr_location loc, void *native,
+                                  fhr_stream **out, fhr_error *err)
+{
+    emu *e = E(b);
+    char lb[16];
+    fhr_status st = check_loc(e, loc, err);
+    if (st)
+        return st;
+    fhr_stream *t = R(native);
+    if (!t || t->owner != e)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "emu: stream_wrap needs a stream this emulated device created");
+    if (!fhr_loc_equal(t->loc, loc))
+        return fhr_fail(err, FHR_E_LOCATION, "emu: stream_wrap: the stream runs for %s",
+                        fhr_loc_format(t->loc, lb, sizeof lb));
+    fhr_stream *v = calloc(1, sizeof *v);
+    if (!v)
+        return fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory for a stream view");
+    v->owner = e;
+    v->loc = loc;
+    v->id = t->id;
+    v->target = t;
+    *out = v;
+    return FHR_OK;
+}
+
+static fhr_status emu_stream_native(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                                    fhr_error *err)
+{
+    if (!s || s->owner != E(b))
+        return fhr_fail(err, FHR_E_INVALID, "emu: stream_native: not a stream of this backend");
+    *native = R(s);
+    *device = s->loc.kind == FHR_LOC_CUDA ? s->loc.index : 0;
+    return FHR_OK;
 }
 
 static void emu_destroy(fhr_backend *b)
@@ -455,6 +503,8 @@ static const fhr_backend_ops emu_ops = {
     .observe = emu_observe,
     .stream_id = emu_stream_id,
     .destroy = emu_destroy,
+    .stream_wrap = emu_stream_wrap,
+    .stream_native = emu_stream_native,
 };
 
 fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend **out,
