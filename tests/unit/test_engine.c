@@ -317,17 +317,17 @@ Test(engine, waiting_that_cannot_help_is_infeasible_at_once)
     uint64_t v0 = fhr_state_version(r.m);
     cr_assert_eq(use_key(&r, 2, &wait, NULL, &e), FHR_E_INFEASIBLE, "active leases: no wait helps");
     cr_assert_eq(fhr_state_version(r.m), v0, "a refused use changes nothing");
-    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
-    fhr_lease_destroy(l);
-    /* a wait limit stops a throttled use that would have to wait more */
+    /* the readers of keys 0 and 1 are still running when the lease ends */
     gate g;
     gate_init(&g);
     cr_assert_eq(fhr_launch_host(r.b, r.native, gate_wait, &g, NULL), FHR_OK);
-    fhr_use_opts none = {FHR_USE_WAIT, 1};
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    fhr_use_opts one = {FHR_USE_WAIT, 1}; /* at most one wait */
     pthread_t th;
     cr_assert_eq(pthread_create(&th, NULL, open_later, &g), 0);
     uint64_t w = 0;
-    cr_assert_eq(use_key(&r, 2, &none, &w, NULL), FHR_OK);
+    cr_assert_eq(use_key(&r, 2, &one, &w, NULL), FHR_OK);
     cr_assert_eq(w, 1);
     pthread_join(th, NULL);
     fhr_use_opts bad = {0x80, 0};
@@ -394,4 +394,119 @@ Test(engine, loads_are_counted_in_the_use_report)
     fhr_policy_destroy(p);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
+}
+
+/* ---- the Phantom example's sequence, on the emulated device ------------------------- */
+
+/* examples/phantom's key order: pass 0 baby steps 1..7 then giant steps 8..56 (keys 0..13),
+ * pass 1 the other way round, so that a pass starts with what the last one ended with. */
+static int serpentine_key(int pass, int u) { return pass == 0 ? u : 13 - u; }
+
+static void kernel_sleep(void *arg)
+{
+    (void)arg;
+    usleep(300);
+}
+
+static double check_bytes(const char *path)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "NO_COLOR=1 build/fheplan check --json %s 2>/dev/null", path);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p);
+    static char buf[1 << 16];
+    size_t n = fread(buf, 1, sizeof buf - 1, p);
+    buf[n] = 0;
+    cr_assert_eq(pclose(p), 0, "check failed: %s", buf);
+    const char *k = strstr(buf, "\"bytes_moved\":");
+    cr_assert_not_null(k, "%s", buf);
+    return strtod(k + strlen("\"bytes_moved\":"), NULL);
+}
+
+/* Streams 14 keys through budgets of 4, 8 and 14 keys with the engine running ahead (its
+ * kernels still queued when the next use begins): the throttled uses move exactly the
+ * bytes `fheplan check` predicts for the same sequence, and wait only under pressure. */
+Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
+{
+    const int budgets[] = {4, 8, 14};
+    for (size_t bi = 0; bi < 3; bi++) {
+        int nk = budgets[bi];
+        char path[] = "/tmp/fheplan-engine-XXXXXX.rplan";
+        int fd = mkstemps(path, 6);
+        cr_assert(fd >= 0);
+        FILE *f = fdopen(fd, "w");
+        fprintf(f, "rplan 1\nbudget cuda:0 %d B\nvalue rk[14] = %d B replicable at pinned init "
+                   "synth(100 + i)\npolicy keys = lookahead(cuda:0 -> pinned)\nstage \"s\" {\n",
+                nk * KEY, KEY);
+        for (int p = 0; p < 2; p++)
+            for (int u = 0; u < 14; u++)
+                fprintf(f, "  request \"u\" using keys { require rk[%d] @ cuda:0 }\n",
+                        serpentine_key(p, u));
+        fprintf(f, "}\n");
+        fclose(f);
+        double predicted = check_bytes(path);
+        unlink(path);
+
+        fhr_backend *b = emu_backend(1);
+        fhr_budget bud = {fhr_loc_cuda(0), (uint64_t)nk * KEY};
+        fhr_manager *m = new_manager(b, &bud, 1);
+        fhr_handle keys[14];
+        for (int k = 0; k < 14; k++) {
+            fhr_value *v = NULL;
+            cr_assert_eq(fhr_value_create(fhr_loc_pinned(), NULL, &v, NULL), FHR_OK);
+            size_t bix;
+            cr_assert_eq(fhr_value_alloc_buffer(v, b, KEY, NULL, &bix, NULL), FHR_OK);
+            cr_assert_eq(fhr_value_add_field(v, "key", bix, 0, KEY, NULL), FHR_OK);
+            fhr_adopt_opts o = {FHR_REPLICABLE, NULL, 0};
+            cr_assert_eq(fhr_adopt(m, &v, &o, &keys[k], NULL), FHR_OK);
+        }
+        fhr_future_use fut[28];
+        for (int i = 0; i < 28; i++)
+            fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[serpentine_key(i / 14, i % 14)],
+                                      fhr_loc_cuda(0)};
+        fhr_location fb[] = {fhr_loc_pinned()};
+        fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
+        fhr_policy *p;
+        cr_assert_eq(fhr_policy_lookahead_create(&chain, 1, fut, 28, &p, NULL), FHR_OK);
+        fhr_controller *c;
+        cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
+        fhr_stream *native, *view;
+        cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &native, NULL), FHR_OK);
+        cr_assert_eq(fhr_stream_wrap(b, fhr_loc_cuda(0), native, &view, NULL), FHR_OK);
+        fhr_stream_map cons = {fhr_loc_cuda(0), view};
+        fhr_use_opts wait = {FHR_USE_WAIT, 0};
+        uint64_t bytes = 0, waits = 0;
+        for (int i = 0; i < 28; i++) {
+            fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0)};
+            fhr_request req = {"rot", &rq, 1, NULL, 0, (uint64_t)i + 1};
+            fhr_use *u = NULL;
+            fhr_error e;
+            fhr_error_init(&e);
+            cr_assert_eq(fhr_use_begin_opts(c, &req, &cons, 1, NULL, 0, &wait, &u, &e), FHR_OK,
+                         "use %d at %d keys: %s", i, nk, e.message);
+            for (int r = 0; r < 4; r++) /* the engine's rotations, still queued on return */
+                cr_assert_eq(fhr_launch_host(b, native, kernel_sleep, NULL, NULL), FHR_OK);
+            cr_assert_eq(fhr_use_end(u, FHR_OK, NULL), FHR_OK);
+            bytes += fhr_report_bytes(fhr_use_report(u), FHR_DIR_H2D);
+            waits += fhr_report_waits(fhr_use_report(u));
+            fhr_use_destroy(u);
+        }
+        cr_assert_eq(fhr_stream_sync(b, native, NULL), FHR_OK);
+        cr_assert_eq((double)bytes, predicted, "%d keys: moved %llu, check predicts %.0f", nk,
+                     (unsigned long long)bytes, predicted);
+        fhr_snapshot *s;
+        cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
+        cr_assert_leq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->peak_charged_bytes, (uint64_t)nk * KEY);
+        fhr_snapshot_free(s);
+        if (nk == 14)
+            cr_assert_eq(waits, 0, "all keys fit: no wait");
+        else
+            cr_assert_gt(waits, 0, "%d keys: the engine ran ahead, so the budget forced waits", nk);
+        fhr_stream_destroy(b, view);
+        fhr_stream_destroy(b, native);
+        fhr_controller_destroy(c);
+        fhr_policy_destroy(p);
+        fhr_manager_destroy(m);
+        fhr_backend_destroy(b);
+    }
 }
