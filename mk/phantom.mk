@@ -48,8 +48,10 @@ phantom-example: phantom-patch $(PHANTOM_BIN) $(BUILD)/fheplan
 	@echo "phantom-example: built $(PHANTOM_BIN); run it on a GPU host (see examples/phantom/README.md)"
 
 # The bundle that examples/phantom/gpu-run.sh runs on a GPU host without build tools.
-phantom-bundle: phantom-example
+# The CUDA backend's GPU suite (tests/gpu: the private pool, stream views) goes along.
+phantom-bundle: phantom-example $(BUILD)/tests/gpu
 	rm -rf $(PHANTOM_BUNDLE)
-	sh examples/phantom/bundle.sh $(PHANTOM_BUNDLE) $(PHANTOM_BIN) $(BUILD)/fheplan
+	sh examples/phantom/bundle.sh $(PHANTOM_BUNDLE) $(PHANTOM_BIN) $(BUILD)/fheplan \
+	  $(BUILD)/tests/gpu
 	cp examples/phantom/gpu-run.sh $(PHANTOM_BUNDLE)/
 	@ls -la $(PHANTOM_BUNDLE) $(PHANTOM_BUNDLE)/lib

@@ -10,7 +10,7 @@ for prog in "$@"; do
     cp -L "$prog" "$dir/"
     ldd "$prog" | awk '$2 == "=>" && $3 ~ /^\// { print $3 }' | while read -r lib; do
         case ${lib##*/} in
-        libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | ld-linux*) ;;
+        libc.so.* | libm.so.* | libpthread.so.* | libdl.so.* | librt.so.* | libresolv.so.* | ld-linux*) ;;
         libcuda.so.* | libnvidia*) ;;
         *) cp -L "$lib" "$dir/lib/" ;;
         esac
