@@ -260,6 +260,7 @@ int main(int argc, char **argv)
     }
     if (reps < 1)
         reps = 1;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* line by line into a pipe too (gpu-run.sh tees) */
     ph_engine *e = NULL;
     double t0 = now_s();
     PH(ph_create(NCT, 20261201, &e, msg, sizeof msg));
@@ -294,10 +295,13 @@ int main(int argc, char **argv)
            ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3, ref.max_err, verdict(ref.max_err < TOLERANCE));
     PH(ph_release_keys(e, msg, sizeof msg));
 
-
     char path[4096];
     snprintf(path, sizeof path, "%s/results.json", outdir);
     FILE *js = fopen(path, "w");
+    if (!js) {
+        fprintf(stderr, "phantom-bsgs: cannot write %s\n", path);
+        return 2;
+    }
     fprintf(js, "{\"key_bytes\": %llu, \"pinned_gbps\": %.3f, \"resident_pass_ms\": [%.3f, %.3f],"
                 " \"resident_max_err\": %.3g, \"budgets\": [",
             (unsigned long long)key_bytes, bw / 1e9, ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3,
