@@ -510,3 +510,29 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
         fhr_backend_destroy(b);
     }
 }
+
+/* Observations keep fheplan's own device bytes (its pool) apart from the device totals. */
+Test(engine, observations_report_fheplans_pool_apart_from_the_device)
+{
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_emu_create(1, 64 * KEY, &b, NULL), FHR_OK);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle h[2] = {adopt_n(m, KEY, 1, FHR_REPLICABLE), adopt_n(m, KEY, 2, FHR_REPLICABLE)};
+    for (int i = 0; i < 2; i++)
+        cr_assert_eq(fhr_ensure(m, h[i], fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_snapshot *s;
+    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
+    const fhr_observation *o = &fhr_snapshot_loc(s, fhr_loc_cuda(0))->obs;
+    cr_assert(o->valid);
+    cr_assert_eq(o->pool_used_bytes, 2 * KEY);
+    cr_assert_eq(o->device_total_bytes, 64 * KEY);
+    cr_assert_eq(o->device_free_bytes, 62 * KEY);
+    fhr_snapshot_free(s);
+    cr_assert_eq(fhr_drop(m, h[0], fhr_loc_cuda(0), NULL), FHR_OK);
+    fhr_manager_destroy(m); /* waits for the stream-ordered free */
+    fhr_observation after;
+    b->ops->observe(b, fhr_loc_cuda(0), &after);
+    cr_assert_eq(after.pool_used_bytes, 0);
+    cr_assert_eq(after.device_free_bytes, 64 * KEY);
+    fhr_backend_destroy(b);
+}
