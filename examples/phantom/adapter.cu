@@ -61,8 +61,9 @@ struct ph_engine {
     // plaintexts per pass: pass 0 baby-first P0[i][j], pass 1 giant-first P1[i][j]
     std::vector<PhantomPlaintext> plain[PH_PASSES];
     std::vector<PhantomCiphertext> cur;     // input of the running pass, per ciphertext
-    std::vector<PhantomCiphertext> rot;     // [c * 8 + i]: rotations of cur
     std::vector<PhantomCiphertext> acc;     // [c * 8 + k]: partial sums
+    std::vector<PhantomCiphertext> fresh;   // per ciphertext: the last use's rotation
+    int fresh_l = -1;                       // its rotation index, -1: none pending
     std::vector<PhantomCiphertext> out;     // results of the last pass
 };
 
@@ -202,59 +203,70 @@ extern "C" int ph_bind_key(ph_engine *e, int k, const void *device, char *msg, s
     return ce == cudaSuccess ? 0 : cuda_fail(msg, cap, "bind key", ce);
 }
 
+// The plaintext of partial sum k and rotation l: pass 0 sums over baby steps l = i for
+// each giant step k = j; pass 1 over giant steps l = j for each baby step k = i.
+static const PhantomPlaintext &diag_plain(const ph_engine *e, int pass, int k, int l)
+{
+    int i = pass == 0 ? l : k, j = pass == 0 ? k : l;
+    return e->plain[pass][i * PH_N2 + j];
+}
+
+// acc[c*8 + k] += plain(k, l) * r for every k: the products of one rotation, enqueued right
+// after it, so that they run while the next key is still on its way.
+static void accumulate(ph_engine *e, int pass, int c, int l, const PhantomCiphertext &r)
+{
+    for (int k = 0; k < 8; k++) {
+        PhantomCiphertext t = r;
+        multiply_plain_inplace(*e->ctx, t, diag_plain(e, pass, k, l));
+        if (l == 0)
+            e->acc[c * 8 + k] = std::move(t);
+        else
+            add_inplace(*e->ctx, e->acc[c * 8 + k], t);
+    }
+}
+
 extern "C" int ph_pass_begin(ph_engine *e, int pass, char *msg, size_t cap)
 {
     try {
         e->cur = pass == 0 ? e->x : e->out;
-        e->rot.clear();
-        e->rot.resize(e->nct * 8);
         e->acc.clear();
-        for (int c = 0; c < e->nct; c++)
-            e->rot[c * 8 + 0] = e->cur[c];
+        e->acc.resize(e->nct * 8);
+        for (int c = 0; c < e->nct; c++) // rotation 0 needs no key: its products go first
+            accumulate(e, pass, c, 0, e->cur[c]);
         return 0;
     } catch (const std::exception &x) {
         return fail(msg, cap, x.what());
     }
 }
 
-// acc[c*8 + k] = sum over l of plain[pass][...] * rot[c*8 + l]: for pass 0, k = j (giant
-// index) and l = i; for pass 1, k = i and l = j.
-static void inner_products(ph_engine *e, int pass)
-{
-    e->acc.clear();
-    e->acc.resize(e->nct * 8);
-    for (int c = 0; c < e->nct; c++)
-        for (int k = 0; k < 8; k++) {
-            PhantomCiphertext &a = e->acc[c * 8 + k];
-            for (int l = 0; l < 8; l++) {
-                int i = pass == 0 ? l : k, j = pass == 0 ? k : l;
-                PhantomCiphertext t = e->rot[c * 8 + l];
-                multiply_plain_inplace(*e->ctx, t, e->plain[pass][i * PH_N2 + j]);
-                if (l == 0)
-                    a = std::move(t);
-                else
-                    add_inplace(*e->ctx, a, t);
-            }
-        }
-}
-
 extern "C" int ph_pass_use(ph_engine *e, int pass, int u, char *msg, size_t cap)
 {
     try {
         int step = ph_key_step(ph_use_key(pass, u));
-        if (u < 7) { // first rotations: of the pass input, into rot[c*8 + l]
-            int l = pass == 0 ? step : step / PH_N1;
-            for (int c = 0; c < e->nct; c++) {
-                e->rot[c * 8 + l] = e->cur[c];
-                rotate_inplace(*e->ctx, e->rot[c * 8 + l], step, *e->gk);
-            }
-            if (u == 6)
-                inner_products(e, pass);
+        if (u < 7) { // first rotations, of the pass input; products in ph_pass_after_use
+            e->fresh = e->cur;
+            for (int c = 0; c < e->nct; c++)
+                rotate_inplace(*e->ctx, e->fresh[c], step, *e->gk);
+            e->fresh_l = pass == 0 ? step : step / PH_N1;
         } else { // second rotations: of the partial sums
             int k = pass == 0 ? step / PH_N1 : step;
             for (int c = 0; c < e->nct; c++)
                 rotate_inplace(*e->ctx, e->acc[c * 8 + k], step, *e->gk);
         }
+        return 0;
+    } catch (const std::exception &x) {
+        return fail(msg, cap, x.what());
+    }
+}
+
+extern "C" int ph_pass_after_use(ph_engine *e, int pass, char *msg, size_t cap)
+{
+    try {
+        if (e->fresh_l >= 0)
+            for (int c = 0; c < e->nct; c++)
+                accumulate(e, pass, c, e->fresh_l, e->fresh[c]);
+        e->fresh_l = -1;
+        e->fresh.clear();
         return 0;
     } catch (const std::exception &x) {
         return fail(msg, cap, x.what());
@@ -273,7 +285,6 @@ extern "C" int ph_pass_end(ph_engine *e, int pass, char *msg, size_t cap)
             rescale_to_next_inplace(*e->ctx, y);
             e->out.push_back(std::move(y));
         }
-        e->rot.clear();
         e->acc.clear();
         return 0;
     } catch (const std::exception &x) {

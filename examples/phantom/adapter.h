@@ -40,11 +40,13 @@ int ph_release_keys(ph_engine *e, char *msg, size_t cap);
 int ph_bind_key(ph_engine *e, int k, const void *device, char *msg, size_t cap);
 
 /* The transform, on cudaStreamPerThread of the calling thread, never synchronising the
- * host: ph_pass_begin, then ph_pass_use for u = 0..PH_USES-1 (key ph_use_key(pass, u)
- * bound before each), then ph_pass_end. Pass 0 starts from the encrypted inputs, pass 1
- * from pass 0's outputs. */
+ * host: ph_pass_begin, then for u = 0..PH_USES-1 ph_pass_use (the rotations that read key
+ * ph_use_key(pass, u), bound before) and ph_pass_after_use (the plaintext products that
+ * follow them and read no key, so the key's lease may end before), then ph_pass_end.
+ * Pass 0 starts from the encrypted inputs, pass 1 from pass 0's outputs. */
 int ph_pass_begin(ph_engine *e, int pass, char *msg, size_t cap);
 int ph_pass_use(ph_engine *e, int pass, int u, char *msg, size_t cap);
+int ph_pass_after_use(ph_engine *e, int pass, char *msg, size_t cap);
 int ph_pass_end(ph_engine *e, int pass, char *msg, size_t cap);
 
 /* Waits for cudaStreamPerThread (end of a timed region). */

@@ -117,8 +117,10 @@ static void run_resident(ph_engine *e, run_out *r)
     for (int p = 0; p < PH_PASSES; p++) {
         double t0 = now_s();
         PH(ph_pass_begin(e, p, msg, sizeof msg));
-        for (int u = 0; u < PH_USES; u++)
+        for (int u = 0; u < PH_USES; u++) {
             PH(ph_pass_use(e, p, u, msg, sizeof msg));
+            PH(ph_pass_after_use(e, p, msg, sizeof msg));
+        }
         PH(ph_pass_end(e, p, msg, sizeof msg));
         PH(ph_sync(msg, sizeof msg));
         r->pass_s[p] = now_s() - t0;
@@ -215,6 +217,7 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
             r->evictions += fhr_report_evictions(rep);
             r->waits += fhr_report_waits(rep);
             fhr_use_destroy(use);
+            PH(ph_pass_after_use(e, p, msg, sizeof msg)); /* no key read: after the lease */
         }
         PH(ph_pass_end(e, p, msg, sizeof msg));
         PH(ph_sync(msg, sizeof msg));
