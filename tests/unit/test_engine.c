@@ -476,6 +476,12 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
         fhr_stream_map cons = {fhr_loc_cuda(0), view};
         fhr_use_opts wait = {FHR_USE_WAIT, 0};
         uint64_t bytes = 0, waits = 0;
+        /* the engine starts behind a gate: however slow the host, it runs ahead */
+        gate g;
+        gate_init(&g);
+        cr_assert_eq(fhr_launch_host(b, native, gate_wait, &g, NULL), FHR_OK);
+        pthread_t th;
+        cr_assert_eq(pthread_create(&th, NULL, open_later, &g), 0);
         for (int i = 0; i < 28; i++) {
             fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0)};
             fhr_request req = {"rot", &rq, 1, NULL, 0, (uint64_t)i + 1};
@@ -491,6 +497,7 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
             waits += fhr_report_waits(fhr_use_report(u));
             fhr_use_destroy(u);
         }
+        pthread_join(th, NULL);
         cr_assert_eq(fhr_stream_sync(b, native, NULL), FHR_OK);
         cr_assert_eq((double)bytes, predicted, "%d keys: moved %llu, check predicts %.0f", nk,
                      (unsigned long long)bytes, predicted);

@@ -11,7 +11,24 @@
 #define TKEYS 6
 #define TUSES 40
 
+/* Both engines' streams start behind one gate, so that their hosts run ahead. */
+typedef struct gate {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int open;
+} gate;
+
+static void gate_wait(void *arg)
+{
+    gate *g = arg;
+    pthread_mutex_lock(&g->mu);
+    while (!g->open)
+        pthread_cond_wait(&g->cv, &g->mu);
+    pthread_mutex_unlock(&g->mu);
+}
+
 typedef struct engine_thread {
+    gate *g;
     fhr_backend *b;
     fhr_controller *c;
     const fhr_handle *keys;
@@ -34,6 +51,8 @@ static void *engine_main(void *arg)
     t->st = fhr_stream_create(t->b, fhr_loc_cuda(0), &native, NULL);
     if (t->st == FHR_OK)
         t->st = fhr_stream_wrap(t->b, fhr_loc_cuda(0), native, &view, NULL);
+    if (t->st == FHR_OK)
+        t->st = fhr_launch_host(t->b, native, gate_wait, t->g, NULL);
     fhr_stream_map cons = {fhr_loc_cuda(0), view};
     fhr_use_opts wait = {FHR_USE_WAIT, 0};
     for (int i = 0; i < TUSES && t->st == FHR_OK; i++) {
@@ -78,10 +97,17 @@ Test(threads_engine, throttled_engines_share_one_manager)
     cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &p, NULL), FHR_OK);
     fhr_controller *c;
     cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
-    engine_thread t[2] = {{b, c, keys, 0, FHR_OK, 0, 0}, {b, c, keys, 3, FHR_OK, 0, 0}};
+    gate g = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+    engine_thread t[2] = {{&g, b, c, keys, 0, FHR_OK, 0, 0}, {&g, b, c, keys, 3, FHR_OK, 0, 0}};
     pthread_t th[2];
     for (int i = 0; i < 2; i++)
         cr_assert_eq(pthread_create(&th[i], NULL, engine_main, &t[i]), 0);
+    struct timespec later = {0, 50 * 1000 * 1000};
+    nanosleep(&later, NULL);
+    pthread_mutex_lock(&g.mu);
+    g.open = 1;
+    pthread_cond_broadcast(&g.cv);
+    pthread_mutex_unlock(&g.mu);
     for (int i = 0; i < 2; i++)
         pthread_join(th[i], NULL);
     for (int i = 0; i < 2; i++)
