@@ -42,6 +42,7 @@ typedef struct cu {
     fhr_backend base;
     int ndev;
     cudaMemPool_t pool[FHR_MAX_CUDA_DEVICES];
+    uint64_t granule[FHR_MAX_CUDA_DEVICES]; /* what the pool maps for a 1-byte allocation */
     _Atomic uint64_t next_stream_id;
     _Atomic uint64_t host_used;
     pthread_mutex_t peer_mu;
@@ -453,18 +454,22 @@ static fhr_status cu_stream_wait_event(fhr_backend *b, fhr_stream *s, fhr_event 
 static void observe_device(cu *c, int dev, fhr_observation *out)
 {
     size_t free_b = 0, total_b = 0;
-    uint64_t used = 0, reserved = 0;
+    uint64_t used = 0, reserved = 0, used_high = 0, reserved_high = 0;
+    cudaMemPool_t p = c->pool[dev];
     if (cudaSetDevice(dev) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess ||
-        cudaMemPoolGetAttribute(c->pool[dev], cudaMemPoolAttrUsedMemCurrent, &used) !=
-            cudaSuccess ||
-        cudaMemPoolGetAttribute(c->pool[dev], cudaMemPoolAttrReservedMemCurrent, &reserved) !=
-            cudaSuccess)
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrUsedMemHigh, &used_high) != cudaSuccess ||
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrReservedMemHigh, &reserved_high) != cudaSuccess)
         return;
     out->valid = 1;
     out->device_free_bytes = free_b;
     out->device_total_bytes = total_b;
     out->pool_used_bytes = used;
     out->pool_reserved_bytes = reserved;
+    out->pool_used_high_bytes = used_high;
+    out->pool_reserved_high_bytes = reserved_high;
+    out->pool_granule_bytes = c->granule[dev];
     if (c->nvml && c->pci[dev][0] &&
         nvml_memory(c->nvml, c->pci[dev], &out->nvml_used_bytes, &out->nvml_total_bytes) == 0)
         out->nvml_valid = 1;
@@ -480,9 +485,12 @@ static void cu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
         observe_device(c, loc.index, out);
     } else if (loc.kind == FHR_LOC_PINNED) {
         pin_stats(c->pinned, &out->pool_used_bytes, &out->pool_reserved_bytes);
+        out->pool_used_high_bytes = out->pool_used_bytes; /* no high-water mark kept */
+        out->pool_reserved_high_bytes = out->pool_reserved_bytes;
         out->valid = 1;
     } else {
         out->pool_used_bytes = out->pool_reserved_bytes = atomic_load(&c->host_used);
+        out->pool_used_high_bytes = out->pool_reserved_high_bytes = out->pool_used_bytes;
         out->valid = 1;
     }
 }
@@ -536,6 +544,28 @@ static int copy_threads_from_env(void)
     return n >= 1 && n <= 64 ? n : 4;
 }
 
+/* The pool's growth granule: it maps device memory in whole granules (32 MiB on the
+ * drivers measured), so what it holds is what it hands out rounded up to one. Measured
+ * once on the fresh pool (a 1-byte allocation), which is then trimmed back to nothing
+ * and its high-water marks reset. */
+static fhr_status measure_granule(cu *c, int d, fhr_error *err)
+{
+    void *p = NULL;
+    uint64_t g = 0, zero = 0;
+    CU_TRY(cudaMallocFromPoolAsync(&p, 1, c->pool[d], 0), "cudaMallocFromPoolAsync (granule)");
+    cudaError_t e = cudaMemPoolGetAttribute(c->pool[d], cudaMemPoolAttrReservedMemCurrent, &g);
+    cudaFreeAsync(p, 0);
+    CU_TRY(e, "cudaMemPoolGetAttribute (granule)");
+    CU_TRY(cudaStreamSynchronize(0), "cudaStreamSynchronize (granule)");
+    CU_TRY(cudaMemPoolTrimTo(c->pool[d], 0), "cudaMemPoolTrimTo (granule)");
+    CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrUsedMemHigh, &zero),
+           "cudaMemPoolSetAttribute (used high-water mark)");
+    CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrReservedMemHigh, &zero),
+           "cudaMemPoolSetAttribute (reserved high-water mark)");
+    c->granule[d] = g;
+    return FHR_OK;
+}
+
 /* A pool of our own per device (cudaMemPoolCreate): the device's default pool, which
  * the engine allocates from, and its attributes stay untouched, and our pool's
  * statistics count fheplan's bytes alone. Ours keeps freed memory (release threshold
@@ -553,6 +583,10 @@ static fhr_status setup_pools(cu *c, fhr_error *err)
         CU_TRY(cudaMemPoolCreate(&c->pool[d], &props), "cudaMemPoolCreate");
         CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrReleaseThreshold, &keep),
                "cudaMemPoolSetAttribute (release threshold of fheplan's pool)");
+        CU_TRY(cudaSetDevice(d), "cudaSetDevice");
+        fhr_status st = measure_granule(c, d, err);
+        if (st)
+            return st;
     }
     return FHR_OK;
 }

@@ -23,6 +23,7 @@ typedef struct emu_op {
     const void *src;
     size_t n;
     fhr_location loc; /* OP_FREE: where the bytes are accounted */
+    fhr_stream *queue; /* OP_FREE: the stream that runs it (its reuse credit) */
     fhr_host_fn fn;
     emu_marker *marker; /* OP_RECORD, OP_WAIT */
 } emu_op;
@@ -40,6 +41,10 @@ struct fhr_stream {
     emu_op *head, *tail;
     uint64_t enqueued, completed;
     int stop;
+    /* Device bytes freed on this stream but not yet released (their frees still queued):
+     * an allocation on the same stream reuses them, as a stream-ordered pool does.
+     * Guarded by emu.mu. */
+    uint64_t credit[FHR_LOC_SLOTS];
 };
 
 struct fhr_event {
@@ -52,6 +57,7 @@ struct emu {
     uint64_t capacity; /* per device; 0 = unlimited */
     pthread_mutex_t mu; /* accounting and stream ids */
     uint64_t used[FHR_LOC_SLOTS];
+    uint64_t used_high[FHR_LOC_SLOTS];
     uint64_t next_stream_id;
     pthread_mutex_t sync_mu; /* markers and events */
     pthread_cond_t sync_cv;  /* broadcast when any marker completes */
@@ -79,6 +85,18 @@ static void unaccount(emu *e, fhr_location loc, size_t n)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* A queued device free runs: the bytes of it that no later allocation on its stream has
+ * reused (the stream's credit) go back; the reused ones stay counted for their new owner. */
+static void release_freed(emu *e, fhr_stream *q, fhr_location loc, size_t n)
+{
+    int slot = fhr_loc_slot(loc);
+    pthread_mutex_lock(&e->mu);
+    uint64_t back = q->credit[slot] < n ? q->credit[slot] : n;
+    q->credit[slot] -= back;
+    e->used[slot] -= back;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void marker_unref_locked(emu_marker *m)
 {
     if (m && --m->refs == 0)
@@ -95,7 +113,10 @@ static void run_op(emu *e, emu_op *op)
         break;
     case OP_FREE:
         free(op->dst);
-        unaccount(e, op->loc, op->n);
+        if (op->queue)
+            release_freed(e, op->queue, op->loc, op->n);
+        else
+            unaccount(e, op->loc, op->n);
         break;
     case OP_HOST:
         op->fn(op->dst);
@@ -180,25 +201,38 @@ static fhr_status emu_alloc(fhr_backend *b, fhr_location loc, size_t nbytes, fhr
                             void **out, fhr_error *err)
 {
     emu *e = E(b);
-    (void)s; /* memory exists at once; stream order only matters for free */
+    /* memory exists at once; on a device, bytes whose free is queued on the same stream
+     * are reused (stream order makes them free by the time the new owner runs) */
     fhr_status st = check_loc(e, loc, err);
     if (st)
         return st;
     if (nbytes == 0 || !out)
         return fhr_fail(err, FHR_E_INVALID, "emu: alloc needs a non-zero size and an out pointer");
     int slot = fhr_loc_slot(loc);
+    fhr_stream *q = loc.kind == FHR_LOC_CUDA ? R(s) : NULL;
     pthread_mutex_lock(&e->mu);
+    uint64_t reuse = q ? (q->credit[slot] < nbytes ? q->credit[slot] : nbytes) : 0;
+    uint64_t more = nbytes - reuse;
     int full = loc.kind == FHR_LOC_CUDA && e->capacity &&
-               (e->used[slot] > e->capacity || nbytes > e->capacity - e->used[slot]);
-    if (!full)
-        e->used[slot] += nbytes;
+               (e->used[slot] > e->capacity || more > e->capacity - e->used[slot]);
+    if (!full) {
+        if (q)
+            q->credit[slot] -= reuse;
+        e->used[slot] += more;
+        if (e->used[slot] > e->used_high[slot])
+            e->used_high[slot] = e->used[slot];
+    }
     pthread_mutex_unlock(&e->mu);
     if (full)
         return fhr_fail(err, FHR_E_BACKEND, "out of memory on emu cuda:%d (%zu bytes asked)",
                         loc.index, nbytes);
     void *p = malloc(nbytes);
     if (!p) {
-        unaccount(e, loc, nbytes);
+        pthread_mutex_lock(&e->mu);
+        if (q)
+            q->credit[slot] += reuse;
+        e->used[slot] -= more;
+        pthread_mutex_unlock(&e->mu);
         return fhr_fail(err, FHR_E_BACKEND, "emu: host malloc of %zu bytes failed", nbytes);
     }
     *out = p;
@@ -221,6 +255,12 @@ static void emu_free(fhr_backend *b, fhr_location loc, void *p, size_t nbytes, f
     op->dst = p;
     op->n = nbytes;
     op->loc = loc;
+    if (loc.kind == FHR_LOC_CUDA) { /* reusable by later allocations on this stream */
+        op->queue = R(s);
+        pthread_mutex_lock(&e->mu);
+        op->queue->credit[fhr_loc_slot(loc)] += nbytes;
+        pthread_mutex_unlock(&e->mu);
+    }
     enqueue(s, op);
 }
 
@@ -420,11 +460,13 @@ static void emu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
     if (check_loc(e, loc, NULL))
         return;
     pthread_mutex_lock(&e->mu);
-    uint64_t used = e->used[fhr_loc_slot(loc)];
+    uint64_t used = e->used[fhr_loc_slot(loc)], high = e->used_high[fhr_loc_slot(loc)];
     pthread_mutex_unlock(&e->mu);
     out->valid = 1;
     out->pool_used_bytes = used;
     out->pool_reserved_bytes = used;
+    out->pool_used_high_bytes = high;
+    out->pool_reserved_high_bytes = high;
     if (loc.kind == FHR_LOC_CUDA && e->capacity) {
         out->device_total_bytes = e->capacity;
         out->device_free_bytes = used < e->capacity ? e->capacity - used : 0;

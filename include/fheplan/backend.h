@@ -20,6 +20,9 @@ typedef struct fhr_observation {
     uint64_t device_total_bytes;
     uint64_t pool_used_bytes;    /* bytes handed out by our pool for this location */
     uint64_t pool_reserved_bytes;/* bytes the pool holds from the system (arenas, cached blocks) */
+    uint64_t pool_used_high_bytes;     /* the most pool_used_bytes has been (since creation) */
+    uint64_t pool_reserved_high_bytes; /* the most pool_reserved_bytes has been */
+    uint64_t pool_granule_bytes; /* the unit the pool grows by (CUDA: measured); 0: none */
     int nvml_valid;              /* 1: NVML (loaded with dlopen when present) answered */
     uint64_t nvml_used_bytes;    /* device memory in use by every process and context */
     uint64_t nvml_total_bytes;

@@ -447,7 +447,11 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
         double predicted = check_bytes(path);
         unlink(path);
 
-        fhr_backend *b = emu_backend(1);
+        /* a device no larger than the budget: each victim's free is ordered on the stream
+         * that allocates the next key, so the pool reuses it (a free ordered anywhere else
+         * would need more device than the budget, and the load would fail) */
+        fhr_backend *b = NULL;
+        cr_assert_eq(fhr_backend_emu_create(1, (uint64_t)nk * KEY, &b, NULL), FHR_OK);
         fhr_budget bud = {fhr_loc_cuda(0), (uint64_t)nk * KEY};
         fhr_manager *m = new_manager(b, &bud, 1);
         fhr_handle keys[14];
@@ -503,7 +507,13 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
                      (unsigned long long)bytes, predicted);
         fhr_snapshot *s;
         cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
-        cr_assert_leq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->peak_charged_bytes, (uint64_t)nk * KEY);
+        const fhr_loc_stats *ls = fhr_snapshot_loc(s, fhr_loc_cuda(0));
+        cr_assert_leq(ls->peak_charged_bytes, (uint64_t)nk * KEY);
+        cr_assert(ls->obs.valid);
+        cr_assert_leq(ls->obs.pool_used_high_bytes, (uint64_t)nk * KEY,
+                      "%d keys: the device held %llu bytes at most", nk,
+                      (unsigned long long)ls->obs.pool_used_high_bytes);
+        cr_assert_eq(ls->obs.pool_used_high_bytes, ls->peak_charged_bytes);
         fhr_snapshot_free(s);
         if (nk == 14)
             cr_assert_eq(waits, 0, "all keys fit: no wait");
