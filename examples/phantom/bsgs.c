@@ -159,12 +159,25 @@ static void pass_breakdown(int p, int streamed, run_out *r)
     }
 }
 
-/* The transform with whatever keys the tables point at (Phantom's own). */
-static void run_resident(ph_engine *e, run_out *r)
+/* Copies beside a pass (the control run): pinned keys to a device scratch buffer on a
+ * stream of their own, with no fheplan, as many as a pass with every key loaded moves. */
+typedef struct copies_beside {
+    cudaStream_t st;
+    void *scratch;
+    void **pinned;
+    size_t key_bytes;
+} copies_beside;
+
+/* The transform with whatever keys the tables point at (Phantom's own); with cb, the
+ * copies run beside each pass. */
+static void run_resident(ph_engine *e, const copies_beside *cb, run_out *r)
 {
     memset(r, 0, sizeof *r);
     for (int p = 0; p < PH_PASSES; p++) {
         double t0 = now_s();
+        for (int k = 0; cb && k < PH_KEYS; k++)
+            cudaMemcpyAsync(cb->scratch, cb->pinned[k], cb->key_bytes, cudaMemcpyHostToDevice,
+                            cb->st);
         ev_rec(pev[p].start);
         PH(ph_pass_begin(e, p, msg, sizeof msg));
         for (int u = 0; u < PH_USES; u++) {
@@ -177,6 +190,8 @@ static void run_resident(ph_engine *e, run_out *r)
         ev_rec(pev[p].z);
         PH(ph_sync(msg, sizeof msg));
         r->pass_s[p] = now_s() - t0;
+        if (cb)
+            cudaStreamSynchronize(cb->st);
         pass_breakdown(p, 0, r);
     }
     PH(ph_results(e, &r->words, &r->nwords, msg, sizeof msg));
@@ -354,10 +369,41 @@ int main(int argc, char **argv)
     memset(&ref, 0, sizeof ref);
     for (int rep = 0; rep < reps; rep++) {
         free(ref.words);
-        run_resident(e, &ref);
+        run_resident(e, NULL, &ref);
     }
     printf("resident keys: pass times %.2f / %.2f ms, slots within %.3g of the host transform (%s)\n",
            ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3, ref.max_err, verdict(ref.max_err < TOLERANCE));
+    /* The control: the same resident passes with a pass's worth of key copies running
+     * beside them, fheplan out of the picture: what the copies alone cost the kernels. */
+    copies_beside cb = {NULL, NULL, pinned, key_bytes};
+    double slow_per_byte = 0, ctl_ms[PH_PASSES] = {0, 0};
+    if (cudaStreamCreateWithFlags(&cb.st, cudaStreamNonBlocking) == cudaSuccess &&
+        cudaMalloc(&cb.scratch, key_bytes) == cudaSuccess) {
+        run_out ctl;
+        memset(&ctl, 0, sizeof ctl);
+        double extra = 0;
+        for (int rep = 0; rep < reps; rep++) {
+            free(ctl.words);
+            run_resident(e, &cb, &ctl);
+        }
+        for (int p = 0; p < PH_PASSES; p++) {
+            ctl_ms[p] = ctl.pass_s[p] * 1e3;
+            extra += ctl.pass_s[p] - ref.pass_s[p];
+        }
+        slow_per_byte = extra / (PH_PASSES * (double)PH_KEYS * (double)key_bytes);
+        printf("control, resident keys with %d key copies (%.2f GB) beside each pass on another "
+               "stream, no fheplan: pass times %.2f / %.2f ms, %+.2f / %+.2f ms: the copies slow "
+               "the kernels by %.2f ms per GB copied\n",
+               PH_KEYS, PH_KEYS * (double)key_bytes / 1e9, ctl_ms[0], ctl_ms[1],
+               ctl_ms[0] - ref.pass_s[0] * 1e3, ctl_ms[1] - ref.pass_s[1] * 1e3,
+               slow_per_byte * 1e3 * 1e9);
+        free(ctl.words);
+        cudaFree(cb.scratch);
+        cudaStreamDestroy(cb.st);
+    } else {
+        printf("control: no stream or scratch buffer for the copies (%s)\n",
+               cudaGetErrorString(cudaGetLastError()));
+    }
     PH(ph_release_keys(e, msg, sizeof msg));
 
     char path[4096];
@@ -368,9 +414,10 @@ int main(int argc, char **argv)
         return 2;
     }
     fprintf(js, "{\"key_bytes\": %llu, \"pinned_gbps\": %.3f, \"resident_pass_ms\": [%.3f, %.3f],"
-                " \"resident_max_err\": %.3g, \"budgets\": [",
+                " \"resident_max_err\": %.3g, \"control_pass_ms\": [%.3f, %.3f],"
+                " \"copy_slowdown_ms_per_gb\": %.4f, \"budgets\": [",
             (unsigned long long)key_bytes, bw / 1e9, ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3,
-            ref.max_err);
+            ref.max_err, ctl_ms[0], ctl_ms[1], slow_per_byte * 1e12);
     int all_ok = self_err < TOLERANCE && ref.max_err < TOLERANCE, all_exact = all_ok;
     for (int bi = 0; bi < nbudgets; bi++) {
         int nk = budgets[bi] > 0 && budgets[bi] < PH_KEYS ? budgets[bi] : PH_KEYS;
@@ -440,6 +487,12 @@ int main(int argc, char **argv)
                    verdict(ratio <= RATIO_LIMIT));
             printf("    %.3fx max(resident + %.2f ms for the first key, which nothing can hide, "
                    "transfers): %s\n", ratio_exact, first * 1e3, verdict(ratio_exact <= RATIO_LIMIT));
+            /* and with what the control measured the same bytes cost the kernels */
+            double slow = slow_per_byte * (double)r.bytes[p];
+            double yard_ctl = ref.pass_s[p] + first + slow > xfer ? ref.pass_s[p] + first + slow : xfer;
+            printf("    %.3fx max(resident + the first key + %.2f ms by which the control's copies "
+                   "slow the kernels for these bytes, transfers)\n", r.pass_s[p] / yard_ctl,
+                   slow * 1e3);
             double stall = 0, work = 0, work_ref = 0, most = 0;
             int most_u = 0, nstall = 0;
             for (int u = 0; u < PH_USES; u++) {
@@ -454,9 +507,10 @@ int main(int argc, char **argv)
             }
             printf("    breakdown (GPU timing events): the GPU waited %.2f ms for keys (%d uses over "
                    "0.05 ms, at most %.2f ms before use %d); the uses' work took %.2f ms, %+.2f ms "
-                   "against resident keys; pass begin and end %+.2f ms; the host spent %.2f ms in "
-                   "fhr_use_begin (%llu forced waits)\n",
+                   "against resident keys (%.2f ms per GB copied); pass begin and end %+.2f ms; "
+                   "the host spent %.2f ms in fhr_use_begin (%llu forced waits)\n",
                    stall, nstall, most, most_u, work, work - work_ref,
+                   r.bytes[p] ? (work - work_ref) / ((double)r.bytes[p] / 1e9) : 0.0,
                    r.edge_ms[p] - ref.edge_ms[p], r.host_wait_ms[p],
                    (unsigned long long)r.pass_waits[p]);
             printf("    per use, GPU wait + extra work (ms):");
@@ -466,10 +520,12 @@ int main(int argc, char **argv)
             fprintf(js, "%s{\"ms\": %.3f, \"resident_ms\": %.3f, \"transfer_ms\": %.3f, \"bytes\": %llu,"
                         " \"ratio\": %.4f, \"first_load_ms\": %.3f, \"ratio_exact\": %.4f,"
                         " \"gpu_wait_ms\": %.3f, \"work_ms\": %.3f, \"resident_work_ms\": %.3f,"
-                        " \"host_in_begin_ms\": %.3f, \"waits\": %llu, \"use_gpu_wait_ms\": [",
+                        " \"host_in_begin_ms\": %.3f, \"waits\": %llu, \"copy_slowdown_ms\": %.3f,"
+                        " \"use_gpu_wait_ms\": [",
                     p ? ", " : "", r.pass_s[p] * 1e3, ref.pass_s[p] * 1e3, xfer * 1e3,
                     (unsigned long long)r.bytes[p], ratio, first * 1e3, ratio_exact, stall, work,
-                    work_ref, r.host_wait_ms[p], (unsigned long long)r.pass_waits[p]);
+                    work_ref, r.host_wait_ms[p], (unsigned long long)r.pass_waits[p],
+                    slow_per_byte * (double)r.bytes[p] * 1e3);
             for (int u = 0; u < PH_USES; u++)
                 fprintf(js, "%s%.3f", u ? ", " : "", r.stall_ms[p][u]);
             fprintf(js, "], \"use_extra_work_ms\": [");
