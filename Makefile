@@ -45,7 +45,7 @@ TEST_LIBS  := -lcriterion
 .DEFAULT_GOAL := all
 # Each piece by name: a missing file stops the build instead of dropping its suite.
 MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
-            mk/mpi.mk mk/tools.mk mk/vm.mk
+            mk/mpi.mk mk/phantom.mk mk/tools.mk mk/vm.mk
 include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
@@ -153,7 +153,7 @@ sanitize: deps
 # (tests/tsan/) and run in one process.
 TSAN_UNIT := tests/unit/test_controller_threads.c tests/unit/test_emu.c tests/unit/test_fault.c \
              tests/unit/test_lease.c tests/unit/test_lock.c tests/unit/test_reentrancy.c \
-             tests/unit/test_stress.c
+             tests/unit/test_stress.c tests/unit/test_engine.c tests/unit/test_engine_threads.c
 TSAN_SRCS  = $(TSAN_UNIT) tests/tsan/main.c
 $(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC)
 	@mkdir -p $(dir $@)

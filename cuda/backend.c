@@ -98,3 +98,30 @@ fhr_status fhr_launch_host(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *
         return fhr_fail(err, FHR_E_INVALID, "launch_host: NULL backend, stream or function");
     return b->ops->launch_host(b, s, fn, arg, err);
 }
+
+fhr_status fhr_stream_wrap(fhr_backend *b, fhr_location loc, void *native, fhr_stream **out,
+                           fhr_error *err)
+{
+    if (!b || !out)
+        return fhr_fail(err, FHR_E_INVALID, "stream_wrap: NULL backend or out pointer");
+    *out = NULL;
+    if (!b->ops->stream_wrap)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "stream_wrap: the %s backend has no native streams",
+                        b->ops->name);
+    return b->ops->stream_wrap(b, loc, native, out, err);
+}
+
+fhr_status fhr_stream_native(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                             fhr_error *err)
+{
+    if (!b || !s || !native)
+        return fhr_fail(err, FHR_E_INVALID, "stream_native: NULL backend, stream or out pointer");
+    if (!b->ops->stream_native)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "stream_native: the %s backend has no native streams",
+                        b->ops->name);
+    int dev = 0;
+    fhr_status st = b->ops->stream_native(b, s, native, &dev, err);
+    if (st == FHR_OK && device)
+        *device = dev;
+    return st;
+}

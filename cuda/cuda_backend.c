@@ -1,5 +1,6 @@
-/* cuda/cuda_backend.c — the real CUDA backend: stream-ordered device pools, the ops
- * table, streams, events, copies and observations (CUDA runtime API, plain C). */
+/* cuda/cuda_backend.c — the real CUDA backend: a private stream-ordered pool per device,
+ * the ops table, streams (own ones and views of the engine's), events, copies and
+ * observations (CUDA runtime API, plain C). */
 #include "fheplan/backend.h"
 #include "base/error.h"
 
@@ -25,6 +26,7 @@ struct fhr_stream {
     cudaStream_t st;
     int dev;
     uint64_t id;
+    int view; /* fhr_stream_wrap: the engine owns st; destroying the view leaves it alone */
 };
 
 /* CUDA records an event only on a stream of the event's device, so an fhr_event
@@ -40,6 +42,7 @@ typedef struct cu {
     fhr_backend base;
     int ndev;
     cudaMemPool_t pool[FHR_MAX_CUDA_DEVICES];
+    uint64_t granule[FHR_MAX_CUDA_DEVICES]; /* what the pool maps for a 1-byte allocation */
     _Atomic uint64_t next_stream_id;
     _Atomic uint64_t host_used;
     pthread_mutex_t peer_mu;
@@ -296,6 +299,10 @@ static void cu_stream_destroy(fhr_backend *b, fhr_stream *s)
     (void)b;
     if (!s)
         return;
+    if (s->view) {
+        free(s);
+        return;
+    }
     cudaSetDevice(s->dev);
     cudaStreamSynchronize(s->st);
     cudaStreamDestroy(s->st);
@@ -324,6 +331,48 @@ static uint64_t cu_stream_id(fhr_backend *b, fhr_stream *s)
 {
     (void)b;
     return s ? s->id : 0;
+}
+
+/* A view of an engine's stream. The special handles (0: the legacy default stream,
+ * cudaStreamLegacy, cudaStreamPerThread) name a stream per call: the per-thread one is
+ * the stream of whichever thread makes the call that enqueues. */
+static fhr_status cu_stream_wrap(fhr_backend *b, fhr_location loc, void *native,
+                                 fhr_stream **out, fhr_error *err)
+{
+    cu *c = C(b);
+    fhr_status st = check_loc(c, loc, err);
+    if (st)
+        return st;
+    if (loc.kind != FHR_LOC_CUDA)
+        return fhr_fail(err, FHR_E_LOCATION, "cuda: stream_wrap needs a cuda:N location");
+    cudaStream_t ns = (cudaStream_t)native;
+    if (ns && ns != cudaStreamLegacy && ns != cudaStreamPerThread) {
+        int dev = -1;
+        CU_TRY(cudaStreamGetDevice(ns, &dev), "cudaStreamGetDevice (stream_wrap)");
+        if (dev != loc.index)
+            return fhr_fail(err, FHR_E_LOCATION,
+                            "cuda: stream_wrap: the stream belongs to cuda:%d, not cuda:%d", dev,
+                            loc.index);
+    }
+    fhr_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a stream view");
+    s->st = ns;
+    s->dev = loc.index;
+    s->view = 1;
+    s->id = atomic_fetch_add(&c->next_stream_id, 1) + 1;
+    *out = s;
+    return FHR_OK;
+}
+
+static fhr_status cu_stream_native(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                                   fhr_error *err)
+{
+    (void)b;
+    (void)err;
+    *native = (void *)s->st;
+    *device = s->dev;
+    return FHR_OK;
 }
 
 /* ---- events ------------------------------------------------------------------------ */
@@ -431,18 +480,22 @@ static fhr_status cu_stream_wait_event(fhr_backend *b, fhr_stream *s, fhr_event 
 static void observe_device(cu *c, int dev, fhr_observation *out)
 {
     size_t free_b = 0, total_b = 0;
-    uint64_t used = 0, reserved = 0;
+    uint64_t used = 0, reserved = 0, used_high = 0, reserved_high = 0;
+    cudaMemPool_t p = c->pool[dev];
     if (cudaSetDevice(dev) != cudaSuccess || cudaMemGetInfo(&free_b, &total_b) != cudaSuccess ||
-        cudaMemPoolGetAttribute(c->pool[dev], cudaMemPoolAttrUsedMemCurrent, &used) !=
-            cudaSuccess ||
-        cudaMemPoolGetAttribute(c->pool[dev], cudaMemPoolAttrReservedMemCurrent, &reserved) !=
-            cudaSuccess)
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrUsedMemCurrent, &used) != cudaSuccess ||
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrReservedMemCurrent, &reserved) != cudaSuccess ||
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrUsedMemHigh, &used_high) != cudaSuccess ||
+        cudaMemPoolGetAttribute(p, cudaMemPoolAttrReservedMemHigh, &reserved_high) != cudaSuccess)
         return;
     out->valid = 1;
     out->device_free_bytes = free_b;
     out->device_total_bytes = total_b;
     out->pool_used_bytes = used;
     out->pool_reserved_bytes = reserved;
+    out->pool_used_high_bytes = used_high;
+    out->pool_reserved_high_bytes = reserved_high;
+    out->pool_granule_bytes = c->granule[dev];
     if (c->nvml && c->pci[dev][0] &&
         nvml_memory(c->nvml, c->pci[dev], &out->nvml_used_bytes, &out->nvml_total_bytes) == 0)
         out->nvml_valid = 1;
@@ -458,9 +511,12 @@ static void cu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
         observe_device(c, loc.index, out);
     } else if (loc.kind == FHR_LOC_PINNED) {
         pin_stats(c->pinned, &out->pool_used_bytes, &out->pool_reserved_bytes);
+        out->pool_used_high_bytes = out->pool_used_bytes; /* no high-water mark kept */
+        out->pool_reserved_high_bytes = out->pool_reserved_bytes;
         out->valid = 1;
     } else {
         out->pool_used_bytes = out->pool_reserved_bytes = atomic_load(&c->host_used);
+        out->pool_used_high_bytes = out->pool_reserved_high_bytes = out->pool_used_bytes;
         out->valid = 1;
     }
 }
@@ -477,6 +533,9 @@ static void cu_destroy(fhr_backend *b)
             cudaDeviceSynchronize();
     stager_set_destroy(c->stagers);
     copy_pool_destroy(c->copiers);
+    for (int d = 0; d < c->ndev; d++)
+        if (c->pool[d])
+            cudaMemPoolDestroy(c->pool[d]); /* ours alone: created in setup_pools */
     pin_pool_destroy(c->pinned);
     nvml_close(c->nvml);
     pthread_mutex_destroy(&c->peer_mu);
@@ -502,6 +561,8 @@ static const fhr_backend_ops cuda_ops = {
     .observe = cu_observe,
     .stream_id = cu_stream_id,
     .destroy = cu_destroy,
+    .stream_wrap = cu_stream_wrap,
+    .stream_native = cu_stream_native,
 };
 
 static int copy_threads_from_env(void)
@@ -511,14 +572,49 @@ static int copy_threads_from_env(void)
     return n >= 1 && n <= 64 ? n : 4;
 }
 
-/* Keeps freed device memory in each default pool instead of returning it at sync. */
+/* The pool's growth granule: it maps device memory in whole granules (32 MiB on the
+ * drivers measured), so what it holds is what it hands out rounded up to one. Measured
+ * once on the fresh pool (a 1-byte allocation), which is then trimmed back to nothing
+ * and its high-water marks reset. */
+static fhr_status measure_granule(cu *c, int d, fhr_error *err)
+{
+    void *p = NULL;
+    uint64_t g = 0, zero = 0;
+    CU_TRY(cudaMallocFromPoolAsync(&p, 1, c->pool[d], 0), "cudaMallocFromPoolAsync (granule)");
+    cudaError_t e = cudaMemPoolGetAttribute(c->pool[d], cudaMemPoolAttrReservedMemCurrent, &g);
+    cudaFreeAsync(p, 0);
+    CU_TRY(e, "cudaMemPoolGetAttribute (granule)");
+    CU_TRY(cudaStreamSynchronize(0), "cudaStreamSynchronize (granule)");
+    CU_TRY(cudaMemPoolTrimTo(c->pool[d], 0), "cudaMemPoolTrimTo (granule)");
+    CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrUsedMemHigh, &zero),
+           "cudaMemPoolSetAttribute (used high-water mark)");
+    CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrReservedMemHigh, &zero),
+           "cudaMemPoolSetAttribute (reserved high-water mark)");
+    c->granule[d] = g;
+    return FHR_OK;
+}
+
+/* A pool of our own per device (cudaMemPoolCreate): the device's default pool, which
+ * the engine allocates from, and its attributes stay untouched, and our pool's
+ * statistics count fheplan's bytes alone. Ours keeps freed memory (release threshold
+ * at its maximum) instead of returning it at every synchronisation. */
 static fhr_status setup_pools(cu *c, fhr_error *err)
 {
     uint64_t keep = UINT64_MAX;
     for (int d = 0; d < c->ndev; d++) {
-        CU_TRY(cudaDeviceGetDefaultMemPool(&c->pool[d], d), "cudaDeviceGetDefaultMemPool");
+        struct cudaMemPoolProps props;
+        memset(&props, 0, sizeof props);
+        props.allocType = cudaMemAllocationTypePinned;
+        props.handleTypes = cudaMemHandleTypeNone;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = d;
+        CU_TRY(cudaMemPoolCreate(&c->pool[d], &props), "cudaMemPoolCreate");
         CU_TRY(cudaMemPoolSetAttribute(c->pool[d], cudaMemPoolAttrReleaseThreshold, &keep),
-               "cudaMemPoolSetAttribute (release threshold)");
+               "cudaMemPoolSetAttribute (release threshold of fheplan's pool)");
+        CU_TRY(cudaSetDevice(d), "cudaSetDevice");
+        fhr_status st = measure_granule(c, d, err);
+        if (st)
+            return st;
     }
     return FHR_OK;
 }

@@ -23,6 +23,7 @@ typedef struct emu_op {
     const void *src;
     size_t n;
     fhr_location loc; /* OP_FREE: where the bytes are accounted */
+    fhr_stream *queue; /* OP_FREE: the stream that runs it (its reuse credit) */
     fhr_host_fn fn;
     emu_marker *marker; /* OP_RECORD, OP_WAIT */
 } emu_op;
@@ -33,12 +34,17 @@ struct fhr_stream {
     emu *owner;
     fhr_location loc;
     uint64_t id;
+    fhr_stream *target; /* a view (fhr_stream_wrap): the stream all its work goes to */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;    /* signalled on enqueue, completion and stop */
     emu_op *head, *tail;
     uint64_t enqueued, completed;
     int stop;
+    /* Device bytes freed on this stream but not yet released (their frees still queued):
+     * an allocation on the same stream reuses them, as a stream-ordered pool does.
+     * Guarded by emu.mu. */
+    uint64_t credit[FHR_LOC_SLOTS];
 };
 
 struct fhr_event {
@@ -51,6 +57,7 @@ struct emu {
     uint64_t capacity; /* per device; 0 = unlimited */
     pthread_mutex_t mu; /* accounting and stream ids */
     uint64_t used[FHR_LOC_SLOTS];
+    uint64_t used_high[FHR_LOC_SLOTS];
     uint64_t next_stream_id;
     pthread_mutex_t sync_mu; /* markers and events */
     pthread_cond_t sync_cv;  /* broadcast when any marker completes */
@@ -78,6 +85,18 @@ static void unaccount(emu *e, fhr_location loc, size_t n)
     pthread_mutex_unlock(&e->mu);
 }
 
+/* A queued device free runs: the bytes of it that no later allocation on its stream has
+ * reused (the stream's credit) go back; the reused ones stay counted for their new owner. */
+static void release_freed(emu *e, fhr_stream *q, fhr_location loc, size_t n)
+{
+    int slot = fhr_loc_slot(loc);
+    pthread_mutex_lock(&e->mu);
+    uint64_t back = q->credit[slot] < n ? q->credit[slot] : n;
+    q->credit[slot] -= back;
+    e->used[slot] -= back;
+    pthread_mutex_unlock(&e->mu);
+}
+
 static void marker_unref_locked(emu_marker *m)
 {
     if (m && --m->refs == 0)
@@ -94,7 +113,10 @@ static void run_op(emu *e, emu_op *op)
         break;
     case OP_FREE:
         free(op->dst);
-        unaccount(e, op->loc, op->n);
+        if (op->queue)
+            release_freed(e, op->queue, op->loc, op->n);
+        else
+            unaccount(e, op->loc, op->n);
         break;
     case OP_HOST:
         op->fn(op->dst);
@@ -140,9 +162,13 @@ static void *stream_main(void *arg)
     return NULL;
 }
 
+/* The stream that runs a stream's work: a view's target, else the stream itself. */
+static fhr_stream *R(fhr_stream *s) { return s && s->target ? s->target : s; }
+
 /* Takes ownership of op (heap-allocated) and queues it behind earlier work. */
 static void enqueue(fhr_stream *s, emu_op *op)
 {
+    s = R(s);
     op->next = NULL;
     pthread_mutex_lock(&s->mu);
     if (s->tail)
@@ -175,25 +201,38 @@ static fhr_status emu_alloc(fhr_backend *b, fhr_location loc, size_t nbytes, fhr
                             void **out, fhr_error *err)
 {
     emu *e = E(b);
-    (void)s; /* memory exists at once; stream order only matters for free */
+    /* memory exists at once; on a device, bytes whose free is queued on the same stream
+     * are reused (stream order makes them free by the time the new owner runs) */
     fhr_status st = check_loc(e, loc, err);
     if (st)
         return st;
     if (nbytes == 0 || !out)
         return fhr_fail(err, FHR_E_INVALID, "emu: alloc needs a non-zero size and an out pointer");
     int slot = fhr_loc_slot(loc);
+    fhr_stream *q = loc.kind == FHR_LOC_CUDA ? R(s) : NULL;
     pthread_mutex_lock(&e->mu);
+    uint64_t reuse = q ? (q->credit[slot] < nbytes ? q->credit[slot] : nbytes) : 0;
+    uint64_t more = nbytes - reuse;
     int full = loc.kind == FHR_LOC_CUDA && e->capacity &&
-               (e->used[slot] > e->capacity || nbytes > e->capacity - e->used[slot]);
-    if (!full)
-        e->used[slot] += nbytes;
+               (e->used[slot] > e->capacity || more > e->capacity - e->used[slot]);
+    if (!full) {
+        if (q)
+            q->credit[slot] -= reuse;
+        e->used[slot] += more;
+        if (e->used[slot] > e->used_high[slot])
+            e->used_high[slot] = e->used[slot];
+    }
     pthread_mutex_unlock(&e->mu);
     if (full)
         return fhr_fail(err, FHR_E_BACKEND, "out of memory on emu cuda:%d (%zu bytes asked)",
                         loc.index, nbytes);
     void *p = malloc(nbytes);
     if (!p) {
-        unaccount(e, loc, nbytes);
+        pthread_mutex_lock(&e->mu);
+        if (q)
+            q->credit[slot] += reuse;
+        e->used[slot] -= more;
+        pthread_mutex_unlock(&e->mu);
         return fhr_fail(err, FHR_E_BACKEND, "emu: host malloc of %zu bytes failed", nbytes);
     }
     *out = p;
@@ -216,6 +255,12 @@ static void emu_free(fhr_backend *b, fhr_location loc, void *p, size_t nbytes, f
     op->dst = p;
     op->n = nbytes;
     op->loc = loc;
+    if (loc.kind == FHR_LOC_CUDA) { /* reusable by later allocations on this stream */
+        op->queue = R(s);
+        pthread_mutex_lock(&e->mu);
+        op->queue->credit[fhr_loc_slot(loc)] += nbytes;
+        pthread_mutex_unlock(&e->mu);
+    }
     enqueue(s, op);
 }
 
@@ -272,6 +317,10 @@ static void emu_stream_destroy(fhr_backend *b, fhr_stream *s)
     (void)b;
     if (!s)
         return;
+    if (s->target) { /* a view: the wrapped stream is not ours to stop */
+        free(s);
+        return;
+    }
     pthread_mutex_lock(&s->mu);
     s->stop = 1; /* the worker drains the queue before it exits */
     pthread_cond_broadcast(&s->cv);
@@ -287,6 +336,7 @@ static fhr_status emu_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err)
     (void)b;
     if (!s)
         return fhr_fail(err, FHR_E_INVALID, "emu: stream_sync on a NULL stream");
+    s = R(s);
     pthread_mutex_lock(&s->mu);
     uint64_t target = s->enqueued;
     while (s->completed < target)
@@ -410,11 +460,13 @@ static void emu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
     if (check_loc(e, loc, NULL))
         return;
     pthread_mutex_lock(&e->mu);
-    uint64_t used = e->used[fhr_loc_slot(loc)];
+    uint64_t used = e->used[fhr_loc_slot(loc)], high = e->used_high[fhr_loc_slot(loc)];
     pthread_mutex_unlock(&e->mu);
     out->valid = 1;
     out->pool_used_bytes = used;
     out->pool_reserved_bytes = used;
+    out->pool_used_high_bytes = high;
+    out->pool_reserved_high_bytes = high;
     if (loc.kind == FHR_LOC_CUDA && e->capacity) {
         out->device_total_bytes = e->capacity;
         out->device_free_bytes = used < e->capacity ? e->capacity - used : 0;
@@ -424,7 +476,45 @@ static void emu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
 static uint64_t emu_stream_id(fhr_backend *b, fhr_stream *s)
 {
     (void)b;
-    return s ? s->id : 0;
+    return s ? R(s)->id : 0; /* a view is the same stream as the one it wraps */
+}
+
+/* The emulated device's native streams are its own: a view stands in for an engine's
+ * stream wrapped through fhr_stream_wrap, so CI runs the foreign-stream paths. */
+static fhr_status emu_stream_wrap(fhr_backend *b, fhr_location loc, void *native,
+                                  fhr_stream **out, fhr_error *err)
+{
+    emu *e = E(b);
+    char lb[16];
+    fhr_status st = check_loc(e, loc, err);
+    if (st)
+        return st;
+    fhr_stream *t = R(native);
+    if (!t || t->owner != e)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "emu: stream_wrap needs a stream this emulated device created");
+    if (!fhr_loc_equal(t->loc, loc))
+        return fhr_fail(err, FHR_E_LOCATION, "emu: stream_wrap: the stream runs for %s",
+                        fhr_loc_format(t->loc, lb, sizeof lb));
+    fhr_stream *v = calloc(1, sizeof *v);
+    if (!v)
+        return fhr_fail(err, FHR_E_NOMEM, "emu: out of host memory for a stream view");
+    v->owner = e;
+    v->loc = loc;
+    v->id = t->id;
+    v->target = t;
+    *out = v;
+    return FHR_OK;
+}
+
+static fhr_status emu_stream_native(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                                    fhr_error *err)
+{
+    if (!s || s->owner != E(b))
+        return fhr_fail(err, FHR_E_INVALID, "emu: stream_native: not a stream of this backend");
+    *native = R(s);
+    *device = s->loc.kind == FHR_LOC_CUDA ? s->loc.index : 0;
+    return FHR_OK;
 }
 
 static void emu_destroy(fhr_backend *b)
@@ -455,6 +545,8 @@ static const fhr_backend_ops emu_ops = {
     .observe = emu_observe,
     .stream_id = emu_stream_id,
     .destroy = emu_destroy,
+    .stream_wrap = emu_stream_wrap,
+    .stream_native = emu_stream_native,
 };
 
 fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend **out,

@@ -127,6 +127,24 @@ static uint64_t f_stream_id(fhr_backend *b, fhr_stream *s)
     return IN(b)->ops->stream_id(IN(b), s);
 }
 
+static fhr_status f_stream_wrap(fhr_backend *b, fhr_location loc, void *native,
+                                fhr_stream **out, fhr_error *err)
+{
+    if (!IN(b)->ops->stream_wrap)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "fault: the %s backend has no native streams",
+                        IN(b)->ops->name);
+    return IN(b)->ops->stream_wrap(IN(b), loc, native, out, err);
+}
+
+static fhr_status f_stream_native(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                                  fhr_error *err)
+{
+    if (!IN(b)->ops->stream_native)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "fault: the %s backend has no native streams",
+                        IN(b)->ops->name);
+    return IN(b)->ops->stream_native(IN(b), s, native, device, err);
+}
+
 static void f_destroy(fhr_backend *b)
 {
     fault *f = F(b);
@@ -153,6 +171,8 @@ static const fhr_backend_ops fault_ops = {
     .observe = f_observe,
     .stream_id = f_stream_id,
     .destroy = f_destroy,
+    .stream_wrap = f_stream_wrap,
+    .stream_native = f_stream_native,
 };
 
 fhr_status fhr_backend_fault_create(fhr_backend *inner, fhr_backend **out, fhr_error *err)

@@ -20,6 +20,9 @@ typedef struct fhr_observation {
     uint64_t device_total_bytes;
     uint64_t pool_used_bytes;    /* bytes handed out by our pool for this location */
     uint64_t pool_reserved_bytes;/* bytes the pool holds from the system (arenas, cached blocks) */
+    uint64_t pool_used_high_bytes;     /* the most pool_used_bytes has been (since creation) */
+    uint64_t pool_reserved_high_bytes; /* the most pool_reserved_bytes has been */
+    uint64_t pool_granule_bytes; /* the unit the pool grows by (CUDA: measured); 0: none */
     int nvml_valid;              /* 1: NVML (loaded with dlopen when present) answered */
     uint64_t nvml_used_bytes;    /* device memory in use by every process and context */
     uint64_t nvml_total_bytes;
@@ -70,6 +73,13 @@ typedef struct fhr_backend_ops {
     uint64_t (*stream_id)(fhr_backend *b, fhr_stream *s);
     /* Frees the backend and everything it owns; all streams must be destroyed. */
     void (*destroy)(fhr_backend *b);
+    /* A non-owning view of a native stream of loc (CUDA: a cudaStream_t; emu: a stream
+     * this backend created). NULL: the backend has no native streams. */
+    fhr_status (*stream_wrap)(fhr_backend *b, fhr_location loc, void *native,
+                              fhr_stream **out, fhr_error *err);
+    /* The native stream behind s and its device (views and own streams alike). */
+    fhr_status (*stream_native)(fhr_backend *b, fhr_stream *s, void **native, int *device,
+                                fhr_error *err);
 } fhr_backend_ops;
 
 struct fhr_backend {
@@ -115,6 +125,22 @@ FHR_API void fhr_stream_destroy(fhr_backend *b, fhr_stream *s);
 FHR_API fhr_status fhr_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err);
 FHR_API fhr_status fhr_launch_host(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *arg,
                                    fhr_error *err);
+
+/* Foreign streams (see fheplan/cuda.h for the typed CUDA forms). fhr_stream_wrap makes a
+ * non-owning view of a stream the engine owns: work fheplan orders on the view (copies,
+ * consumer events, waits) is enqueued on the native stream itself. The engine keeps the
+ * native stream alive until the view is destroyed; fhr_stream_destroy on a view frees
+ * the view only (no wait, the native stream untouched). On the CUDA backend `native`
+ * is a cudaStream_t of device loc.index (or the per-thread default stream: see
+ * fhr_stream_wrap_cuda); on the emulated device it is a stream that backend created
+ * (fhr_stream_create), which stands in for an engine's own stream. FHR_E_UNSUPPORTED on
+ * backends without native streams (model). */
+FHR_API fhr_status fhr_stream_wrap(fhr_backend *b, fhr_location loc, void *native,
+                                   fhr_stream **out, fhr_error *err);
+/* The native stream of any stream of b (a view's is the wrapped one) and its device
+ * index (device may be NULL). */
+FHR_API fhr_status fhr_stream_native(fhr_backend *b, fhr_stream *s, void **native,
+                                     int *device, fhr_error *err);
 
 #ifdef __cplusplus
 }

@@ -205,6 +205,37 @@ FHR_API const fhr_decision *fhr_use_decision_of(const fhr_use *u);
 FHR_API fhr_status fhr_use_end(fhr_use *u, fhr_status body_status, fhr_error *err);
 /* Ends the use if still active (as a failed body), then frees it. */
 FHR_API void fhr_use_destroy(fhr_use *u);
+/* What the use did, readable after a successful fhr_use_end until fhr_use_destroy (NULL
+ * before, or when the exit failed): every transition of its plan, bytes and copies per
+ * direction (fhr_report_bytes/count), loads, evictions, and the host waits a throttled
+ * begin made (fhr_report_waits). Owned by the use. */
+FHR_API const fhr_report *fhr_use_report(const fhr_use *u);
+
+/* ---- throttled use (a layer above the policy) --------------------------------------- */
+
+/* The policy never waits: when every copy it could evict is still protected by a
+ * consumer event, the decision is infeasible. FHR_USE_WAIT asks fhr_use_begin_opts to do
+ * what an engine would otherwise write itself: when protection by pending consumer
+ * events alone blocks the decision (the short location's protected copies include one
+ * that is neither leased, held, required nor the last copy without a tier), wait on the
+ * host, outside the manager lock, for the events of the least recently used such copies
+ * covering the shortfall (fhr_wait_pending), reap, and decide again. A decision that
+ * waiting cannot fix is returned as FHR_E_INFEASIBLE, as by fhr_use_begin. The host waits
+ * only when the budget forces it; the count is in the use's report. */
+#define FHR_USE_WAIT 1u
+
+typedef struct fhr_use_opts {
+    unsigned flags;     /* FHR_USE_WAIT */
+    uint32_t max_waits; /* give up (FHR_E_INFEASIBLE) after this many waits; 0: no limit */
+} fhr_use_opts;
+
+/* fhr_use_begin with options (opts NULL: exactly fhr_use_begin). A decision that went
+ * stale before entry (another thread changed the manager) is made again. */
+FHR_API fhr_status fhr_use_begin_opts(fhr_controller *c, const fhr_request *req,
+                                      const fhr_stream_map *consumer, size_t nconsumer,
+                                      const fhr_stream_map *transfer, size_t ntransfer,
+                                      const fhr_use_opts *opts, fhr_use **out,
+                                      fhr_error *err);
 
 #ifdef __cplusplus
 }

@@ -204,6 +204,15 @@ FHR_API fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err);
 FHR_API void fhr_lease_destroy(fhr_lease *l);
 /* Reaps completed consumer events and deferred frees; returns how many were reaped. */
 FHR_API size_t fhr_reap(fhr_manager *m);
+/* The throttling primitive, a layer above the policy (which never waits): blocks the
+ * calling thread, without the manager lock, on the consumer events that alone protect
+ * copies at `at` (no lease or hold on them), least recently used copies first, until
+ * those copies cover at least nbytes of charge (one copy at least), then reaps. Other
+ * threads keep using the manager meanwhile. *waited (may be NULL): how many of those
+ * events had not completed when looked at, i.e. real host waits (0: nothing to wait
+ * for). fhr_use_begin_opts with FHR_USE_WAIT calls it when protection alone blocks. */
+FHR_API fhr_status fhr_wait_pending(fhr_manager *m, fhr_location at, uint64_t nbytes,
+                                    size_t *waited, fhr_error *err);
 
 /* Retention without values. */
 FHR_API fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
@@ -458,6 +467,11 @@ FHR_API const fhr_reservation_event *fhr_report_reservation_event(const fhr_repo
                                                                    size_t i);
 FHR_API uint64_t fhr_report_bytes(const fhr_report *r, fhr_direction d);
 FHR_API uint64_t fhr_report_count(const fhr_report *r, fhr_direction d);
+/* Copies a source load produced; reclaim-phase transitions (evictions: drops and moves
+ * out of a short location); host waits a throttled use made (fhr_use_begin_opts). */
+FHR_API uint64_t fhr_report_loads(const fhr_report *r);
+FHR_API uint64_t fhr_report_evictions(const fhr_report *r);
+FHR_API uint64_t fhr_report_waits(const fhr_report *r);
 FHR_API char *fhr_report_json(const fhr_report *r);
 FHR_API void fhr_report_free(fhr_report *r);
 /* A deep copy the caller owns (NULL on allocation failure). */

@@ -1,12 +1,15 @@
 /* runtime/control/controller.c — the controller: request validation, decide (snapshot →
  * policy → the manager's explain against the same state version), decisions and
  * their deterministic JSON, and use (version-checked scope entry, then one strict
- * lease per required location). No background thread, no waiting for protected
- * copies, no retries, no rollback, no discard. */
+ * lease per required location), use reports. No background thread, no waiting for
+ * protected copies (runtime/control/throttle.c waits, above this), no retries, no
+ * rollback, no discard. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "runtime/control/policy.h"
 #include "runtime/manager/query.h"
+#include "runtime/control/use.h"
+#include "runtime/manager/report.h"
 #include "base/error.h"
 
 #include <cjson/cJSON.h>
@@ -44,7 +47,15 @@ struct fhr_use {
     size_t nleases;
     fhr_decision *decision; /* owned when the use decided itself */
     int active;
+    uint64_t waits;         /* host waits before the decision (throttle.c) */
+    fhr_report *report;     /* after a successful end */
 };
+
+void use_adopt_decision(fhr_use *u, fhr_decision *d, uint64_t waits)
+{
+    u->decision = d;
+    u->waits = waits;
+}
 
 fhr_status fhr_controller_create(fhr_manager *m, fhr_policy *p, fhr_controller **out,
                                  fhr_error *err)
@@ -60,6 +71,8 @@ fhr_status fhr_controller_create(fhr_manager *m, fhr_policy *p, fhr_controller *
 }
 
 void fhr_controller_destroy(fhr_controller *c) { free(c); }
+
+fhr_manager *controller_manager(const fhr_controller *c) { return c->m; }
 
 /* ---- requests ----------------------------------------------------------------------- */
 
@@ -402,6 +415,7 @@ static fhr_status plan_clone(const fhr_plan *p, fhr_plan **out, fhr_error *err)
 static void use_free(fhr_use *u)
 {
     free(u->leases); /* the leases themselves belong to the scope */
+    fhr_report_free(u->report);
     fhr_scope_destroy(u->scope);
     fhr_plan_destroy(u->plan);
     fhr_decision_destroy(u->decision);
@@ -553,8 +567,13 @@ fhr_status fhr_use_end(fhr_use *u, fhr_status body_status, fhr_error *err)
             first = st;
     }
     fhr_status st = fhr_scope_exit(u->scope, body_status, first == FHR_OK ? err : NULL);
+    const fhr_report *r = fhr_scope_report(u->scope);
+    if (r && (u->report = fhr_report_clone(r)) != NULL)
+        u->report->waits = u->waits;
     return first != FHR_OK ? first : st;
 }
+
+const fhr_report *fhr_use_report(const fhr_use *u) { return u ? u->report : NULL; }
 
 void fhr_use_destroy(fhr_use *u)
 {

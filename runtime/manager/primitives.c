@@ -305,7 +305,8 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
         mgr_trace(m, tr.loaded ? FHR_TR_LOAD : a->kind == FHR_ACT_ENSURE ? FHR_TR_ENSURE
                      : a->kind == FHR_ACT_MOVE                       ? FHR_TR_MOVE
                                                                      : FHR_TR_DROP,
-                  a->handle, tr.has_from ? tr.from : tr.to, tr.to, tr.nbytes, s, NULL);
+                  a->handle, tr.has_from ? tr.from : (fhr_location){FHR_LOC_INVALID, 0}, tr.to,
+                  tr.nbytes, s, NULL);
     }
     tr.t_end_ns = fhr_now_ns();
     if (rep && fhr_report_add_transition(rep, &tr) != FHR_OK)

@@ -108,6 +108,7 @@ fhr_report *fhr_report_clone(const fhr_report *r)
         memcpy(c->rev, r->rev, r->nrev * sizeof *c->rev);
         c->nrev = c->caprev = r->nrev;
     }
+    c->waits = r->waits;
     return c;
 fail:
     fhr_report_free(c);
@@ -133,6 +134,24 @@ uint64_t fhr_report_count(const fhr_report *r, fhr_direction d)
 {
     return r && (unsigned)d < FHR_DIR_COUNT_ ? r->count[d] : 0;
 }
+
+uint64_t fhr_report_loads(const fhr_report *r)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; r && i < r->ntr; i++)
+        n += r->tr[i].loaded != 0;
+    return n;
+}
+
+uint64_t fhr_report_evictions(const fhr_report *r)
+{
+    uint64_t n = 0;
+    for (size_t i = 0; r && i < r->ntr; i++)
+        n += r->tr[i].phase == FHR_PHASE_RECLAIM;
+    return n;
+}
+
+uint64_t fhr_report_waits(const fhr_report *r) { return r ? r->waits : 0; }
 
 char *fhr_report_json(const fhr_report *r)
 {
@@ -178,6 +197,9 @@ char *fhr_report_json(const fhr_report *r)
         cJSON_AddNumberToObject(o, "bytes", (double)r->bytes[d]);
         cJSON_AddNumberToObject(o, "copies", (double)r->count[d]);
     }
+    cJSON_AddNumberToObject(root, "loads", (double)fhr_report_loads(r));
+    cJSON_AddNumberToObject(root, "evictions", (double)fhr_report_evictions(r));
+    cJSON_AddNumberToObject(root, "waits", (double)r->waits);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;

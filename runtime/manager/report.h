@@ -14,6 +14,7 @@ struct fhr_report {
     size_t nrev, caprev;
     uint64_t bytes[FHR_DIR_COUNT_];
     uint64_t count[FHR_DIR_COUNT_];
+    uint64_t waits; /* host waits a throttled use made before its decision (fhr_use_report) */
 };
 
 fhr_report *fhr_report_new(const char *name);

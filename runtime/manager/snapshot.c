@@ -232,6 +232,9 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
             add_u64(ob, "device_total_bytes", l->obs.device_total_bytes);
             add_u64(ob, "pool_used_bytes", l->obs.pool_used_bytes);
             add_u64(ob, "pool_reserved_bytes", l->obs.pool_reserved_bytes);
+            add_u64(ob, "pool_used_high_bytes", l->obs.pool_used_high_bytes);
+            add_u64(ob, "pool_reserved_high_bytes", l->obs.pool_reserved_high_bytes);
+            add_u64(ob, "pool_granule_bytes", l->obs.pool_granule_bytes);
             if (l->obs.nvml_valid) {
                 add_u64(ob, "nvml_used_bytes", l->obs.nvml_used_bytes);
                 add_u64(ob, "nvml_total_bytes", l->obs.nvml_total_bytes);

@@ -269,6 +269,47 @@ Test(threads_emu_memory, free_is_stream_ordered)
     gate_fini(&g);
 }
 
+/* As a stream-ordered pool: bytes whose free is queued on a stream are reused by a later
+ * allocation on that stream at once, never by one on another stream; the high-water mark
+ * counts what the device held at most. */
+Test(threads_emu_memory, a_free_queued_on_a_stream_is_reused_by_that_stream_only)
+{
+    fhr_backend *b = emu(1, 1 << 20);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0)), *t = stream(b, fhr_loc_cuda(0));
+    gate g;
+    gate_init(&g);
+    void *p = NULL, *q = NULL, *r = NULL;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1 << 20, s, &p, NULL), FHR_OK);
+    cr_assert_eq(fhr_launch_host(b, s, gate_wait, &g, NULL), FHR_OK);
+    b->ops->free(b, fhr_loc_cuda(0), p, 1 << 20, s);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1 << 19, t, &q, NULL), FHR_E_BACKEND,
+                 "another stream cannot reuse a free still queued");
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1 << 19, s, &q, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1 << 19, s, &r, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), 1, s, &p, NULL), FHR_E_BACKEND,
+                 "the free's bytes are reused once");
+    fhr_observation o;
+    b->ops->observe(b, fhr_loc_cuda(0), &o);
+    cr_assert_eq(o.pool_used_bytes, 1 << 20);
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    b->ops->observe(b, fhr_loc_cuda(0), &o);
+    cr_assert_eq(o.pool_used_bytes, 1 << 20, "the reused bytes stay counted for their new owner");
+    b->ops->free(b, fhr_loc_cuda(0), q, 1 << 19, s);
+    b->ops->free(b, fhr_loc_cuda(0), r, 1 << 19, NULL);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    b->ops->observe(b, fhr_loc_cuda(0), &o);
+    cr_assert_eq(o.pool_used_bytes, 0);
+    cr_assert_eq(o.pool_used_high_bytes, 1 << 20);
+    cr_assert_eq(o.pool_reserved_high_bytes, 1 << 20);
+    cr_assert_eq(o.pool_granule_bytes, 0, "the emulated pool has no growth granule");
+    fhr_stream_destroy(b, s);
+    fhr_stream_destroy(b, t);
+    fhr_backend_destroy(b);
+    gate_fini(&g);
+}
+
 static void round_trip(size_t n)
 {
     fhr_backend *b = emu(2, 0);
