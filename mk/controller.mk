@@ -22,7 +22,7 @@ BENCH_REQUEST_OBJ  = $(BUILD)/obj/bench/request.o
 
 $(BENCH_REQUEST): $(BENCH_REQUEST_OBJ) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_REQUEST_OBJ) $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_REQUEST_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 bench-request: $(BENCH_REQUEST)
 	$(BENCH_REQUEST)
