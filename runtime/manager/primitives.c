@@ -17,6 +17,9 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, s
     rv->recov = v->recov;
     rv->has_src = v->has_src;
     rv->charge = v->charge;
+    rv->omit[0] = v->omit[0];
+    rv->omit[1] = v->omit[1];
+    rv->regen = v->regen;
     rv->present = v->present;
     for (int s = 0; s < FHR_LOC_SLOTS; s++) {
         const mat *x = v->mats[s];
@@ -68,7 +71,7 @@ static void remove_mat(fhr_manager *m, val *v, int slot)
     free(x);
     v->mats[slot] = NULL;
     v->present &= ~(1ULL << slot);
-    acct_release(&m->loc[slot], v->charge);
+    acct_release(&m->loc[slot], VAL_CHARGE(v, slot));
 }
 
 static fhr_status add_read(fhr_manager *m, mat *src, evref *e)
@@ -138,7 +141,7 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
         m->loc[ts].temp += tmp;
         acct_charge(&m->loc[ts], 0); /* record the temporary in peak_charged */
         fhr_value *moved = NULL;
-        st = value_copy_to(lv, at, m->b, s, &moved, err);
+        st = value_copy_to_gen(lv, at, m->b, s, m->gens, &moved, err);
         value_destroy_on(lv, m->b, s);
         m->loc[ts].temp -= tmp;
         if (st != FHR_OK)
@@ -159,16 +162,18 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
         if (src->ready && !ev_done(m, src->ready) &&
             (st = m->b->ops->stream_wait_event(m->b, s, src->ready->ev, err)) != FHR_OK)
             return st;
-        if ((st = value_copy_to(src->value, at, m->b, s, &nv, err)) != FHR_OK)
+        if ((st = value_copy_to_gen(src->value, at, m->b, s, m->gens, &nv, err)) != FHR_OK)
             return st;
         tr->has_from = 1;
         tr->from = src->loc;
-        tr->nbytes = fhr_value_storage_nbytes(nv);
+        tr->nbytes = fhr_value_storage_nbytes(nv) - nv->generated;
+        tr->regen_nbytes = nv->generated;
     } else {
         if ((st = load_copy(m, v, at, s, &nv, err)) != FHR_OK)
             return st;
         tr->loaded = 1;
-        tr->nbytes = fhr_value_storage_nbytes(nv);
+        tr->nbytes = fhr_value_storage_nbytes(nv) - nv->generated;
+        tr->regen_nbytes = nv->generated;
     }
     mat *x = calloc(1, sizeof *x);
     evref *e = x ? ev_new(m, s, err) : NULL;
@@ -188,7 +193,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     int slot = fhr_loc_slot(at);
     v->mats[slot] = x;
     v->present |= 1ULL << slot;
-    acct_charge(&m->loc[slot], v->charge);
+    acct_charge(&m->loc[slot], VAL_CHARGE(v, slot));
     return FHR_OK;
 }
 

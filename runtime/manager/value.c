@@ -137,6 +137,7 @@ void value_destroy_on(fhr_value *v, fhr_backend *b, fhr_stream *s)
     }
     for (size_t i = 0; i < v->nfields; i++)
         free(v->fields[i].name);
+    regen_free(v);
     free(v->fields);
     free(v->bufs);
     free(v);
@@ -160,10 +161,15 @@ fhr_status fhr_value_field_at(const fhr_value *v, size_t i, void **ptr, size_t *
     if (!v || i >= v->nfields)
         return FHR_E_INVALID;
     const vfield *f = &v->fields[i];
-    if (ptr)
-        *ptr = (char *)v->bufs[f->buf].ptr + f->off;
     if (nbytes)
         *nbytes = f->nbytes;
+    if (f->buf == VFIELD_OMITTED) { /* regenerable, not kept in this copy */
+        if (ptr)
+            *ptr = NULL;
+        return FHR_E_STATE;
+    }
+    if (ptr)
+        *ptr = (char *)v->bufs[f->buf].ptr + f->off;
     return FHR_OK;
 }
 
@@ -212,6 +218,14 @@ static void field_span(const fhr_value *v, size_t bi, size_t *lo, size_t *hi)
 fhr_status value_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
                          fhr_value **out, fhr_error *err)
 {
+    return value_copy_to_gen(v, to, b, s, NULL, out, err);
+}
+
+fhr_status value_copy_to_gen(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
+                             const gen_registry *gens, fhr_value **out, fhr_error *err)
+{
+    if (v->nregens)
+        return regen_copy_to(v, to, b, s, gens, out, err);
     fhr_value *c = NULL;
     fhr_status st = fhr_value_create(to, &v->meta, &c, err);
     if (st != FHR_OK)
@@ -283,6 +297,19 @@ fhr_status fhr_value_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr
 
 fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_error *err)
 {
+    if (fhr_value_regenerable_nbytes(v) != spec->regen_nbytes)
+        return fhr_fail(err, FHR_E_SOURCE,
+                        "source value has %llu bytes of regenerable fields, the spec says %llu",
+                        (unsigned long long)fhr_value_regenerable_nbytes(v),
+                        (unsigned long long)spec->regen_nbytes);
+    for (size_t i = 0; i < v->nregens; i++)
+        if (v->regens[i].keep != spec->regen_keep)
+            return fhr_fail(err, FHR_E_SOURCE,
+                            "source field '%s' is kept at other host locations than the spec says",
+                            v->fields[v->regens[i].field].name);
+    fhr_status st = regen_check_placement(v, "source", err);
+    if (st != FHR_OK)
+        return fhr_fail(err, FHR_E_SOURCE, "%s", err ? err->message : "bad regenerable field");
     if (v->nfields != spec->nfields)
         return fhr_fail(err, FHR_E_SOURCE, "source returned %zu fields, the spec has %zu",
                         v->nfields, spec->nfields);
@@ -298,10 +325,11 @@ fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_
     }
     if (!fhr_ckks_meta_equal(&v->meta, &spec->meta))
         return fhr_fail(err, FHR_E_SOURCE, "source returned different CKKS metadata than its spec");
-    if (fhr_value_storage_nbytes(v) > spec->storage_nbytes)
+    uint64_t charge = spec->storage_nbytes - regen_omitted(v, v->loc.kind);
+    if (fhr_value_storage_nbytes(v) > charge)
         return fhr_fail(err, FHR_E_SOURCE,
                         "source value holds %llu bytes, more than the spec's charge of %llu",
                         (unsigned long long)fhr_value_storage_nbytes(v),
-                        (unsigned long long)spec->storage_nbytes);
+                        (unsigned long long)charge);
     return FHR_OK;
 }
