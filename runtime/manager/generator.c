@@ -1,7 +1,9 @@
 /* runtime/manager/generator.c — the per-manager registry of generators for regenerable
- * fields (by name, like VM kernels), with its own small lock so loads may read it. */
+ * fields (by name, like VM kernels), with its own small lock so loads may read it, and the
+ * built-in counter generator. */
 #include "runtime/manager/manager.h"
 #include "base/error.h"
+#include "cuda/counter_gen.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -92,31 +94,10 @@ fhr_status fhr_generator_register(fhr_manager *m, const char *name, fhr_generato
     return st;
 }
 
-fhr_status fhr_manager_value_to(fhr_manager *m, const fhr_value *v, fhr_location to,
-                                fhr_stream *s, fhr_value **out, fhr_error *err)
+fhr_status fhr_generator_counter(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
+                                 void *dst, size_t nbytes, const void *seed, size_t seed_len,
+                                 fhr_error *err)
 {
-    if (!m || !v || !out)
-        return fhr_fail(err, FHR_E_INVALID, "manager_value_to: NULL argument");
-    *out = NULL;
-    fhr_backend *b = m->b;
-    if (fhr_loc_slot(to) < 0 || (to.kind == FHR_LOC_CUDA && to.index >= m->ndev))
-        return fhr_fail(err, FHR_E_LOCATION, "manager_value_to: location is not visible to this process");
-    fhr_stream *own = NULL;
-    if (!s) {
-        fhr_status st = b->ops->stream_create(b, to.kind == FHR_LOC_CUDA ? to : v->loc, &own, err);
-        if (st != FHR_OK)
-            return st;
-        s = own;
-    }
-    fhr_status st = value_copy_to_gen(v, to, b, s, m->gens, out, err);
-    if (own) {
-        fhr_status ss = b->ops->stream_sync(b, own, st == FHR_OK ? err : NULL);
-        b->ops->stream_destroy(b, own);
-        if (st == FHR_OK && ss != FHR_OK) {
-            fhr_value_destroy(*out);
-            *out = NULL;
-            st = ss;
-        }
-    }
-    return st;
+    (void)ctx;
+    return fhr_counter_generate(b, at, s, dst, nbytes, fhr_counter_key(seed, seed_len), err);
 }

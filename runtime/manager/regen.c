@@ -1,8 +1,7 @@
 /* runtime/manager/regen.c — regenerable fields of values: declaring them (seed, generator,
- * where host copies keep them), and copies that copy the kept fields and generate the rest. */
+ * where host copies keep them), what each location omits, and the placement check. */
 #include "runtime/manager/value.h"
 #include "base/error.h"
-#include "cuda/counter_gen.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -85,7 +84,7 @@ static int overlaps(const fhr_value *v, size_t self, size_t buf, size_t off, siz
     return 0;
 }
 
-static fhr_status declare(fhr_value *v, size_t fi, const char *generator, const void *seed,
+fhr_status regen_declare(fhr_value *v, size_t fi, const char *generator, const void *seed,
                           size_t seed_len, unsigned keep, const char *op, fhr_error *err)
 {
     const char *name = v->fields[fi].name;
@@ -147,7 +146,7 @@ fhr_status fhr_value_set_regenerable(fhr_value *v, const char *name, const char 
                             "there, or build the value with fhr_value_add_regenerable",
                             op, name, fhr_loc_format(v->loc, lb, sizeof lb));
         }
-        return declare(v, i, generator, seed, seed_len, keep, op, err);
+        return regen_declare(v, i, generator, seed, seed_len, keep, op, err);
     }
     return fhr_fail(err, FHR_E_INVALID, "%s: no field '%s'", op, name);
 }
@@ -180,89 +179,9 @@ fhr_status fhr_value_add_regenerable(fhr_value *v, const char *name, size_t nbyt
         return fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", op);
     v->fields[v->nfields] = (vfield){nm, VFIELD_OMITTED, 0, nbytes};
     v->nfields++;
-    if ((st = declare(v, v->nfields - 1, generator, seed, seed_len, keep, op, err)) != FHR_OK) {
+    if ((st = regen_declare(v, v->nfields - 1, generator, seed, seed_len, keep, op, err)) != FHR_OK) {
         free(nm);
         v->nfields--;
     }
-    return st;
-}
-
-fhr_status fhr_generator_counter(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
-                                 void *dst, size_t nbytes, const void *seed, size_t seed_len,
-                                 fhr_error *err)
-{
-    (void)ctx;
-    return fhr_counter_generate(b, at, s, dst, nbytes, fhr_counter_key(seed, seed_len), err);
-}
-
-static const vregen *regen_of(const fhr_value *v, size_t fi)
-{
-    for (size_t i = 0; i < v->nregens; i++)
-        if (v->regens[i].field == fi)
-            return &v->regens[i];
-    return NULL;
-}
-
-fhr_status regen_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
-                         const gen_registry *gens, fhr_value **out, fhr_error *err)
-{
-    fhr_value *c = NULL;
-    fhr_status st = fhr_value_create(to, &v->meta, &c, err);
-    if (st != FHR_OK)
-        return st;
-    size_t total = 0;
-    for (size_t i = 0; i < v->nfields; i++) {
-        const vregen *r = regen_of(v, i);
-        if (!r || regen_kept_at(r, to))
-            total += v->fields[i].nbytes;
-    }
-    size_t bi = 0;
-    if (total && (st = fhr_value_alloc_buffer(c, b, total, s, &bi, err)) != FHR_OK)
-        goto fail;
-    size_t off = 0;
-    for (size_t i = 0; i < v->nfields; i++) {
-        const vfield *f = &v->fields[i];
-        const vregen *r = regen_of(v, i);
-        if (r && !regen_kept_at(r, to)) { /* omitted here: no storage */
-            if (!fhr_grow((void **)&c->fields, &c->capfields, c->nfields, sizeof *c->fields, 4) ||
-                !(c->fields[c->nfields].name = strdup(f->name))) {
-                st = fhr_fail(err, FHR_E_NOMEM, "value copy: out of host memory");
-                goto fail;
-            }
-            c->fields[c->nfields].buf = VFIELD_OMITTED;
-            c->fields[c->nfields].off = 0;
-            c->fields[c->nfields++].nbytes = f->nbytes;
-            continue;
-        }
-        char *dst = (char *)c->bufs[bi].ptr + off;
-        if (f->buf != VFIELD_OMITTED && !(r && to.kind == FHR_LOC_CUDA && v->loc.kind != FHR_LOC_CUDA)) {
-            st = b->ops->copy(b, dst, to, (const char *)v->bufs[f->buf].ptr + f->off, v->loc,
-                              f->nbytes, s, err);
-        } else { /* a device copy of a host value, or a host value that keeps it: generate */
-            fhr_generator_fn fn;
-            void *gctx;
-            if ((st = gens_lookup(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
-                st = fn(gctx, b, to, s, dst, f->nbytes, r->seed, r->seed_len, err);
-            if (st == FHR_OK)
-                c->generated += f->nbytes;
-        }
-        if (st != FHR_OK)
-            goto fail;
-        if ((st = fhr_value_add_field(c, f->name, bi, off, f->nbytes, err)) != FHR_OK)
-            goto fail;
-        off += f->nbytes;
-    }
-    for (size_t i = 0; i < v->nregens; i++) {
-        const vregen *r = &v->regens[i];
-        size_t fi = 0;
-        while (strcmp(c->fields[fi].name, v->fields[r->field].name) != 0)
-            fi++;
-        if ((st = declare(c, fi, r->gen, r->seed, r->seed_len, r->keep, "value copy", err)) != FHR_OK)
-            goto fail;
-    }
-    *out = c;
-    return FHR_OK;
-fail:
-    value_destroy_on(c, b, s);
     return st;
 }

@@ -218,14 +218,6 @@ static void field_span(const fhr_value *v, size_t bi, size_t *lo, size_t *hi)
 fhr_status value_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
                          fhr_value **out, fhr_error *err)
 {
-    return value_copy_to_gen(v, to, b, s, NULL, out, err);
-}
-
-fhr_status value_copy_to_gen(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
-                             const gen_registry *gens, fhr_value **out, fhr_error *err)
-{
-    if (v->nregens)
-        return regen_copy_to(v, to, b, s, gens, out, err);
     fhr_value *c = NULL;
     fhr_status st = fhr_value_create(to, &v->meta, &c, err);
     if (st != FHR_OK)
@@ -267,33 +259,6 @@ fail:
     return st;
 }
 
-fhr_status fhr_value_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
-                        fhr_value **out, fhr_error *err)
-{
-    if (!v || !b || !out)
-        return fhr_fail(err, FHR_E_INVALID, "value_to: NULL argument");
-    *out = NULL;
-    if (fhr_loc_slot(to) < 0 || (to.kind == FHR_LOC_CUDA && to.index >= b->ops->device_count(b)))
-        return fhr_fail(err, FHR_E_LOCATION, "value_to: location is not visible to this process");
-    fhr_stream *own = NULL;
-    if (!s) {
-        fhr_status st = b->ops->stream_create(b, to.kind == FHR_LOC_CUDA ? to : v->loc, &own, err);
-        if (st != FHR_OK)
-            return st;
-        s = own;
-    }
-    fhr_status st = value_copy_to(v, to, b, s, out, err);
-    if (own) {
-        fhr_status ss = b->ops->stream_sync(b, own, st == FHR_OK ? err : NULL);
-        b->ops->stream_destroy(b, own);
-        if (st == FHR_OK && ss != FHR_OK) {
-            fhr_value_destroy(*out);
-            *out = NULL;
-            st = ss;
-        }
-    }
-    return st;
-}
 
 fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_error *err)
 {

@@ -46,10 +46,11 @@ struct fhr_value {
 
 typedef struct gen_registry gen_registry; /* generator.c */
 
-/* Copy of v at `to`, allocated and filled in order on s; no host wait. */
+/* Copy of v at `to`, allocated and filled in order on s; no host wait (value.c: the
+ * compacting copy of a value without regenerable fields). */
 fhr_status value_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
                          fhr_value **out, fhr_error *err);
-/* The same with a manager's generators (gens NULL: the built-in one only). */
+/* value_to.c: any value, with a manager's generators (gens NULL: the built-in one only). */
 fhr_status value_copy_to_gen(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
                              const gen_registry *gens, fhr_value **out, fhr_error *err);
 /* Frees v's buffers after the work enqueued on s so far (s NULL: now). */
@@ -60,10 +61,9 @@ fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_
 
 
 /* ---- regen.c: regenerable fields ---- */
-/* A copy of a value with regenerable fields: one buffer, fields in order, each copied
- * or generated (the ones `to` keeps), omitted ones without storage. */
-fhr_status regen_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
-                         const gen_registry *gens, fhr_value **out, fhr_error *err);
+/* Declares field fi regenerable (copies generator and seed). */
+fhr_status regen_declare(fhr_value *v, size_t fi, const char *generator, const void *seed,
+                         size_t seed_len, unsigned keep, const char *op, fhr_error *err);
 /* Whether a copy at `loc` keeps regenerable field r (devices always do). */
 int regen_kept_at(const vregen *r, fhr_location loc);
 /* Bytes of regenerable fields a copy at a location of this kind omits. */
