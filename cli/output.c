@@ -83,8 +83,8 @@ void print_stage(const rplan_stage_report *r, int explain, int is_total)
         printf(" nothing placed");
     printf("\n");
     if (!explain && r->regen_checks)
-        printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu of seeded "
-               "values, both halves, %llu failed)\n",
+        printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu of them "
+               "on seeded values, both halves; %llu failed)\n",
                (unsigned long long)r->bodies, fmt_time(r->body_s, t, sizeof t),
                r->check_failures ? "FAILED" : "ok", (unsigned long long)r->checks,
                (unsigned long long)r->regen_checks, (unsigned long long)r->check_failures);
