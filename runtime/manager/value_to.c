@@ -2,6 +2,7 @@
  * for values with regenerable fields one buffer whose kept fields are copied or generated. */
 #include "runtime/manager/manager.h"
 #include "base/error.h"
+#include "cuda/counter_gen.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@ static fhr_status regen_copy_to(const fhr_value *v, fhr_location to, fhr_backend
     if (total && (st = fhr_value_alloc_buffer(c, b, total, s, &bi, err)) != FHR_OK)
         goto fail;
     size_t off = 0;
+    const int dry = strcmp(fhr_backend_kind(b), "model") == 0;
     for (size_t i = 0; i < v->nfields; i++) {
         const vfield *f = &v->fields[i];
         const vregen *r = regen_of(v, i);
@@ -52,7 +54,9 @@ static fhr_status regen_copy_to(const fhr_value *v, fhr_location to, fhr_backend
         } else { /* a device copy of a host value, or a host value that keeps it: generate */
             fhr_generator_fn fn;
             void *gctx;
-            if ((st = gens_lookup(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
+            if (dry) /* the model backend's memory is not real: nothing runs */
+                st = FHR_OK;
+            else if ((st = gens_lookup(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
                 st = fn(gctx, b, to, s, dst, f->nbytes, r->seed, r->seed_len, err);
             if (st == FHR_OK)
                 c->generated += f->nbytes;

@@ -156,3 +156,38 @@ Test(lang_seeded, a_wrong_generator_fails_the_integrity_check)
     cr_assert(strstr(r->message, "integrity"), "%s", r->message);
     rplan_vm_report_free(r);
 }
+
+Test(lang_seeded, a_named_generator_is_needed_to_run_not_to_check)
+{
+    static const char src[] = "rplan 1\n"
+                              "value k = 64 KiB source synth(1) seeded engine.sampler(5)\n"
+                              "ensure k @ cuda:0\n";
+    rplan_program *p;
+    char *t;
+    cr_assert_eq(compile(src, &p, &t), FHR_OK, "%s", t);
+    free(t);
+    const char *devs[2] = {"model", "emu"};
+    for (int k = 0; k < 2; k++) {
+        fhr_backend *b = NULL;
+        cr_assert_eq(fhr_backend_open(devs[k], &b, NULL), FHR_OK);
+        rplan_vm_opts o;
+        memset(&o, 0, sizeof o);
+        o.mode = k ? RPLAN_VM_RUN : RPLAN_VM_EXPLAIN;
+        rplan_vm *vm = NULL;
+        cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+        rplan_vm_report *r = NULL;
+        fhr_status st = rplan_vm_run(vm, &r, NULL);
+        if (k == 0) {
+            cr_assert_eq(st, FHR_OK, "%s", r->message);
+            cr_assert_eq(r->total.regen_bytes, 32768);
+        } else {
+            cr_assert_neq(st, FHR_OK);
+            cr_assert(strstr(r->message, "generator 'engine.sampler' is not registered"), "%s",
+                      r->message);
+        }
+        rplan_vm_report_free(r);
+        rplan_vm_destroy(vm);
+        fhr_backend_destroy(b);
+    }
+    rplan_program_free(p);
+}
