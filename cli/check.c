@@ -237,15 +237,20 @@ int cmd_check(cli *c)
             printf("%s: feasible\n", c->files[i]);
             for (size_t s = 0; s < rep->nstages; s++)
                 print_stage(&rep->stages[s], 1, 0);
-            printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
-                   "GB/s pinned)\n",
-                   fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
-                   fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
-            if (rep->total.regen_bytes)
-                printf("  regenerated on devices, not moved: %s, %s at %.0f GB/s (counted with "
-                       "the bodies)\n",
-                       fmt_bytes(rep->total.regen_bytes, a, sizeof a),
-                       fmt_time(rep->regen_s, t, sizeof t), rep->gen_gbps);
+            if (rep->total.regen_bytes) {
+                char g[32], gt[32];
+                printf("  predicted %s (policies: %s): max(bodies %s modelled + regenerating %s "
+                       "at %.0f GB/s %s, transfers at %.1f GB/s pinned)\n",
+                       fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+                       fmt_time(rep->total.model_body_s, a, sizeof a),
+                       fmt_bytes(rep->total.regen_bytes, g, sizeof g), rep->gen_gbps,
+                       fmt_time(rep->regen_s, gt, sizeof gt), rep->pinned_gbps);
+            } else {
+                printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
+                       "GB/s pinned)\n",
+                       fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+                       fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
+            }
             for (int k = 0; k < 2 && has_requests; k++) {
                 char g[32];
                 if (pok[k] && pregen[k])

@@ -1,5 +1,5 @@
 /* runtime/manager/value.c — concrete values: buffers at one location, named field views
- * over them, CKKS metadata; functional (compacting) copies and spec checks. */
+ * over them, CKKS metadata; the compacting copy (value_to.c copies any value) and spec checks. */
 #include "runtime/manager/value.h"
 #include "base/error.h"
 

@@ -149,6 +149,15 @@ Test(lookahead_cli, seeded_keys_move_about_half_of_min)
     cr_assert_eq(num(la, "bytes_moved"), pcie);
     cr_assert_eq(num(la, "bytes_regenerated"), 92 * key / 2);
     cr_assert_lt(num(seeded, "predicted_s"), num(plain, "predicted_s"));
+    double fast = num(seeded, "predicted_s");
+    cJSON_Delete(c);
+    /* a slow generator makes regeneration, not the link, the predicted bottleneck */
+    c = json_of("check --json --gen-gbps 10 plans/ckks-bootstrap-seeded.rplan", 0);
+    seeded = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "files"), 0);
+    cJSON *tot = cJSON_GetObjectItem(cJSON_GetObjectItem(seeded, "report"), "totals");
+    cr_assert_eq(num(tot, "gen_gbps"), 10);
+    cr_assert_gt(num(seeded, "predicted_s"), fast);
+    cr_assert_geq(num(seeded, "predicted_s"), 92 * key / 2 / 10e9);
     cJSON_Delete(c);
     /* on the emulated device, without prefetch: the same split, every half verified */
     cJSON *j = json_of("run --json --device emu --scale 256 --prefetch 0 "
