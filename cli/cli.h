@@ -38,6 +38,9 @@ typedef struct cli {
     int has_min_budget;
     fhr_location min_budget;
     uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
+    int fmt_check, fmt_write;  /* fmt --check, fmt -w */
+    int sarif;                 /* check --sarif */
+    const char *timeline;      /* run --timeline FILE.html */
 } cli;
 
 /* ---- the command line (cli/options.c) ------------------------------------------- */
@@ -80,7 +83,8 @@ int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm *
 
 /* ---- output (cli/output.c) ------------------------------------------------------ */
 
-/* The diagnostics as a JSON array of {"severity", "file", "line", "col", "message"}. */
+/* The diagnostics as a JSON array of {"severity", "file", "line", "col", "end_line",
+ * "end_col" (one past the span), "message", "rule" (errors and warnings)}. */
 cJSON *diags_json(const rplan_diags *d);
 /* Where print_json writes: NULL for stdout, or a buffer while one MPI rank or world-size
  * check collects its document (world_run, world_check). */

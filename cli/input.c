@@ -1,45 +1,22 @@
 /* cli/input.c — a plan file as the command reads it: source (compiled with the command's
  * budgets and rank) or bytecode, and one VM run whose failure is shown at its source line. */
 #include "cli/cli.h"
+#include "fheplan/file.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- input ------------------------------------------------------------------------ */
 
-static char *slurp(const char *path, size_t *len)
+/* The file's bytes (NUL-terminated), or NULL with the reason printed unless quiet. */
+static char *slurp(const char *path, size_t *len, int quiet)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(buf);
-                buf = NULL;
-            }
-            break;
-        }
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    if (buf) {
-        buf[n] = 0;
-        *len = n;
-    }
+    char *buf = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    if (fhr_read_file(path, &buf, len, &e) != FHR_OK && !quiet)
+        fprintf(stderr, "fheplan: %s\n", e.message);
     return buf;
 }
 
@@ -61,19 +38,16 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
     if (!in->d)
         return EX_SOFTWARE_;
     size_t len = 0;
-    char *buf = slurp(path, &len);
-    if (!buf) {
-        if (!quiet_diags || !c->json)
-            fprintf(stderr, "fheplan: cannot read '%s': %s\n", path, strerror(errno));
+    char *buf = slurp(path, &len, quiet_diags && c->json);
+    if (!buf)
         return EX_NOINPUT_;
-    }
     fhr_status st;
     if (rplan_is_bytecode(buf, len)) {
         st = rplan_load_mem(buf, len, path, &in->p, in->d);
         free(buf);
         /* the source text, when the file it came from is still around */
         if (in->p && rplan_source_name(in->p)[0])
-            in->text = slurp(rplan_source_name(in->p), &in->len);
+            in->text = slurp(rplan_source_name(in->p), &in->len, 1);
     } else {
         rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
                                 .nbudget_override = c->nbudgets, .rank = c->rank,

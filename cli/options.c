@@ -11,12 +11,13 @@
 const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
     "                     [--pinned-gbps X] [--device-gbps X] [--gen-gbps X] [--world-size N]\n"
-    "                     [--json] FILE...\n"
+    "                     [--json | --sarif] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--gen-gbps X]\n"
-    "                   [--trace FILE] [--json] [--quiet] FILE\n"
+    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
+    "       fheplan fmt [--check | -w] FILE...\n"
     "       fheplan --version | --help\n";
 
 int usage(const char *fmt, const char *arg)

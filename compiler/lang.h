@@ -119,6 +119,7 @@ typedef struct rp_lexer {
     const char *line_start;
     uint32_t line;
     rp_dctx *dc;
+    int keep_comments; /* 1: return comments as T_COMMENT tokens (the formatter) */
 } rp_lexer;
 
 typedef struct rp_parser {
