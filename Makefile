@@ -120,7 +120,7 @@ test-layers: $(LIB_OBJS) $(CLI_OBJS)
 # only a GPU runs (tests/gpu, bench/) compiles whenever the CUDA toolkit is present.
 .PHONY: test-build
 TEST_EXTRA += test-build
-BUILD_ONLY = $(BENCH_BOOT) $(BENCH_POLICY) $(BENCH_REQUEST) $(BUILD)/bench/compile \
+BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_POLICY) $(BENCH_REQUEST) $(BUILD)/bench/compile \
              $(if $(filter 1,$(CUDA)),$(GPU_TEST) $(BENCH_TRANSFER))
 test-build: $(BUILD_ONLY)
 	@cmd=$$($(MAKE) --no-print-directory -n -B CFLAGS=-O0 CPPFLAGS=-DFHR_USER_FLAG \

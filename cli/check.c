@@ -21,6 +21,7 @@ static void explain_opts(const cli *c, rplan_vm_opts *o)
     o->policy_override = c->policy;
     o->pinned_gbps = c->pinned_gbps;
     o->device_gbps = c->device_gbps;
+    o->gen_gbps = c->gen_gbps;
 }
 
 static const char *policy_name(int kind)
@@ -41,7 +42,7 @@ static uint64_t moved_bytes(const rplan_stage_report *r)
 /* One quiet check of src with extra budget overrides and a policy: compile (with the
  * verifier's dry run) and the VM's explain run. 1 feasible, 0 rejected, -1 error. */
 static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                 int policy, double *predicted, uint64_t *moved)
+                 int policy, double *predicted, uint64_t *moved, uint64_t *regen)
 {
     fhr_budget bud[32];
     size_t nb = 0;
@@ -78,6 +79,8 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
                 *predicted = rep->predicted_s;
             if (moved)
                 *moved = moved_bytes(&rep->total);
+            if (regen)
+                *regen = rep->total.regen_bytes;
         }
     }
     rplan_vm_report_free(rep);
@@ -103,18 +106,18 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
 {
     memset(r, 0, sizeof *r);
     fhr_budget b = {loc, MIN_BUDGET_CEIL};
-    int f = probe(c, in, &b, 1, c->policy, &r->unbounded_s, NULL);
+    int f = probe(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL);
     if (f < 0)
         return -1;
     if (!f)
         return 0;
     uint64_t lo = 0, hi = MIN_BUDGET_CEIL; /* lo fails (or is 0), hi passes */
     b.nbytes = 0;
-    if (probe(c, in, &b, 1, c->policy, NULL, NULL) == 1)
+    if (probe(c, in, &b, 1, c->policy, NULL, NULL, NULL) == 1)
         hi = 0;
     while (hi && lo + 1 < hi) {
         b.nbytes = lo + (hi - lo) / 2;
-        int ok = probe(c, in, &b, 1, c->policy, NULL, NULL);
+        int ok = probe(c, in, &b, 1, c->policy, NULL, NULL, NULL);
         if (ok < 0)
             return -1;
         if (ok)
@@ -125,7 +128,7 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
     r->found = 1;
     r->feasible = hi;
     b.nbytes = hi;
-    probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL);
+    probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL, NULL);
     /* the predicted time falls as the budget grows: search [feasible, ceiling] */
     double limit = r->unbounded_s * 1.05;
     lo = hi;
@@ -136,7 +139,7 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
         while (lo + 1 < top) {
             double t = 0;
             b.nbytes = lo + (top - lo) / 2;
-            int ok = probe(c, in, &b, 1, c->policy, &t, NULL);
+            int ok = probe(c, in, &b, 1, c->policy, &t, NULL, NULL);
             if (ok < 0)
                 return -1;
             if (ok && t <= limit)
@@ -147,7 +150,7 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
     }
     r->near = top;
     b.nbytes = top;
-    probe(c, in, &b, 1, c->policy, &r->near_s, NULL);
+    probe(c, in, &b, 1, c->policy, &r->near_s, NULL, NULL);
     return 1;
 }
 
@@ -184,11 +187,11 @@ int cmd_check(cli *c)
         }
         /* what each built-in policy would move, and the predicted time */
         int kinds[2] = {RPLAN_POLICY_TIERED_LRU, RPLAN_POLICY_LOOKAHEAD};
-        uint64_t pmoved[2] = {0, 0};
+        uint64_t pmoved[2] = {0, 0}, pregen[2] = {0, 0};
         double ppred[2] = {0, 0};
         int pok[2] = {0, 0}, has_requests = rc == 0 && in.p && rplan_npolicies(in.p) > 0;
         for (int k = 0; k < 2 && has_requests; k++)
-            pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k]) == 1;
+            pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k], &pregen[k]) == 1;
         min_budget_result mb;
         int mbr = rc == 0 && c->has_min_budget ? min_budget(c, &in, c->min_budget, &mb) : 0;
         if (mbr < 0)
@@ -199,6 +202,7 @@ int cmd_check(cli *c)
             if (rep) {
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
+                cJSON_AddNumberToObject(fo, "bytes_regenerated", (double)rep->total.regen_bytes);
             }
             cJSON *pa = cJSON_AddArrayToObject(fo, "policies");
             for (int k = 0; k < 2 && has_requests; k++) {
@@ -206,6 +210,7 @@ int cmd_check(cli *c)
                 cJSON_AddStringToObject(po, "policy", policy_name(kinds[k]));
                 cJSON_AddBoolToObject(po, "feasible", pok[k]);
                 cJSON_AddNumberToObject(po, "bytes_moved", (double)pmoved[k]);
+                cJSON_AddNumberToObject(po, "bytes_regenerated", (double)pregen[k]);
                 cJSON_AddNumberToObject(po, "predicted_s", ppred[k]);
                 cJSON_AddItemToArray(pa, po);
             }
@@ -237,12 +242,27 @@ int cmd_check(cli *c)
             printf("%s: feasible\n", c->files[i]);
             for (size_t s = 0; s < rep->nstages; s++)
                 print_stage(&rep->stages[s], 1, 0);
-            printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
-                   "GB/s pinned)\n",
-                   fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
-                   fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
+            if (rep->total.regen_bytes) {
+                char g[32], gt[32];
+                printf("  predicted %s (policies: %s): max(bodies %s modelled + regenerating %s "
+                       "at %.0f GB/s %s, transfers at %.1f GB/s pinned)\n",
+                       fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+                       fmt_time(rep->total.model_body_s, a, sizeof a),
+                       fmt_bytes(rep->total.regen_bytes, g, sizeof g), rep->gen_gbps,
+                       fmt_time(rep->regen_s, gt, sizeof gt), rep->pinned_gbps);
+            } else {
+                printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
+                       "GB/s pinned)\n",
+                       fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+                       fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
+            }
             for (int k = 0; k < 2 && has_requests; k++) {
-                if (pok[k])
+                char g[32];
+                if (pok[k] && pregen[k])
+                    printf("  policy %-10s would move %s and regenerate %s, predicted %s\n",
+                           policy_name(kinds[k]), fmt_bytes(pmoved[k], a, sizeof a),
+                           fmt_bytes(pregen[k], g, sizeof g), fmt_time(ppred[k], t, sizeof t));
+                else if (pok[k])
                     printf("  policy %-10s would move %s, predicted %s\n", policy_name(kinds[k]),
                            fmt_bytes(pmoved[k], a, sizeof a), fmt_time(ppred[k], t, sizeof t));
                 else

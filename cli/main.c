@@ -112,7 +112,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             if (!rc)
                 rc = parse_uint(argv[++i], "--prefetch", &c.prefetch);
             c.prefetch_set = 1;
-        } else if ((!strcmp(a, "--pinned-gbps") || !strcmp(a, "--device-gbps")) &&
+        } else if ((!strcmp(a, "--pinned-gbps") || !strcmp(a, "--device-gbps") ||
+                    !strcmp(a, "--gen-gbps")) &&
                    (is_check || is_run)) {
             NEED_ARG();
             if (!rc) {
@@ -121,6 +122,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                     rc = usage("bad %s (want a positive number of GB/s)", a);
                 else if (a[2] == 'p')
                     c.pinned_gbps = v;
+                else if (a[2] == 'g')
+                    c.gen_gbps = v;
                 else
                     c.device_gbps = v;
             }

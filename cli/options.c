@@ -10,11 +10,11 @@
 
 const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json | --sarif]\n"
-    "                     FILE...\n"
+    "                     [--pinned-gbps X] [--device-gbps X] [--gen-gbps X] [--world-size N]\n"
+    "                     [--json | --sarif] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--trace FILE]\n"
-    "                   [--timeline FILE.html] [--json] [--quiet] FILE\n"
+    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--gen-gbps X]\n"
+    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
     "       fheplan fmt [--check | -w] FILE...\n"

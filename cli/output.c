@@ -72,6 +72,9 @@ void print_stage(const rplan_stage_report *r, int explain, int is_total)
                fmt_bytes(r->bytes[d], a, sizeof a), (unsigned long long)r->copies[d]);
     printf(", loads %s (%llu), evictions %llu\n", fmt_bytes(r->load_bytes, b, sizeof b),
            (unsigned long long)r->loads, (unsigned long long)r->evictions);
+    if (r->regen_bytes)
+        printf("%sregenerated on devices: %s (seeded fields; not over PCIe)\n", ind,
+               fmt_bytes(r->regen_bytes, a, sizeof a));
     printf("%speak:", ind);
     for (size_t i = 0; i < r->npeaks; i++) {
         char lb[16];
@@ -83,7 +86,13 @@ void print_stage(const rplan_stage_report *r, int explain, int is_total)
     if (!r->npeaks)
         printf(" nothing placed");
     printf("\n");
-    if (!explain)
+    if (!explain && r->regen_checks)
+        printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu of them "
+               "on seeded values, both halves; %llu failed)\n",
+               (unsigned long long)r->bodies, fmt_time(r->body_s, t, sizeof t),
+               r->check_failures ? "FAILED" : "ok", (unsigned long long)r->checks,
+               (unsigned long long)r->regen_checks, (unsigned long long)r->check_failures);
+    else if (!explain)
         printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu failed)\n",
                (unsigned long long)r->bodies, fmt_time(r->body_s, t, sizeof t),
                r->check_failures ? "FAILED" : "ok", (unsigned long long)r->checks,

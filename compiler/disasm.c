@@ -53,7 +53,10 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
 {
     char b1[40], b2[40];
     const char *S = p->strs;
-    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, RP_MINOR);
+    int seeded = 0; /* the version it is written as: 1.0 without seeded values */
+    for (uint32_t i = 0; i < p->nvals; i++)
+        seeded |= p->vals[i].seeded;
+    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, seeded ? RP_MINOR : 0);
     if (S[p->src_name])
         rp_out_printf(o, ", source %s", S + p->src_name);
     rp_out_printf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,
@@ -78,6 +81,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
             rp_out_printf(o, " zero");
         if (v->prio)
             rp_out_printf(o, " priority %d", v->prio);
+        if (v->seeded) {
+            rp_out_printf(o, " seeded %s(%" PRIu64 ")", S + v->gen, v->seed);
+            if (v->keep & FHR_KEEP_HOST)
+                rp_out_printf(o, " keep host");
+            if (v->keep & FHR_KEEP_PINNED)
+                rp_out_printf(o, " keep pinned");
+        }
         rp_out_printf(o, "  ; %u:%u\n", v->line, v->col);
     }
     for (uint32_t i = 0; i < p->npols; i++) {

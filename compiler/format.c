@@ -254,7 +254,7 @@ static int spaced(const ftok *a, const ftok *b, int a_unary)
         return 0;
     if (a->k == '(' || a->k == '[' || a->k == '.' || b->k == '.')
         return 0;
-    if (b->k == '(' && (a->k == T_IDENT || a->k == T_SYNTH || a->k == T_FILE))
+    if (b->k == '(' && (a->k == T_IDENT || a->k == T_SYNTH || a->k == T_FILE || a->k == T_SEEDED))
         return 0;
     if (b->k == '[' && a->k == T_IDENT)
         return 0;

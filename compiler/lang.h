@@ -60,6 +60,8 @@ typedef enum rp_kind {
     A_INIT, /* a: N_SYNTH / N_FILE / N_NAME "zero" */
     A_SOURCE,
     A_PRIORITY, /* a: expr */
+    A_SEEDED,   /* text: generator or NULL (the built-in counter), a: seed expr */
+    A_KEEP,     /* a: loc (host or pinned) */
     S_VERSION, /* num */
     S_BUDGET, /* a loc, b expr */
     S_CONST,  /* text = a */

@@ -140,11 +140,14 @@ void rp_sema_decl_policy(S *s, rp_node *n)
 void rp_sema_decl_value(S *s, rp_node *n)
 {
     rp_node *mode = NULL, *at = NULL, *init = NULL, *src = NULL, *prio = NULL;
+    rp_node *seeded = NULL, *keep = NULL;
     int ok = 1;
     for (rp_node *a = n->c->a; a; a = a->next) {
         rp_node **slot = a->kind == A_MODE ? &mode : a->kind == A_AT ? &at
-                       : a->kind == A_INIT ? &init : a->kind == A_SOURCE ? &src : &prio;
-        static const char *const an[] = {"replica mode", "at", "init", "source", "priority"};
+                       : a->kind == A_INIT ? &init : a->kind == A_SOURCE ? &src
+                       : a->kind == A_SEEDED ? &seeded : a->kind == A_KEEP ? &keep : &prio;
+        static const char *const an[] = {"replica mode", "at", "init", "source", "priority",
+                                         "seeded", "keep"};
         if (*slot) {
             ERR(s, a->loc, "duplicate %s%s%s for value '%s'", a->kind == A_MODE ? "" : "'",
                 an[a->kind - A_MODE], a->kind == A_MODE ? "" : "'", n->text);
@@ -173,6 +176,28 @@ void rp_sema_decl_value(S *s, rp_node *n)
         ERR(s, src->a->loc, "'zero' cannot reconstruct a value; use synth(SEED) or "
                             "file(PATH)");
         ok = 0;
+    }
+    uint8_t keep_bits = 0;
+    if (keep && !seeded) {
+        ERR(s, keep->loc, "'keep' says where host copies hold the regenerated half; value "
+                          "'%s' is not 'seeded'", n->text);
+        ok = 0;
+    } else if (keep) {
+        uint8_t ks = RP_NOLOC;
+        if (!rp_sema_resolve_loc(s, keep->a, &ks))
+            ok = 0;
+        else if (ks > 1) {
+            ERR(s, keep->a->loc, "'keep' takes host or pinned: devices always hold the "
+                                 "regenerated half");
+            ok = 0;
+        } else
+            keep_bits = ks == 0 ? FHR_KEEP_HOST : FHR_KEEP_PINNED;
+    }
+    uint32_t gen = 0;
+    if (seeded && !rp_prog_str(s->p, seeded->text ? seeded->text : FHR_GENERATOR_COUNTER,
+                               strlen(seeded->text ? seeded->text : FHR_GENERATOR_COUNTER), &gen)) {
+        s->oom = 1;
+        return;
     }
     uint64_t dim = 0;
     if (n->a) {
@@ -237,6 +262,11 @@ void rp_sema_decl_value(S *s, rp_node *n)
             ERR(s, n->b->loc, "a value size must not be zero");
             goto fail;
         }
+        if (seeded && size < 16) {
+            ERR(s, seeded->loc, "a seeded value regenerates its second half and needs at least "
+                                "16 bytes; '%s' has %" PRIu64, n->text, size);
+            goto fail;
+        }
         rp_value v;
         memset(&v, 0, sizeof v);
         char nm[128];
@@ -261,6 +291,13 @@ void rp_sema_decl_value(S *s, rp_node *n)
         } else if (data && data->kind == N_FILE) {
             v.data = RPLAN_DATA_FILE;
             v.arg = path;
+        }
+        if (seeded) {
+            v.seeded = 1;
+            v.keep = keep_bits;
+            v.gen = gen;
+            if (!rp_sema_eval_kind(s, seeded->a, K_INT, "a seed", &v.seed))
+                goto fail;
         }
         rp_linerec ln = rp_sema_line_of(n->loc);
         v.line = ln.line;

@@ -2,9 +2,11 @@
  * event_record calls and fails the armed k-th one without calling the inner backend. */
 #include "fheplan/backend.h"
 #include "base/error.h"
+#include "cuda/counter_gen.h"
 
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef struct fault {
     fhr_backend base;
@@ -209,4 +211,11 @@ uint64_t fhr_backend_fault_count(fhr_backend *b, fhr_fault_kind kind)
     if (!b || b->ops != &fault_ops || (unsigned)kind >= FHR_FAULT_KINDS_)
         return 0;
     return atomic_load(&F(b)->count[kind]);
+}
+
+const char *fhr_backend_kind(fhr_backend *b)
+{
+    while (b && b->ops && b->ops->name && strcmp(b->ops->name, "fault") == 0)
+        b = IN(b);
+    return b && b->ops && b->ops->name ? b->ops->name : "";
 }

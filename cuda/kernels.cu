@@ -1,6 +1,7 @@
 // cuda/kernels.cu — the built-in rehearsal kernels on CUDA behind the C ABI of
 // kernels.h: synthetic fill, touch, verify, spin and the key-switch multiply-accumulate.
 #include "cuda/kernels.h"
+#include "cuda/counter_gen.h"
 #include "fheplan/vm.h"
 
 #include <cuda_runtime.h>
@@ -81,6 +82,36 @@ __global__ void k_keyswitch(const uint64_t *ct, size_t nct, const uint64_t *key,
             a = (a + c * (key[i] % q)) % q;
         acc[j] = a;
     }
+}
+
+__global__ void k_counter_fill(uint64_t *d, size_t nwords, uint64_t key)
+{
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
+         i += (size_t)gridDim.x * blockDim.x)
+        d[i] = fhr_counter_word(key, i);
+}
+
+__global__ void k_counter_tail(unsigned char *d, size_t off, size_t n, uint64_t key)
+{
+    uint64_t w = fhr_counter_word(key, off / 8);
+    for (size_t k = 0; k < n; k++)
+        d[off + k] = (unsigned char)(w >> (8 * k));
+}
+
+__global__ void k_counter_verify(const uint64_t *d, size_t nwords, const unsigned char *tail,
+                                 size_t ntail, uint64_t key, unsigned long long *flag)
+{
+    unsigned diff = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
+         i += (size_t)gridDim.x * blockDim.x)
+        diff |= d[i] != fhr_counter_word(key, i);
+    if (blockIdx.x == 0 && threadIdx.x == 0 && ntail) {
+        uint64_t w = fhr_counter_word(key, nwords);
+        for (size_t k = 0; k < ntail; k++)
+            diff |= tail[k] != (unsigned char)(w >> (8 * k));
+    }
+    if (diff)
+        atomicOr(flag, 1ULL);
 }
 
 fhr_status launched(fhr_error *err, const char *what)
@@ -170,4 +201,28 @@ extern "C" fhr_status fhk_keyswitch(fhr_stream *s, const uint64_t *ct, size_t nc
     for (uint32_t r = 0; r < repeat; r++)
         k_keyswitch<<<grid_for(nacc), 256, 0, st>>>(ct, nct, key, nkey, acc, nacc);
     return launched(err, "keyswitch");
+}
+
+extern "C" fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key,
+                                       fhr_error *err)
+{
+    cudaStream_t st = native(s);
+    size_t nw = n / 8;
+    if (nw)
+        k_counter_fill<<<grid_for(nw), 256, 0, st>>>((uint64_t *)d, nw, key);
+    if (n % 8)
+        k_counter_tail<<<1, 1, 0, st>>>((unsigned char *)d, nw * 8, n % 8, key);
+    return launched(err, "counter_fill");
+}
+
+extern "C" fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
+                                         unsigned long long *mismatches, fhr_error *err)
+{
+    cudaStream_t st = native(s);
+    size_t nw = n / 8;
+    k_counter_verify<<<grid_for(nw), 256, 0, st>>>((const uint64_t *)d, nw,
+                                                   (const unsigned char *)d + nw * 8, n % 8, key,
+                                                   mismatches + 1);
+    k_verify_fold<<<1, 1, 0, st>>>(mismatches + 1, mismatches);
+    return launched(err, "counter_verify");
 }

@@ -35,6 +35,13 @@ fhr_status fhk_keyswitch(fhr_stream *s, const uint64_t *ct, size_t nct, const ui
                          size_t nkey, uint64_t *acc, size_t nacc, uint32_t repeat,
                          fhr_error *err);
 
+/* The built-in counter generator (counter_gen.h): fills n bytes at d with the stream
+ * keyed by `key`, or compares them against it and adds 1 to *mismatches (device memory,
+ * two words as for fhk_verify) when any byte differs. */
+fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key, fhr_error *err);
+fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
+                              unsigned long long *mismatches, fhr_error *err);
+
 #ifdef __cplusplus
 }
 #endif

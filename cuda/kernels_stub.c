@@ -39,6 +39,17 @@ fhr_status fhk_keyswitch(fhr_stream *s, const uint64_t *ct, size_t nct, const ui
     (void)s; (void)ct; (void)nct; (void)key; (void)nkey; (void)acc; (void)nacc; (void)repeat;
     return no_cuda(err);
 }
+fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key, fhr_error *err)
+{
+    (void)s; (void)d; (void)n; (void)key;
+    return no_cuda(err);
+}
+fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
+                              unsigned long long *mismatches, fhr_error *err)
+{
+    (void)s; (void)d; (void)n; (void)key; (void)mismatches;
+    return no_cuda(err);
+}
 #else
 typedef int fhk_stub_unused;
 #endif

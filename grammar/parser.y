@@ -89,7 +89,7 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %token ENSURE "ensure" MOVE "move" DROP "drop" DISCARD "discard" HOLD "hold"
 %token RELEASE "release" RUN "run" FOR "for" IN "in" FROM "from" AT "at" INIT "init"
 %token SOURCE "source" PRIORITY "priority" HOST "host" PINNED "pinned"
-%token SYNTH "synth" FILE "file" ZERO "zero"
+%token SYNTH "synth" FILE "file" ZERO "zero" SEEDED "seeded" KEEP "keep"
 %token ARROW "->" DOTDOT ".." DOTDOTLT "..<" SHL "<<"
 %token COMMENT "comment" /* only with rp_lexer.keep_comments (the formatter) */
 
@@ -202,6 +202,9 @@ attr:
     | INIT data { $$ = mk(A_INIT, @1, $2, NULL, NULL); NOMEM($$); }
     | SOURCE data { $$ = mk(A_SOURCE, @1, $2, NULL, NULL); NOMEM($$); }
     | PRIORITY expr { $$ = mk(A_PRIORITY, @1, $2, NULL, NULL); NOMEM($$); }
+    | SEEDED '(' expr ')' { $$ = mk(A_SEEDED, @1, $3, NULL, NULL); NOMEM($$); }
+    | SEEDED kname '(' expr ')' { $$ = mkt(A_SEEDED, @1, $2, $4, NULL, NULL); NOMEM($$); }
+    | KEEP loc { $$ = mk(A_KEEP, @1, $2, NULL, NULL); NOMEM($$); }
     ;
 
 data:

@@ -1,5 +1,5 @@
-# mk/bench.mk — the bootstrap benchmark (`make bench-bootstrap`): the bootstrap plan
-# under four budgets, two batch sizes and both policies, in one run, on a CUDA device.
+# mk/bench.mk — the bootstrap benchmarks: `make bench-bootstrap` (the plan under four budgets,
+# two batch sizes and both policies) and `make bench-seeded` (plain against seeded keys).
 
 BENCH_BOOT     := $(BUILD)/bench/bootstrap
 BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o $(BUILD)/obj/bench/schedule.o
@@ -12,6 +12,20 @@ $(BENCH_BOOT): $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a
 
 bench-bootstrap: $(BENCH_BOOT)
 	$(BENCH_BOOT)
+
+# The seeded-key benchmark (`make bench-seeded`): plain against seeded bootstrap keys in
+# one run, and the device rate of the built-in counter generator.
+BENCH_SEEDED     := $(BUILD)/bench/seeded
+BENCH_SEEDED_OBJ  = $(BUILD)/obj/bench/seeded.o
+
+.PHONY: bench-seeded
+
+$(BENCH_SEEDED): $(BENCH_SEEDED_OBJ) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_SEEDED_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
+
+bench-seeded: $(BENCH_SEEDED)
+	$(BENCH_SEEDED)
 
 # How close prefetching bootstrap runs come to Belady's MIN (a ratio; bench/prefetch.sh).
 .PHONY: bench-prefetch

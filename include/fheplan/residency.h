@@ -88,6 +88,49 @@ FHR_API uint64_t fhr_value_storage_nbytes(const fhr_value *v);
 FHR_API fhr_status fhr_value_to(const fhr_value *v, fhr_location to, fhr_backend *b,
                                 fhr_stream *s, fhr_value **out, fhr_error *err);
 
+/* ---- regenerable fields (fhr_manager(3), REGENERABLE FIELDS) --------------------- */
+
+/* A field may be declared regenerable: its bytes are a pure function of a few seed bytes
+ * (kept with the value on the host), computed on the device by a generator registered
+ * by name. A device copy then copies the other fields and runs the generator into this
+ * one on the same stream; host copies keep it only where `keep` says so. A value with
+ * regenerable fields is copied field by field into one buffer (fields in declaration
+ * order), so its fields must not overlap. */
+#define FHR_KEEP_HOST   1u /* pageable host copies hold the field */
+#define FHR_KEEP_PINNED 2u /* pinned host copies hold the field */
+#define FHR_GENERATOR_COUNTER "counter" /* built in: fhr_generator_counter */
+#define FHR_MAX_SEED 256                /* bytes of seed per field */
+
+/* Writes nbytes at dst (memory at `at`, allocated through b) from the seed, by enqueueing
+ * work on s only (never waiting); the copy is ready when s's work completes. */
+typedef fhr_status (*fhr_generator_fn)(void *ctx, fhr_backend *b, fhr_location at,
+                                       fhr_stream *s, void *dst, size_t nbytes,
+                                       const void *seed, size_t seed_len, fhr_error *err);
+/* The built-in counter-based generator: byte k is byte k % 8 of a 64-bit mix of
+ * (key of the seed bytes, k / 8); the same bits on CUDA, the emulated device and the
+ * host. ctx is unused. */
+FHR_API fhr_status fhr_generator_counter(void *ctx, fhr_backend *b, fhr_location at,
+                                         fhr_stream *s, void *dst, size_t nbytes,
+                                         const void *seed, size_t seed_len, fhr_error *err);
+/* Declares the existing field `name` regenerable (it holds storage here: the value
+ * must be at a CUDA location, or keep must name its host location). generator is
+ * copied, as are the seed bytes (1..FHR_MAX_SEED). */
+FHR_API fhr_status fhr_value_set_regenerable(fhr_value *v, const char *name,
+                                             const char *generator, const void *seed,
+                                             size_t seed_len, unsigned keep, fhr_error *err);
+/* Adds a regenerable field of nbytes that has no storage in this copy (a host value
+ * that omits it: v's location is not in keep). */
+FHR_API fhr_status fhr_value_add_regenerable(fhr_value *v, const char *name, size_t nbytes,
+                                             const char *generator, const void *seed,
+                                             size_t seed_len, unsigned keep, fhr_error *err);
+/* 1: field `name` has storage in this copy; 0: it is regenerable and omitted here;
+ * -1: no such field. (fhr_value_field fails with FHR_E_STATE on an omitted field.) */
+FHR_API int fhr_value_field_materialized(const fhr_value *v, const char *name);
+/* Sum of the value's regenerable field sizes. */
+FHR_API uint64_t fhr_value_regenerable_nbytes(const fhr_value *v);
+/* Bytes the copy that made v generated instead of copying (0 for an original). */
+FHR_API uint64_t fhr_value_generated_nbytes(const fhr_value *v);
+
 /* A value spec fixes what a source must produce and the per-copy charge. */
 typedef struct fhr_field_spec {
     const char *name;
@@ -99,6 +142,10 @@ typedef struct fhr_value_spec {
     size_t nfields;
     const fhr_field_spec *fields;
     uint64_t storage_nbytes; /* conservative charge per copy; >= sum of fields */
+    /* Regenerable fields: their total size (0: none) and where host copies keep them.
+     * A copy at a location that omits them is charged storage_nbytes - regen_nbytes. */
+    uint64_t regen_nbytes;
+    unsigned regen_keep;     /* FHR_KEEP_* */
 } fhr_value_spec;
 
 /* ---- manager --------------------------------------------------------------------- */
@@ -131,6 +178,14 @@ FHR_API void fhr_manager_destroy(fhr_manager *m);
 /* Immutable; callable at any time from any thread, also during a source load. */
 FHR_API uint64_t fhr_manager_id(const fhr_manager *m);
 FHR_API fhr_backend *fhr_manager_backend(const fhr_manager *m);
+/* Registers (or replaces) a generator for regenerable fields under `name` (copied).
+ * "counter" is registered at creation. Callable at any time, also during a load. */
+FHR_API fhr_status fhr_generator_register(fhr_manager *m, const char *name,
+                                          fhr_generator_fn fn, void *ctx, fhr_error *err);
+/* fhr_value_to with this manager's generators (fhr_value_to knows only "counter").
+ * Touches no manager state: a source load may call it. */
+FHR_API fhr_status fhr_manager_value_to(fhr_manager *m, const fhr_value *v, fhr_location to,
+                                        fhr_stream *s, fhr_value **out, fhr_error *err);
 /* Sets or replaces a strict budget (creating the location). Refused with
  * FHR_E_BUDGET if current used+reserved already exceeds it. */
 FHR_API fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes,
@@ -238,7 +293,9 @@ typedef struct fhr_loc_stats {
 typedef struct fhr_copy_info {
     fhr_location loc;
     uint64_t storage_nbytes; /* actual bytes held */
-    uint64_t charged_nbytes; /* the spec's charge */
+    uint64_t charged_nbytes; /* the spec's charge at this location */
+    uint64_t restore_nbytes; /* bytes a copy here would take over the link: the charge
+                                less what a device regenerates */
     int ready;               /* 0 while the copy that fills it is in flight */
     uint32_t leases, holds, pending_events;
     uint64_t last_use;       /* logical clock */
@@ -252,6 +309,7 @@ typedef struct fhr_value_info {
     int32_t priority;
     uint64_t spec_storage_nbytes;
     uint64_t logical_nbytes;
+    uint64_t regen_nbytes;      /* regenerable field bytes (0: none) */
     const fhr_ckks_meta *meta;  /* NULL in a placement snapshot */
     size_t ncopies;
     fhr_copy_info *copies;
@@ -371,7 +429,8 @@ typedef struct fhr_explanation {
     uint64_t bytes_short;
     size_t npeaks;
     fhr_loc_peak peaks[FHR_LOC_SLOTS]; /* every location the plan or the state touches */
-    uint64_t bytes_moved;   /* predicted transfer bytes */
+    uint64_t bytes_moved;   /* predicted transfer bytes (over the link) */
+    uint64_t bytes_regenerated; /* predicted bytes generated on devices instead */
     uint64_t state_version; /* the state it was judged against */
 } fhr_explanation;
 
@@ -446,6 +505,7 @@ typedef struct fhr_transition {
     int has_from;
     fhr_location from, to;
     uint64_t nbytes;      /* bytes copied (0 for drop/discard) */
+    uint64_t regen_nbytes; /* bytes generated on the destination instead of copied */
     uint64_t stream_id;
     uint64_t t_start_ns, t_end_ns; /* host-side submission window */
     int loaded;           /* a source load produced the copy */
@@ -466,6 +526,8 @@ FHR_API size_t fhr_report_nreservation_events(const fhr_report *r);
 FHR_API const fhr_reservation_event *fhr_report_reservation_event(const fhr_report *r,
                                                                    size_t i);
 FHR_API uint64_t fhr_report_bytes(const fhr_report *r, fhr_direction d);
+/* Bytes generated on destinations instead of copied (regenerable fields). */
+FHR_API uint64_t fhr_report_regen_bytes(const fhr_report *r);
 FHR_API uint64_t fhr_report_count(const fhr_report *r, fhr_direction d);
 /* Copies a source load produced; reclaim-phase transitions (evictions: drops and moves
  * out of a short location); host waits a throttled use made (fhr_use_begin_opts). */

@@ -142,6 +142,14 @@ typedef struct rplan_value_info {
     const char *path;                /* RPLAN_DATA_FILE, else NULL */
     int32_t priority;
     uint32_t line, col;              /* declaration */
+    /* `seeded`: the value has fields "b" (from init or source) and "a", its last
+     * regen_nbytes bytes (floor(nbytes / 16) * 8), regenerated on devices by
+     * `generator` from the 8 little-endian bytes of regen_seed. */
+    int seeded;
+    const char *generator;           /* "counter" unless named */
+    uint64_t regen_seed;
+    uint64_t regen_nbytes;
+    unsigned keep;                   /* FHR_KEEP_*: host copies that keep "a" */
 } rplan_value_info;
 
 typedef enum rplan_policy_kind {

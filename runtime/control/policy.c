@@ -526,8 +526,12 @@ static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_
     return UINT64_MAX;
 }
 
-/* Farthest next use first (a copy never used again ranks first), then larger size,
- * then lower priority. Without a position everything ranks as never used again. */
+/* The objective is the bytes that cross the link, not the number of copies: a copy's
+ * restore cost is what bringing it back would move (its charge less what the device
+ * regenerates). A copy never used again ranks first; then the largest distance to the
+ * next use weighted by the bytes it frees per byte of restore cost (Belady's order when
+ * that ratio is the same for all, e.g. equal sizes or all keys seeded alike); then larger
+ * size, then lower priority. Without a position everything ranks as never used again. */
 static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
                            const fhr_copy_info *ci, uint64_t k[3])
 {
@@ -535,7 +539,13 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
     uint64_t nu = UINT64_MAX;
     if (req->position && vi->handle.manager_id == la->manager_id)
         nu = next_use(la, vi->handle.serial, fhr_loc_slot(ci->loc), req->position);
-    k[0] = UINT64_MAX - nu;
+    if (nu == UINT64_MAX) {
+        k[0] = 0;
+    } else {
+        uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
+        unsigned __int128 w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
+        k[0] = w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
+    }
     k[1] = UINT64_MAX - ci->charged_nbytes;
     k[2] = prio_key(vi->priority);
 }

@@ -34,6 +34,11 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     m->next_serial = 1;
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->claims_cv, NULL);
+    fhr_status gst = gens_create(&m->gens, err);
+    if (gst != FHR_OK) {
+        fhr_manager_destroy(m);
+        return gst;
+    }
     for (size_t i = 0; i < cfg->nbudgets; i++) {
         fhr_status st = fhr_set_budget(m, cfg->budgets[i].loc, cfg->budgets[i].nbytes, err);
         if (st != FHR_OK) {
@@ -121,6 +126,7 @@ void fhr_manager_destroy(fhr_manager *m)
             m->b->ops->stream_destroy(m->b, m->streams[s]);
     free(m->trace);
     free(m->scopes);
+    gens_destroy(m->gens);
     pthread_cond_destroy(&m->claims_cv);
     pthread_mutex_destroy(&m->lock);
     free(m);
@@ -511,13 +517,18 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     if ((st = new_val(m, opts, &v, err)) != FHR_OK)
         goto out;
     v->recov = FHR_MUST_PRESERVE;
-    v->charge = fhr_value_storage_nbytes(cv);
+    if ((st = regen_check_placement(cv, "adopt", err)) != FHR_OK)
+        goto out;
+    v->charge = fhr_value_storage_nbytes(cv) + regen_omitted(cv, cv->loc.kind);
+    v->regen = fhr_value_regenerable_nbytes(cv);
+    v->omit[0] = regen_omitted(cv, FHR_LOC_HOST);
+    v->omit[1] = regen_omitted(cv, FHR_LOC_PINNED);
     v->logical = fhr_value_logical_nbytes(cv);
     v->meta = cv->meta;
     int slot = fhr_loc_slot(cv->loc);
     char nm[96], what[128];
     snprintf(what, sizeof what, "adopt %s", mgr_vname(v, nm, sizeof nm));
-    if ((st = acct_admit(&m->loc[slot], cv->loc, v->charge, what, err)) != FHR_OK)
+    if ((st = acct_admit(&m->loc[slot], cv->loc, VAL_CHARGE(v, slot), what, err)) != FHR_OK)
         goto out;
     if (!(x = calloc(1, sizeof *x))) {
         st = fhr_fail(err, FHR_E_NOMEM, "adopt: out of host memory");
@@ -529,7 +540,7 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     x->last_use = ++m->clock;
     v->mats[slot] = x;
     v->present = 1ULL << slot;
-    acct_charge(&m->loc[slot], v->charge);
+    acct_charge(&m->loc[slot], VAL_CHARGE(v, slot));
     publish_val(m, v);
     *out = mgr_handle(m, v);
     *value = NULL;
@@ -561,6 +572,13 @@ fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec, const
     }
     if (spec->storage_nbytes == 0)
         return fhr_fail(err, FHR_E_INVALID, "register_source: storage_nbytes must be positive");
+    if (spec->regen_nbytes > logical || spec->regen_nbytes >= spec->storage_nbytes ||
+        (spec->regen_keep & ~(FHR_KEEP_HOST | FHR_KEEP_PINNED)))
+        return fhr_fail(err, FHR_E_INVALID,
+                        "register_source: %llu regenerable bytes (keep 0x%x) do not fit fields "
+                        "of %llu bytes and a charge of %llu",
+                        (unsigned long long)spec->regen_nbytes, spec->regen_keep,
+                        (unsigned long long)logical, (unsigned long long)spec->storage_nbytes);
     if ((st = mgr_enter(m, "register_source", err)) != FHR_OK)
         return st;
     val *v = NULL;
@@ -587,6 +605,9 @@ fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec, const
     v->spec.fields = v->spec_fields;
     v->recov = FHR_RECONSTRUCTIBLE;
     v->charge = spec->storage_nbytes;
+    v->regen = spec->regen_nbytes;
+    v->omit[0] = spec->regen_keep & FHR_KEEP_HOST ? 0 : spec->regen_nbytes;
+    v->omit[1] = spec->regen_keep & FHR_KEEP_PINNED ? 0 : spec->regen_nbytes;
     v->logical = logical;
     v->meta = spec->meta;
     v->src = *src;

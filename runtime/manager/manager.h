@@ -53,8 +53,10 @@ typedef struct val {
     fhr_replica_mode mode;
     fhr_recoverability recov;
     int32_t priority;
-    uint64_t charge;
+    uint64_t charge;           /* at a location that keeps every field */
     uint64_t logical;
+    uint64_t regen;            /* regenerable field bytes (regen.c) */
+    uint64_t omit[2];          /* of which host and pinned copies omit */
     fhr_ckks_meta meta;
     /* RECONSTRUCTIBLE only */
     fhr_value_spec spec;
@@ -86,6 +88,7 @@ struct fhr_manager {
     fhr_backend *b;
     int ndev;
     pthread_mutex_t lock;
+    gen_registry *gens;       /* generators of regenerable fields (own lock) */
     pthread_cond_t claims_cv; /* broadcast when claims end */
     unsigned loading;         /* source callbacks running: every new call fails fast */
     mgr_chore *chores;        /* owed by whoever unlocks next */
@@ -107,6 +110,13 @@ struct fhr_manager {
     fhr_scope **scopes;
     size_t nscopes, capscopes;
 };
+
+/* The charge of a copy at slot (host and pinned copies may omit regenerable fields). */
+static inline uint64_t charge_at(uint64_t charge, const uint64_t omit[2], int slot)
+{
+    return slot == 0 || slot == 1 ? charge - omit[slot] : charge;
+}
+#define VAL_CHARGE(v, slot) charge_at((v)->charge, (v)->omit, (slot))
 
 /* Locking + the reentrancy rule: returns FHR_OK with the lock held, or the error. */
 fhr_status mgr_enter(fhr_manager *m, const char *op, fhr_error *err);
@@ -178,7 +188,9 @@ typedef struct rule_view {
     fhr_replica_mode mode;
     fhr_recoverability recov;
     int has_src;
-    uint64_t charge;
+    uint64_t charge;           /* at a location that keeps every field */
+    uint64_t omit[2];          /* less at host, pinned: regenerable bytes omitted there */
+    uint64_t regen;            /* regenerable bytes: generated, not copied, onto a device */
     uint64_t present;          /* copies by slot */
     uint64_t protected_;       /* copies that are leased, held or pending */
     const char *why[FHR_LOC_SLOTS]; /* protection reason per protected slot (may be NULL) */

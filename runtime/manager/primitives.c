@@ -18,6 +18,9 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, s
     rv->recov = v->recov;
     rv->has_src = v->has_src;
     rv->charge = v->charge;
+    rv->omit[0] = v->omit[0];
+    rv->omit[1] = v->omit[1];
+    rv->regen = v->regen;
     rv->present = v->present;
     for (int s = 0; s < FHR_LOC_SLOTS; s++) {
         const mat *x = v->mats[s];
@@ -75,7 +78,7 @@ static void remove_mat(fhr_manager *m, val *v, int slot)
     mat *x = v->mats[slot];
     v->mats[slot] = NULL;
     v->present &= ~(1ULL << slot);
-    acct_release(&m->loc[slot], v->charge);
+    acct_release(&m->loc[slot], VAL_CHARGE(v, slot));
     if (mgr_stream(m, x->loc, &x->free_on, NULL) != FHR_OK)
         x->free_on = NULL;
     if (x->ready && ev_done(m, x->ready)) { /* forget what is known complete */
@@ -156,7 +159,7 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
         acct_charge(&m->loc[ts], 0); /* record the temporary in peak_charged */
         mgr_unlock(m);
         fhr_value *moved = NULL;
-        st = value_copy_to(lv, at, m->b, s, &moved, err);
+        st = value_copy_to_gen(lv, at, m->b, s, m->gens, &moved, err);
         value_destroy_on(lv, m->b, s);
         mgr_lock(m);
         m->loc[ts].temp -= tmp;
@@ -188,7 +191,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
         wait = src->ready;
         wait->refs++;
     }
-    uint64_t charge = v->charge;
+    uint64_t charge = VAL_CHARGE(v, slot); /* the whole copy, generated fields included */
     m->loc[slot].inflight += charge;
     mgr_unlock(m);
 
@@ -199,7 +202,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
         if (wait)
             st = m->b->ops->stream_wait_event(m->b, s, wait->ev, err);
         if (st == FHR_OK)
-            st = value_copy_to(src->value, at, m->b, s, &nv, err);
+            st = value_copy_to_gen(src->value, at, m->b, s, m->gens, &nv, err);
     } else {
         st = load_copy(m, v, at, s, &nv, err);
     }
@@ -224,10 +227,11 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     } else {
         tr->loaded = 1;
     }
-    tr->nbytes = fhr_value_storage_nbytes(nv);
+    x->storage = fhr_value_storage_nbytes(nv);
+    tr->nbytes = x->storage - nv->generated; /* over the link; the rest was generated */
+    tr->regen_nbytes = nv->generated;
     x->loc = at;
     x->value = nv;
-    x->storage = tr->nbytes;
     x->ready = ready;
     x->last_use = ++m->clock;
     v->mats[slot] = x;

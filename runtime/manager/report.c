@@ -69,6 +69,7 @@ fhr_status fhr_report_add_transition(fhr_report *r, const fhr_transition *t)
     if (!fhr_grow((void **)&r->tr, &r->captr, r->ntr, sizeof *r->tr, 16))
         return FHR_E_NOMEM;
     r->tr[r->ntr++] = *t;
+    r->regen_bytes += t->regen_nbytes;
     if (t->nbytes && t->has_from) {
         fhr_direction d = fhr_direction_of(t->from, t->to);
         r->bytes[d] += t->nbytes;
@@ -130,6 +131,7 @@ uint64_t fhr_report_bytes(const fhr_report *r, fhr_direction d)
 {
     return r && (unsigned)d < FHR_DIR_COUNT_ ? r->bytes[d] : 0;
 }
+uint64_t fhr_report_regen_bytes(const fhr_report *r) { return r ? r->regen_bytes : 0; }
 uint64_t fhr_report_count(const fhr_report *r, fhr_direction d)
 {
     return r && (unsigned)d < FHR_DIR_COUNT_ ? r->count[d] : 0;
@@ -174,6 +176,8 @@ char *fhr_report_json(const fhr_report *r)
             cJSON_AddNullToObject(o, "from");
         cJSON_AddStringToObject(o, "to", fhr_loc_format(t->to, b, sizeof b));
         cJSON_AddNumberToObject(o, "bytes", (double)t->nbytes);
+        if (t->regen_nbytes)
+            cJSON_AddNumberToObject(o, "regen_bytes", (double)t->regen_nbytes);
         cJSON_AddNumberToObject(o, "stream", (double)t->stream_id);
         cJSON_AddNumberToObject(o, "start_ns", (double)t->t_start_ns);
         cJSON_AddNumberToObject(o, "end_ns", (double)t->t_end_ns);
@@ -200,6 +204,7 @@ char *fhr_report_json(const fhr_report *r)
     cJSON_AddNumberToObject(root, "loads", (double)fhr_report_loads(r));
     cJSON_AddNumberToObject(root, "evictions", (double)fhr_report_evictions(r));
     cJSON_AddNumberToObject(root, "waits", (double)r->waits);
+    cJSON_AddNumberToObject(tot, "regen_bytes", (double)r->regen_bytes);
     char *s = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
     return s;

@@ -13,6 +13,7 @@ struct fhr_report {
     fhr_reservation_event *rev;
     size_t nrev, caprev;
     uint64_t bytes[FHR_DIR_COUNT_];
+    uint64_t regen_bytes; /* generated instead of copied, copies and loads */
     uint64_t count[FHR_DIR_COUNT_];
     uint64_t waits; /* host waits a throttled use made before its decision (fhr_use_report) */
 };

@@ -109,7 +109,8 @@ static fhr_status check_create(const rule_view *v, int slot, const locacct *locs
 {
     char what[96];
     snprintf(what, sizeof what, "%s %s", op, v->name);
-    fhr_status st = acct_admit(&locs[slot], fhr_loc_from_slot(slot), v->charge, what, err);
+    fhr_status st = acct_admit(&locs[slot], fhr_loc_from_slot(slot),
+                                charge_at(v->charge, v->omit, slot), what, err);
     if (st != FHR_OK)
         return fail_at(v, fhr_loc_from_slot(slot), err, st);
     eff->create = slot;

@@ -82,6 +82,7 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
         vi->priority = v->priority;
         vi->spec_storage_nbytes = v->charge;
         vi->logical_nbytes = v->logical;
+        vi->regen_nbytes = v->regen;
         vi->meta = NULL;
         if (full) {
             sb->metas[s->nvalues] = v->meta;
@@ -98,7 +99,9 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
             vi->ncopies++;
             ci->loc = x->loc;
             ci->storage_nbytes = x->storage;
-            ci->charged_nbytes = v->charge;
+            int sl = fhr_loc_slot(x->loc);
+            ci->charged_nbytes = VAL_CHARGE(v, sl);
+            ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
             if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
                 ev_unref(m, x->ready);
                 x->ready = NULL;
@@ -257,6 +260,7 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
         cJSON_AddNumberToObject(o, "priority", v->priority);
         add_u64(o, "storage_nbytes", v->spec_storage_nbytes);
         add_u64(o, "logical_nbytes", v->logical_nbytes);
+        add_u64(o, "regen_nbytes", v->regen_nbytes);
         if (v->meta) {
             const fhr_ckks_meta *mt = v->meta;
             cJSON *meta = cJSON_AddObjectToObject(o, "meta");
@@ -279,6 +283,7 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
             cJSON_AddStringToObject(co, "location", fhr_loc_format(ci->loc, buf, sizeof buf));
             add_u64(co, "storage_nbytes", ci->storage_nbytes);
             add_u64(co, "charged_nbytes", ci->charged_nbytes);
+            add_u64(co, "restore_nbytes", ci->restore_nbytes);
             cJSON_AddBoolToObject(co, "ready", ci->ready);
             add_u64(co, "leases", ci->leases);
             add_u64(co, "holds", ci->holds);

@@ -1,5 +1,5 @@
 /* runtime/manager/value.c — concrete values: buffers at one location, named field views
- * over them, CKKS metadata; functional (compacting) copies and spec checks. */
+ * over them, CKKS metadata; the compacting copy (value_to.c copies any value) and spec checks. */
 #include "runtime/manager/value.h"
 #include "base/error.h"
 
@@ -137,6 +137,7 @@ void value_destroy_on(fhr_value *v, fhr_backend *b, fhr_stream *s)
     }
     for (size_t i = 0; i < v->nfields; i++)
         free(v->fields[i].name);
+    regen_free(v);
     free(v->fields);
     free(v->bufs);
     free(v);
@@ -160,10 +161,15 @@ fhr_status fhr_value_field_at(const fhr_value *v, size_t i, void **ptr, size_t *
     if (!v || i >= v->nfields)
         return FHR_E_INVALID;
     const vfield *f = &v->fields[i];
-    if (ptr)
-        *ptr = (char *)v->bufs[f->buf].ptr + f->off;
     if (nbytes)
         *nbytes = f->nbytes;
+    if (f->buf == VFIELD_OMITTED) { /* regenerable, not kept in this copy */
+        if (ptr)
+            *ptr = NULL;
+        return FHR_E_STATE;
+    }
+    if (ptr)
+        *ptr = (char *)v->bufs[f->buf].ptr + f->off;
     return FHR_OK;
 }
 
@@ -253,36 +259,22 @@ fail:
     return st;
 }
 
-fhr_status fhr_value_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
-                        fhr_value **out, fhr_error *err)
-{
-    if (!v || !b || !out)
-        return fhr_fail(err, FHR_E_INVALID, "value_to: NULL argument");
-    *out = NULL;
-    if (fhr_loc_slot(to) < 0 || (to.kind == FHR_LOC_CUDA && to.index >= b->ops->device_count(b)))
-        return fhr_fail(err, FHR_E_LOCATION, "value_to: location is not visible to this process");
-    fhr_stream *own = NULL;
-    if (!s) {
-        fhr_status st = b->ops->stream_create(b, to.kind == FHR_LOC_CUDA ? to : v->loc, &own, err);
-        if (st != FHR_OK)
-            return st;
-        s = own;
-    }
-    fhr_status st = value_copy_to(v, to, b, s, out, err);
-    if (own) {
-        fhr_status ss = b->ops->stream_sync(b, own, st == FHR_OK ? err : NULL);
-        b->ops->stream_destroy(b, own);
-        if (st == FHR_OK && ss != FHR_OK) {
-            fhr_value_destroy(*out);
-            *out = NULL;
-            st = ss;
-        }
-    }
-    return st;
-}
 
 fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_error *err)
 {
+    if (fhr_value_regenerable_nbytes(v) != spec->regen_nbytes)
+        return fhr_fail(err, FHR_E_SOURCE,
+                        "source value has %llu bytes of regenerable fields, the spec says %llu",
+                        (unsigned long long)fhr_value_regenerable_nbytes(v),
+                        (unsigned long long)spec->regen_nbytes);
+    for (size_t i = 0; i < v->nregens; i++)
+        if (v->regens[i].keep != spec->regen_keep)
+            return fhr_fail(err, FHR_E_SOURCE,
+                            "source field '%s' is kept at other host locations than the spec says",
+                            v->fields[v->regens[i].field].name);
+    fhr_status st = regen_check_placement(v, "source", err);
+    if (st != FHR_OK)
+        return fhr_fail(err, FHR_E_SOURCE, "%s", err ? err->message : "bad regenerable field");
     if (v->nfields != spec->nfields)
         return fhr_fail(err, FHR_E_SOURCE, "source returned %zu fields, the spec has %zu",
                         v->nfields, spec->nfields);
@@ -298,10 +290,11 @@ fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_
     }
     if (!fhr_ckks_meta_equal(&v->meta, &spec->meta))
         return fhr_fail(err, FHR_E_SOURCE, "source returned different CKKS metadata than its spec");
-    if (fhr_value_storage_nbytes(v) > spec->storage_nbytes)
+    uint64_t charge = spec->storage_nbytes - regen_omitted(v, v->loc.kind);
+    if (fhr_value_storage_nbytes(v) > charge)
         return fhr_fail(err, FHR_E_SOURCE,
                         "source value holds %llu bytes, more than the spec's charge of %llu",
                         (unsigned long long)fhr_value_storage_nbytes(v),
-                        (unsigned long long)spec->storage_nbytes);
+                        (unsigned long long)charge);
     return FHR_OK;
 }

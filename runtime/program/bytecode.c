@@ -41,7 +41,16 @@ static const uint32_t recsize[RP_NSECTIONS + 1] = {
     [RP_SEC_STRS] = 1, [RP_SEC_CONS] = 8, [RP_SEC_VALS] = RP_VAL_SIZE,
     [RP_SEC_BUDG] = RP_BUDG_SIZE, [RP_SEC_POLI] = RP_POLI_SIZE, [RP_SEC_CHAI] = RP_CHAI_SIZE,
     [RP_SEC_CODE] = RP_CODE_SIZE, [RP_SEC_LINE] = RP_LINE_SIZE, [RP_SEC_SRCE] = 1,
+    [RP_SEC_REGN] = RP_REGN_SIZE,
 };
+
+static uint32_t nseeded(const rplan_program *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->nvals; i++)
+        n += p->vals[i].seeded != 0;
+    return n;
+}
 
 static uint32_t sec_count(const rplan_program *p, int id)
 {
@@ -54,6 +63,7 @@ static uint32_t sec_count(const rplan_program *p, int id)
     case RP_SEC_CHAI: return p->nchains;
     case RP_SEC_CODE: return p->ncode;
     case RP_SEC_LINE: return p->ncode;
+    case RP_SEC_REGN: return nseeded(p);
     default: return p->src ? p->srclen : 0;
     }
 }
@@ -72,9 +82,11 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
 {
     if (!p || !out || !outlen)
         return FHR_E_INVALID;
-    uint64_t total = RP_HDR_SIZE + RP_DIR_SIZE * RP_NSECTIONS;
+    /* a program without seeded values is written as version 1.0 (no REGN section) */
+    const int nsec = nseeded(p) ? RP_NSECTIONS : RP_NSECTIONS_1_0;
+    uint64_t total = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)nsec;
     uint64_t size[RP_NSECTIONS + 1];
-    for (int id = 1; id <= RP_NSECTIONS; id++) {
+    for (int id = 1; id <= nsec; id++) {
         size[id] = (uint64_t)sec_count(p, id) * recsize[id] + (id == RP_SEC_SRCE ? 4 : 0);
         total += size[id];
     }
@@ -85,11 +97,11 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         return FHR_E_NOMEM;
     memcpy(b, RP_MAGIC, 8);
     put16(b + 8, RP_MAJOR);
-    put16(b + 10, RP_MINOR);
-    put32(b + 12, RP_NSECTIONS);
+    put16(b + 10, nsec == RP_NSECTIONS ? RP_MINOR : 0);
+    put32(b + 12, (uint32_t)nsec);
     put32(b + 16, (uint32_t)total);
-    uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * RP_NSECTIONS;
-    for (int id = 1; id <= RP_NSECTIONS; id++) {
+    uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint32_t)nsec;
+    for (int id = 1; id <= nsec; id++) {
         unsigned char *d = b + RP_HDR_SIZE + RP_DIR_SIZE * (id - 1);
         put32(d, (uint32_t)id);
         put32(d + 4, off);
@@ -159,6 +171,18 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
             if (p->src)
                 memcpy(q + 4, p->src, p->srclen);
             break;
+        case RP_SEC_REGN:
+            for (uint32_t i = 0; i < p->nvals; i++) {
+                const rp_value *v = &p->vals[i];
+                if (!v->seeded)
+                    continue;
+                put32(q, i);
+                put32(q + 4, v->gen);
+                put64(q + 8, v->seed);
+                q[16] = v->keep;
+                q += RP_REGN_SIZE;
+            }
+            break;
         }
         off += (uint32_t)size[id];
     }
@@ -200,7 +224,8 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
                  get32(b + 16), len);
         return FHR_E_INVALID;
     }
-    if (get32(b + 12) != RP_NSECTIONS || get32(b + 24) != 0 || get32(b + 28) != 0) {
+    const int nsec = minor >= 1 ? RP_NSECTIONS : RP_NSECTIONS_1_0;
+    if (get32(b + 12) != (uint32_t)nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
         snprintf(msg, cap, "bad header: section count or reserved fields");
         return FHR_E_INVALID;
     }
@@ -214,13 +239,13 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         return FHR_E_INVALID;
     }
     const unsigned char *sec[RP_NSECTIONS + 1];
-    uint32_t cnt[RP_NSECTIONS + 1];
-    uint64_t off = RP_HDR_SIZE + RP_DIR_SIZE * RP_NSECTIONS;
+    uint32_t cnt[RP_NSECTIONS + 1] = {0};
+    uint64_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)nsec;
     if (len < off) {
         snprintf(msg, cap, "truncated section directory");
         return FHR_E_INVALID;
     }
-    for (int id = 1; id <= RP_NSECTIONS; id++) {
+    for (int id = 1; id <= nsec; id++) {
         const unsigned char *d = b + RP_HDR_SIZE + RP_DIR_SIZE * (id - 1);
         uint32_t sid = get32(d), so = get32(d + 4), ss = get32(d + 8), sc = get32(d + 12);
         uint64_t expect = (uint64_t)sc * recsize[id] + (id == RP_SEC_SRCE ? 4 : 0);
@@ -303,6 +328,24 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
     q = sec[RP_SEC_LINE];
     for (uint32_t i = 0; i < p->ncode; i++, q += RP_LINE_SIZE)
         p->lines[i] = (rp_linerec){get32(q), get16(q + 4), get16(q + 6)};
+    q = nsec == RP_NSECTIONS ? sec[RP_SEC_REGN] : NULL;
+    for (uint32_t i = 0; q && i < cnt[RP_SEC_REGN]; i++, q += RP_REGN_SIZE) {
+        uint32_t vi = get32(q);
+        int bad = vi >= p->nvals || p->vals[vi].seeded || (i && vi <= get32(q - RP_REGN_SIZE));
+        for (int k = 17; k < RP_REGN_SIZE; k++)
+            bad |= q[k] != 0;
+        if (bad) {
+            snprintf(msg, cap, "seeded value record %u: value %u out of order, repeated or "
+                     "unknown, or reserved bytes not zero", i, vi);
+            rplan_program_free(p);
+            return FHR_E_INVALID;
+        }
+        rp_value *v = &p->vals[vi];
+        v->seeded = 1;
+        v->gen = get32(q + 4);
+        v->seed = get64(q + 8);
+        v->keep = q[16];
+    }
     p->src_name = get32(sec[RP_SEC_SRCE]);
     if (p->srclen) {
         p->src = malloc((size_t)p->srclen + 1);

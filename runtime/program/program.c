@@ -229,6 +229,13 @@ fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *o)
     o->priority = v->prio;
     o->line = v->line;
     o->col = v->col;
+    if (v->seeded) {
+        o->seeded = 1;
+        o->generator = rp_prog_cstr(p, v->gen);
+        o->regen_seed = v->seed;
+        o->regen_nbytes = rp_regen_nbytes(v->nbytes);
+        o->keep = v->keep;
+    }
     return FHR_OK;
 }
 

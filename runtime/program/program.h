@@ -33,13 +33,15 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"
 #define RP_MAJOR 1
-#define RP_MINOR 0
+#define RP_MINOR 1
 #define RP_HDR_SIZE 32
 #define RP_DIR_SIZE 16
 enum {
     RP_SEC_STRS = 1, RP_SEC_CONS, RP_SEC_VALS, RP_SEC_BUDG, RP_SEC_POLI, RP_SEC_CHAI,
-    RP_SEC_CODE, RP_SEC_LINE, RP_SEC_SRCE, RP_NSECTIONS = RP_SEC_SRCE
+    RP_SEC_CODE, RP_SEC_LINE, RP_SEC_SRCE, RP_SEC_REGN, RP_NSECTIONS = RP_SEC_REGN
 };
+#define RP_NSECTIONS_1_0 RP_SEC_SRCE /* minor 0 files end with the source section */
+#define RP_REGN_SIZE 24
 #define RP_VAL_SIZE 40
 #define RP_BUDG_SIZE 16
 #define RP_POLI_SIZE 16
@@ -55,6 +57,10 @@ typedef struct rp_value {
     int32_t prio;
     uint32_t line;
     uint16_t col, len;
+    /* seeded (the REGN section): the last rp_regen_nbytes() bytes are generated */
+    uint8_t seeded, keep; /* keep: FHR_KEEP_* */
+    uint32_t gen;         /* generator name (string offset) */
+    uint64_t seed;
 } rp_value;
 
 typedef struct rp_budgetrec {
@@ -126,6 +132,13 @@ typedef struct rp_vfail {
 } rp_vfail;
 
 RP_HIDDEN fhr_status rp_verify(const rplan_program *p, rp_vfail *f);
+
+/* regen.c: seeded values. The regenerable half of a value of n bytes: its last
+ * floor(n / 16) * 8 bytes. The dry-run charge of value v at slot (host and pinned copies
+ * omit the half they do not keep). Checks v's seeded fields: 0 and a message if bad. */
+RP_HIDDEN uint64_t rp_regen_nbytes(uint64_t nbytes);
+RP_HIDDEN uint64_t rp_value_charge(const rp_value *v, uint8_t slot);
+RP_HIDDEN int rp_check_seeded(const rplan_program *p, uint32_t i, char *msg, size_t cap);
 
 /* CRC-32C (Castagnoli). */
 RP_HIDDEN uint32_t rp_crc32c(uint32_t crc, const void *buf, size_t len);

@@ -162,8 +162,13 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             fn = vm_touch_kernel;
             kctx = vm;
         }
-        if (strcmp(r->in->str, "verify") == 0)
+        if (strcmp(r->in->str, "verify") == 0) {
             vm->checks_total += r->nvals;
+            for (size_t v = 0; v < r->nvals; v++)
+                if (vm->vinfo[r->vals[v]].seeded)
+                    FOR_OPEN_RECORDS(vm, rec)
+                    rec->regen_checks++;
+        }
         double model = vm_model_body(vm, r);
         FOR_OPEN_RECORDS(vm, rec)
         rec->model_body_s += model;

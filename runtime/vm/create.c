@@ -50,6 +50,8 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
         st = rplan_value(p, i, &vm->vinfo[i]);
         uint64_t n = scale_up8(vm->vinfo[i].nbytes, vm->o.scale);
         vm->vinfo[i].nbytes = n;
+        if (vm->vinfo[i].seeded)
+            vm->vinfo[i].regen_nbytes = n / 16 * 8;
         if (n > vm->scratch_nbytes)
             vm->scratch_nbytes = (size_t)n;
     }
@@ -122,8 +124,8 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->stage_t1);
     for (size_t i = 0; i < vm->nvals; i++)
         if (vm->backing && vm->backing[i])
-            vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i], (size_t)vm->vinfo[i].nbytes,
-                             NULL);
+            vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i],
+                             (size_t)vm_backing_nbytes(&vm->vinfo[i]), NULL);
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
         if (vm->compute[i])
             vm->b->ops->stream_destroy(vm->b, vm->compute[i]);
@@ -154,4 +156,12 @@ fhr_handle rplan_vm_handle(const rplan_vm *vm, size_t i)
 {
     fhr_handle none = {0, 0};
     return vm && i < vm->nvals ? vm->h[i] : none;
+}
+
+fhr_status rplan_generator_register(rplan_vm *vm, const char *name, fhr_generator_fn fn,
+                                    void *ctx, fhr_error *err)
+{
+    if (!vm)
+        return fhr_fail(err, FHR_E_INVALID, "generator_register: vm is NULL");
+    return fhr_generator_register(vm->m, name, fn, ctx, err);
 }

@@ -169,6 +169,10 @@ void vm_mark_end(void *arg);
                                                       : &(vm)->total;                        \
              r; r = NULL)
 void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request);
+/* Bytes a value keeps in the backing store (a seeded one: its "b" half). */
+uint64_t vm_backing_nbytes(const rplan_value_info *vi);
+/* The device generation rate in GB/s (opts, FHEPLAN_GEN_GBPS, else the default). */
+double vm_gen_rate(const rplan_vm *vm);
 void vm_sample_peaks(rplan_vm *vm);
 fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top);
 void vm_stage_close(rplan_vm *vm);

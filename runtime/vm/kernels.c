@@ -5,10 +5,12 @@
  * accumulator of the ciphertext's size, repeated `batch` times). On real CUDA memory
  * they launch the kernels of cuda/kernels.cu; elsewhere (the emulated device, host and
  * pinned copies) they run as host functions enqueued on the stream, so stream order
- * holds either way. Also: the one synthetic-data fill used by adoption and sources. */
+ * holds either way. verify also recomputes a seeded value's regenerated "a" half (the
+ * built-in counter generator). Also: the one synthetic-data fill used by adoption and sources. */
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 #include "cuda/kernels.h"
+#include "cuda/counter_gen.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -167,7 +169,7 @@ static int verify_host(const unsigned char *p, size_t n, int synth, uint64_t see
 
 /* ---- host jobs (run on a stream through launch_host; each frees itself) ------------- */
 
-enum { JOB_FILL, JOB_TOUCH, JOB_VERIFY, JOB_SPIN, JOB_KEYSWITCH };
+enum { JOB_FILL, JOB_TOUCH, JOB_VERIFY, JOB_SPIN, JOB_KEYSWITCH, JOB_VERIFY_COUNTER };
 
 typedef struct host_job {
     int kind;
@@ -205,6 +207,10 @@ static void run_job(void *arg)
     }
     case JOB_VERIFY:
         if (verify_host(j->src, j->n, j->synth, j->seed))
+            __atomic_fetch_add(j->counter, 1, __ATOMIC_RELAXED);
+        break;
+    case JOB_VERIFY_COUNTER: /* seed: the generator's key */
+        if (fhr_counter_differs_host(j->src, j->n, j->seed))
             __atomic_fetch_add(j->counter, 1, __ATOMIC_RELAXED);
         break;
     case JOB_SPIN: {
@@ -288,6 +294,8 @@ fhr_status vm_fill(rplan_vm *vm, void *p, fhr_location loc, size_t n, const rpla
 
 /* ---- built-in kernels ---------------------------------------------------------------- */
 
+/* The bytes a kernel reads: field "data", else field 0 and the fields stored right after it
+ * (a seeded key's "b" then "a": the whole key where both are held). */
 static fhr_status value_bytes(const rplan_kernel_call *c, size_t v, const void **p, size_t *n,
                               fhr_error *err)
 {
@@ -295,6 +303,14 @@ static fhr_status value_bytes(const rplan_kernel_call *c, size_t v, const void *
     if (fhr_value_field(c->values[v], "data", &q, n) != FHR_OK) {
         if (fhr_value_field_at(c->values[v], 0, &q, n) != FHR_OK)
             return fhr_fail(err, FHR_E_INVALID, "value %s has no field", c->infos[v]->name);
+        for (size_t i = 1; i < fhr_value_nfields(c->values[v]); i++) {
+            void *r;
+            size_t rn;
+            if (fhr_value_field_at(c->values[v], i, &r, &rn) != FHR_OK ||
+                (char *)r != (char *)q + *n)
+                break;
+            *n += rn;
+        }
     }
     *p = q;
     return FHR_OK;
@@ -304,6 +320,37 @@ static uint64_t *counter_of(const rplan_kernel_call *c)
 {
     return c->vm->counter[fhr_loc_slot(c->loc)];
 }
+
+/* The key of a seeded value's counter stream (its 8 little-endian seed bytes). */
+static uint64_t seeded_key(const rplan_value_info *vi)
+{
+    unsigned char seed[8];
+    for (int k = 0; k < 8; k++)
+        seed[k] = (unsigned char)(vi->regen_seed >> (8 * k));
+    return fhr_counter_key(seed, sizeof seed);
+}
+
+/* Enqueues the check of one byte range against synthetic/zero content (counter 0) or the
+ * counter stream keyed by `key` (counter 1). */
+static fhr_status verify_range_on(const rplan_kernel_call *c, const void *p, size_t n,
+                                  int counter, int synth, uint64_t seed, fhr_error *err)
+{
+    if (c->device_memory)
+        return counter ? fhk_counter_verify(c->stream, p, n, seed,
+                                            (unsigned long long *)counter_of(c), err)
+                       : fhk_verify(c->stream, p, n, synth, seed,
+                                    (unsigned long long *)counter_of(c), err);
+    host_job *j = new_job(counter ? JOB_VERIFY_COUNTER : JOB_VERIFY, err);
+    if (!j)
+        return FHR_E_NOMEM;
+    j->src = p;
+    j->n = n;
+    j->synth = synth;
+    j->seed = seed;
+    j->counter = counter_of(c);
+    return enqueue(c->backend, c->stream, j, err);
+}
+
 
 fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
 {
@@ -341,12 +388,33 @@ static fhr_status verify_kernel(void *ctx, const rplan_kernel_call *c, fhr_error
                             "verify: %s comes from a file; only synth and zero content can be "
                             "recomputed",
                             vi->name);
+        int synth = vi->data == RPLAN_DATA_SYNTH;
+        if (vi->seeded) { /* "b" against its content; "a" (where held) against the generator */
+            void *pb, *pa;
+            size_t nb, na;
+            fhr_status st = fhr_value_field(c->values[v], "b", &pb, &nb);
+            if (st == FHR_OK)
+                st = verify_range_on(c, pb, nb, 0, synth, vi->seed, err);
+            else
+                return fhr_fail(err, FHR_E_INVALID, "verify: seeded value %s has no field 'b'",
+                                vi->name);
+            if (st == FHR_OK && fhr_value_field(c->values[v], "a", &pa, &na) == FHR_OK) {
+                if (strcmp(vi->generator, FHR_GENERATOR_COUNTER) != 0)
+                    return fhr_fail(err, FHR_E_UNSUPPORTED,
+                                    "verify: %s is regenerated by '%s'; only the built-in "
+                                    "counter generator can be recomputed",
+                                    vi->name, vi->generator);
+                st = verify_range_on(c, pa, na, 1, 0, seeded_key(vi), err);
+            }
+            if (st)
+                return st;
+            continue;
+        }
         const void *p;
         size_t n;
         fhr_status st = value_bytes(c, v, &p, &n, err);
         if (st)
             return st;
-        int synth = vi->data == RPLAN_DATA_SYNTH;
         if (c->device_memory) {
             st = fhk_verify(c->stream, p, n, synth, vi->seed,
                             (unsigned long long *)counter_of(c), err);

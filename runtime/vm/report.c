@@ -26,6 +26,7 @@ static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
     for (int d = 0; d < FHR_DIR_NONE; d++)
         moved += r->bytes[d];
     cJSON_AddNumberToObject(o, "bytes_moved", (double)moved);
+    cJSON_AddNumberToObject(o, "bytes_regenerated", (double)r->regen_bytes);
     cJSON *c = cJSON_AddObjectToObject(o, "copies");
     for (int d = 0; d < FHR_DIR_NONE; d++)
         cJSON_AddNumberToObject(c, fhr_direction_name((fhr_direction)d), (double)r->copies[d]);
@@ -46,6 +47,7 @@ static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
         cJSON *ig = cJSON_AddObjectToObject(o, "integrity");
         cJSON_AddNumberToObject(ig, "checks", (double)r->checks);
         cJSON_AddNumberToObject(ig, "failures", (double)r->check_failures);
+        cJSON_AddNumberToObject(ig, "seeded_checks", (double)r->regen_checks);
         cJSON_AddBoolToObject(ig, "ok", r->check_failures == 0);
     }
 }
@@ -69,6 +71,8 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
     stage_json(t, &r->total, r->explain);
     cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
     cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
+    cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
+    cJSON_AddNumberToObject(t, "regen_s", r->regen_s);
     if (r->explain) {
         cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
         cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);

@@ -20,6 +20,7 @@ void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
             ours = vm->xfer[s] && vm->b->ops->stream_id(vm->b, vm->xfer[s]) == t->stream_id;
         FOR_OPEN_RECORDS(vm, r)
         {
+            r->regen_bytes += t->regen_nbytes;
             if (t->loaded) {
                 r->load_bytes += t->nbytes;
                 r->loads++;

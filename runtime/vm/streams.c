@@ -1,5 +1,6 @@
 /* runtime/vm/streams.c — the VM's clock and its streams: one compute and one transfer stream
- * per location, made on first use, synchronised together; the pinned -> device bandwidth probe. */
+ * per location, made on first use, synchronised together; the pinned -> device bandwidth
+ * probe and the device generation rate. */
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
@@ -54,6 +55,19 @@ fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err)
     if (vm->m)
         fhr_reap(vm->m);
     return FHR_OK;
+}
+
+/* Device generation rate of seeded fields in GB/s: configured, FHEPLAN_GEN_GBPS, or 496
+ * (90 MiB of a halves in 0.19 ms by Phantom's sampler on an H200; bench/regen.c measures
+ * the built-in generator). */
+double vm_gen_rate(const rplan_vm *vm)
+{
+    if (vm->o.gen_gbps > 0)
+        return vm->o.gen_gbps;
+    const char *env = getenv("FHEPLAN_GEN_GBPS");
+    if (env && atof(env) > 0)
+        return atof(env);
+    return 496.0;
 }
 
 /* Pinned host -> device bandwidth in GB/s: configured, FHEPLAN_PINNED_GBPS, or one

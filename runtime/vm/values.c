@@ -1,5 +1,6 @@
 /* runtime/vm/values.c — the program's values in the manager: MUST_PRESERVE values adopted
- * with their initial content, the others registered as sources loading from a backing store. */
+ * with their initial content, the others registered as sources loading from a backing store;
+ * seeded values keep only their "b" half there and regenerate "a" where copies keep it. */
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
@@ -29,11 +30,62 @@ static fhr_status read_file(const char *path, size_t n, void *dst, fhr_error *er
     return FHR_OK;
 }
 
+/* ---- seeded values: "b" stored, "a" regenerated ---------------------------------------- */
+
+uint64_t vm_backing_nbytes(const rplan_value_info *vi)
+{
+    return vi->seeded ? vi->nbytes - vi->regen_nbytes : vi->nbytes;
+}
+
+/* The host location whose copies omit "a" (pinned unless `keep pinned`). */
+static fhr_location omitting_host(const rplan_value_info *vi)
+{
+    return vi->keep & FHR_KEEP_PINNED ? fhr_loc_host() : fhr_loc_pinned();
+}
+
+/* A value at an omitting host location over the "b" bytes at p (borrowed when own is 0),
+ * with "a" declared regenerable from the value's seed. */
+static fhr_status seeded_host_value(rplan_vm *vm, const rplan_value_info *vi, void *p, int own,
+                                    fhr_value **out, fhr_error *err)
+{
+    fhr_ckks_meta meta = {0};
+    meta.context_id = 1;
+    fhr_value *v = NULL;
+    unsigned char seed[8];
+    for (int k = 0; k < 8; k++)
+        seed[k] = (unsigned char)(vi->regen_seed >> (8 * k));
+    size_t nb = (size_t)vm_backing_nbytes(vi), bi;
+    fhr_status st = fhr_value_create(omitting_host(vi), &meta, &v, err);
+    if (st == FHR_OK)
+        st = own ? fhr_value_alloc_buffer(v, vm->b, nb, NULL, &bi, err)
+                 : fhr_value_add_buffer(v, p, nb, NULL, NULL, &bi, err);
+    if (st == FHR_OK)
+        st = fhr_value_add_field(v, "b", bi, 0, nb, err);
+    if (st == FHR_OK)
+        st = fhr_value_add_regenerable(v, "a", (size_t)vi->regen_nbytes, vi->generator, seed,
+                                       sizeof seed, vi->keep, err);
+    if (st != FHR_OK) {
+        fhr_value_destroy(v);
+        return st;
+    }
+    *out = v;
+    return FHR_OK;
+}
+
 static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location at, fhr_backend *b,
                            fhr_stream *s, fhr_value **out, fhr_error *err)
 {
     vm_src *vs = ctx;
     rplan_vm *vm = vs->vm;
+    const rplan_value_info *vi = &vm->vinfo[vs->index];
+    if (vi->seeded) { /* copy "b" from the backing store, generate "a" where it is kept */
+        fhr_value *hv = NULL;
+        fhr_status st = seeded_host_value(vm, vi, vm->backing[vs->index], 0, &hv, err);
+        if (st == FHR_OK)
+            st = fhr_manager_value_to(vm->m, hv, at, s, out, err);
+        fhr_value_destroy(hv); /* borrowed: the backing store stays */
+        return st;
+    }
     size_t n = (size_t)spec->storage_nbytes;
     fhr_value *v = NULL;
     fhr_status st = fhr_value_create(at, &spec->meta, &v, err);
@@ -90,7 +142,27 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 return name_value(st, vi, err);
             }
         }
-        if (vi->recoverability == FHR_MUST_PRESERVE) {
+        if (vi->seeded && vi->recoverability == FHR_MUST_PRESERVE) {
+            fhr_location at = vi->has_initial ? vi->initial : fhr_loc_host();
+            fhr_value *hv = NULL, *v = NULL;
+            if ((st = seeded_host_value(vm, vi, NULL, 1, &hv, err)) == FHR_OK && !vm->explain) {
+                void *p;
+                size_t pn;
+                fhr_value_field(hv, "b", &p, &pn);
+                st = vm_fill(vm, p, fhr_value_location(hv), pn, vi, filebuf, NULL, err);
+            }
+            if (st == FHR_OK && !fhr_loc_equal(at, fhr_value_location(hv)))
+                st = fhr_manager_value_to(vm->m, hv, at, NULL, &v, err);
+            else if (st == FHR_OK) {
+                v = hv;
+                hv = NULL;
+            }
+            fhr_value_destroy(hv);
+            if (st == FHR_OK)
+                st = fhr_adopt(vm->m, &v, &ao, &vm->h[i], err);
+            if (v)
+                fhr_value_destroy(v);
+        } else if (vi->recoverability == FHR_MUST_PRESERVE) {
             fhr_location at = vi->has_initial ? vi->initial : fhr_loc_host();
             fhr_value *v = NULL;
             if ((st = fhr_value_create(at, &meta, &v, err)) == FHR_OK &&
@@ -109,21 +181,32 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
             if (v)
                 fhr_value_destroy(v);
         } else {
-            if (!vm->explain) {
-                if ((st = vm->b->ops->alloc(vm->b, vm->backing_loc, n, NULL, &vm->backing[i],
+            if (!vm->explain || vi->seeded) { /* model memory for a seeded value's borrow */
+                size_t nb = (size_t)vm_backing_nbytes(vi);
+                if ((st = vm->b->ops->alloc(vm->b, vm->backing_loc, nb, NULL, &vm->backing[i],
                                             err)) != FHR_OK) {
                     free(filebuf);
                     return name_value(st, vi, err);
                 }
+            }
+            if (!vm->explain) {
                 fhr_stream *s = NULL;
                 if (vm->backing_loc.kind == FHR_LOC_CUDA)
                     st = vm_compute_stream(vm, vm->backing_loc, &s, err);
                 if (st == FHR_OK)
-                    st = vm_fill(vm, vm->backing[i], vm->backing_loc, n, vi, filebuf, s, err);
+                    st = vm_fill(vm, vm->backing[i], vm->backing_loc, (size_t)vm_backing_nbytes(vi),
+                                 vi, filebuf, s, err);
             }
-            if (st == FHR_OK) {
+            if (st == FHR_OK && vi->seeded) {
+                fhr_field_spec fs[2] = {{"b", vi->nbytes - vi->regen_nbytes}, {"a", vi->regen_nbytes}};
+                fhr_value_spec spec = {meta, 2, fs, vi->nbytes, vi->regen_nbytes, vi->keep};
+                vm->srcs[i].vm = vm;
+                vm->srcs[i].index = (uint32_t)i;
+                fhr_source src = {src_load, &vm->srcs[i], NULL};
+                st = fhr_register_source(vm->m, &spec, &src, &ao, &vm->h[i], err);
+            } else if (st == FHR_OK) {
                 fhr_field_spec fs = {"data", vi->nbytes};
-                fhr_value_spec spec = {meta, 1, &fs, vi->nbytes};
+                fhr_value_spec spec = {meta, 1, &fs, vi->nbytes, 0, 0};
                 vm->srcs[i].vm = vm;
                 vm->srcs[i].index = (uint32_t)i;
                 fhr_source src = {src_load, &vm->srcs[i], NULL};

@@ -447,7 +447,13 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->transfer_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
     rep->lower_bound_s = t->body_s > rep->transfer_s ? t->body_s : rep->transfer_s;
     rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
-    rep->predicted_s = t->model_body_s > rep->transfer_s ? t->model_body_s : rep->transfer_s;
+    rep->gen_gbps = vm_gen_rate(vm);
+    rep->regen_s = (double)t->regen_bytes / (rep->gen_gbps * 1e9);
+    if (t->body_s + rep->regen_s > rep->lower_bound_s)
+        rep->lower_bound_s = t->body_s + rep->regen_s;
+    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
+    double busy = t->model_body_s + rep->regen_s;
+    rep->predicted_s = busy > rep->transfer_s ? busy : rep->transfer_s;
     if (rep->ok && t->check_failures) {
         rep->ok = 0;
         rep->status = FHR_E_BACKEND;

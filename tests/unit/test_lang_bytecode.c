@@ -1,7 +1,8 @@
 /* tests/unit/test_lang_bytecode.c — the bytecode file: round trip through memory and
  * disk, and the corruption sweeps: every truncation and every single-byte corruption of
  * a small file is refused with a clear error; then every single-byte corruption again
- * with the checksum recomputed, so the verifier must catch it or accept a valid program. */
+ * with the checksum recomputed, so the verifier must catch it or accept a valid program
+ * (the small file has a seeded value, so the REGN section is swept too). */
 #include <criterion/criterion.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,6 +18,7 @@ static const char small[] =
     "value a = 8 MiB exclusive at pinned init synth(3)\n"
     "value b[2] = 4 MiB source file(\"k.bin\") priority 2\n"
     "value c = 1 MiB at host\n"
+    "value d = 2 KiB replicable source synth(4) seeded k.gen(77) keep pinned\n"
     "policy p = tiered_lru(cuda:0 -> pinned)\n"
     "stage \"s\" {\n"
     "  hold c @ host\n"
@@ -103,7 +105,9 @@ Test(lang_bytecode, round_trip_file)
     unlink(path);
     char *a = rplan_disasm_string(p, 0), *c = rplan_disasm_string(q, 0);
     cr_assert_str_eq(a, c);
-    cr_assert(strstr(a, "; 13: body { run k.f(a, b[1], 3, 2 KiB, 5 ms) }"));
+    cr_assert(strstr(a, "; 14: body { run k.f(a, b[1], 3, 2 KiB, 5 ms) }"));
+    cr_assert(strstr(a, "; rplan bytecode 1.1"), "%s", a);
+    cr_assert(strstr(a, "source synth(4) seeded k.gen(77) keep pinned"), "%s", a);
     cr_assert(rplan_is_bytecode(b, n));
     cr_assert_str_eq(rplan_source_name(q), "small.rplan");
     free(a);
@@ -129,7 +133,7 @@ Test(lang_bytecode, framing_errors)
     b[8] = 2;
     cr_assert_eq(rplan_load_mem(b, n, "x.rpc", &p, d), FHR_E_INVALID);
     cr_assert_str_eq(rplan_diags_get(d, 2)->message,
-                     "unsupported bytecode version 2.0 (this reader knows 1.0)");
+                     "unsupported bytecode version 2.1 (this reader knows 1.1)");
     cr_assert_eq(rplan_load_mem("#!rplan", 7, "x.rpc", &p, d), FHR_E_INVALID);
     char *s = rplan_diags_render_string(d);
     cr_assert(strstr(s, "x.rpc: error: not a bytecode file"), "%s", s);

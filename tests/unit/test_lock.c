@@ -1,8 +1,9 @@
 /* tests/unit/test_lock.c — no call holds the manager lock across a device wait, a copy, a
- * user callback: while one thread is blocked in each of them (on a test gate), another
+ * user callback or a field generator: while one thread is blocked in each (on a gate), another
  * thread's snapshot, lease and transition complete; and destroys inside a source load. */
 #include "gated_backend.h"
 #include "mgr_helpers.h"
+#include "cuda/counter_gen.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -585,4 +586,92 @@ Test(threads_lock, destroys_inside_a_load_change_nothing_until_it_ends)
     gate_fini(&consumer);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
+}
+
+/* ---- a generator of a regenerable field, blocked while it makes a device copy -------- */
+
+typedef struct gated_gen {
+    gate g;
+    int calls;
+} gated_gen;
+
+static fhr_status blocking_gen(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
+                               void *dst, size_t nbytes, const void *seed, size_t seed_len,
+                               fhr_error *err)
+{
+    gated_gen *gg = ctx;
+    gg->calls++;
+    gate_wait(&gg->g); /* the copying thread blocks inside the user's generator */
+    return fhr_generator_counter(NULL, b, at, s, dst, nbytes, seed, seed_len, err);
+}
+
+Test(threads_lock, a_generator_blocked_in_a_device_copy_holds_no_lock)
+{
+    fhr_backend *b = emu_backend(1);
+    const size_t nb = 16 << 10, na = 16 << 10, ny = 8 << 10;
+    fhr_budget bud = {fhr_loc_cuda(0), nb + na + ny / 2}; /* room for the key, not for y too */
+    fhr_manager *m = new_manager(b, &bud, 1);
+    gated_gen gg = {.calls = 0};
+    gate_init(&gg.g);
+    cr_assert_eq(fhr_generator_register(m, "test.blocking", blocking_gen, &gg, NULL), FHR_OK);
+    fhr_value *v = NULL;
+    size_t bi;
+    const unsigned char seed[4] = {7, 8, 9, 10};
+    cr_assert_eq(fhr_value_create(fhr_loc_pinned(), NULL, &v, NULL), FHR_OK);
+    cr_assert_eq(fhr_value_alloc_buffer(v, b, nb, NULL, &bi, NULL), FHR_OK);
+    void *pb;
+    cr_assert_eq(fhr_value_add_field(v, "b", bi, 0, nb, NULL), FHR_OK);
+    cr_assert_eq(fhr_value_field(v, "b", &pb, NULL), FHR_OK);
+    fill_pattern(pb, nb, 41);
+    cr_assert_eq(fhr_value_add_regenerable(v, "a", na, "test.blocking", seed, sizeof seed, 0, NULL),
+                 FHR_OK);
+    fhr_adopt_opts o = {FHR_REPLICABLE, "key", 0};
+    fhr_handle x;
+    cr_assert_eq(fhr_adopt(m, &v, &o, &x, NULL), FHR_OK);
+    fhr_handle y = adopt_n(m, ny, 42, FHR_REPLICABLE);
+    uint64_t v0 = fhr_state_version(m);
+
+    mover mv = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
+    pthread_t t;
+    pthread_create(&t, NULL, move_main, &mv); /* moves the key from pinned to cuda:0 */
+    gate_await_entered(&gg.g, 1);              /* it sits inside the generator */
+    probe p = {.m = m, .other = y, .to = fhr_loc_pinned(), .blocked = x,
+               .blocked_at = fhr_loc_cuda(0)};
+    pthread_t pt;
+    int in_time = probe_run(&p, &pt);
+    /* while it generates, the whole copy's charge is admitted: y does not fit beside it */
+    fhr_status squeezed = in_time ? fhr_ensure(m, y, fhr_loc_cuda(0), NULL, NULL) : FHR_OK;
+    gate_open(&gg.g);
+    probe_join(&p, pt);
+    pthread_join(t, NULL);
+    cr_assert(in_time, "snapshot, lease and transition waited for another thread's generator");
+    probe_check(&p);
+    cr_assert_eq(p.v_before, v0, "nothing of the unfinished copy is visible");
+    cr_assert_not(p.blocked_visible, "the copy being generated showed in a snapshot");
+    cr_assert_eq(squeezed, FHR_E_BUDGET, "the copy in flight did not hold its whole charge");
+    cr_assert_eq(mv.st, FHR_OK);
+    cr_assert_eq(gg.calls, 1);
+    cr_assert_eq(fhr_is_resident(m, x, fhr_loc_cuda(0)), 1);
+
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_lease *l = NULL;
+    cr_assert_eq(fhr_acquire(m, &x, 1, fhr_loc_cuda(0), cs, &l, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    void *pa;
+    size_t n2;
+    cr_assert_eq(fhr_value_field(fhr_lease_value(l, x), "a", &pa, &n2), FHR_OK);
+    unsigned char *want = malloc(na);
+    fhr_counter_fill_host(want, na, fhr_counter_key(seed, sizeof seed));
+    cr_assert_eq(memcmp(pa, want, na), 0, "the generated half is the generator's");
+    free(want);
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    fhr_stream_sync(b, cs, NULL);
+    fhr_stream_destroy(b, cs);
+    fhr_reap(m);
+    check_accounting(m);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+    gate_fini(&gg.g);
 }

@@ -1,6 +1,7 @@
 /* tests/unit/test_lookahead.c — the lookahead policy against independent oracles:
  * Belady's MIN miss count for equal sizes (matched exactly), and an exhaustive solver
- * for unequal sizes (the heuristic's gap measured, never below the optimum). */
+ * for unequal sizes and unequal restore costs (keys whose device copies regenerate part
+ * of their bytes): the heuristic's gap in bytes over the link, never below the optimum. */
 #include "mgr_helpers.h"
 #include "fheplan/controller.h"
 
@@ -41,15 +42,16 @@ static int min_misses(const int *trace, int t, int c)
     return misses;
 }
 
-/* Exact minimum bytes loaded for unequal sizes: search over every legal eviction set. */
+/* Exact minimum of the bytes loaded over the link (restore[k] per load of key k, which
+ * occupies size[k]): search over every legal eviction set. */
 static uint64_t exact_cost(const int *trace, int t, int i, unsigned mask, const uint64_t *size,
-                           int nkeys, uint64_t budget)
+                           const uint64_t *restore, int nkeys, uint64_t budget)
 {
     if (i == t)
         return 0;
     int want = trace[i];
     if (mask & (1u << want))
-        return exact_cost(trace, t, i + 1, mask, size, nkeys, budget);
+        return exact_cost(trace, t, i + 1, mask, size, restore, nkeys, budget);
     uint64_t best = UINT64_MAX;
     unsigned others = mask;
     for (unsigned ev = others;; ev = (ev - 1) & others) { /* every subset to evict */
@@ -59,9 +61,10 @@ static uint64_t exact_cost(const int *trace, int t, int i, unsigned mask, const 
             if (keep & (1u << k))
                 used += size[k];
         if (used + size[want] <= budget) {
-            uint64_t c = exact_cost(trace, t, i + 1, keep | (1u << want), size, nkeys, budget);
-            if (c != UINT64_MAX && c + size[want] < best)
-                best = c + size[want];
+            uint64_t c = exact_cost(trace, t, i + 1, keep | (1u << want), size, restore, nkeys,
+                                    budget);
+            if (c != UINT64_MAX && c + restore[want] < best)
+                best = c + restore[want];
         }
         if (!ev)
             break;
@@ -73,12 +76,16 @@ static uint64_t exact_cost(const int *trace, int t, int i, unsigned mask, const 
 
 typedef struct run_result {
     uint64_t loads;   /* copies created at cuda:0 */
-    uint64_t bytes;   /* bytes copied to cuda:0 */
+    uint64_t bytes;   /* bytes copied to cuda:0 (over the link, from the reports) */
+    uint64_t regen;   /* bytes regenerated at cuda:0 */
     int failed;
 } run_result;
 
-static run_result run_trace(const int *trace, int t, const uint64_t *size, int nkeys,
-                            uint64_t budget, int lookahead)
+/* regen NULL: plain keys; else key k's last regen[k] bytes are a regenerable field that
+ * pinned copies omit (0: none). */
+static run_result run_trace_regen(const int *trace, int t, const uint64_t *size,
+                                  const uint64_t *regen, int nkeys, uint64_t budget,
+                                  int lookahead)
 {
     fhr_backend *b;
     cr_assert_eq(fhr_backend_model_create(1, &b, NULL), FHR_OK);
@@ -89,8 +96,13 @@ static run_result run_trace(const int *trace, int t, const uint64_t *size, int n
         fhr_value *v = NULL;
         cr_assert_eq(fhr_value_create(fhr_loc_pinned(), NULL, &v, NULL), FHR_OK);
         size_t bi;
-        cr_assert_eq(fhr_value_alloc_buffer(v, b, size[k], NULL, &bi, NULL), FHR_OK);
-        cr_assert_eq(fhr_value_add_field(v, "key", bi, 0, size[k], NULL), FHR_OK);
+        uint64_t rg = regen ? regen[k] : 0;
+        cr_assert_eq(fhr_value_alloc_buffer(v, b, size[k] - rg, NULL, &bi, NULL), FHR_OK);
+        cr_assert_eq(fhr_value_add_field(v, "key", bi, 0, size[k] - rg, NULL), FHR_OK);
+        if (rg)
+            cr_assert_eq(fhr_value_add_regenerable(v, "a", rg, FHR_GENERATOR_COUNTER, &k,
+                                                   sizeof k, 0, NULL),
+                         FHR_OK);
         fhr_adopt_opts o = {FHR_REPLICABLE, NULL, 0};
         cr_assert_eq(fhr_adopt(m, &v, &o, &keys[k], NULL), FHR_OK);
     }
@@ -109,7 +121,8 @@ static run_result run_trace(const int *trace, int t, const uint64_t *size, int n
     fhr_stream *cs;
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
     fhr_stream_map cons = {fhr_loc_cuda(0), cs};
-    run_result r = {0, 0, 0};
+    run_result r = {0, 0, 0, 0};
+    uint64_t last_seq = 0;
     for (int i = 0; i < t; i++) {
         fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0)};
         fhr_request req = {"use", &rq, 1, NULL, 0, (uint64_t)i + 1};
@@ -122,10 +135,19 @@ static run_result run_trace(const int *trace, int t, const uint64_t *size, int n
             fhr_error_clear(&e);
             break;
         }
-        if (!had) {
+        if (!had)
             r.loads++;
-            r.bytes += size[trace[i]];
-        }
+        /* the bytes each copy moved, as the manager recorded them */
+        fhr_trace_entry tr[64];
+        size_t nt = fhr_trace_read(m, tr, 64);
+        for (size_t j = 0; j < nt; j++)
+            if (tr[j].seq > last_seq && (tr[j].kind == FHR_TR_ENSURE || tr[j].kind == FHR_TR_MOVE) &&
+                tr[j].to.kind == FHR_LOC_CUDA) {
+                r.bytes += tr[j].nbytes;
+                r.regen += size[trace[i]] - tr[j].nbytes;
+            }
+        if (nt)
+            last_seq = tr[nt - 1].seq;
         cr_assert_eq(fhr_use_end(u, FHR_OK, NULL), FHR_OK);
         fhr_use_destroy(u);
         fhr_reap(m);
@@ -136,6 +158,12 @@ static run_result run_trace(const int *trace, int t, const uint64_t *size, int n
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
     return r;
+}
+
+static run_result run_trace(const int *trace, int t, const uint64_t *size, int nkeys,
+                            uint64_t budget, int lookahead)
+{
+    return run_trace_regen(trace, t, size, NULL, nkeys, budget, lookahead);
 }
 
 static uint64_t rng(uint64_t *s)
@@ -191,7 +219,7 @@ Test(lookahead, unequal_sizes_gap_to_the_exact_optimum)
         int trace[16];
         for (int i = 0; i < t; i++)
             trace[i] = (int)(rng(&seed) % (unsigned)nkeys);
-        uint64_t best = exact_cost(trace, t, 0, 0, size, nkeys, budget);
+        uint64_t best = exact_cost(trace, t, 0, 0, size, size, nkeys, budget);
         run_result la = run_trace(trace, t, size, nkeys, budget, 1);
         cr_assert_not(la.failed);
         cr_assert_geq(la.bytes, best, "round %d: below the optimum", round);
@@ -206,6 +234,60 @@ Test(lookahead, unequal_sizes_gap_to_the_exact_optimum)
     fprintf(stderr,
             "lookahead: %d unequal-size cases: optimal in %d, mean bytes/optimum %.3f, worst %.3f\n",
             cases, optimal, sum / cases, worst);
+}
+
+/* Restore costs differ from sizes: some keys regenerate part of their bytes on the
+ * device. The objective is the bytes over the link. */
+Test(lookahead, unequal_restore_costs_gap_to_the_exact_optimum)
+{
+    uint64_t seed = 0x2e57023;
+    double worst = 1.0, sum = 0;
+    int cases = 0, optimal = 0;
+    for (int round = 0; round < 120; round++) {
+        int nkeys = 3 + (int)(rng(&seed) % 3), t = 6 + (int)(rng(&seed) % 5);
+        uint64_t size[8], regen[8], restore[8], maxs = 0, total = 0;
+        for (int k = 0; k < nkeys; k++) {
+            size[k] = 100 * (1 + rng(&seed) % 4);
+            regen[k] = size[k] / 10 * (rng(&seed) % 8); /* 0 .. 70% regenerated */
+            restore[k] = size[k] - regen[k];
+            maxs = size[k] > maxs ? size[k] : maxs;
+            total += size[k];
+        }
+        uint64_t budget = maxs + rng(&seed) % (total - maxs + 1);
+        int trace[16];
+        for (int i = 0; i < t; i++)
+            trace[i] = (int)(rng(&seed) % (unsigned)nkeys);
+        uint64_t best = exact_cost(trace, t, 0, 0, size, restore, nkeys, budget);
+        run_result la = run_trace_regen(trace, t, size, regen, nkeys, budget, 1);
+        cr_assert_not(la.failed);
+        cr_assert_geq(la.bytes, best, "round %d: below the optimum", round);
+        double ratio = best ? (double)la.bytes / (double)best : 1.0;
+        worst = ratio > worst ? ratio : worst;
+        sum += ratio;
+        cases++;
+        optimal += la.bytes == best;
+        cr_assert_leq(ratio, 2.0, "round %d: %llu bytes against an optimum of %llu", round,
+                      (unsigned long long)la.bytes, (unsigned long long)best);
+    }
+    fprintf(stderr,
+            "lookahead: %d unequal-restore-cost cases: optimal in %d, mean link bytes/optimum "
+            "%.3f, worst %.3f\n",
+            cases, optimal, sum / cases, worst);
+}
+
+/* Belady's order would evict the key used farthest ahead; when the nearer one is far
+ * cheaper to restore, evicting it moves fewer bytes (the objective is link bytes). */
+Test(lookahead, cheap_restore_is_evicted_before_a_farther_expensive_one)
+{
+    int trace[] = {0, 1, 2, 1, 0};           /* at key 2: next use of 1 is 3, of 0 is 4 */
+    uint64_t size[] = {100, 100, 100}, regen[] = {0, 70, 0}, restore[] = {100, 30, 100};
+    uint64_t best = exact_cost(trace, 5, 0, 0, size, restore, 3, 200);
+    run_result la = run_trace_regen(trace, 5, size, regen, 3, 200, 1);
+    cr_assert_not(la.failed);
+    cr_assert_eq(best, 100 + 30 + 100 + 30);  /* evict 1 (reload 30), not 0 (reload 100) */
+    cr_assert_eq(la.bytes, best, "lookahead moved %llu bytes, the optimum is %llu",
+                 (unsigned long long)la.bytes, (unsigned long long)best);
+    cr_assert_eq(la.regen, 70 * 2, "key 1 was regenerated on both of its loads");
 }
 
 Test(lookahead, bad_futures_are_refused)

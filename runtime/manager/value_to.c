@@ -1,0 +1,148 @@
+/* runtime/manager/value_to.c — functional copies of values: the compacting copy of value.c, or
+ * for values with regenerable fields one buffer whose kept fields are copied or generated. */
+#include "runtime/manager/manager.h"
+#include "base/error.h"
+#include "cuda/counter_gen.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const vregen *regen_of(const fhr_value *v, size_t fi)
+{
+    for (size_t i = 0; i < v->nregens; i++)
+        if (v->regens[i].field == fi)
+            return &v->regens[i];
+    return NULL;
+}
+
+static fhr_status regen_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
+                                const gen_registry *gens, fhr_value **out, fhr_error *err)
+{
+    fhr_value *c = NULL;
+    fhr_status st = fhr_value_create(to, &v->meta, &c, err);
+    if (st != FHR_OK)
+        return st;
+    size_t total = 0;
+    for (size_t i = 0; i < v->nfields; i++) {
+        const vregen *r = regen_of(v, i);
+        if (!r || regen_kept_at(r, to))
+            total += v->fields[i].nbytes;
+    }
+    size_t bi = 0;
+    if (total && (st = fhr_value_alloc_buffer(c, b, total, s, &bi, err)) != FHR_OK)
+        goto fail;
+    size_t off = 0;
+    const int dry = strcmp(fhr_backend_kind(b), "model") == 0;
+    for (size_t i = 0; i < v->nfields; i++) {
+        const vfield *f = &v->fields[i];
+        const vregen *r = regen_of(v, i);
+        if (r && !regen_kept_at(r, to)) { /* omitted here: no storage */
+            if (!fhr_grow((void **)&c->fields, &c->capfields, c->nfields, sizeof *c->fields, 4) ||
+                !(c->fields[c->nfields].name = strdup(f->name))) {
+                st = fhr_fail(err, FHR_E_NOMEM, "value copy: out of host memory");
+                goto fail;
+            }
+            c->fields[c->nfields].buf = VFIELD_OMITTED;
+            c->fields[c->nfields].off = 0;
+            c->fields[c->nfields++].nbytes = f->nbytes;
+            continue;
+        }
+        char *dst = (char *)c->bufs[bi].ptr + off;
+        if (f->buf != VFIELD_OMITTED && !(r && to.kind == FHR_LOC_CUDA && v->loc.kind != FHR_LOC_CUDA)) {
+            st = b->ops->copy(b, dst, to, (const char *)v->bufs[f->buf].ptr + f->off, v->loc,
+                              f->nbytes, s, err);
+        } else { /* a device copy of a host value, or a host value that keeps it: generate */
+            fhr_generator_fn fn;
+            void *gctx;
+            if (dry) /* the model backend's memory is not real: nothing runs */
+                st = FHR_OK;
+            else if ((st = gens_lookup(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
+                st = fn(gctx, b, to, s, dst, f->nbytes, r->seed, r->seed_len, err);
+            if (st == FHR_OK)
+                c->generated += f->nbytes;
+        }
+        if (st != FHR_OK)
+            goto fail;
+        if ((st = fhr_value_add_field(c, f->name, bi, off, f->nbytes, err)) != FHR_OK)
+            goto fail;
+        off += f->nbytes;
+    }
+    for (size_t i = 0; i < v->nregens; i++) {
+        const vregen *r = &v->regens[i];
+        size_t fi = 0;
+        while (strcmp(c->fields[fi].name, v->fields[r->field].name) != 0)
+            fi++;
+        if ((st = regen_declare(c, fi, r->gen, r->seed, r->seed_len, r->keep, "value copy", err)) != FHR_OK)
+            goto fail;
+    }
+    *out = c;
+    return FHR_OK;
+fail:
+    value_destroy_on(c, b, s);
+    return st;
+}
+
+fhr_status value_copy_to_gen(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
+                             const gen_registry *gens, fhr_value **out, fhr_error *err)
+{
+    if (v->nregens)
+        return regen_copy_to(v, to, b, s, gens, out, err);
+    return value_copy_to(v, to, b, s, out, err);
+}
+
+fhr_status fhr_value_to(const fhr_value *v, fhr_location to, fhr_backend *b, fhr_stream *s,
+                        fhr_value **out, fhr_error *err)
+{
+    if (!v || !b || !out)
+        return fhr_fail(err, FHR_E_INVALID, "value_to: NULL argument");
+    *out = NULL;
+    if (fhr_loc_slot(to) < 0 || (to.kind == FHR_LOC_CUDA && to.index >= b->ops->device_count(b)))
+        return fhr_fail(err, FHR_E_LOCATION, "value_to: location is not visible to this process");
+    fhr_stream *own = NULL;
+    if (!s) {
+        fhr_status st = b->ops->stream_create(b, to.kind == FHR_LOC_CUDA ? to : v->loc, &own, err);
+        if (st != FHR_OK)
+            return st;
+        s = own;
+    }
+    fhr_status st = value_copy_to_gen(v, to, b, s, NULL, out, err);
+    if (own) {
+        fhr_status ss = b->ops->stream_sync(b, own, st == FHR_OK ? err : NULL);
+        b->ops->stream_destroy(b, own);
+        if (st == FHR_OK && ss != FHR_OK) {
+            fhr_value_destroy(*out);
+            *out = NULL;
+            st = ss;
+        }
+    }
+    return st;
+}
+
+fhr_status fhr_manager_value_to(fhr_manager *m, const fhr_value *v, fhr_location to,
+                                fhr_stream *s, fhr_value **out, fhr_error *err)
+{
+    if (!m || !v || !out)
+        return fhr_fail(err, FHR_E_INVALID, "manager_value_to: NULL argument");
+    *out = NULL;
+    fhr_backend *b = m->b;
+    if (fhr_loc_slot(to) < 0 || (to.kind == FHR_LOC_CUDA && to.index >= m->ndev))
+        return fhr_fail(err, FHR_E_LOCATION, "manager_value_to: location is not visible to this process");
+    fhr_stream *own = NULL;
+    if (!s) {
+        fhr_status st = b->ops->stream_create(b, to.kind == FHR_LOC_CUDA ? to : v->loc, &own, err);
+        if (st != FHR_OK)
+            return st;
+        s = own;
+    }
+    fhr_status st = value_copy_to_gen(v, to, b, s, m->gens, out, err);
+    if (own) {
+        fhr_status ss = b->ops->stream_sync(b, own, st == FHR_OK ? err : NULL);
+        b->ops->stream_destroy(b, own);
+        if (st == FHR_OK && ss != FHR_OK) {
+            fhr_value_destroy(*out);
+            *out = NULL;
+            st = ss;
+        }
+    }
+    return st;
+}
