@@ -210,8 +210,8 @@ static void lower_stmt(S *s, rp_node *n, cx *c)
             return;
         }
         size_t argc = n->a->num;
-        if (argc > 64) {
-            ERR(s, n->loc, "a kernel call takes at most 64 arguments");
+        if (argc > 16) {
+            ERR(s, n->loc, "a kernel call takes at most 16 arguments");
             return;
         }
         uint32_t name;

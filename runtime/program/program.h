@@ -29,6 +29,7 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 
 #define RP_NOLOC 0xFFu
 #define RP_MAX_CHAIN 8
+#define RP_MAX_ARGS 16 /* arguments of one kernel call (the VM's rplan_arg array) */
 
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"

@@ -184,6 +184,9 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err);
 /* body.c: RUN argument lists, bodies run under leases, the kernel model, the warm-up. */
 fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
                           fhr_error *err);
+/* Where a plan body without an enter action to a device runs: the lowest device holding
+ * every value argument, else pinned when it holds them all, else host. */
+fhr_location vm_body_location(rplan_vm *vm, const vm_run *r);
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
                        int request, fhr_error *err);
 /* Predicted time of one body from the kernel model. */
@@ -194,7 +197,7 @@ void vm_warm_up(rplan_vm *vm);
 /* scope.c: one plan as a scope with its body (PLAN and REQUEST). */
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
-                              size_t nruns, const fhr_location *at, int request,
+                              size_t nruns, fhr_location *at, int request,
                               fhr_report **rep_out, fhr_error *err);
 
 /* request.c: the program's policies and controllers (after the values exist), the

@@ -32,24 +32,6 @@ static void wait_consumers(rplan_vm *vm, const fhr_action *acts, size_t n)
     fhr_reap(vm->m);
 }
 
-/* The location a plan body reads a value at: its device copy, else pinned, else host. */
-static fhr_location body_location(rplan_vm *vm, const vm_run *r)
-{
-    int ndev = vm->b->ops->device_count(vm->b);
-    for (int d = 0; d < ndev && d < FHR_MAX_CUDA_DEVICES; d++) {
-        int all = r->nvals > 0;
-        for (size_t v = 0; v < r->nvals && all; v++)
-            all = fhr_is_resident(vm->m, vm->h[r->vals[v]], fhr_loc_cuda(d)) == 1;
-        if (all)
-            return fhr_loc_cuda(d);
-    }
-    fhr_location pin = fhr_loc_pinned();
-    int all = 1;
-    for (size_t v = 0; v < r->nvals && all; v++)
-        all = fhr_is_resident(vm->m, vm->h[r->vals[v]], pin) == 1;
-    return all && r->nvals ? pin : fhr_loc_host();
-}
-
 static fhr_action to_action(const rplan_vm *vm, const rplan_instr *in)
 {
     fhr_action a;
@@ -170,26 +152,22 @@ static fhr_status exec_plan(rplan_vm *vm, size_t pc, size_t end, long *fail_pc, 
         st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         goto done;
     }
-    /* a value the enter phase brings to a device is read there */
+    /* a value the enter phase brings to a device (ensure or move) is read there; the
+     * rest is decided from the state the enter phase leaves (vm_body_location) — the
+     * rule the verifier proves (rplan(5), "Bodies") */
     for (size_t k = 0; k < nruns; k++) {
         fhr_location best = {FHR_LOC_INVALID, 0};
-        for (size_t a = 0; a < nact[1]; a++) {
+        for (size_t a = 0; a < nact[1] && best.kind == FHR_LOC_INVALID; a++) {
+            if (lists[1][a].kind != FHR_ACT_ENSURE && lists[1][a].kind != FHR_ACT_MOVE)
+                continue;
             for (size_t v = 0; v < runs[k].nvals; v++)
                 if (fhr_handle_equal(lists[1][a].handle, vm->h[runs[k].vals[v]]) &&
-                    lists[1][a].at.kind == FHR_LOC_CUDA && best.kind == FHR_LOC_INVALID)
+                    lists[1][a].at.kind == FHR_LOC_CUDA)
                     best = lists[1][a].at;
         }
         at[k] = best;
     }
     st = FHR_OK;
-    {
-        /* resolve the rest from the current state (values already in place) */
-        for (size_t k = 0; k < nruns; k++)
-            if (at[k].kind == FHR_LOC_INVALID) {
-                at[k] = vm->explain ? fhr_loc_host() : body_location(vm, &runs[k]);
-                /* a value entered elsewhere is checked by the lease */
-            }
-    }
     FOR_OPEN_RECORDS(vm, r)
     r->plans++;
     wait_consumers(vm, acts, nact[0] + nact[1] + nact[2]);

@@ -23,7 +23,7 @@ static const char small[] =
     "  plan \"x\" {\n"
     "    reclaim { ensure b[0] @ host }\n"
     "    reserve cuda:0 2 MiB \"w\"\n"
-    "    enter { move a -> cuda:0 from pinned }\n"
+    "    enter { move a -> cuda:0 from pinned ensure b[1] @ cuda:0 }\n"
     "    body { run k.f(a, b[1], 3, 2 KiB, 5 ms) }\n"
     "    exit { move a -> pinned drop b[0] @ host }\n"
     "  }\n"
