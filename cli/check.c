@@ -190,7 +190,7 @@ int cmd_check(cli *c)
             rc = EX_SOFTWARE_;
         if (fo) {
             cJSON_AddBoolToObject(fo, "feasible", rc == 0);
-            cJSON_AddItemToObject(fo, "diagnostics", diags_json(in.d));
+            cJSON_AddItemToObject(fo, "diagnostics", input_diags_json(&in));
             if (rep) {
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));

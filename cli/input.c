@@ -9,9 +9,11 @@
 
 /* ---- input ------------------------------------------------------------------------ */
 
+/* The whole file, or standard input for "-". */
 static char *slurp(const char *path, size_t *len)
 {
-    FILE *f = fopen(path, "rb");
+    int is_stdin = !strcmp(path, "-");
+    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     if (!f)
         return NULL;
     size_t cap = 1 << 16, n = 0;
@@ -35,7 +37,10 @@ static char *slurp(const char *path, size_t *len)
         buf = nb;
         cap *= 2;
     }
-    fclose(f);
+    int saved = errno;
+    if (!is_stdin)
+        fclose(f);
+    errno = saved;
     if (buf) {
         buf[n] = 0;
         *len = n;
@@ -63,19 +68,21 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
     size_t len = 0;
     char *buf = slurp(path, &len);
     if (!buf) {
-        if (!quiet_diags || !c->json)
-            fprintf(stderr, "fheplan: cannot read '%s': %s\n", path, strerror(errno));
+        snprintf(in->error, sizeof in->error, "cannot read '%.300s': %s",
+                 strcmp(path, "-") ? path : "standard input", strerror(errno));
+        fprintf(stderr, "fheplan: %s\n", in->error); /* with --json too: stderr stays human */
         return EX_NOINPUT_;
     }
     fhr_status st;
     if (rplan_is_bytecode(buf, len)) {
-        st = rplan_load_mem(buf, len, path, &in->p, in->d);
+        st = rplan_load_mem(buf, len, strcmp(path, "-") ? path : "<stdin>", &in->p, in->d);
         free(buf);
         /* the source text, when the file it came from is still around */
-        if (in->p && rplan_source_name(in->p)[0])
+        if (in->p && rplan_source_name(in->p)[0] && strcmp(rplan_source_name(in->p), "-"))
             in->text = slurp(rplan_source_name(in->p), &in->len);
     } else {
-        rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
+        rplan_compile_opts o = {.filename = strcmp(path, "-") ? path : "<stdin>",
+                                .budget_override = c->budgets,
                                 .nbudget_override = c->nbudgets, .rank = c->rank,
                                 .world_size = c->world_size};
         in->text = buf;

@@ -37,6 +37,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
         is_compile = !strcmp(cmd, "compile"), is_disasm = !strcmp(cmd, "disasm");
     if (!is_check && !is_run && !is_compile && !is_disasm)
         return usage("unknown command '%s'", cmd);
+    usage_cmd = cmd;
     cli c;
     memset(&c, 0, sizeof c);
     c.colour = want_colour();
@@ -55,6 +56,10 @@ static int cli_main(int argc, char **argv, const fp_world *w)
     } while (0)
         if (dashdash || a[0] != '-' || !a[1]) {
             c.files[c.nfiles++] = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_of(cmd), stdout);
+            free(c.files);
+            return EX_OK;
         } else if (!strcmp(a, "--")) {
             dashdash = 1;
         } else if (!strcmp(a, "--json") && (is_check || is_run)) {
@@ -106,10 +111,12 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                    (is_check || is_run)) {
             NEED_ARG();
             if (!rc) {
-                double v = atof(argv[++i]);
-                if (v <= 0)
-                    rc = usage("bad %s (want a positive number of GB/s)", a);
-                else if (a[2] == 'p')
+                double v = 0;
+                if (parse_gbps(argv[++i], &v) != 0) {
+                    fprintf(stderr, "fheplan: bad %s '%s' (want a positive number of GB/s, "
+                            "at most 1e9)\n", a, argv[i]);
+                    rc = usage(NULL, NULL);
+                } else if (a[2] == 'p')
                     c.pinned_gbps = v;
                 else
                     c.device_gbps = v;
@@ -135,9 +142,16 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = usage("%s takes one FILE", cmd);
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
-        else if (c.device && strcmp(c.device, "auto") && strcmp(c.device, "cuda") &&
-                 strncmp(c.device, "emu", 3))
-            rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N)", c.device);
+        else if (c.device && check_device(c.device) != 0)
+            rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N with N in 1..62)",
+                       c.device);
+        else if (is_compile)
+            rc = check_output(&c, c.out, "-o");
+        else if (is_run && c.trace)
+            rc = check_output(&c, c.trace, "--trace");
+        for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
+            if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
+                rc = usage("%s reads standard input ('-') only once", cmd);
     }
     if (!rc && w->mpi && is_run) {
         rc = world_run(&c, w);
