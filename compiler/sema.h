@@ -50,6 +50,9 @@ typedef struct S {
     uint64_t budget[FHR_LOC_SLOTS];
     int oom;
     int depth; /* expression and block nesting, bounded to protect the stack */
+    int nstages;       /* stages open around the statement being lowered */
+    uint64_t unrolled; /* loop iterations lowered so far, all loops together */
+    int too_big;       /* the unroll or instruction limit was reported */
 } S;
 
 #define ERR(s, l, ...) rp_diag((s)->dc, RPLAN_ERROR, (l), __VA_ARGS__)

@@ -29,6 +29,10 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 
 #define RP_NOLOC 0xFFu
 #define RP_MAX_CHAIN 8
+/* Limits every layer applies alike (rplan(5), "Limits"). */
+#define RP_MAX_STAGE_DEPTH 32             /* stages nested in one another */
+#define RP_MAX_UNROLLED 1000000ull        /* loop iterations a program unrolls, in all */
+#define RP_MAX_INSTRS 1000000u            /* instructions of a program */
 #define RP_MAX_ARGS 16 /* arguments of one kernel call (the VM's rplan_arg array) */
 
 /* File format constants (rplan(5), "BYTECODE"). */

@@ -267,8 +267,9 @@ static void uncharge(V *s, uint32_t v, uint8_t slot)
 RULE(stage)
 {
     (void)in;
-    if (s->depth == 1000)
-        return fail(s, FHR_E_INVALID, s->pc, "stages nested too deeply");
+    if (s->depth == RP_MAX_STAGE_DEPTH)
+        return fail(s, FHR_E_INVALID, s->pc, "stages are nested too deeply (at most %d levels)",
+                    RP_MAX_STAGE_DEPTH);
     s->depth++;
     return FHR_OK;
 }
@@ -826,6 +827,9 @@ static fhr_status run_pass(V *s)
     fhr_status st = check_tables(s);
     if (st)
         return st;
+    if (p->ncode > RP_MAX_INSTRS)
+        return fail(s, FHR_E_INVALID, -1, "program of %u instructions is too long (at most %u)",
+                    p->ncode, RP_MAX_INSTRS);
     for (uint32_t i = 0; i < p->nbuds; i++) {
         s->hasb |= 1ull << p->buds[i].slot;
         s->budget[p->buds[i].slot] = p->buds[i].nbytes;

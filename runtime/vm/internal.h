@@ -9,7 +9,7 @@
 #include "fheplan/vm.h"
 #include "fheplan/controller.h"
 
-#define VM_MAX_STAGE_DEPTH 32
+#define VM_MAX_STAGE_DEPTH 32 /* RP_MAX_STAGE_DEPTH: the compiler's and the verifier's limit */
 #define VM_TALLY_BLOCK 256
 
 /* Opcode numbers and their statement class, from the one opcode table. */

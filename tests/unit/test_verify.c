@@ -253,3 +253,94 @@ Test(verify, scaling_does_not_wrap)
     fhr_backend_destroy(be);
     rplan_program_free(p);
 }
+
+/* ---- limits: one each, stated, located, and checked quickly ---------------------------- */
+
+static char *nested_stages(int n)
+{
+    size_t cap = 200 + (size_t)n * 40, k = 0;
+    char *b = malloc(cap);
+    k += (size_t)snprintf(b + k, cap - k, "rplan 1\nvalue x = 1 MiB replicable at host init "
+                                          "synth(1)\n");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(b + k, cap - k, "stage \"s%d\" {\n", i);
+    k += (size_t)snprintf(b + k, cap - k, "ensure x @ pinned\n");
+    for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(b + k, cap - k, "}\n");
+    return b;
+}
+
+Test(verify, stage_nesting_limit_is_one_and_located)
+{
+    char *src = nested_stages(32);
+    rplan_program *p = compile_ok(src);
+    fhr_backend *be = NULL;
+    cr_assert_eq(fhr_backend_open("emu:1", &be, NULL), FHR_OK);
+    rplan_vm *vm = NULL;
+    rplan_vm_report *r = NULL;
+    cr_assert_eq(rplan_vm_create(p, be, NULL, &vm, NULL), FHR_OK);
+    rplan_vm_run(vm, &r, NULL);
+    cr_assert(r && r->ok, "%s", r ? r->message : "");
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(be);
+    rplan_program_free(p);
+    free(src);
+    src = nested_stages(33);
+    char *e = compile_err(src);
+    cr_assert(strstr(e, "v.rplan:35:1: error: stages are nested too deeply (at most 32 levels)"),
+              "%s", e);
+    free(e);
+    free(src);
+}
+
+Test(verify, loops_are_capped_in_total_at_the_outermost_loop)
+{
+    char *e = compile_err("rplan 1\nvalue x = 1 MiB replicable at host init synth(1)\n"
+                          "stage \"s\" {\n  for i in 0..<10000 {\n"
+                          "    for j in 0..<10000 { ensure x @ host }\n  }\n}\n");
+    cr_assert(strstr(e, "v.rplan:4:7: error: the loops here unroll to more than 1000000 "
+                        "iterations"), "%s", e);
+    free(e);
+    e = compile_err("rplan 1\nvalue x = 1 MiB replicable at host init synth(1)\n"
+                    "for i in 0..<300000 { ensure x @ pinned drop x @ pinned ensure x @ cuda:0 "
+                    "drop x @ cuda:0 }\n");
+    cr_assert(strstr(e, "v.rplan:3:5: error: the loops here unroll to more than 1000000 "
+                        "instructions"), "%s", e);
+    free(e);
+    e = compile_err("rplan 1\nfor i in 0..18446744073709551615 { }\n");
+    cr_assert(strstr(e, "loop of 2^64 iterations is too long (at most 1000000)"), "%s", e);
+    free(e);
+    e = compile_err("rplan 1\nfor i in 5..1000005 { }\n");
+    cr_assert(strstr(e, "loop of 1000001 iterations is too long"), "%s", e);
+    free(e);
+    rplan_program_free(compile_ok("rplan 1\nvalue x = 1 MiB replicable at host init synth(1)\n"
+                                  "for i in 0..<1000 { for j in 0..<999 { } ensure x @ host }\n"));
+}
+
+Test(verify, a_flat_sum_of_any_length_is_one_level)
+{
+    size_t n = 5000, cap = n * 4 + 100, k = 0;
+    char *src = malloc(cap);
+    k += (size_t)snprintf(src, cap, "rplan 1\nconst A = 1");
+    for (size_t i = 1; i < n; i++)
+        k += (size_t)snprintf(src + k, cap - k, " + 1");
+    snprintf(src + k, cap - k, "\nvalue x[A - 4999] = 1 MiB at host\n");
+    rplan_program_free(compile_ok(src));
+    free(src);
+    /* real nesting is still bounded */
+    src = malloc(3000);
+    k = (size_t)snprintf(src, 3000, "rplan 1\nconst A = ");
+    for (int i = 0; i < 250; i++) {
+        memcpy(src + k, "1 + (", 5);
+        k += 5;
+    }
+    src[k++] = '1';
+    for (int i = 0; i < 250; i++)
+        src[k++] = ')';
+    snprintf(src + k, 3000 - k, "\n");
+    char *e = compile_err(src);
+    cr_assert(strstr(e, "nested too deeply"), "%s", e);
+    free(e);
+    free(src);
+}
