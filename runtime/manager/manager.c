@@ -23,6 +23,9 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
         return fhr_fail(err, FHR_E_INVALID, "manager_create: %s",
                         !out ? "out is NULL" : "a backend is required");
     *out = NULL;
+    if (cfg->nbudgets && !cfg->budgets)
+        return fhr_fail(err, FHR_E_INVALID, "manager_create: budgets is NULL with nbudgets %zu",
+                        cfg->nbudgets);
     fhr_manager *m = calloc(1, sizeof *m);
     if (!m)
         return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
@@ -179,8 +182,7 @@ fhr_status mgr_check_loc(fhr_manager *m, fhr_location loc, const char *op, fhr_e
             err->loc = loc;
         return FHR_E_LOCATION;
     }
-    m->loc[slot].present = 1;
-    return FHR_OK;
+    return FHR_OK; /* a location appears in snapshots once something succeeds there */
 }
 
 fhr_status mgr_stream(fhr_manager *m, fhr_location loc, fhr_stream **out, fhr_error *err)
@@ -212,6 +214,7 @@ fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes, fhr
         } else {
             a->has_budget = 1;
             a->budget = nbytes;
+            a->present = 1;
             mgr_bump(m);
         }
     }
@@ -376,6 +379,7 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     x->last_use = ++m->clock;
     v->mats[slot] = x;
     v->present = 1ULL << slot;
+    m->loc[slot].present = 1;
     acct_charge(&m->loc[slot], v->charge);
     publish_val(m, v);
     *out = mgr_handle(m, v);
@@ -404,10 +408,16 @@ fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec, const
     for (size_t i = 0; i < spec->nfields; i++) {
         if (!spec->fields[i].name || !spec->fields[i].nbytes)
             return fhr_fail(err, FHR_E_INVALID, "register_source: field %zu has no name or size", i);
-        logical += spec->fields[i].nbytes;
+        if (__builtin_add_overflow(logical, spec->fields[i].nbytes, &logical))
+            return fhr_fail(err, FHR_E_INVALID, "register_source: the field sizes add up to 2^64 "
+                            "bytes or more (at field %zu '%.60s')", i, spec->fields[i].name);
     }
     if (spec->storage_nbytes == 0)
         return fhr_fail(err, FHR_E_INVALID, "register_source: storage_nbytes must be positive");
+    if (spec->storage_nbytes < logical)
+        return fhr_fail(err, FHR_E_INVALID, "register_source: storage_nbytes %llu is below the "
+                        "%llu bytes of its fields", (unsigned long long)spec->storage_nbytes,
+                        (unsigned long long)logical);
     if ((st = mgr_enter(m, "register_source", err)) != FHR_OK)
         return st;
     val *v = NULL;

@@ -132,6 +132,13 @@ typedef struct rp_vfail {
 
 RP_HIDDEN fhr_status rp_verify(const rplan_program *p, rp_vfail *f);
 
+/* Text (runtime/program/text.c): the offset of the first byte of s[0..n) that is not
+ * well-formed UTF-8 or is a control byte other than tab, or n; the length of the UTF-8
+ * sequence at s (0 when ill-formed); and the same text with every such byte made '?'. */
+RP_HIDDEN size_t rp_text_bad(const char *s, size_t n);
+RP_HIDDEN size_t rp_utf8_seq(const char *s, size_t n);
+RP_HIDDEN void rp_text_clean(char *s, size_t n);
+
 /* CRC-32C (Castagnoli). */
 RP_HIDDEN uint32_t rp_crc32c(uint32_t crc, const void *buf, size_t len);
 /* Recomputes the checksum of a serialized file in place (tests use it to make the

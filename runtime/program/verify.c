@@ -110,6 +110,14 @@ static fhr_status check_tables(V *s)
         return fail(s, FHR_E_INVALID, -1, "string table is not NUL-terminated");
     if (!str_ok(p, p->src_name))
         return fail(s, FHR_E_INVALID, -1, "source name is not a valid string");
+    for (uint32_t off = 1; off < p->nstrs;) {
+        size_t n = strlen(p->strs + off), bad = rp_text_bad(p->strs + off, n);
+        if (bad < n)
+            return fail(s, FHR_E_INVALID, -1, "string at offset %u: byte 0x%02x at %zu is not "
+                        "UTF-8 text (control bytes and ill-formed sequences are refused)", off,
+                        (unsigned char)p->strs[off + bad], bad);
+        off += (uint32_t)n + 1;
+    }
     for (uint32_t i = 0; i < p->nvals; i++) {
         const rp_value *v = &p->vals[i];
         if (!str_ok(p, v->name) || !p->strs[v->name])
