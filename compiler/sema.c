@@ -28,6 +28,7 @@ size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan
             y->vkind = K_INT;
         }
     }
+    s.root = root;
     if (dc->nerrors == before)
         rp_sema_lower_list(&s, root, &top);
     if (opts)

@@ -243,7 +243,7 @@ static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
         }
         sym *y = rp_sema_lookup(s, e->text);
         if (!y) {
-            rp_sema_unknown_name(s, e->loc, "name", e->text, -1);
+            rp_sema_unknown_expr_name(s, e->loc, e->text);
             return 0;
         }
         if (y->kind != SYM_CONST) {

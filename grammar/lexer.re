@@ -214,8 +214,19 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             "..<" { tk = T_DOTDOTLT; goto done; }
             ".." { tk = T_DOTDOT; goto done; }
             "<<" { tk = T_SHL; goto done; }
-            "{" { tk = '{'; goto done; }
-            "}" { tk = '}'; goto done; }
+            "{" {
+                if (lx->nopen < sizeof lx->open / sizeof lx->open[0])
+                    lx->open[lx->nopen] = tok_loc(lx);
+                lx->nopen++;
+                tk = '{';
+                goto done;
+            }
+            "}" {
+                if (lx->nopen)
+                    lx->nopen--;
+                tk = '}';
+                goto done;
+            }
             "(" { tk = '('; goto done; }
             ")" { tk = ')'; goto done; }
             "[" { tk = '['; goto done; }

@@ -176,6 +176,47 @@ static fhr_status check_tables(V *s)
     return FHR_OK;
 }
 
+/* Every source position (line table, value declarations) inside the embedded source text,
+ * when there is one: line 1.., column 1..its length + 1; 0:0 means unknown. */
+static fhr_status check_positions(V *s)
+{
+    const rplan_program *p = s->p;
+    if (!p->src)
+        return FHR_OK;
+    /* line starts, lines ending at \n, \r\n or a lone \r as the lexer counts them */
+    size_t n = 1;
+    for (uint32_t i = 0; i < p->srclen; i++)
+        n += p->src[i] == '\n' || (p->src[i] == '\r' && (i + 1 == p->srclen || p->src[i + 1] != '\n'));
+    uint32_t *len = calloc(n, sizeof *len);
+    if (!len)
+        return FHR_E_NOMEM;
+    size_t k = 0;
+    for (uint32_t i = 0; i < p->srclen; i++) {
+        if (p->src[i] == '\n' || p->src[i] == '\r') {
+            if (p->src[i] == '\r' && i + 1 < p->srclen && p->src[i + 1] == '\n')
+                i++;
+            k++;
+        } else {
+            len[k]++;
+        }
+    }
+    fhr_status st = FHR_OK;
+    for (uint32_t i = 0; i < p->ncode && !st; i++) {
+        const rp_linerec *l = &p->lines[i];
+        if (l->line && (l->line > n || l->col == 0 || l->col > len[l->line - 1] + 1))
+            st = fail(s, FHR_E_INVALID, -1, "instruction %u: source position %u:%u is outside "
+                      "the embedded source (%zu lines)", i, l->line, l->col, n);
+    }
+    for (uint32_t i = 0; i < p->nvals && !st; i++) {
+        const rp_value *v = &p->vals[i];
+        if (v->line && (v->line > n || v->col == 0 || v->col > len[v->line - 1] + 1))
+            st = fail(s, FHR_E_INVALID, -1, "value %u: source position %u:%u is outside the "
+                      "embedded source (%zu lines)", i, v->line, v->col, n);
+    }
+    free(len);
+    return st;
+}
+
 static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const char *which)
 {
     const rplan_program *p = s->p;
@@ -834,6 +875,8 @@ static fhr_status run_pass(V *s)
     const rplan_program *p = s->p;
     fhr_status st = check_tables(s);
     if (st)
+        return st;
+    if ((st = check_positions(s)))
         return st;
     if (p->ncode > RP_MAX_INSTRS)
         return fail(s, FHR_E_INVALID, -1, "program of %u instructions is too long (at most %u)",

@@ -106,3 +106,77 @@ Test(diagnostics, bytecode_strings_must_be_text)
     free(r);
     cr_assert_null(load_patched(src, "abcd", "ab\xc3\xa9"));
 }
+
+Test(diagnostics, a_missing_brace_points_at_the_brace_it_would_close)
+{
+    static const char src[] = "rplan 1\nvalue x = 1 MiB at host\nstage \"s\" {\n  plan \"p\" {"
+                              " }\n  ensure x @ host\n";
+    char *r = refuse(src, sizeof src - 1, NULL);
+    cr_assert(strstr(r, "error: unexpected end of file, expected '}'"), "%s", r);
+    cr_assert(strstr(r, "d.rplan:3:11: note: to match this '{'\nstage \"s\" {\n          ^"), "%s",
+              r);
+    free(r);
+}
+
+Test(diagnostics, a_misspelt_attribute_after_a_size_is_suggested)
+{
+    static const char src[] = "rplan 1\nvalue x = 1 MiB exlusive at host\n";
+    char *r = refuse(src, sizeof src - 1, NULL);
+    cr_assert(strstr(r, "d.rplan:2:17: error: unknown unit 'exlusive'; did you mean the keyword "
+                        "'exclusive'?"), "%s", r);
+    free(r);
+}
+
+Test(diagnostics, constants_in_a_cycle_or_used_early_say_so)
+{
+    static const char src[] = "rplan 1\nconst A = B\nconst B = A\nconst C = D + 1\nconst D = 2\n"
+                              "const E = A + 1\n";
+    size_t n;
+    char *r = refuse(src, sizeof src - 1, &n);
+    cr_assert(strstr(r, "d.rplan:2:11: error: 'B' is used before its declaration"), "%s", r);
+    cr_assert(strstr(r, "d.rplan:3:11: error: constants 'B' and 'A' are defined in terms of each "
+                        "other (a cycle)"), "%s", r);
+    cr_assert(strstr(r, "d.rplan:4:11: error: 'D' is used before its declaration"), "%s", r);
+    cr_assert_null(strstr(r, "unknown name"), "%s", r);
+    cr_assert_eq(n, 3, "E's use of the broken A is not a second error: %s", r);
+    free(r);
+}
+
+Test(diagnostics, line_table_entries_outside_the_source_are_refused)
+{
+    const char *src = "rplan 1\nvalue x = 1 MiB at host\nensure x @ pinned\n";
+    rplan_compile_opts o = {.filename = "d.rplan"};
+    rplan_program *p = NULL;
+    cr_assert_eq(rplan_compile(src, strlen(src), &o, &p, NULL), FHR_OK);
+    void *w;
+    size_t n;
+    cr_assert_eq(rplan_write_mem(p, &w, &n), FHR_OK);
+    rplan_program_free(p);
+    unsigned char *b = w;
+    unsigned char *dir = b + RP_HDR_SIZE + RP_DIR_SIZE * (RP_SEC_LINE - 1);
+    uint32_t off = (uint32_t)dir[4] | (uint32_t)dir[5] << 8 | (uint32_t)dir[6] << 16 |
+                   (uint32_t)dir[7] << 24;
+    const uint32_t lines[] = {4294967280u, 5, 3};
+    const uint16_t cols[] = {1, 1, 65535};
+    for (int t = 0; t < 3; t++) {
+        unsigned char *c = malloc(n);
+        memcpy(c, b, n);
+        unsigned char *q = c + off;
+        for (int k = 0; k < 4; k++)
+            q[k] = (unsigned char)(lines[t] >> (8 * k));
+        q[4] = (unsigned char)cols[t];
+        q[5] = (unsigned char)(cols[t] >> 8);
+        cr_assert(rp_bytecode_restamp(c, n));
+        rplan_diags *d = rplan_diags_new();
+        rplan_program *q2 = NULL;
+        cr_assert_eq(rplan_load_mem(c, n, "m.rpc", &q2, d), FHR_E_INVALID, "case %d", t);
+        char *r = rplan_diags_render_string(d);
+        cr_assert(strstr(r, "is outside the embedded source (4 lines)"), "%s", r);
+        cr_assert_null(strstr(r, "rplan:4294967280"), "printed the bad position as a place: %s", r);
+        cr_assert(strstr(r, "rplan: error: instruction 0: source position"), "%s", r);
+        free(r);
+        rplan_diags_free(d);
+        free(c);
+    }
+    free(w);
+}
