@@ -67,7 +67,7 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
     o.budget_override = bud;
     o.nbudget_override = nb;
     o.policy_override = policy;
-    if (fhr_backend_open("model:8", &b, NULL) == FHR_OK &&
+    if (fhr_backend_open(CHECK_DEVICES, &b, NULL) == FHR_OK &&
         rplan_vm_create(p, b, &o, &vm, NULL) == FHR_OK) {
         rplan_vm_run(vm, &rep, NULL);
         if (rep) {
@@ -166,7 +166,7 @@ int cmd_check(cli *c)
         rplan_vm *vm = NULL;
         if (rc == 0) {
             fhr_backend *b = NULL;
-            if (fhr_backend_open("model:8", &b, NULL) != FHR_OK) {
+            if (fhr_backend_open(CHECK_DEVICES, &b, NULL) != FHR_OK) {
                 rc = EX_SOFTWARE_;
             } else {
                 rplan_vm_opts o;

@@ -18,6 +18,10 @@
  * only on a TTY and never with NO_COLOR set. See fheplan(1). */
 enum { EX_OK = 0, EX_FAIL = 1, EX_NOINPUT_ = 2, EX_USAGE_ = 64, EX_SOFTWARE_ = 70 };
 
+/* The model backend check dry-runs on: every device a plan may name (cuda:0..cuda:61)
+ * exists; run refuses a location beyond the devices it has (fheplan(1)). */
+#define CHECK_DEVICES "model:62"
+
 typedef struct cli {
     int colour;      /* stderr colour */
     int json;

@@ -100,6 +100,14 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
             uint64_t slack = 8 * (uint64_t)(vm->nvals + 64), n = div_up(bud[i].nbytes, vm->o.scale);
             bud[i].nbytes = n > UINT64_MAX - slack ? UINT64_MAX : n + slack;
         }
+    int ndev = backend->ops->device_count(backend);
+    for (size_t i = 0; i < nbud; i++)
+        if (bud[i].loc.kind == FHR_LOC_CUDA && bud[i].loc.index >= ndev) {
+            rplan_vm_destroy(vm);
+            return fhr_fail(err, FHR_E_LOCATION, "budget for cuda:%d (in the plan or from "
+                            "--budget): the %s backend has %d CUDA device%s", bud[i].loc.index,
+                            backend->ops->name, ndev, ndev == 1 ? "" : "s");
+        }
     fhr_manager_config cfg = {backend, bud, nbud, vm->o.trace ? 4096 : 0};
     if ((st = fhr_manager_create(&cfg, &vm->m, err)) != FHR_OK ||
         (st = vm_register_builtins(vm, err)) != FHR_OK) {

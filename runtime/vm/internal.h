@@ -64,6 +64,7 @@ typedef struct vm_run {
 } vm_run;
 
 struct rplan_vm {
+    long setup_value; /* the value whose setup failed, -1 none */
     const rplan_program *p;
     fhr_backend *b;
     rplan_vm_opts o;

@@ -317,6 +317,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     snprintf(vm->total.name, sizeof vm->total.name, "total");
     fhr_error e;
     fhr_error_init(&e);
+    vm->setup_value = -1;
     fhr_status st = vm_setup_values(vm, &e);
     if (st == FHR_OK)
         st = vm_requests_setup(vm, &e);
@@ -324,6 +325,11 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     const char *fail_scope = NULL;
     if (st) {
         set_failure(vm, rep, st, -1, &e, NULL);
+        if (vm->setup_value >= 0 && (size_t)vm->setup_value < vm->nvals) {
+            /* a value that cannot be set up: at its declaration */
+            rep->line = vm->vinfo[vm->setup_value].line;
+            rep->col = vm->vinfo[vm->setup_value].col;
+        }
     } else {
         rep->pinned_gbps = vm->pinned_gbps = vm_pinned_bandwidth(vm);
         if (!vm->explain) {

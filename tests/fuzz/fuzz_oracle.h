@@ -64,13 +64,14 @@ static inline int fuzz_oracle_vm(const rplan_program *p, const char *spec, int e
 }
 
 /* -1 left out, 0 check rejects it, 1 check accepts it and it ran. Aborts (a fuzz crash)
- * when check accepts a program that then fails on the emulated device. */
+ * when check accepts a program that then fails on the emulated device. Both sides have
+ * every device a plan may name (62), as check assumes. */
 static inline int fuzz_check_runs(const rplan_program *p, const char *what)
 {
     if (fuzz_oracle_skips(p))
         return -1;
     char msg[600];
-    if (!fuzz_oracle_vm(p, "model:8", 1, 0, msg))
+    if (!fuzz_oracle_vm(p, "model:62", 1, 0, msg))
         return 0;
     /* the run's automatic scale, kept small: the total of all sizes under 16 MiB */
     uint64_t total = 0, scale = 1;
@@ -81,7 +82,7 @@ static inline int fuzz_check_runs(const rplan_program *p, const char *what)
     }
     while (total / scale > (16u << 20) && scale < (1ull << 62))
         scale *= 2;
-    FUZZ_CHECK(fuzz_oracle_vm(p, "emu:8", 0, scale, msg),
+    FUZZ_CHECK(fuzz_oracle_vm(p, "emu:62", 0, scale, msg),
                "%s: check accepts it, the emulated run (scale %llu) fails: %s", what,
                (unsigned long long)scale, msg);
     return 1;

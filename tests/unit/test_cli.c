@@ -427,3 +427,31 @@ Test(cli, check_json_says_why_an_input_is_unreadable)
     cJSON_Delete(j);
     result_free(&r);
 }
+
+Test(cli, run_failures_of_values_point_at_their_declaration)
+{
+    write_file(tmp_path("f.rplan"), "rplan 1\n"
+                                    "value ct = 1 MiB exclusive at pinned init file(\"nope.bin\")\n");
+    result r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("f.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "f.rplan:2:7: error: value 'ct': cannot open 'nope.bin'"), "%s", r.err);
+    result_free(&r);
+    write_file(tmp_path("g.rplan"), "rplan 1\nvalue x = 1 MiB exclusive at cuda:1 init zero\n");
+    r = run_cli("NO_COLOR=1", "check %s", tmp_path("g.rplan"));
+    cr_assert_eq(r.rc, 0, "check assumes every device cuda:0..cuda:61: %s", r.err);
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("g.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "g.rplan:2:7: error: value 'x': emu: invalid location cuda:1"), "%s",
+              r.err);
+    result_free(&r);
+    write_file(tmp_path("h.rplan"), "rplan 1\nbudget cuda:9 1 GiB\n");
+    r = run_cli("NO_COLOR=1", "check %s", tmp_path("h.rplan"));
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("h.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "budget for cuda:9 (in the plan or from --budget): the emu backend "
+                            "has 1 CUDA device"), "%s", r.err);
+    result_free(&r);
+}
