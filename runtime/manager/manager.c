@@ -288,14 +288,23 @@ size_t mgr_reap(fhr_manager *m)
     return n;
 }
 
-size_t fhr_reap(fhr_manager *m)
+fhr_status fhr_reap(fhr_manager *m, size_t *reaped, fhr_error *err)
 {
+    if (reaped)
+        *reaped = 0;
     if (!m)
-        return 0;
+        return fhr_fail(err, FHR_E_INVALID, "reap: manager is NULL");
     pthread_mutex_lock(&m->lock);
-    size_t n = m->loading ? 0 : mgr_reap(m);
+    if (m->loading) {
+        pthread_mutex_unlock(&m->lock);
+        return fhr_fail(err, FHR_E_REENTRANT, "reap: refused while a source load runs on this "
+                        "manager");
+    }
+    size_t n = mgr_reap(m);
     pthread_mutex_unlock(&m->lock);
-    return n;
+    if (reaped)
+        *reaped = n;
+    return FHR_OK;
 }
 
 /* ---- adoption and sources ------------------------------------------------------------ */
@@ -471,30 +480,37 @@ fhr_status fhr_set_priority(fhr_manager *m, fhr_handle h, int32_t priority, fhr_
     return st;
 }
 
-int fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc)
+fhr_status fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc, int *resident,
+                           fhr_error *err)
 {
-    fhr_status st = mgr_enter(m, "is_resident", NULL);
+    if (resident)
+        *resident = 0;
+    if (!resident)
+        return fhr_fail(err, FHR_E_INVALID, "is_resident: resident is NULL");
+    if (fhr_loc_slot(loc) < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "is_resident: invalid location");
+    fhr_status st = mgr_enter(m, "is_resident", err);
     if (st != FHR_OK)
-        return -(int)st;
+        return st;
     val *v;
-    int r;
-    if ((st = mgr_lookup(m, h, "is_resident", &v, NULL)) != FHR_OK)
-        r = -(int)st;
-    else if (fhr_loc_slot(loc) < 0)
-        r = -(int)FHR_E_LOCATION;
-    else
-        r = (v->present >> fhr_loc_slot(loc)) & 1;
+    if ((st = mgr_lookup(m, h, "is_resident", &v, err)) == FHR_OK)
+        *resident = (int)((v->present >> fhr_loc_slot(loc)) & 1);
     mgr_leave(m);
-    return r;
+    return st;
 }
 
-uint64_t fhr_state_version(fhr_manager *m)
+fhr_status fhr_state_version(fhr_manager *m, uint64_t *version, fhr_error *err)
 {
-    if (mgr_enter(m, "state_version", NULL) != FHR_OK)
-        return 0;
-    uint64_t v = m->version;
+    if (version)
+        *version = 0;
+    if (!version)
+        return fhr_fail(err, FHR_E_INVALID, "state_version: version is NULL");
+    fhr_status st = mgr_enter(m, "state_version", err);
+    if (st != FHR_OK)
+        return st;
+    *version = m->version;
     mgr_leave(m);
-    return v;
+    return FHR_OK;
 }
 
 /* ---- trace ----------------------------------------------------------------------------- */
@@ -554,13 +570,20 @@ void fhr_trace_set_capacity(fhr_manager *m, size_t capacity)
     pthread_mutex_unlock(&m->lock);
 }
 
-size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap)
+fhr_status fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap, size_t *nread,
+                          fhr_error *err)
 {
-    if (mgr_enter(m, "trace_read", NULL) != FHR_OK)
-        return 0;
+    if (nread)
+        *nread = 0;
+    if (!nread || (cap && !out))
+        return fhr_fail(err, FHR_E_INVALID, "trace_read: %s is NULL", !nread ? "nread" : "out");
+    fhr_status st = mgr_enter(m, "trace_read", err);
+    if (st != FHR_OK)
+        return st;
     size_t n = m->trace_len < cap ? m->trace_len : cap;
     for (size_t i = 0; i < n; i++)
         out[i] = m->trace[(m->trace_head + m->trace_len - n + i) % m->trace_cap];
     mgr_leave(m);
-    return n;
+    *nread = n;
+    return FHR_OK;
 }

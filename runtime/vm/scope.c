@@ -54,7 +54,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
             if (slot >= 0 && vm->compute[slot])
                 vm->b->ops->stream_sync(vm->b, vm->compute[slot], NULL);
         }
-        fhr_reap(vm->m);
+        fhr_reap(vm->m, NULL, NULL);
     }
     fhr_error xerr;
     fhr_error_init(&xerr);

@@ -29,7 +29,7 @@ static void wait_consumers(rplan_vm *vm, const fhr_action *acts, size_t n)
     for (int s = 0; s < FHR_LOC_SLOTS; s++)
         if (vm->compute[s])
             vm->b->ops->stream_sync(vm->b, vm->compute[s], NULL);
-    fhr_reap(vm->m);
+    fhr_reap(vm->m, NULL, NULL);
 }
 
 static fhr_action to_action(const rplan_vm *vm, const rplan_instr *in)

@@ -4,6 +4,7 @@
  * others hold leases. The controller never waits or retries: the threads do. Runs
  * under TSan (`make tsan`). */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 #include <pthread.h>
 
@@ -48,7 +49,7 @@ static void *run_worker(void *arg)
         }
         fhr_error_clear(&e);
         fhr_stream_sync(w->b, s, NULL);
-        fhr_reap(w->m);
+        t_reap(w->m);
     }
     fhr_stream_destroy(w->b, s);
     return NULL;

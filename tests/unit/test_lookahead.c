@@ -2,6 +2,7 @@
  * Belady's MIN miss count for equal sizes (matched exactly), and an exhaustive solver
  * for unequal sizes (the heuristic's gap measured, never below the optimum). */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 #include "fheplan/controller.h"
 
 #include <stdio.h>
@@ -113,7 +114,7 @@ static run_result run_trace(const int *trace, int t, const uint64_t *size, int n
     for (int i = 0; i < t; i++) {
         fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0)};
         fhr_request req = {"use", &rq, 1, NULL, 0, (uint64_t)i + 1};
-        int had = fhr_is_resident(m, rq.handle, rq.at);
+        int had = t_is_resident(m, rq.handle, rq.at);
         fhr_use *u = NULL;
         fhr_error e;
         fhr_error_init(&e);
@@ -128,7 +129,7 @@ static run_result run_trace(const int *trace, int t, const uint64_t *size, int n
         }
         cr_assert_eq(fhr_use_end(u, FHR_OK, NULL), FHR_OK);
         fhr_use_destroy(u);
-        fhr_reap(m);
+        t_reap(m);
     }
     fhr_stream_destroy(b, cs);
     fhr_controller_destroy(c);

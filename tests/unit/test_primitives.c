@@ -1,6 +1,7 @@
 /* tests/unit/test_primitives.c — ensure, move, drop and discard: every rule of the
  * primitive table, replica modes, recoverability, sources, and bit-exact contents. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 Test(primitives, ensure_keeps_replicas_and_copies_bit_exact)
 {
@@ -11,12 +12,12 @@ Test(primitives, ensure_keeps_replicas_and_copies_bit_exact)
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(1), NULL, NULL), FHR_OK);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(1), NULL, NULL), FHR_OK, "ensure is idempotent");
-    cr_assert_eq(fhr_state_version(m), v);
+    cr_assert_eq(t_state_version(m), v);
     fhr_location locs[] = {fhr_loc_host(), fhr_loc_pinned(), fhr_loc_cuda(0), fhr_loc_cuda(1)};
     for (int i = 0; i < 4; i++) {
-        cr_assert_eq(fhr_is_resident(m, h, locs[i]), 1);
+        cr_assert_eq(t_is_resident(m, h, locs[i]), 1);
         cr_assert(resident_has_pattern(m, h, locs[i], 9, n), "slot %d differs", i);
     }
     check_accounting(m);
@@ -33,9 +34,9 @@ Test(primitives, ensure_on_exclusive_is_refused)
     fhr_error_init(&e);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, &e), FHR_E_REPLICA);
     cr_assert(strstr(e.message, "EXCLUSIVE; use move"), "%s", e.message);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 0);
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), NULL, NULL, &e), FHR_OK);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 0);
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 1, 64));
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
@@ -53,13 +54,13 @@ Test(primitives, move_with_explicit_source)
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), &cuda, NULL, &e), FHR_E_STATE);
     cr_assert(strstr(e.message, "no copy at cuda:0"), "%s", e.message);
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), &pinned, NULL, &e), FHR_OK);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_pinned()), 0);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 1);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_pinned()), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 1);
     /* destination already there: the move just removes the source */
     fhr_location host = fhr_loc_host();
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), &host, NULL, &e), FHR_OK);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 0);
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 5, 128));
     check_accounting(m);
     fhr_manager_destroy(m);
@@ -76,7 +77,7 @@ Test(primitives, drop_rules)
     cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), &e), FHR_E_STATE);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_host(), &e), FHR_E_PRESERVE);
     cr_assert(strstr(e.message, "last copy of a MUST_PRESERVE"), "%s", e.message);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 1);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_host(), &e), FHR_OK);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_E_PRESERVE);
@@ -98,7 +99,7 @@ Test(primitives, reconstructible_reloads_through_its_source)
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 77, 5000));
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_OK, "the last copy of a "
                  "RECONSTRUCTIBLE value may be dropped");
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 0);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(ps.loads, 2);
     cr_assert(resident_has_pattern(m, h, fhr_loc_pinned(), 77, 5000));
@@ -134,14 +135,14 @@ Test(primitives, failing_or_lying_source_changes_nothing)
     pat_source liar = {.n = 64, .seed = 1, .wrong_size = 1};
     fhr_handle h1 = register_pat(m, &bad, FHR_REPLICABLE);
     fhr_handle h2 = register_pat(m, &liar, FHR_REPLICABLE);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     fhr_error e;
     fhr_error_init(&e);
     cr_assert_eq(fhr_ensure(m, h1, fhr_loc_cuda(0), NULL, &e), FHR_E_SOURCE);
     cr_assert(strstr(e.message, "synthetic failure"), "%s", e.message);
     cr_assert_eq(fhr_ensure(m, h2, fhr_loc_cuda(0), NULL, &e), FHR_E_SOURCE);
     cr_assert(strstr(e.message, "65 bytes, the spec says 64"), "%s", e.message);
-    cr_assert_eq(fhr_state_version(m), v);
+    cr_assert_eq(t_state_version(m), v);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->used_bytes, 0);
