@@ -69,9 +69,9 @@ Test(check_runs, every_accepted_program_runs_on_emu, .timeout = 240)
     over("tests/fuzz/corpus/compile", NULL, &ran, &rejected, &skipped);
     over("tests/fuzz/corpus/roundtrip", NULL, &ran, &rejected, &skipped);
     over("tests/fuzz/corpus/load", NULL, &ran, &rejected, &skipped);
-    cr_log_info("check_runs: %d programs check accepts ran on emu:62, %d rejected, %d left out "
+    cr_log_info("check_runs: %d programs check accepts ran on the emulated device, %d rejected, %d left out "
                 "(files or long spins)", ran, rejected, skipped);
-    fprintf(stderr, "check_runs: %d accepted programs ran on emu:62 (%d from plans/ and "
+    fprintf(stderr, "check_runs: %d accepted programs ran on the emulated device (%d from plans/ and "
             "tests/plans/ok), %d rejected, %d left out\n", ran, plans, rejected, skipped);
     cr_assert_geq(plans, 10, "too few example plans ran: %d", plans);
 }

@@ -455,3 +455,23 @@ Test(cli, run_failures_of_values_point_at_their_declaration)
                             "has 1 CUDA device"), "%s", r.err);
     result_free(&r);
 }
+
+Test(cli, names_with_control_bytes_or_bad_utf8_never_reach_json_or_the_terminal_raw)
+{
+    write_file(tmp_path("n.rplan"), "rplan 1\nvalue x = 1 MiB replicable at host init synth(1)\n"
+                                    "stage \"a\x1b[31mb\xff\" { ensure x @ pinned }\n");
+    result r = run_cli(NULL, "check --json %s", tmp_path("n.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cJSON *j = parse_only_json(r.out);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "feasible")));
+    cJSON_Delete(j);
+    cr_assert_null(strchr(r.out, '\033'));
+    cr_assert_null(strchr(r.out, '\xff'));
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "check %s", tmp_path("n.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "byte 0x1b in a string is not UTF-8 text"), "%s", r.err);
+    cr_assert_null(strchr(r.err, '\033'), "a raw ESC reached the terminal");
+    cr_assert_null(strchr(r.err, '\xff'));
+    result_free(&r);
+}
