@@ -121,6 +121,8 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         case RP_SEC_BUDG:
             for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
                 q[0] = p->buds[i].slot;
+                put16(q + 2, p->buds[i].col);
+                put32(q + 4, p->buds[i].line);
                 put64(q + 8, p->buds[i].nbytes);
             }
             break;
@@ -283,13 +285,14 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
     }
     q = sec[RP_SEC_BUDG];
     for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
-        for (int k = 1; k < 8; k++)
-            if (q[k]) {
-                snprintf(msg, cap, "budget %u: reserved bytes are not zero", i);
-                rplan_program_free(p);
-                return FHR_E_INVALID;
-            }
+        if (q[1]) {
+            snprintf(msg, cap, "budget %u: reserved byte is not zero", i);
+            rplan_program_free(p);
+            return FHR_E_INVALID;
+        }
         p->buds[i].slot = q[0];
+        p->buds[i].col = get16(q + 2);
+        p->buds[i].line = get32(q + 4); /* 1.0 files: zero, unknown */
         p->buds[i].nbytes = get64(q + 8);
     }
     q = sec[RP_SEC_POLI];

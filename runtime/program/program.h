@@ -38,7 +38,7 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"
 #define RP_MAJOR 1
-#define RP_MINOR 0
+#define RP_MINOR 1 /* 1.1: budget records carry their declaration */
 #define RP_HDR_SIZE 32
 #define RP_DIR_SIZE 16
 enum {
@@ -65,6 +65,8 @@ typedef struct rp_value {
 typedef struct rp_budgetrec {
     uint8_t slot;
     uint64_t nbytes;
+    uint32_t line; /* its declaration, 0:0 when it came from an override */
+    uint16_t col;
 } rp_budgetrec;
 
 typedef struct rp_policyrec {

@@ -213,6 +213,12 @@ static fhr_status check_positions(V *s)
             st = fail(s, FHR_E_INVALID, -1, "value %u: source position %u:%u is outside the "
                       "embedded source (%zu lines)", i, v->line, v->col, n);
     }
+    for (uint32_t i = 0; i < p->nbuds && !st; i++) {
+        const rp_budgetrec *b = &p->buds[i];
+        if (b->line && (b->line > n || b->col == 0 || b->col > len[b->line - 1] + 1))
+            st = fail(s, FHR_E_INVALID, -1, "budget %u: source position %u:%u is outside the "
+                      "embedded source (%zu lines)", i, b->line, b->col, n);
+    }
     free(len);
     return st;
 }

@@ -79,9 +79,11 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
     /* budgets: the program's, then overrides; all divided by the scale */
     size_t nb = rplan_nbudgets(p);
     fhr_budget bud[FHR_LOC_SLOTS];
+    uint32_t bline[FHR_LOC_SLOTS], bcol[FHR_LOC_SLOTS]; /* declarations, 0 for overrides */
     size_t nbud = 0;
     for (size_t i = 0; i < nb && nbud < FHR_LOC_SLOTS; i++)
-        if (rplan_budget(p, i, &bud[nbud]) == FHR_OK)
+        if (rplan_budget(p, i, &bud[nbud]) == FHR_OK &&
+            rplan_budget_position(p, i, &bline[nbud], &bcol[nbud]) == FHR_OK)
             nbud++;
     for (size_t i = 0; i < vm->o.nbudget_override; i++) {
         size_t k = 0;
@@ -89,8 +91,10 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
             k++;
         if (k == nbud && nbud < FHR_LOC_SLOTS)
             nbud++;
-        if (k < nbud)
+        if (k < nbud) {
             bud[k] = vm->o.budget_override[i];
+            bline[k] = bcol[k] = 0;
+        }
     }
     if (vm->o.scale > 1)
         for (size_t i = 0; i < nbud; i++)
@@ -100,13 +104,23 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
             uint64_t slack = 8 * (uint64_t)(vm->nvals + 64), n = div_up(bud[i].nbytes, vm->o.scale);
             bud[i].nbytes = n > UINT64_MAX - slack ? UINT64_MAX : n + slack;
         }
+    /* a budget at a device the backend does not have: the run fails at its declaration
+     * (rplan_vm_run); the manager is made without it */
     int ndev = backend->ops->device_count(backend);
     for (size_t i = 0; i < nbud; i++)
         if (bud[i].loc.kind == FHR_LOC_CUDA && bud[i].loc.index >= ndev) {
-            rplan_vm_destroy(vm);
-            return fhr_fail(err, FHR_E_LOCATION, "budget for cuda:%d (in the plan or from "
-                            "--budget): the %s backend has %d CUDA device%s", bud[i].loc.index,
-                            backend->ops->name, ndev, ndev == 1 ? "" : "s");
+            if (!vm->bad_budget[0]) {
+                snprintf(vm->bad_budget, sizeof vm->bad_budget,
+                         "budget for cuda:%d%s: the %s backend has %d CUDA device%s",
+                         bud[i].loc.index, bline[i] ? "" : " (from an override)",
+                         backend->ops->name, ndev, ndev == 1 ? "" : "s");
+                vm->bad_budget_line = bline[i];
+                vm->bad_budget_col = bcol[i];
+            }
+            bud[i] = bud[--nbud];
+            bline[i] = bline[nbud];
+            bcol[i] = bcol[nbud];
+            i--;
         }
     fhr_manager_config cfg = {backend, bud, nbud, vm->o.trace ? 4096 : 0};
     if ((st = fhr_manager_create(&cfg, &vm->m, err)) != FHR_OK ||

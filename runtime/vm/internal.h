@@ -65,6 +65,8 @@ typedef struct vm_run {
 
 struct rplan_vm {
     long setup_value; /* the value whose setup failed, -1 none */
+    char bad_budget[200]; /* a budget at a device the backend lacks: the run's failure */
+    uint32_t bad_budget_line, bad_budget_col;
     const rplan_program *p;
     fhr_backend *b;
     rplan_vm_opts o;

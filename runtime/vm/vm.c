@@ -318,14 +318,18 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     fhr_error e;
     fhr_error_init(&e);
     vm->setup_value = -1;
-    fhr_status st = vm_setup_values(vm, &e);
+    fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
+                                      : vm_setup_values(vm, &e);
     if (st == FHR_OK)
         st = vm_requests_setup(vm, &e);
     long fail_pc = -1;
     const char *fail_scope = NULL;
     if (st) {
         set_failure(vm, rep, st, -1, &e, NULL);
-        if (vm->setup_value >= 0 && (size_t)vm->setup_value < vm->nvals) {
+        if (vm->bad_budget[0]) {
+            rep->line = vm->bad_budget_line; /* at the budget's declaration */
+            rep->col = vm->bad_budget_col;
+        } else if (vm->setup_value >= 0 && (size_t)vm->setup_value < vm->nvals) {
             /* a value that cannot be set up: at its declaration */
             rep->line = vm->vinfo[vm->setup_value].line;
             rep->col = vm->vinfo[vm->setup_value].col;

@@ -451,8 +451,13 @@ Test(cli, run_failures_of_values_point_at_their_declaration)
     result_free(&r);
     r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("h.rplan"));
     cr_assert_eq(r.rc, 1);
-    cr_assert(strstr(r.err, "budget for cuda:9 (in the plan or from --budget): the emu backend "
-                            "has 1 CUDA device"), "%s", r.err);
+    cr_assert(strstr(r.err, "h.rplan:2:1: error: budget for cuda:9: the emu backend has 1 CUDA "
+                            "device"), "%s", r.err);
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "run --device emu --budget cuda:3=1GiB %s", tmp_path("g.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "error: budget for cuda:3 (from an override): the emu backend has 1 "
+                            "CUDA device"), "%s", r.err);
     result_free(&r);
 }
 

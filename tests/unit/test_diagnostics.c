@@ -180,3 +180,53 @@ Test(diagnostics, line_table_entries_outside_the_source_are_refused)
     }
     free(w);
 }
+
+Test(diagnostics, budgets_carry_their_declaration_and_old_files_load)
+{
+    const char *src = "rplan 1\n\nbudget cuda:0 1 GiB\nbudget pinned 2 GiB\n";
+    rplan_compile_opts o = {.filename = "d.rplan"};
+    rplan_program *p = NULL;
+    cr_assert_eq(rplan_compile(src, strlen(src), &o, &p, NULL), FHR_OK);
+    uint32_t line, col;
+    /* budgets are in slot order: pinned (slot 1) first */
+    cr_assert_eq(rplan_budget_position(p, 0, &line, &col), FHR_OK);
+    cr_assert(line == 4 && col == 1, "%u:%u", line, col);
+    cr_assert_eq(rplan_budget_position(p, 1, &line, &col), FHR_OK);
+    cr_assert(line == 3 && col == 1, "%u:%u", line, col);
+    /* an override has no position */
+    fhr_budget ov = {fhr_loc_cuda(0), 1u << 20};
+    rplan_compile_opts o2 = {.filename = "d.rplan", .budget_override = &ov, .nbudget_override = 1};
+    rplan_program *q = NULL;
+    cr_assert_eq(rplan_compile(src, strlen(src), &o2, &q, NULL), FHR_OK);
+    cr_assert_eq(rplan_budget_position(q, 1, &line, &col), FHR_OK);
+    cr_assert(line == 0 && col == 0, "%u:%u", line, col);
+    rplan_program_free(q);
+    /* a 1.0 file (positions zero) still loads; a position outside the source is refused */
+    void *w;
+    size_t n;
+    cr_assert_eq(rplan_write_mem(p, &w, &n), FHR_OK);
+    unsigned char *b = w;
+    unsigned char *dir = b + RP_HDR_SIZE + RP_DIR_SIZE * (RP_SEC_BUDG - 1);
+    uint32_t off = (uint32_t)dir[4] | (uint32_t)dir[5] << 8 | (uint32_t)dir[6] << 16 |
+                   (uint32_t)dir[7] << 24;
+    b[10] = 0; /* minor 0 */
+    memset(b + off + 1, 0, 7);
+    memset(b + off + RP_BUDG_SIZE + 1, 0, 7);
+    cr_assert(rp_bytecode_restamp(b, n));
+    rplan_program *r = NULL;
+    cr_assert_eq(rplan_load_mem(b, n, "old.rpc", &r, NULL), FHR_OK);
+    cr_assert_eq(rplan_budget_position(r, 0, &line, &col), FHR_OK);
+    cr_assert(line == 0 && col == 0);
+    rplan_program_free(r);
+    b[off + 4] = 99;
+    b[off + 2] = 1;
+    cr_assert(rp_bytecode_restamp(b, n));
+    rplan_diags *d = rplan_diags_new();
+    cr_assert_eq(rplan_load_mem(b, n, "old.rpc", &r, d), FHR_E_INVALID);
+    char *t = rplan_diags_render_string(d);
+    cr_assert(strstr(t, "budget 0: source position 99:1 is outside the embedded source"), "%s", t);
+    free(t);
+    rplan_diags_free(d);
+    free(w);
+    rplan_program_free(p);
+}
