@@ -16,17 +16,22 @@ PREFIX     ?= /usr/local
 DESTDIR    ?=
 
 GEN        := $(BUILD)/gen
-CPPFLAGS   += -D_GNU_SOURCE -Iinclude -I. -I$(GEN)
-CFLAGS     += -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden $(OPT) $(SAN)
-LDFLAGS    += $(SAN)
-LDLIBS     += -lcjson -lpthread -lm
+# The project's own flags live in FHR_*; CPPFLAGS, CFLAGS, LDFLAGS and LDLIBS are the
+# user's and come last (`make CFLAGS=-O0` still builds with -std=c11 -Werror -fPIC).
+FHR_CPPFLAGS := -D_GNU_SOURCE -Iinclude -I. -I$(GEN)
+FHR_CFLAGS   := -std=c11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden
+FHR_LDLIBS   := -lcjson -lpthread -lm
 
 ifeq ($(CUDA),1)
-CPPFLAGS   += -DFHEPLAN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
-CUDA_LIBS  := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
-NVCCFLAGS  ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -I.
-LDLIBS     += $(CUDA_LIBS)
+FHR_CPPFLAGS += -DFHEPLAN_HAVE_CUDA=1 -I$(CUDA_HOME)/include
+CUDA_LIBS    := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+NVCCFLAGS    ?= -O2 -std=c++17 -arch=sm_90 -Xcompiler -fPIC,-fvisibility=hidden -Iinclude -I.
+FHR_LDLIBS   += $(CUDA_LIBS)
 endif
+ALL_CPPFLAGS  = $(FHR_CPPFLAGS) $(CPPFLAGS)
+ALL_CFLAGS    = $(FHR_CFLAGS) $(OPT) $(SAN) $(CFLAGS)
+ALL_LDFLAGS   = $(SAN) $(LDFLAGS)
+ALL_LDLIBS    = $(FHR_LDLIBS) $(LDLIBS)
 
 # Sources: every C file of a library folder; generated front-end files are added by mk/lang.mk.
 LIB_SRCS   := $(wildcard base/*.c cuda/*.c runtime/*/*.c compiler/*.c)
@@ -38,7 +43,10 @@ UNIT_SRCS  := $(wildcard tests/unit/*.c)
 TEST_LIBS  := -lcriterion
 
 .DEFAULT_GOAL := all
--include mk/*.mk
+# Each piece by name: a missing file stops the build instead of dropping its suite.
+MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
+            mk/mpi.mk mk/tools.mk mk/vm.mk
+include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
              $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(GEN_SRCS)) \
@@ -51,17 +59,18 @@ SHARED     = $(BUILD)/libfheplan.so.$(VERSION)
 CLI        = $(BUILD)/fheplan
 UNIT       = $(BUILD)/tests/unit
 
-.PHONY: all lib test test-run sanitize tsan deps clean valgrind install uninstall test-install
+.PHONY: all lib test test-run sanitize tsan deps clean valgrind install uninstall test-install FORCE
+FORCE: # a prerequisite that is always out of date (rules that must look every time)
 all: lib $(CLI)
 lib: $(STATIC) $(SHARED) $(BUILD)/libfheplan.so
 
 $(BUILD)/obj/%.o: %.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/gen/%.o: $(GEN)/%.c | $(GEN_HDRS)
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-unused-function -MMD -MP -c $< -o $@
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Wno-unused-function -MMD -MP -c $< -o $@
 
 $(BUILD)/obj/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
@@ -72,18 +81,18 @@ $(STATIC): $(LIB_OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(SHARED): $(LIB_OBJS)
-	$(CC) -shared -Wl,-soname,libfheplan.so.$(SOVERSION) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libfheplan.so.$(SOVERSION) $(ALL_LDFLAGS) -o $@ $^ $(ALL_LDLIBS)
 
 $(BUILD)/libfheplan.so: $(SHARED)
 	ln -sf libfheplan.so.$(VERSION) $@
 	ln -sf libfheplan.so.$(VERSION) $(BUILD)/libfheplan.so.$(SOVERSION)
 
 $(CLI): $(CLI_OBJS) $(STATIC)
-	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(CLI_OBJS) $(STATIC) $(ALL_LDLIBS)
 
 $(UNIT): $(UNIT_OBJS) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(UNIT_OBJS) $(STATIC) $(TEST_LIBS) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(UNIT_OBJS) $(STATIC) $(TEST_LIBS) $(ALL_LDLIBS)
 
 # ---- tests -----------------------------------------------------------------------------
 # `make test` is the one command the README and CI use: it installs what is missing,
@@ -101,7 +110,36 @@ test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
 # internal include points down the layers, and no two files call each other in a circle.
 .PHONY: test-layers
 test-layers: $(LIB_OBJS) $(CLI_OBJS)
-	tests/tools/layers.sh $(BUILD)/obj $^
+	@tests/tools/layers.sh $(BUILD)/obj $^
+	@for f in $(sort $(wildcard base/*.c cuda/*.c cuda/*.cu runtime/*/*.c compiler/*.c cli/*.c)); do \
+	  d=$${f%/*}; grep "^| [^|]* | [^|]*\`$$d/\`" README.md | grep -q "\`$${f##*/}\`" || \
+	  { echo "layers: README's Layout table does not name $$f in its row for $$d/"; exit 1; }; done
+
+# The build checking itself: flags given on the command line keep the project's, every
+# file that starts threads runs under TSan, every mk/*.mk is included, and the code that
+# only a GPU runs (tests/gpu, bench/) compiles whenever the CUDA toolkit is present.
+.PHONY: test-build
+TEST_EXTRA += test-build
+BUILD_ONLY = $(BENCH_BOOT) $(BENCH_POLICY) $(BUILD)/bench/compile \
+             $(if $(filter 1,$(CUDA)),$(GPU_TEST) $(BENCH_TRANSFER))
+test-build: $(BUILD_ONLY)
+	@cmd=$$($(MAKE) --no-print-directory -n -B CFLAGS=-O0 CPPFLAGS=-DFHR_USER_FLAG \
+	  $(BUILD)/obj/base/error.o | grep -e ' -c base/error.c'); \
+	for f in -std=c11 -Werror -fPIC -Iinclude -O0 -DFHR_USER_FLAG; do \
+	  case " $$cmd " in *" $$f "*) ;; *) echo "test-build: CFLAGS=-O0 CPPFLAGS=... lost $$f: $$cmd"; exit 1;; esac; \
+	done
+	@for f in $$(grep -l pthread_create $(UNIT_SRCS)); do case " $(TSAN_UNIT) " in \
+	  *" $$f "*) ;; *) echo "test-build: $$f starts threads but is not in TSAN_UNIT"; exit 1;; esac; done
+	@for f in mk/*.mk; do case " $(MK_FILES) " in \
+	  *" $$f "*) ;; *) echo "test-build: $$f is not in MK_FILES (never included)"; exit 1;; esac; done
+	@echo "test-build: flags kept, TSan list complete, mk files included; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
+
+# Deliberate breaks the suite must notice (tests/mutants/mutants.tsv; about two minutes):
+# a copy of the tree, built once, each break rebuilt and its suites run. Not under SAN.
+.PHONY: test-mutants
+TEST_EXTRA += $(if $(SAN),,test-mutants)
+test-mutants:
+	sh tests/mutants/run.sh $(BUILD)/mutants
 
 # ASan+UBSan over the whole unit suite (CUDA off: no GPU code runs in CI anyway).
 sanitize: deps
@@ -109,16 +147,20 @@ sanitize: deps
 	  SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
 	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 test-run
 
-# TSan over the threaded tests (suites whose names start with "threads"). Criterion's
-# forking runner cannot start under TSan, so these files are built against a small
-# in-process stand-in (tests/tsan/) and run in one process.
-TSAN_SRCS = $(shell grep -l 'Test.threads' $(UNIT_SRCS) 2>/dev/null) tests/tsan/main.c
+# TSan over every test of the files that start threads, named here (test-build checks
+# that no file that calls pthread_create is missing). Criterion's forking runner cannot
+# start under TSan, so these files are built against a small in-process stand-in
+# (tests/tsan/) and run in one process.
+TSAN_UNIT := tests/unit/test_controller_threads.c tests/unit/test_emu.c tests/unit/test_fault.c \
+             tests/unit/test_lease.c tests/unit/test_lock.c tests/unit/test_reentrancy.c \
+             tests/unit/test_stress.c
+TSAN_SRCS  = $(TSAN_UNIT) tests/tsan/main.c
 $(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC)
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ALL_LDLIBS)
 $(BUILD)/obj/tsan-%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -Itests/tsan $(CPPFLAGS) $(CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
+	$(CC) -Itests/tsan $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Wno-unused-parameter -MMD -MP -c $< -o $@
 
 tsan: deps
 	@$(MAKE) --no-print-directory BUILD=build/tsan CUDA=0 OPT='-O1 -g' SAN=-fsanitize=thread \
@@ -132,14 +174,18 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc, and Open MPI unless MPI=0; clang and its libFuzzer runtime for the fuzz targets;
-# valgrind). Nothing happens when everything is present.
+# mandoc and groff for the manual lint, and Open MPI unless MPI=0; clang and its libFuzzer
+# runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
+# CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
+# Nothing happens when everything is present.
 deps:
 	@missing=""; \
 	command -v re2c >/dev/null 2>&1 || missing="$$missing re2c"; \
 	command -v bison >/dev/null 2>&1 || missing="$$missing bison"; \
 	command -v pkg-config >/dev/null 2>&1 || missing="$$missing pkg-config"; \
 	command -v mandoc >/dev/null 2>&1 || missing="$$missing mandoc"; \
+	command -v groff >/dev/null 2>&1 || missing="$$missing groff-base"; \
+	$(if $(filter 1,$(CHROMIUM)),command -v chromium >/dev/null 2>&1 || missing="$$missing chromium";) \
 	[ -f /usr/include/cjson/cJSON.h ] || missing="$$missing libcjson-dev"; \
 	[ -f /usr/include/criterion/criterion.h ] || missing="$$missing libcriterion-dev"; \
 	command -v cc >/dev/null 2>&1 || missing="$$missing build-essential"; \
@@ -157,7 +203,7 @@ deps:
 
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
-# the manual pages and a pkg-config file.
+# the manual pages, a pkg-config file and the bash completion.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -168,7 +214,7 @@ $(BUILD)/fheplan.pc: Makefile FORCE # PREFIX may differ from the last build
 	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
 	  'Name: fheplan' 'Description: residency manager and plan runtime for FHE values on CUDA' \
 	  'Version: $(VERSION)' 'Libs: -L$${libdir} -lfheplan' \
-	  'Libs.private: $(LDLIBS)' 'Requires.private: libcjson' \
+	  'Libs.private: $(ALL_LDLIBS)' 'Requires.private: libcjson' \
 	  'Cflags: -I$${includedir}' > $@
 
 install: all $(BUILD)/fheplan.pc
@@ -184,12 +230,15 @@ install: all $(BUILD)/fheplan.pc
 	install -m 644 $(BUILD)/fheplan.pc $(DESTDIR)$(PCDIR)/
 	for p in $(MANPAGES); do s=$${p##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
 	  install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
+	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
 	rm -f $(DESTDIR)$(LIBDIR)/libfheplan.a $(DESTDIR)$(LIBDIR)/libfheplan.so* \
 	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PREFIX)/bin/fheplan
 	for p in $(MANPAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
+	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
 # statically and once against the shared library, and runs it.
@@ -203,9 +252,9 @@ test-install:
 	mkdir -p $(BUILD)/examples; \
 	for src in examples/*.c; do \
 	  exe=$(BUILD)/examples/$$(basename $$src .c); \
-	  $(CC) -std=c11 -Wall -Wextra -Werror $(SAN) $$cflags $$src -o $$exe-static $$static $(LDFLAGS); \
+	  $(CC) -std=c11 -Wall -Wextra -Werror $(SAN) $$cflags $$src -o $$exe-static $$static $(ALL_LDFLAGS); \
 	  $(CC) -std=c11 -Wall -Wextra -Werror $(SAN) $$cflags $$src -o $$exe-shared $$shared \
-	    -Wl,-rpath,$$libdir $(LDFLAGS); \
+	    -Wl,-rpath,$$libdir $(ALL_LDFLAGS); \
 	  ! ldd $$exe-static | grep -q libfheplan; \
 	  ldd $$exe-shared | grep -q "libfheplan.so.$(SOVERSION) => $$libdir"; \
 	  echo "example $$src (static)"; $$exe-static; \

@@ -1,8 +1,10 @@
 /* cli/check.c — `fheplan check`: each plan's dry run on the model backend, what each
- * built-in policy would move, the --min-budget search, and --world-size's run per rank. */
+ * built-in policy would move, the --min-budget search, and --world-size's run per rank
+ * (--sarif: the log of cli/sarif.c instead). */
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/sarif.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -152,6 +154,9 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
 int cmd_check(cli *c)
 {
     int worst = EX_OK;
+    cJSON *sarif = c->sarif ? sarif_new() : NULL;
+    if (sarif) /* quiet, as for --json; the SARIF log is printed instead of the document */
+        c->json = 1;
     cJSON *root = c->json ? cJSON_CreateObject() : NULL;
     cJSON *files = root ? cJSON_AddArrayToObject(root, "files") : NULL;
     for (size_t i = 0; i < c->nfiles; i++) {
@@ -262,16 +267,21 @@ int cmd_check(cli *c)
         } else if (rc == EX_FAIL) {
             fprintf(stderr, "%s: rejected\n", c->files[i]);
         }
+        if (sarif)
+            sarif_add(sarif, c->files[i], rc, in.d, rep, in.text, in.len);
         rplan_vm_report_free(rep);
         input_free(&in);
         if (rc > worst)
             worst = rc;
     }
-    if (root) {
+    if (sarif) {
+        sarif_print(sarif, json_out ? json_out : stdout);
+        cJSON_Delete(sarif);
+    } else if (root) {
         cJSON_AddBoolToObject(root, "feasible", worst == EX_OK);
         print_json(root);
-        cJSON_Delete(root);
     }
+    cJSON_Delete(root);
     return worst;
 }
 

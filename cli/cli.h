@@ -42,6 +42,9 @@ typedef struct cli {
     int has_min_budget;
     fhr_location min_budget;
     uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */
+    int fmt_check, fmt_write;  /* fmt --check, fmt -w */
+    int sarif;                 /* check --sarif */
+    const char *timeline;      /* run --timeline FILE.html */
 } cli;
 
 /* ---- the command line (cli/options.c) ------------------------------------------- */
@@ -81,7 +84,7 @@ typedef struct input {
     size_t len;
     rplan_program *p;
     rplan_diags *d;
-    char error[400]; /* why the file could not be read, when it could not */
+    char error[512]; /* why the file could not be read, when it could not */
 } input;
 
 void input_free(input *in);
@@ -102,7 +105,8 @@ int check_output(const cli *c, const char *out, const char *opt);
 /* Writes len bytes to path atomically: a temporary file beside it, then rename, so a
  * failure leaves the old file (or none). 0, or -1 with errno set. */
 int write_atomic(const char *path, const void *buf, size_t len);
-/* The diagnostics as a JSON array of {"severity", "file", "line", "col", "message"}. */
+/* The diagnostics as a JSON array of {"severity", "file", "line", "col", "end_line",
+ * "end_col" (one past the span), "message", "rule" (errors and warnings)}. */
 cJSON *diags_json(const rplan_diags *d);
 /* An input's diagnostics: its compiler's, or the reason it could not be read. */
 cJSON *input_diags_json(const input *in);

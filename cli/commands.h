@@ -1,5 +1,5 @@
 /* cli/commands.h — the subcommands cli/main.c dispatches to, one file each: check.c (and
- * check --world-size), run.c (and one MPI rank's run), compile.c, disasm.c. */
+ * check --world-size), run.c (and one MPI rank's run), compile.c, disasm.c, fmt.c. */
 #ifndef FHEPLAN_CLI_COMMANDS_H
 #define FHEPLAN_CLI_COMMANDS_H
 
@@ -13,5 +13,6 @@ int cmd_run(cli *c);
 int world_run(cli *c, const fp_world *w); /* this process's rank of an MPI run */
 int cmd_compile(cli *c);
 int cmd_disasm(cli *c);
+int cmd_fmt(cli *c);     /* every file of c->files ("-": standard input) */
 
 #endif

@@ -9,8 +9,8 @@ int cmd_disasm(cli *c)
 {
     input in;
     int rc = load_input(c, c->files[0], &in, 0);
-    if (rc == 0)
-        rplan_disasm(in.p, stdout, c->no_source ? RPLAN_DISASM_NOSOURCE : 0);
+    if (rc == 0 && rplan_disasm(in.p, stdout, c->no_source ? RPLAN_DISASM_NOSOURCE : 0) != 0)
+        rc = EX_FAIL; /* main reports the write error */
     input_free(&in);
     return rc;
 }

@@ -1,22 +1,13 @@
-/* cli/format.c — human units for the command's reports (see format.h). */
+/* cli/format.c — human units for the command's reports (see format.h); sizes through
+ * the library's one formatter (base/units.h). */
 #include "cli/format.h"
+#include "base/units.h"
 
 #include <stdio.h>
 
 const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
 {
-    const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-    double v = (double)b;
-    int i = 0;
-    while (v >= 1024 && i < 4) {
-        v /= 1024;
-        i++;
-    }
-    if (i == 0)
-        snprintf(buf, cap, "%llu B", (unsigned long long)b);
-    else
-        snprintf(buf, cap, "%.4g %s", v, u[i]);
-    return buf;
+    return fhr_size_format(b, FHR_SIZE_ROUNDED, buf, cap);
 }
 
 const char *fmt_time(double s, char *buf, size_t cap)

@@ -1,50 +1,23 @@
 /* cli/input.c — a plan file as the command reads it: source (compiled with the command's
  * budgets and rank) or bytecode, and one VM run whose failure is shown at its source line. */
 #include "cli/cli.h"
+#include "fheplan/file.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* ---- input ------------------------------------------------------------------------ */
 
-/* The whole file, or standard input for "-". */
-static char *slurp(const char *path, size_t *len)
+/* The whole file, or standard input for "-", through the library's one reader; NULL
+ * with the reason in *e (which may be NULL). */
+static char *slurp(const char *path, size_t *len, fhr_error *e)
 {
-    int is_stdin = !strcmp(path, "-");
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
-    if (!f)
-        return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (n < cap) {
-            if (ferror(f)) {
-                free(buf);
-                buf = NULL;
-            }
-            break;
-        }
-        char *nb = realloc(buf, cap * 2 + 1);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int saved = errno;
-    if (!is_stdin)
-        fclose(f);
-    errno = saved;
-    if (buf) {
-        buf[n] = 0;
-        *len = n;
-    }
+    char *buf = NULL;
+    if (!strcmp(path, "-"))
+        fhr_read_stream(stdin, "standard input", &buf, len, e);
+    else
+        fhr_read_file(path, &buf, len, e);
     return buf;
 }
 
@@ -66,10 +39,11 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
     if (!in->d)
         return EX_SOFTWARE_;
     size_t len = 0;
-    char *buf = slurp(path, &len);
+    fhr_error e;
+    fhr_error_init(&e);
+    char *buf = slurp(path, &len, &e);
     if (!buf) {
-        snprintf(in->error, sizeof in->error, "cannot read '%.300s': %s",
-                 strcmp(path, "-") ? path : "standard input", strerror(errno));
+        snprintf(in->error, sizeof in->error, "%s", e.message);
         fprintf(stderr, "fheplan: %s\n", in->error); /* with --json too: stderr stays human */
         return EX_NOINPUT_;
     }
@@ -79,7 +53,7 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
         free(buf);
         /* the source text, when the file it came from is still around */
         if (in->p && rplan_source_name(in->p)[0] && strcmp(rplan_source_name(in->p), "-"))
-            in->text = slurp(rplan_source_name(in->p), &in->len);
+            in->text = slurp(rplan_source_name(in->p), &in->len, NULL);
     } else {
         rplan_compile_opts o = {.filename = strcmp(path, "-") ? path : "<stdin>",
                                 .budget_override = c->budgets,

@@ -4,6 +4,7 @@
 #include "cli/commands.h"
 #include "cli/world.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,14 @@ int main(int argc, char **argv)
     if (fp_world_init(&argc, &argv, &w) != 0)
         return EX_SOFTWARE_;
     int rc = cli_main(argc, argv, &w);
+    /* Output is only done once it reached the file: a full disk or a closed pipe fails. */
+    int e = fflush(stdout) == EOF ? errno : 0;
+    if (e || ferror(stdout)) {
+        fprintf(stderr, "fheplan: cannot write standard output: %s\n",
+                e ? strerror(e) : "write error");
+        if (rc == EX_OK)
+            rc = EX_FAIL;
+    }
     fp_world_finish(&w);
     return rc;
 }
@@ -34,8 +43,9 @@ static int cli_main(int argc, char **argv, const fp_world *w)
         return EX_OK;
     }
     int is_check = !strcmp(cmd, "check"), is_run = !strcmp(cmd, "run"),
-        is_compile = !strcmp(cmd, "compile"), is_disasm = !strcmp(cmd, "disasm");
-    if (!is_check && !is_run && !is_compile && !is_disasm)
+        is_compile = !strcmp(cmd, "compile"), is_disasm = !strcmp(cmd, "disasm"),
+        is_fmt = !strcmp(cmd, "fmt");
+    if (!is_check && !is_run && !is_compile && !is_disasm && !is_fmt)
         return usage("unknown command '%s'", cmd);
     usage_cmd = cmd;
     cli c;
@@ -127,6 +137,18 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 rc = usage("bad --min-budget '%s' (want a location: host, pinned, cuda:N)",
                            argv[i]);
             c.has_min_budget = 1;
+        } else if (!strcmp(a, "--check") && is_fmt) {
+            c.fmt_check = 1;
+        } else if (!strcmp(a, "-w") && is_fmt) {
+            c.fmt_write = 1;
+        } else if (!strcmp(a, "--sarif") && is_check) {
+            c.sarif = 1;
+        } else if (!strcmp(a, "--timeline") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                c.timeline = argv[++i];
+        } else if (!strncmp(a, "--timeline=", 11) && is_run) {
+            c.timeline = a + 11;
         } else if (!strcmp(a, "-o") && is_compile) {
             NEED_ARG();
             if (!rc)
@@ -138,8 +160,10 @@ static int cli_main(int argc, char **argv, const fp_world *w)
     if (!rc) {
         if (c.nfiles == 0)
             rc = usage("%s needs a FILE", cmd);
-        else if (!is_check && c.nfiles > 1)
+        else if (!is_check && !is_fmt && c.nfiles > 1)
             rc = usage("%s takes one FILE", cmd);
+        else if (c.sarif && (c.json || c.world_size > 1 || w->mpi))
+            rc = usage("check --sarif takes neither --json nor --world-size%s", "");
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
         else if (c.device && check_device(c.device) != 0)
@@ -149,6 +173,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = check_output(&c, c.out, "-o");
         else if (is_run && c.trace)
             rc = check_output(&c, c.trace, "--trace");
+        if (!rc && is_run && c.timeline)
+            rc = check_output(&c, c.timeline, "--timeline");
         for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
             if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
                 rc = usage("%s reads standard input ('-') only once", cmd);
@@ -164,9 +190,9 @@ static int cli_main(int argc, char **argv, const fp_world *w)
              : is_check                   ? cmd_check(&c)
              : is_run                     ? cmd_run(&c)
              : is_compile                 ? cmd_compile(&c)
+             : is_fmt                     ? cmd_fmt(&c)
                                           : cmd_disasm(&c);
     }
-    fflush(stdout);
     free(c.files);
     return rc;
 }

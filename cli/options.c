@@ -11,22 +11,26 @@
 /* One block per subcommand; the full usage is all of them. */
 static const char usage_check[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json] FILE...\n";
+    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json | --sarif]\n"
+    "                     FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--device-gbps X]\n"
-    "                   [--trace FILE] [--json] [--quiet] FILE\n";
+    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
+static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 
 const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json] FILE...\n"
+    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json | --sarif]\n"
+    "                     FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--device-gbps X]\n"
-    "                   [--trace FILE] [--json] [--quiet] FILE\n"
+    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
+    "       fheplan fmt [--check | -w] FILE...\n"
     "       fheplan --version | --help\n"
     "FILE may be - for standard input. See fheplan(1).\n";
 
@@ -36,6 +40,7 @@ const char *usage_of(const char *cmd)
            : !strcmp(cmd, "run")     ? usage_run
            : !strcmp(cmd, "compile") ? usage_compile
            : !strcmp(cmd, "disasm")  ? usage_disasm
+           : !strcmp(cmd, "fmt")     ? usage_fmt
                                      : usage_text;
 }
 

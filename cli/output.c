@@ -95,6 +95,10 @@ cJSON *diags_json(const rplan_diags *d)
         cJSON_AddStringToObject(o, "file", g->file ? g->file : "");
         cJSON_AddNumberToObject(o, "line", g->line);
         cJSON_AddNumberToObject(o, "col", g->col);
+        cJSON_AddNumberToObject(o, "end_line", g->end_line);
+        cJSON_AddNumberToObject(o, "end_col", g->end_column);
+        if (g->severity != RPLAN_NOTE)
+            cJSON_AddStringToObject(o, "rule", rplan_rule_of(g->message)->id);
         cJSON_AddStringToObject(o, "message", g->message ? g->message : "");
         cJSON_AddItemToArray(a, o);
     }

@@ -1,8 +1,10 @@
 /* cli/run.c — `fheplan run`: one plan on a CUDA or emulated device (automatic --scale,
- * progress, --trace, the report), and one MPI rank's part of a run over several ranks. */
+ * progress, --trace, --timeline, the report), and one MPI rank's part of a run over
+ * several ranks. */
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/format.h"
+#include "cli/timeline.h"
 #include "cli/world.h"
 
 #include <cjson/cJSON.h>
@@ -109,7 +111,7 @@ int cmd_run(cli *c)
     o.serial = c->prefetch_set && c->prefetch == 0;
     o.pinned_gbps = c->pinned_gbps;
     o.device_gbps = c->device_gbps;
-    o.trace = c->trace != NULL;
+    o.trace = c->trace != NULL || c->timeline != NULL;
     o.progress = on_progress;
     o.progress_ctx = &ps;
     rplan_vm *vm = NULL;
@@ -124,6 +126,16 @@ int cmd_run(cli *c)
         if (!t || write_atomic(c->trace, t, strlen(t)) != 0) {
             fprintf(stderr, "fheplan: cannot write the trace '%s': %s\n", c->trace,
                     strerror(errno));
+            if (rc == EX_OK)
+                rc = EX_FAIL;
+        }
+        free(t);
+    }
+    if (c->timeline && vm) {
+        char *t = rplan_vm_trace_json(vm);
+        if (!t || timeline_write(c->timeline, c->files[0], rep, t) != 0) {
+            fprintf(stderr, "fheplan: cannot write the timeline '%s': %s\n", c->timeline,
+                    strerror(t ? errno : ENOMEM));
             if (rc == EX_OK)
                 rc = EX_FAIL;
         }
@@ -171,7 +183,7 @@ int cmd_run(cli *c)
  * or not, and rank 0 prints the combined report (cli/world.c). */
 int world_run(cli *c, const fp_world *w)
 {
-    char *doc = NULL, trace[1024];
+    char *doc = NULL, trace[1024], timeline[1024];
     size_t len = 0;
     int json = c->json;
     c->json = 1;
@@ -184,6 +196,13 @@ int world_run(cli *c, const fp_world *w)
         snprintf(trace, sizeof trace, "%.*s.rank%d%s", stem, c->trace, w->rank,
                  c->trace + stem);
         c->trace = trace;
+    }
+    if (c->timeline) { /* boot.html -> boot.rank1.html */
+        const char *dot = strrchr(c->timeline, '.');
+        int stem = dot && !strchr(dot, '/') ? (int)(dot - c->timeline) : (int)strlen(c->timeline);
+        snprintf(timeline, sizeof timeline, "%.*s.rank%d%s", stem, c->timeline, w->rank,
+                 c->timeline + stem);
+        c->timeline = timeline;
     }
     json_out = open_memstream(&doc, &len);
     int rc = json_out ? cmd_run(c) : EX_SOFTWARE_;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "compiler/lang.h"
+#include "fheplan/file.h"
 #include "runtime/program/program.h"
 
 fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap);
@@ -102,49 +103,14 @@ done:
     return FHR_OK;
 }
 
-static fhr_status read_all(const char *path, char **out, size_t *len, char *msg, size_t cap)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(msg, cap, "cannot open '%s': %s", path, strerror(errno));
-        return FHR_E_INVALID;
-    }
-    size_t n = 0, c = 4096;
-    char *b = malloc(c);
-    while (b) {
-        n += fread(b + n, 1, c - n, f);
-        if (n < c)
-            break;
-        char *nb = c < ((size_t)1 << 31) ? realloc(b, c * 2) : NULL;
-        if (!nb) {
-            free(b);
-            b = NULL;
-            break;
-        }
-        b = nb;
-        c *= 2;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (!b) {
-        snprintf(msg, cap, "out of memory reading '%s'", path);
-        return FHR_E_NOMEM;
-    }
-    if (err) {
-        free(b);
-        snprintf(msg, cap, "cannot read '%s'", path);
-        return FHR_E_INVALID;
-    }
-    *out = b;
-    *len = n;
-    return FHR_OK;
-}
-
-/* read_all, with the failure as one diagnostic naming the file. */
+/* The one file reader (fheplan/file.h), with the failure as one diagnostic naming the
+ * file. */
 static fhr_status read_reporting(const char *path, char **b, size_t *n, rplan_diags *diags)
 {
-    char msg[512];
-    fhr_status st = read_all(path, b, n, msg, sizeof msg);
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_status st = fhr_read_file(path, b, n, &e);
+    const char *msg = e.message;
     if (st) {
         rp_dctx dc = {diags, -1, path, 0};
         rp_diag(&dc, RPLAN_ERROR, (rp_loc){0, 0, 0, 0}, "%s", msg);

@@ -124,6 +124,11 @@ void rp_vdiag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, va_l
                      ? loc.last_column + 1
                      : 0; /* 0: to the end of the line */
     g->message = msg;
+    g->end_line = loc.first_line ? (loc.last_line >= loc.first_line ? loc.last_line : loc.first_line) : 0;
+    g->end_column = !loc.first_line                                     ? 0
+                    : g->end_line == loc.first_line && loc.last_column < loc.first_column
+                        ? loc.first_column + 1
+                        : loc.last_column + 1;
     d->vsrc[d->n] = dc->src;
     d->n++;
     if (sev == RPLAN_ERROR)
@@ -221,12 +226,13 @@ static void render(rplan_diags *d, rp_out *o, int colour)
     }
 }
 
-void rplan_diags_render(const rplan_diags *d, FILE *f, int colour)
+int rplan_diags_render(const rplan_diags *d, FILE *f, int colour)
 {
     if (!d || !f)
-        return;
+        return -1;
     rp_out o = {.f = f};
     render((rplan_diags *)d, &o, colour);
+    return o.fail || ferror(f) ? -1 : 0;
 }
 
 char *rplan_diags_render_string(const rplan_diags *d)

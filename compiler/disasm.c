@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/units.h"
 #include "compiler/out.h"
 #include "runtime/program/program.h"
 
@@ -27,16 +28,7 @@ static void pstr(rp_out *o, const char *s)
 
 static const char *size_text(uint64_t n, char *buf)
 {
-    static const char *const u[] = {"TiB", "GiB", "MiB", "KiB"};
-    for (int i = 0; i < 4; i++) {
-        uint64_t m = 1ull << (10 * (4 - i));
-        if (n >= m && n % m == 0) {
-            snprintf(buf, 40, "%" PRIu64 " %s", n / m, u[i]);
-            return buf;
-        }
-    }
-    snprintf(buf, 40, "%" PRIu64 " B", n);
-    return buf;
+    return fhr_size_format(n, FHR_SIZE_EXACT, buf, 40);
 }
 
 static const char *dur_text(uint64_t n, char *buf)
@@ -183,12 +175,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
     free(ls);
 }
 
-void rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
+int rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
 {
     if (!p || !f)
-        return;
+        return -1;
     rp_out o = {.f = f};
     disasm(p, &o, flags);
+    return o.fail || ferror(f) ? -1 : 0;
 }
 
 char *rplan_disasm_string(const rplan_program *p, unsigned flags)

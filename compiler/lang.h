@@ -120,6 +120,7 @@ typedef struct rp_lexer {
     /* the '{' still open, innermost last (the first 64 kept), for "to match this '{'" */
     rp_loc open[64];
     size_t nopen;
+    int keep_comments; /* 1: return comments as T_COMMENT tokens (the formatter) */
 } rp_lexer;
 
 typedef struct rp_parser {

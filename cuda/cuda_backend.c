@@ -47,6 +47,10 @@ typedef struct cu {
     pin_pool *pinned;
     copy_pool *copiers;
     stager_set *stagers;
+    /* A device free that failed (free has no status to return): the first error is kept
+     * and reported by the next alloc or stream sync, so it is never lost. */
+    _Atomic int free_error;               /* cudaError_t; cudaSuccess when none */
+    _Atomic uint64_t free_failures;
     nvml_lib *nvml;                       /* optional */
     char pci[FHR_MAX_CUDA_DEVICES][32];   /* bus ids, for NVML */
 } cu;
@@ -64,6 +68,19 @@ static fhr_status check_loc(cu *c, fhr_location loc, fhr_error *err)
 }
 
 static int cu_device_count(fhr_backend *b) { return C(b)->ndev; }
+
+/* Reports (once) a device free that failed since the last report. */
+static fhr_status take_free_error(cu *c, fhr_error *err)
+{
+    int e = atomic_exchange(&c->free_error, (int)cudaSuccess);
+    if (e == (int)cudaSuccess)
+        return FHR_OK;
+    uint64_t n = atomic_exchange(&c->free_failures, 0);
+    return fhr_fail(err, FHR_E_BACKEND,
+                    "cuda: %llu earlier free%s of device memory failed: %s (%s)",
+                    (unsigned long long)n, n == 1 ? "" : "s", cudaGetErrorName((cudaError_t)e),
+                    cudaGetErrorString((cudaError_t)e));
+}
 
 /* ---- memory ------------------------------------------------------------------------ */
 
@@ -83,6 +100,8 @@ static fhr_status cu_alloc(fhr_backend *b, fhr_location loc, size_t nbytes, fhr_
 {
     cu *c = C(b);
     fhr_status st = check_loc(c, loc, err);
+    if (!st)
+        st = take_free_error(c, err);
     if (st)
         return st;
     if (nbytes == 0 || !out)
@@ -133,8 +152,16 @@ static void cu_free(fhr_backend *b, fhr_location loc, void *p, size_t nbytes, fh
     if (!p || check_loc(c, loc, NULL))
         return;
     if (loc.kind == FHR_LOC_CUDA) {
-        cudaSetDevice(loc.index);
-        cudaFreeAsync(p, s ? s->st : 0);
+        cudaError_t e = cudaSetDevice(loc.index);
+        if (e == cudaSuccess)
+            e = cudaFreeAsync(p, s ? s->st : 0);
+        if (e != cudaSuccess && (!s || cudaStreamSynchronize(s->st) == cudaSuccess))
+            e = cudaFree(p); /* could not queue the free: the stream's work is done now */
+        if (e != cudaSuccess) {
+            int none = (int)cudaSuccess;
+            atomic_compare_exchange_strong(&c->free_error, &none, (int)e);
+            atomic_fetch_add(&c->free_failures, 1);
+        }
         return;
     }
     deferred_free *d = s ? malloc(sizeof *d) : NULL;
@@ -277,11 +304,10 @@ static void cu_stream_destroy(fhr_backend *b, fhr_stream *s)
 
 static fhr_status cu_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err)
 {
-    (void)b;
     if (!s)
         return fhr_fail(err, FHR_E_INVALID, "cuda: stream_sync on a NULL stream");
     CU_TRY(cudaStreamSynchronize(s->st), "cudaStreamSynchronize");
-    return FHR_OK;
+    return take_free_error(C(b), err);
 }
 
 static fhr_status cu_launch_host(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *arg,
@@ -444,11 +470,13 @@ static void cu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
 static void cu_destroy(fhr_backend *b)
 {
     cu *c = C(b);
-    stager_set_destroy(c->stagers);
-    copy_pool_destroy(c->copiers);
+    /* Host functions still queued (host copies through the copy threads, deferred host
+     * frees into the pinned pool) point at these pools: let them run first. */
     for (int d = 0; d < c->ndev; d++)
         if (cudaSetDevice(d) == cudaSuccess)
-            cudaDeviceSynchronize(); /* deferred host frees still queued must run first */
+            cudaDeviceSynchronize();
+    stager_set_destroy(c->stagers);
+    copy_pool_destroy(c->copiers);
     pin_pool_destroy(c->pinned);
     nvml_close(c->nvml);
     pthread_mutex_destroy(&c->peer_mu);

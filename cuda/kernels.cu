@@ -12,24 +12,16 @@ extern "C" fhr_status fhr_fail(fhr_error *err, fhr_status st, const char *fmt, .
 
 namespace {
 
-__device__ __forceinline__ uint64_t synth_word(uint64_t seed, uint64_t i)
-{
-    uint64_t z = seed * 0xD1B54A32D192ED03ULL + (i + 1) * 0x9E3779B97F4A7C15ULL;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
 __global__ void k_fill(uint64_t *d, size_t nwords, uint64_t seed)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
          i += (size_t)gridDim.x * blockDim.x)
-        d[i] = synth_word(seed, i);
+        d[i] = rplan_synth_word(seed, i);
 }
 
 __global__ void k_fill_tail(unsigned char *d, size_t off, size_t n, uint64_t seed)
 {
-    uint64_t w = synth_word(seed, off / 8);
+    uint64_t w = rplan_synth_word(seed, off / 8);
     for (size_t k = 0; k < n; k++)
         d[off + k] = (unsigned char)(w >> (8 * k));
 }
@@ -51,9 +43,9 @@ __global__ void k_verify(const uint64_t *d, size_t nwords, const unsigned char *
     unsigned diff = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
          i += (size_t)gridDim.x * blockDim.x)
-        diff |= d[i] != (synth ? synth_word(seed, i) : 0);
+        diff |= d[i] != (synth ? rplan_synth_word(seed, i) : 0);
     if (blockIdx.x == 0 && threadIdx.x == 0 && ntail) {
-        uint64_t w = synth ? synth_word(seed, nwords) : 0;
+        uint64_t w = synth ? rplan_synth_word(seed, nwords) : 0;
         for (size_t k = 0; k < ntail; k++)
             diff |= tail[k] != (unsigned char)(w >> (8 * k));
     }

@@ -1,5 +1,6 @@
 /* grammar/lexer.re — the .rplan lexer (re2c). One function, rp_lex(), scans the
- * NUL-terminated copy of the source held by rp_lexer; a catch-all rule reports stray bytes. */
+ * NUL-terminated copy of the source held by rp_lexer; a catch-all rule reports stray bytes.
+ * With keep_comments set it also returns comments (T_COMMENT), for the formatter. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -136,7 +137,13 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             }
             "\n" | "\r\n" | "\r" { lx->line++; lx->line_start = lx->cur; continue; }
             [ \t]+ { continue; }
-            "#" [^\n\x00]* { continue; }
+            "#" [^\n\x00]* {
+                if (lx->keep_comments) {
+                    tk = T_COMMENT;
+                    goto done;
+                }
+                continue;
+            }
 
             "rplan"      { tk = T_RPLAN; goto done; }
             "budget"     { tk = T_BUDGET; goto done; }

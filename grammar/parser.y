@@ -91,6 +91,7 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %token SOURCE "source" PRIORITY "priority" HOST "host" PINNED "pinned"
 %token SYNTH "synth" FILE "file" ZERO "zero"
 %token ARROW "->" DOTDOT ".." DOTDOTLT "..<" SHL "<<"
+%token COMMENT "comment" /* only with rp_lexer.keep_comments (the formatter) */
 
 %type <n> stmts stmt block expr loc vref str attrs attr data chains chain locs
 %type <n> args argl opt_from opt_label opt_dim

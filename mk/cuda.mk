@@ -13,11 +13,11 @@ ifeq ($(CUDA),1)
 # Prerequisites name the archive directly: STATIC is defined after this file is included.
 $(GPU_TEST): $(GPU_TEST_OBJS) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(GPU_TEST_OBJS) $(BUILD)/libfheplan.a $(TEST_LIBS) $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(GPU_TEST_OBJS) $(BUILD)/libfheplan.a $(TEST_LIBS) $(ALL_LDLIBS)
 
 $(BENCH_TRANSFER): $(BENCH_XFER_OBJ) $(BUILD)/libfheplan.a
 	@mkdir -p $(dir $@)
-	$(CC) $(LDFLAGS) -o $@ $(BENCH_XFER_OBJ) $(BUILD)/libfheplan.a $(LDLIBS)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_XFER_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
 # Runs the GPU suite; without a GPU every test reports itself skipped.
 test-gpu: $(GPU_TEST)

@@ -6,5 +6,5 @@ TEST_EXTRA += test-man
 
 # Prerequisites name the files directly: STATIC and CLI are defined after this file.
 test-man: $(BUILD)/libfheplan.a $(BUILD)/fheplan
-	BUILD='$(BUILD)' CC='$(CC)' LDLIBS='$(LDLIBS)' LDFLAGS='$(LDFLAGS)' SAN='$(SAN)' \
+	BUILD='$(BUILD)' CC='$(CC)' LDLIBS='$(ALL_LDLIBS)' LDFLAGS='$(ALL_LDFLAGS)' SAN='$(SAN)' \
 	  sh tests/man/run.sh

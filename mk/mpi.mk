@@ -10,14 +10,14 @@ MPI_DEBS   := $(if $(filter 0,$(MPI)),,libopenmpi-dev openmpi-bin)
 MPI        ?= $(if $(shell command -v $(MPICC) 2>/dev/null),1,0)
 JSONQ      := $(BUILD)/jsonq
 
-.PHONY: test-mpi FORCE
+.PHONY: test-mpi
+TEST_EXTRA += test-mpi # with MPI=0 it says that it was skipped
 
 ifeq ($(MPI),1)
 MPI_CFLAGS := $(shell $(MPICC) --showme:compile)
 MPI_LIBS   := $(shell $(MPICC) --showme:link)
-$(BUILD)/obj/cli/mpi.o: CPPFLAGS += -DFHEPLAN_HAVE_MPI=1 $(MPI_CFLAGS)
-$(BUILD)/fheplan: LDLIBS += $(MPI_LIBS)
-TEST_EXTRA += test-mpi
+$(BUILD)/obj/cli/mpi.o: FHR_CPPFLAGS += -DFHEPLAN_HAVE_MPI=1 $(MPI_CFLAGS)
+$(BUILD)/fheplan: FHR_LDLIBS += $(MPI_LIBS)
 
 test-mpi: $(BUILD)/fheplan $(JSONQ)
 	tests/mpi/run.sh $(BUILD)/fheplan $(JSONQ)
@@ -35,4 +35,4 @@ $(BUILD)/mpi.stamp: FORCE
 
 $(JSONQ): tests/tools/jsonq.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< -lcjson
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< -lcjson

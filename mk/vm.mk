@@ -2,7 +2,7 @@
 # need (nvcc's generated host stubs use it), and `make example`, the main job.
 
 ifeq ($(CUDA),1)
-LDLIBS += -lstdc++
+FHR_LDLIBS += -lstdc++
 endif
 
 .PHONY: example example-run
@@ -17,5 +17,6 @@ example-run: all
 	$(BUILD)/fheplan run --device auto plans/ckks-bootstrap.rplan
 
 # The CLI tests run the fheplan binary of the same build.
-$(BUILD)/obj/tests/unit/test_cli.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
-$(BUILD)/obj/tests/unit/test_lookahead_cli.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+$(BUILD)/obj/tests/unit/test_cli.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+$(BUILD)/obj/tests/unit/test_lookahead_cli.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+$(BUILD)/obj/tests/unit/test_cli_output.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'

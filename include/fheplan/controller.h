@@ -186,8 +186,8 @@ FHR_API fhr_status fhr_use_begin(fhr_controller *c, const fhr_request *req,
                                  fhr_use **out, fhr_error *err);
 /* Executes a decision made earlier: scope entry checks its state version under the
  * manager lock before any reclaim or reservation (FHR_E_STALE, never replanned), then
- * one strict lease per required location, taken in the same lock hold as the enter
- * actions (fhr_scope_add_lease). On success the use owns nothing of d
+ * one strict lease per required location, taken while the entry still holds the values
+ * of its enter actions (fhr_scope_add_lease). On success the use owns nothing of d
  * (d may be destroyed). A failure after scope entry ends the scope (no rollback of
  * committed placements). */
 FHR_API fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,

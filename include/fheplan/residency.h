@@ -202,7 +202,9 @@ FHR_API const fhr_value *fhr_lease_value(const fhr_lease *l, fhr_handle h);
  * stay protected until those events complete and are reaped. Any thread. A second
  * release fails with FHR_E_LEASE. The lease object stays valid until destroyed. */
 FHR_API fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err);
-/* Releases the lease if still active, then frees it. */
+/* Releases the lease if still active, then frees it. Inside a source load (where
+ * fhr_lease_release is refused) it changes nothing until the last load ends, then
+ * releases; it never waits with the manager lock held. */
 FHR_API void fhr_lease_destroy(fhr_lease *l);
 /* Reaps completed consumer events and deferred frees; *reaped (may be NULL) says how many. */
 FHR_API fhr_status fhr_reap(fhr_manager *m, size_t *reaped, fhr_error *err);
@@ -211,6 +213,7 @@ FHR_API fhr_status fhr_reap(fhr_manager *m, size_t *reaped, fhr_error *err);
 FHR_API fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
                             fhr_hold **out, fhr_error *err);
 FHR_API fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err);
+/* As fhr_lease_destroy: inside a source load the release waits for the load's end. */
 FHR_API void fhr_hold_destroy(fhr_hold *hd);
 
 /* ---- accounting, snapshots, trace ---------------------------------------------- */
@@ -299,7 +302,10 @@ FHR_API fhr_status fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t c
                                   size_t *nread, fhr_error *err);
 /* The trace as JSON text in *json (malloc'd; free()). */
 FHR_API fhr_status fhr_trace_json(fhr_manager *m, char **json, fhr_error *err);
-FHR_API void fhr_trace_set_capacity(fhr_manager *m, size_t capacity);
+/* Resizes the ring (0 turns it off), keeping the newest min(capacity, current length)
+ * entries; FHR_E_NOMEM (the trace unchanged) when the new ring cannot be allocated,
+ * FHR_E_REENTRANT while a source load runs. */
+FHR_API fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *err);
 
 /* ---- plans ------------------------------------------------------------------------- */
 
@@ -395,7 +401,7 @@ FHR_API fhr_status fhr_scope_create(fhr_manager *m, const fhr_plan *p,
  * manager is still at that version (checked under the lock before any mutation). */
 FHR_API void fhr_scope_expect_version(fhr_scope *sc, uint64_t state_version);
 /* Asks entry to also take a lease on hs at `at` (a consumer stream is required at a CUDA
- * location) under the same lock hold as the enter actions, so that no other caller can
+ * location) while entry still holds the values it placed, so that no other caller can
  * remove the copies between placement and lease. Before entry only; copies hs. The scope
  * owns the lease: fhr_scope_lease(sc, i) returns the i-th one (in the order of these
  * calls) once entered; release it when its consumers are enqueued; exit releases any
@@ -406,12 +412,15 @@ FHR_API fhr_lease *fhr_scope_lease(const fhr_scope *sc, size_t i);
 /* preflight, reclaim, admit reservations, enter, leases. A failure consumes the scope. */
 FHR_API fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err);
 /* body_status: the body's outcome (FHR_OK if it succeeded). Runs the exit actions,
- * releases the reservations and publishes the report. Returns the exit's status; if
- * the body failed and exit also failed, the exit failure is kept on the scope
- * (fhr_scope_exit_error) and FHR_E_PLAN is returned. */
+ * releases the reservations and publishes the report. A failed exit is kept on the
+ * scope (fhr_scope_exit_error). If the body failed too, its error stays primary: the
+ * call returns body_status and leaves err alone; otherwise it returns FHR_E_PLAN with
+ * err filled. */
 FHR_API fhr_status fhr_scope_exit(fhr_scope *sc, fhr_status body_status, fhr_error *err);
 /* No-op after a failed entry or completed exit; otherwise exits with body failure. */
 FHR_API void fhr_scope_close(fhr_scope *sc);
+/* Closes, then frees. Inside a source load (exit refused) its reservations, leases and
+ * stack entry are released as the last load ends; its exit actions do not run. */
 FHR_API void fhr_scope_destroy(fhr_scope *sc);
 /* The published report (after a successful exit), else NULL. Owned by the scope. */
 FHR_API const fhr_report *fhr_scope_report(const fhr_scope *sc);

@@ -30,6 +30,9 @@ typedef struct rplan_diag {
     const char *file;    /* the file name given to the compiler or loader */
     uint32_t line, col, end_col;
     const char *message; /* stable wording; tests pin it */
+    /* The span's last line and the column one past its end on that line (the span may
+     * cover several lines); 0 when the position is unknown. */
+    uint32_t end_line, end_column;
 } rplan_diag;
 
 /* A caller-owned list of diagnostics; compile and load append to it. Not thread-safe. */
@@ -42,10 +45,24 @@ FHR_API size_t rplan_diags_nerrors(const rplan_diags *d);
 /* Borrowed; valid until the list is freed. NULL if i is out of range. */
 FHR_API const rplan_diag *rplan_diags_get(const rplan_diags *d, size_t i);
 /* Text form: "file:line:col: error: message", then the source line and a ^~~~ under
- * the span when the source is known. colour: 0 never, 1 always (ANSI). */
-FHR_API void rplan_diags_render(const rplan_diags *d, FILE *out, int colour);
+ * the span when the source is known. colour: 0 never, 1 always (ANSI). Returns 0, or -1
+ * when writing to out failed (errno tells why; the stream's error flag is set). */
+FHR_API int rplan_diags_render(const rplan_diags *d, FILE *out, int colour);
 /* The same into a malloc'd string (free()); NULL on allocation failure. */
 FHR_API char *rplan_diags_render_string(const rplan_diags *d);
+
+/* The kind of a diagnostic: a stable id ("RP301"), a name ("unknown-name") and what it
+ * covers; the list is in fheplan-diagnose(7). SARIF's ruleId and --json's "rule". */
+typedef struct rplan_rule {
+    const char *id, *name, *summary;
+} rplan_rule;
+/* The rule of an error or warning, from its message; "RP000" (other) when none fits.
+ * Never NULL. The _dry_run form is for a run's failure (rplan_vm_report.message): "RP608"
+ * where no other rule fits. */
+FHR_API const rplan_rule *rplan_rule_of(const char *message);
+FHR_API const rplan_rule *rplan_rule_of_dry_run(const char *message);
+FHR_API size_t rplan_nrules(void);
+FHR_API const rplan_rule *rplan_rule_get(size_t i); /* NULL past the last */
 
 /* ---- compile -------------------------------------------------------------------- */
 
@@ -73,6 +90,13 @@ FHR_API fhr_status rplan_compile_file(const char *path, const rplan_compile_opts
                                       rplan_program **out, rplan_diags *diags);
 FHR_API void rplan_program_free(rplan_program *p);
 
+/* Lays out plan source in the one canonical form (`fheplan fmt`; the rules are in
+ * rplan(5), FORMAT): *out receives the formatted text (free()). Comments are kept; the
+ * result compiles to the same program and formats to itself. A source with syntax errors
+ * is refused with FHR_E_INVALID and its errors appended to diags (filename names it). */
+FHR_API fhr_status rplan_format(const char *src, size_t len, const char *filename, char **out,
+                                rplan_diags *diags);
+
 /* ---- bytecode file -------------------------------------------------------------- */
 
 /* Serialises p. *buf is malloc'd (free()). FHR_E_NOMEM only. */
@@ -93,7 +117,9 @@ FHR_API int rplan_is_bytecode(const void *buf, size_t len);
 
 #define RPLAN_DISASM_NOSOURCE 1u /* omit the source lines even when known */
 
-FHR_API void rplan_disasm(const rplan_program *p, FILE *out, unsigned flags);
+/* Returns 0, or -1 when writing to out failed (errno tells why; the stream's error flag
+ * is set) or p or out is NULL. Output still buffered in out is the caller's to flush. */
+FHR_API int rplan_disasm(const rplan_program *p, FILE *out, unsigned flags);
 FHR_API char *rplan_disasm_string(const rplan_program *p, unsigned flags); /* free() */
 
 /* ---- inspection (for the VM) ------------------------------------------------------ */

@@ -53,13 +53,13 @@ typedef struct rplan_vm_opts {
      * RPLAN_POLICY_LOOKAHEAD (see rplan_policy_kind). */
     int policy_override;
     /* Prefetch: the host issues a request's transfers while earlier requests' bodies
-     * still run. It runs ahead while the bodies in flight read at most prefetch_depth
-     * distinct values that the next request does not require (0: the default, 4):
-     * copies read by work in flight cannot be evicted, so this keeps a policy's choice
-     * of victims nearly free, while a run of requests sharing their values never holds
-     * the host back. Under the lookahead policy the VM also waits, rather than evict a
-     * copy needed sooner than one only older work in flight keeps. serial = 1: no
-     * prefetch (each request waits for earlier bodies). */
+     * still run, as far ahead as the budgets allow (0, the default): copies read by work
+     * in flight cannot be evicted, and a decision that needs one waits for the oldest
+     * body. Under the lookahead policy the VM also waits rather than evict a copy needed
+     * sooner than one only older work in flight keeps, so prefetch keeps MIN's bytes.
+     * prefetch_depth N > 0 bounds it further: the bodies in flight read at most N
+     * distinct values that the next request does not require. serial = 1: no prefetch
+     * (each request waits for earlier bodies). */
     unsigned prefetch_depth;
     int serial;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
@@ -185,8 +185,14 @@ FHR_API char *rplan_vm_trace_json(const rplan_vm *vm);
 
 /* Word i (8 bytes, little endian) of the synthetic content with `seed`: byte k of a
  * value is byte k%8 of rplan_synth_word(seed, k/8). Used by init synth, source synth
- * and verify, on the host and on the GPU. */
-static inline uint64_t rplan_synth_word(uint64_t seed, uint64_t i)
+ * and verify, on the host and on the GPU: this one definition is compiled by nvcc for
+ * the CUDA kernels too (SplitMix64's finaliser over seed * C1 + (i + 1) * C2). */
+#if defined(__CUDACC__)
+#define RPLAN_SYNTH_INLINE static inline __host__ __device__
+#else
+#define RPLAN_SYNTH_INLINE static inline
+#endif
+RPLAN_SYNTH_INLINE uint64_t rplan_synth_word(uint64_t seed, uint64_t i)
 {
     uint64_t z = seed * 0xD1B54A32D192ED03ULL + (i + 1) * 0x9E3779B97F4A7C15ULL;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;

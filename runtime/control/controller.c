@@ -5,6 +5,8 @@
  * copies, no retries, no rollback, no discard. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
+#include "runtime/control/policy.h"
+#include "runtime/manager/query.h"
 #include "base/error.h"
 
 #include <cjson/cJSON.h>
@@ -164,16 +166,29 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
         st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
         goto fail;
     }
-    if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) != FHR_OK)
+    int met = 0;
+    if (fhr_policy_is_tiered(c->p) &&
+        (st = mgr_request_met(c->m, d->reqs, d->nreqs, req->reservations, req->nreservations,
+                              &met, &d->version, err)) != FHR_OK)
         goto fail;
-    d->manager_id = snap->manager_id;
-    d->version = snap->state_version;
-    if ((st = req_check_state(snap, d->name, d->reqs, d->nreqs, err)) != FHR_OK)
-        goto fail;
-    fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations,
-                         req->position};
-    if ((st = fhr_policy_decide(c->p, snap, &clean, &d->out, err)) != FHR_OK)
-        goto fail;
+    if (met) {
+        /* Already met where it stands: the built-in policies decide nothing here, and the
+         * snapshot (every value) is not needed to know it. */
+        d->manager_id = fhr_manager_id(c->m);
+        d->out.feasible = 1;
+        d->out.explored_states = 1;
+    } else {
+        if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) != FHR_OK)
+            goto fail;
+        d->manager_id = snap->manager_id;
+        d->version = snap->state_version;
+        if ((st = req_check_state(snap, d->name, d->reqs, d->nreqs, err)) != FHR_OK)
+            goto fail;
+        fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations,
+                             req->position};
+        if ((st = fhr_policy_decide(c->p, snap, &clean, &d->out, err)) != FHR_OK)
+            goto fail;
+    }
     reclaim = malloc((d->out.nevictions ? d->out.nevictions : 1) * sizeof *reclaim);
     if (!reclaim) {
         st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
@@ -447,8 +462,8 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
         goto fail;
     fhr_scope_expect_version(u->scope, d->version);
     /* One strict lease per required location, in order of first appearance, taken by the
-     * scope under the same lock hold as its enter actions: nobody can reclaim a required
-     * copy between placement and lease. */
+     * scope before it lets go of the values of its enter actions: nobody can reclaim a
+     * required copy between placement and lease. */
     for (size_t i = 0; i < d->nreqs && st == FHR_OK; i++) {
         fhr_location at = d->reqs[i].at;
         int seen = 0;

@@ -5,6 +5,7 @@
  * wall time, and never a tier nobody configured. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
+#include "runtime/control/policy.h"
 #include "base/error.h"
 
 #include <stdarg.h>
@@ -544,6 +545,11 @@ static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fh
 {
     const lookahead *la = ctx;
     return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, out, err);
+}
+
+int fhr_policy_is_tiered(const fhr_policy *p)
+{
+    return p && (p->ops.decide == tlru_decide || p->ops.decide == lookahead_decide);
 }
 
 static void lookahead_destroy(void *ctx)

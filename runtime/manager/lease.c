@@ -1,9 +1,10 @@
 /* runtime/manager/lease.c — leases (ready-only read windows with CUDA completion events) and
  * holds (retention without values). Release never waits: consumer events keep the
- * copies protected until they complete and are reaped. */
+ * copies protected until they complete and are reaped; no wait runs under the lock. */
 #include "runtime/manager/manager.h"
 #include "base/error.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@ struct fhr_lease {
     fhr_stream **cons;
     size_t ncons, capcons;
     int released;
+    mgr_chore chore;       /* waiting for the consumers when no event could be recorded */
+    mgr_deferred deferred; /* destroyed while a source load ran */
 };
 
 struct fhr_hold {
@@ -26,6 +29,7 @@ struct fhr_hold {
     mat **mats;
     fhr_handle *hs;
     int released;
+    mgr_deferred deferred;
 };
 
 /* Resolves every handle to its copy at `at`; refuses duplicates and missing copies. */
@@ -92,25 +96,26 @@ fhr_status lease_acquire_locked(fhr_manager *m, const fhr_handle *hs, size_t n, 
         return st;
     }
     size_t w0 = w->n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && st == FHR_OK; i++) {
         mat *x = l->mats[i];
         if (!x->ready || ev_done(m, x->ready))
             continue;
         if (at.kind == FHR_LOC_CUDA) {
             /* the consumer waits for the copy on the device; the host does not */
-            if ((st = m->b->ops->stream_wait_event(m->b, consumer, x->ready->ev, err)) != FHR_OK) {
-                for (size_t k = w0; k < w->n; k++)
-                    ev_unref(m, w->ev[k]);
-                w->n = w0;
-                lease_free(l);
-                return st;
-            }
-        } else if (w->n < LEASE_MAX_WAITS) {
+            st = m->b->ops->stream_wait_event(m->b, consumer, x->ready->ev, err);
+        } else if (!fhr_grow((void **)&w->ev, &w->cap, w->n, sizeof *w->ev, 8)) {
+            st = fhr_fail(err, FHR_E_NOMEM, "acquire: out of host memory");
+        } else { /* the host waits after the lock is let go (lease_waits_finish) */
             x->ready->refs++;
             w->ev[w->n++] = x->ready;
-        } else {
-            m->b->ops->event_sync(m->b, x->ready->ev, NULL); /* rare: very many in flight */
         }
+    }
+    if (st != FHR_OK) {
+        for (size_t k = w0; k < w->n; k++)
+            ev_unref(m, w->ev[k]);
+        w->n = w0;
+        lease_free(l);
+        return st;
     }
     if (consumer) {
         l->capcons = 4;
@@ -136,12 +141,14 @@ void lease_waits_finish(fhr_manager *m, lease_waits *w)
     for (size_t i = 0; i < w->n; i++)
         m->b->ops->event_sync(m->b, w->ev[i]->ev, NULL);
     if (w->n) {
-        pthread_mutex_lock(&m->lock);
+        mgr_lock(m);
         for (size_t i = 0; i < w->n; i++)
             ev_unref(m, w->ev[i]);
-        pthread_mutex_unlock(&m->lock);
+        mgr_leave(m);
     }
-    w->n = 0;
+    free(w->ev);
+    w->ev = NULL;
+    w->n = w->cap = 0;
 }
 
 void lease_abandon_locked(fhr_lease *l)
@@ -162,6 +169,7 @@ fhr_status fhr_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_locat
     if (st != FHR_OK)
         return st;
     lease_waits w = {.n = 0};
+    mgr_await_unclaimed(m, hs, n); /* a copy being made or removed: wait for its end */
     st = lease_acquire_locked(m, hs, n, at, consumer, out, &w, err);
     mgr_leave(m);
     lease_waits_finish(m, &w);
@@ -233,10 +241,10 @@ fhr_status lease_release_locked(fhr_lease *l, fhr_error *err)
     if (!ev)
         return fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
     size_t made = 0;
-    for (; made < l->ncons; made++)
-        if (!(ev[made] = ev_new(m, l->cons[made], err)))
+    for (; made < l->ncons && st == FHR_OK; made++)
+        if ((st = ev_new(m, l->cons[made], &ev[made], err)) != FHR_OK)
             break;
-    if (made == l->ncons) {
+    if (st == FHR_OK) {
         /* reserve pending slots so that the commit below cannot fail half-way */
         size_t need = m->npend + l->ncons * l->n;
         if (need > m->cappend) {
@@ -248,8 +256,6 @@ fhr_status lease_release_locked(fhr_lease *l, fhr_error *err)
         }
         if (need > m->cappend)
             st = fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
-    } else {
-        st = err && err->status ? err->status : FHR_E_BACKEND;
     }
     if (st == FHR_OK) {
         for (size_t c = 0; c < l->ncons; c++)
@@ -284,21 +290,57 @@ fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err)
     return st;
 }
 
+/* The fallback of a release that could not record consumer events: the copies stay
+ * leased while the consumers are waited for without the lock, then are unprotected. */
+static void lease_sync_work(fhr_manager *m, mgr_chore *c)
+{
+    fhr_lease *l = (fhr_lease *)((char *)c - offsetof(fhr_lease, chore));
+    for (size_t i = 0; i < l->ncons; i++)
+        m->b->ops->stream_sync(m->b, l->cons[i], NULL);
+}
+
+static void lease_sync_done(fhr_manager *m, mgr_chore *c)
+{
+    fhr_lease *l = (fhr_lease *)((char *)c - offsetof(fhr_lease, chore));
+    for (size_t i = 0; i < l->n; i++) {
+        l->mats[i]->leases--;
+        mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0, l->ncons ? l->cons[0] : NULL,
+                  NULL);
+    }
+    mgr_bump(m);
+    lease_free(l);
+}
+
+void lease_destroy_locked(fhr_lease *l)
+{
+    if (l->released || lease_release_locked(l, NULL) == FHR_OK) {
+        lease_free(l);
+        return;
+    }
+    l->released = 1; /* for the caller it is gone; the chore finishes the release */
+    l->chore.work = lease_sync_work;
+    l->chore.done = lease_sync_done;
+    mgr_chore_push(l->m, &l->chore);
+}
+
+static void lease_deferred_destroy(fhr_manager *m, mgr_deferred *d)
+{
+    (void)m;
+    lease_destroy_locked((fhr_lease *)((char *)d - offsetof(fhr_lease, deferred)));
+}
+
+/* Inside a source load (from the load itself or from another thread) release is refused
+ * and destroy changes nothing either: the release it owes is applied as the last load
+ * ends, before the call that ran the load goes on. */
 void fhr_lease_destroy(fhr_lease *l)
 {
     if (!l)
         return;
-    if (!l->released && fhr_lease_release(l, NULL) != FHR_OK) {
-        /* Could not record consumer events: wait for the consumers instead. */
-        pthread_mutex_lock(&l->m->lock);
-        for (size_t c = 0; c < l->ncons; c++)
-            l->m->b->ops->stream_sync(l->m->b, l->cons[c], NULL);
-        for (size_t i = 0; i < l->n; i++)
-            l->mats[i]->leases--;
-        l->m->version++;
-        pthread_mutex_unlock(&l->m->lock);
-    }
-    lease_free(l);
+    fhr_manager *m = l->m;
+    mgr_lock(m);
+    l->deferred.fn = lease_deferred_destroy;
+    mgr_defer(m, &l->deferred);
+    mgr_leave(m);
 }
 
 fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
@@ -317,6 +359,7 @@ fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_
     }
     fhr_status st = mgr_enter(m, "hold", err);
     if (st == FHR_OK) {
+        mgr_await_unclaimed(m, hs, n);
         if ((st = resolve(m, hs, n, at, "hold", hd->mats, err)) == FHR_OK) {
             for (size_t i = 0; i < n; i++) {
                 hd->mats[i]->holds++;
@@ -361,19 +404,29 @@ fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err)
     return st;
 }
 
-void fhr_hold_destroy(fhr_hold *hd)
+static void hold_deferred_destroy(fhr_manager *m, mgr_deferred *d)
 {
-    if (!hd)
-        return;
+    fhr_hold *hd = (fhr_hold *)((char *)d - offsetof(fhr_hold, deferred));
     if (!hd->released) {
-        pthread_mutex_lock(&hd->m->lock);
-        for (size_t i = 0; i < hd->n; i++)
+        for (size_t i = 0; i < hd->n; i++) {
             hd->mats[i]->holds--;
-        hd->released = 1;
-        hd->m->version++;
-        pthread_mutex_unlock(&hd->m->lock);
+            mgr_trace(m, FHR_TR_UNHOLD, hd->hs[i], hd->at, hd->at, 0, NULL, NULL);
+        }
+        mgr_bump(m);
     }
     free(hd->mats);
     free(hd->hs);
     free(hd);
+}
+
+/* As fhr_lease_destroy: inside a source load the release waits for the load's end. */
+void fhr_hold_destroy(fhr_hold *hd)
+{
+    if (!hd)
+        return;
+    fhr_manager *m = hd->m;
+    mgr_lock(m);
+    hd->deferred.fn = hold_deferred_destroy;
+    mgr_defer(m, &hd->deferred);
+    mgr_leave(m);
 }

@@ -1,6 +1,6 @@
-/* runtime/manager/manager.c — the manager object: creation and teardown, the lock and the
- * reentrancy rule, handle lookup, lazy locations and budgets, adoption and sources,
- * shared events with reaping, and the rolling trace. */
+/* runtime/manager/manager.c — the manager object: creation and teardown, the lock, the
+ * reentrancy rule, claims, chores and deferred destroys, handle lookup, lazy locations and
+ * budgets, adoption and sources, shared events with reaping, and the rolling trace. */
 #include "runtime/manager/manager.h"
 #include "base/error.h"
 
@@ -36,6 +36,7 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     m->id = fresh_id(m);
     m->next_serial = 1;
     pthread_mutex_init(&m->lock, NULL);
+    pthread_cond_init(&m->claims_cv, NULL);
     for (size_t i = 0; i < cfg->nbudgets; i++) {
         fhr_status st = fhr_set_budget(m, cfg->budgets[i].loc, cfg->budgets[i].nbytes, err);
         if (st != FHR_OK) {
@@ -43,7 +44,11 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
             return st;
         }
     }
-    fhr_trace_set_capacity(m, cfg->trace_capacity);
+    fhr_status st = fhr_trace_set_capacity(m, cfg->trace_capacity, err);
+    if (st != FHR_OK) {
+        fhr_manager_destroy(m);
+        return st;
+    }
     m->version = 0;
     *out = m;
     return FHR_OK;
@@ -74,6 +79,14 @@ void fhr_manager_destroy(fhr_manager *m)
 {
     if (!m)
         return;
+    /* Nobody else may call now: finish what destroys and removals left behind. */
+    pthread_mutex_lock(&m->lock);
+    while (m->deferred) {
+        mgr_deferred *d = m->deferred;
+        m->deferred = d->next;
+        d->fn(m, d);
+    }
+    mgr_leave(m);
     /* Wait for everything enqueued by us or on our behalf, then free. */
     for (int s = 0; s < FHR_LOC_SLOTS; s++)
         if (m->streams[s])
@@ -111,6 +124,7 @@ void fhr_manager_destroy(fhr_manager *m)
             m->b->ops->stream_destroy(m->b, m->streams[s]);
     free(m->trace);
     free(m->scopes);
+    pthread_cond_destroy(&m->claims_cv);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -129,7 +143,145 @@ fhr_status mgr_enter(fhr_manager *m, const char *op, fhr_error *err)
     return FHR_OK;
 }
 
-void mgr_leave(fhr_manager *m) { pthread_mutex_unlock(&m->lock); }
+void mgr_lock(fhr_manager *m) { pthread_mutex_lock(&m->lock); }
+
+void mgr_chore_push(fhr_manager *m, mgr_chore *c)
+{
+    c->next = m->chores;
+    m->chores = c;
+}
+
+void mgr_unlock(fhr_manager *m)
+{
+    for (;;) {
+        mgr_chore *list = m->chores;
+        m->chores = NULL;
+        pthread_mutex_unlock(&m->lock);
+        if (!list)
+            return;
+        for (mgr_chore *c = list; c; c = c->next)
+            c->work(m, c);
+        pthread_mutex_lock(&m->lock);
+        while (list) { /* done may free the chore: read next first */
+            mgr_chore *c = list;
+            list = c->next;
+            c->done(m, c);
+        }
+    }
+}
+
+void mgr_leave(fhr_manager *m) { mgr_unlock(m); }
+
+void mgr_callback_begin(fhr_manager *m)
+{
+    m->loading++;
+    mgr_unlock(m);
+}
+
+void mgr_callback_end(fhr_manager *m)
+{
+    pthread_mutex_lock(&m->lock);
+    if (--m->loading)
+        return;
+    while (m->deferred) { /* oldest first is not needed: each stands alone */
+        mgr_deferred *d = m->deferred;
+        m->deferred = d->next;
+        d->fn(m, d);
+    }
+}
+
+void mgr_defer(fhr_manager *m, mgr_deferred *d)
+{
+    if (!m->loading) {
+        d->fn(m, d);
+        return;
+    }
+    d->next = m->deferred;
+    m->deferred = d;
+}
+
+/* ---- claims ---------------------------------------------------------------------------- */
+
+void mgr_claims_init(mgr_claims *c)
+{
+    c->hs = c->inline_;
+    c->n = 0;
+    c->cap = sizeof c->inline_ / sizeof c->inline_[0];
+}
+
+fhr_status mgr_claims_add(mgr_claims *c, const fhr_handle *hs, size_t n, fhr_error *err)
+{
+    if (c->n + n > c->cap) {
+        size_t cap = (c->n + n) * 2;
+        fhr_handle *nh = malloc(cap * sizeof *nh);
+        if (!nh)
+            return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        memcpy(nh, c->hs, c->n * sizeof *nh);
+        if (c->hs != c->inline_)
+            free(c->hs);
+        c->hs = nh;
+        c->cap = cap;
+    }
+    for (size_t i = 0; i < n; i++)
+        c->hs[c->n++] = hs[i];
+    return FHR_OK;
+}
+
+static val *claim_val(fhr_manager *m, fhr_handle h)
+{
+    if (h.manager_id != m->id || h.serial == 0 || h.serial >= m->next_serial)
+        return NULL;
+    return m->vals[h.serial];
+}
+
+/* Whether a call other than `owner` claims one of hs. */
+static int claimed_by_other(fhr_manager *m, const fhr_handle *hs, size_t n, const void *owner)
+{
+    for (size_t i = 0; i < n; i++) {
+        val *v = claim_val(m, hs[i]);
+        if (v && v->claim && v->claim != owner)
+            return 1;
+    }
+    return 0;
+}
+
+void mgr_claim(fhr_manager *m, mgr_claims *c)
+{
+    while (claimed_by_other(m, c->hs, c->n, c))
+        pthread_cond_wait(&m->claims_cv, &m->lock);
+    for (size_t i = 0; i < c->n; i++) {
+        val *v = claim_val(m, c->hs[i]);
+        if (v)
+            v->claim = c;
+    }
+}
+
+void mgr_await_unclaimed(fhr_manager *m, const fhr_handle *hs, size_t n)
+{
+    if (!hs)
+        return;
+    while (claimed_by_other(m, hs, n, NULL))
+        pthread_cond_wait(&m->claims_cv, &m->lock);
+}
+
+void mgr_unclaim(fhr_manager *m, mgr_claims *c)
+{
+    for (size_t i = 0; i < c->n; i++) {
+        val *v = claim_val(m, c->hs[i]);
+        if (v && v->claim == c)
+            v->claim = NULL;
+    }
+    if (c->n) /* also when the call discarded its value: waiters must look again */
+        pthread_cond_broadcast(&m->claims_cv);
+    mgr_claims_free(c);
+}
+
+void mgr_claims_free(mgr_claims *c)
+{
+    if (c->hs != c->inline_)
+        free(c->hs);
+    mgr_claims_init(c);
+}
 
 void mgr_bump(fhr_manager *m) { m->version++; }
 
@@ -204,7 +356,7 @@ fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes, fhr
         return st;
     if ((st = mgr_check_loc(m, loc, "set_budget", err)) == FHR_OK) {
         locacct *a = &m->loc[fhr_loc_slot(loc)];
-        uint64_t committed = a->used + a->reserved + a->temp;
+        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
         if (committed > nbytes) {
             char lb[16];
             st = fhr_fail(err, FHR_E_BUDGET,
@@ -224,24 +376,25 @@ fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes, fhr
 
 /* ---- events ------------------------------------------------------------------------ */
 
-evref *ev_new(fhr_manager *m, fhr_stream *s, fhr_error *err)
+fhr_status ev_new(fhr_manager *m, fhr_stream *s, evref **out, fhr_error *err)
 {
+    *out = NULL;
     evref *e = calloc(1, sizeof *e);
-    if (!e) {
-        fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-        return NULL;
-    }
-    if (m->b->ops->event_create(m->b, &e->ev, err) != FHR_OK) {
+    if (!e)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    fhr_status st = m->b->ops->event_create(m->b, &e->ev, err);
+    if (st != FHR_OK) {
         free(e);
-        return NULL;
+        return st;
     }
-    if (m->b->ops->event_record(m->b, e->ev, s, err) != FHR_OK) {
+    if ((st = m->b->ops->event_record(m->b, e->ev, s, err)) != FHR_OK) {
         m->b->ops->event_destroy(m->b, e->ev);
         free(e);
-        return NULL;
+        return st;
     }
     e->refs = 1;
-    return e;
+    *out = e;
+    return FHR_OK;
 }
 
 int ev_done(fhr_manager *m, evref *e)
@@ -549,15 +702,20 @@ void mgr_trace(fhr_manager *m, fhr_trace_kind k, fhr_handle h, fhr_location from
         snprintf(e->label, sizeof e->label, "%s", label);
 }
 
-void fhr_trace_set_capacity(fhr_manager *m, size_t capacity)
+fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *err)
 {
     if (!m)
-        return;
-    pthread_mutex_lock(&m->lock);
-    fhr_trace_entry *n = capacity ? calloc(capacity, sizeof *n) : NULL;
-    if (capacity && !n) {
-        pthread_mutex_unlock(&m->lock);
-        return;
+        return fhr_fail(err, FHR_E_INVALID, "trace_set_capacity: manager is NULL");
+    /* allocated before the lock: the ring can be large */
+    fhr_trace_entry *n = NULL;
+    if (capacity && (capacity > SIZE_MAX / sizeof *n || !(n = calloc(capacity, sizeof *n))))
+        return fhr_fail(err, FHR_E_NOMEM,
+                        "trace_set_capacity: no host memory for %zu entries; the trace is unchanged",
+                        capacity);
+    fhr_status st = mgr_enter(m, "trace_set_capacity", err);
+    if (st != FHR_OK) {
+        free(n);
+        return st;
     }
     size_t keep = m->trace_len < capacity ? m->trace_len : capacity;
     for (size_t i = 0; i < keep; i++) /* keep the newest entries */
@@ -567,7 +725,8 @@ void fhr_trace_set_capacity(fhr_manager *m, size_t capacity)
     m->trace_cap = capacity;
     m->trace_len = keep;
     m->trace_head = 0;
-    pthread_mutex_unlock(&m->lock);
+    mgr_leave(m);
+    return FHR_OK;
 }
 
 fhr_status fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap, size_t *nread,

@@ -1,5 +1,5 @@
 /* runtime/manager/manager.h — the manager's internal state: values, copies, per-location
- * accounting, events, streams and the lock (internal to runtime/). */
+ * accounting, events, streams, the lock and the work done outside it (internal to runtime/). */
 #ifndef FHEPLAN_RUNTIME_MANAGER_H
 #define FHEPLAN_RUNTIME_MANAGER_H
 
@@ -18,6 +18,22 @@ typedef struct evref {
     struct evref *next_retired;
 } evref;
 
+/* Work a call owes after it lets go of the lock: `work` runs without the lock (device
+ * waits, frees, user free functions), then `done` with it (references, counters). Chores
+ * are embedded in what they finish, so queueing one never fails. */
+typedef struct mgr_chore {
+    struct mgr_chore *next;
+    void (*work)(fhr_manager *m, struct mgr_chore *c);
+    void (*done)(fhr_manager *m, struct mgr_chore *c);
+} mgr_chore;
+
+/* A destroy that came while a source load ran: it changes nothing until the last load
+ * ends, then `fn` runs with the lock held (and may queue chores). */
+typedef struct mgr_deferred {
+    struct mgr_deferred *next;
+    void (*fn)(fhr_manager *m, struct mgr_deferred *d);
+} mgr_deferred;
+
 typedef struct mat {
     fhr_location loc;
     fhr_value *value;
@@ -27,6 +43,8 @@ typedef struct mat {
     uint32_t leases, holds, pending;
     uint64_t last_use;
     uint64_t storage;   /* actual bytes held (fixed for the copy's life) */
+    mgr_chore chore;    /* its free, once removed */
+    fhr_stream *free_on;
 } mat;
 
 typedef struct val {
@@ -45,6 +63,7 @@ typedef struct val {
     int has_src;
     mat *mats[FHR_LOC_SLOTS]; /* by location slot */
     uint64_t present;          /* bit per slot */
+    const void *claim;         /* the call whose transition on it is under way, or NULL */
 } val;
 
 /* Per-location accounting; the same struct backs explain's model. */
@@ -53,6 +72,7 @@ typedef struct locacct {
     int has_budget;
     uint64_t budget;
     uint64_t used, reserved, temp;
+    uint64_t inflight;  /* charges of copies being made outside the lock: admitted, not used yet */
     uint64_t peak_used, peak_charged;
 } locacct;
 
@@ -66,7 +86,10 @@ struct fhr_manager {
     fhr_backend *b;
     int ndev;
     pthread_mutex_t lock;
-    int loading;              /* a source load runs: every call fails fast */
+    pthread_cond_t claims_cv; /* broadcast when claims end */
+    unsigned loading;         /* source callbacks running: every new call fails fast */
+    mgr_chore *chores;        /* owed by whoever unlocks next */
+    mgr_deferred *deferred;   /* destroys that came during a load */
     uint64_t version, clock;
     val **vals;               /* by serial; NULL after discard */
     uint64_t next_serial;     /* serials [1, next_serial) were issued */
@@ -87,7 +110,41 @@ struct fhr_manager {
 
 /* Locking + the reentrancy rule: returns FHR_OK with the lock held, or the error. */
 fhr_status mgr_enter(fhr_manager *m, const char *op, fhr_error *err);
+/* Unlocks, then does the chores queued meanwhile (each `work` unlocked, `done` relocked). */
 void mgr_leave(fhr_manager *m);
+/* The same inside a call that will lock again (mgr_lock) to commit its work. */
+void mgr_unlock(fhr_manager *m);
+void mgr_lock(fhr_manager *m);
+void mgr_chore_push(fhr_manager *m, mgr_chore *c);
+/* A user callback (source load or release) runs between these: the lock is let go and
+ * every new call on the manager is refused until the last one ends; then the deferred
+ * destroys run. */
+void mgr_callback_begin(fhr_manager *m);
+void mgr_callback_end(fhr_manager *m);
+/* With the lock held: runs d->fn now, or after the last running load when one runs. */
+void mgr_defer(fhr_manager *m, mgr_deferred *d);
+
+/* Claims: a call that lets go of the lock in the middle of its work (to copy, load or
+ * wait) first claims every value it touches. Other calls on a claimed value wait for the
+ * claim to end (the lock is let go while they wait); calls on other values, snapshots and
+ * explain proceed. All of a call's claims are taken at once, so waits never form a
+ * circle. Handles that do not resolve are skipped: the call reports them itself. */
+typedef struct mgr_claims {
+    fhr_handle inline_[4];
+    fhr_handle *hs;
+    size_t n, cap;
+} mgr_claims;
+void mgr_claims_init(mgr_claims *c);
+/* Adds handles to the set (before mgr_claim); FHR_E_NOMEM changes nothing. */
+fhr_status mgr_claims_add(mgr_claims *c, const fhr_handle *hs, size_t n, fhr_error *err);
+/* With the lock held: waits until no other call claims any of them, then claims them. */
+void mgr_claim(fhr_manager *m, mgr_claims *c);
+/* Waits as mgr_claim does, but takes nothing (for calls that never let go of the lock). */
+void mgr_await_unclaimed(fhr_manager *m, const fhr_handle *hs, size_t n);
+/* Ends the claims (lock held) and frees the set. */
+void mgr_unclaim(fhr_manager *m, mgr_claims *c);
+/* Frees a set that was never claimed. */
+void mgr_claims_free(mgr_claims *c);
 /* Resolves h to a live value, or fails naming why (foreign, forged, discarded). */
 fhr_status mgr_lookup(fhr_manager *m, fhr_handle h, const char *op, val **out, fhr_error *err);
 /* Validates a location for this process, creating its accounting lazily. */
@@ -99,8 +156,8 @@ void mgr_trace(fhr_manager *m, fhr_trace_kind k, fhr_handle h, fhr_location from
                fhr_location to, uint64_t nbytes, fhr_stream *s, const char *label);
 fhr_handle mgr_handle(const fhr_manager *m, const val *v);
 
-/* events */
-evref *ev_new(fhr_manager *m, fhr_stream *s, fhr_error *err);
+/* events (ev_new touches no manager state: it may run without the lock) */
+fhr_status ev_new(fhr_manager *m, fhr_stream *s, evref **out, fhr_error *err);
 void ev_unref(fhr_manager *m, evref *e);
 int ev_done(fhr_manager *m, evref *e);
 size_t mgr_reap(fhr_manager *m);
@@ -141,16 +198,18 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
 /* The deterministic source choice for a copy to `to` among `present` slots. */
 int rules_pick_source(uint64_t present, int to_slot);
 
-/* primitives with the lock held (used by plans, scopes and the public wrappers) */
+/* primitives with the lock held (used by plans, scopes and the public wrappers); the
+ * caller has claimed the value (mgr_claim). A copy or a load lets go of the lock while it
+ * runs: its charge is admitted and held as `inflight` meanwhile, nothing of it is visible,
+ * and the state version moves when it commits. */
 fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_report *rep,
                       fhr_phase phase, size_t index, fhr_error *err);
 void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, size_t cap);
 
 /* leases with the lock held (scopes take their leases inside entry) */
-#define LEASE_MAX_WAITS 64
 typedef struct lease_waits { /* host-location copies still in flight at acquire */
-    evref *ev[LEASE_MAX_WAITS];
-    size_t n;
+    evref **ev;
+    size_t n, cap;
 } lease_waits;
 fhr_status lease_acquire_locked(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_location at,
                                 fhr_stream *consumer, fhr_lease **out, lease_waits *w,
@@ -161,5 +220,9 @@ fhr_status lease_release_locked(fhr_lease *l, fhr_error *err);
 int lease_is_active(const fhr_lease *l);
 /* Undoes an acquire nobody has read through yet, and frees the lease. */
 void lease_abandon_locked(fhr_lease *l);
+/* fhr_lease_destroy with the lock held and no load running: releases (or, when no
+ * consumer event can be recorded, queues a chore that waits for the consumers without
+ * the lock) and frees. */
+void lease_destroy_locked(fhr_lease *l);
 
 #endif

@@ -1,9 +1,10 @@
 /* runtime/manager/primitives.c — ensure, move, drop and discard against live state: the rule
- * core decides, this file allocates, copies, records events, frees stream-ordered and
- * keeps the accounting, the trace and the running report. */
+ * core decides; this file prepares under the lock, allocates, copies and loads without it,
+ * commits under it again, frees stream-ordered and keeps accounting, trace and report. */
 #include "runtime/manager/manager.h"
 #include "base/error.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,47 +34,71 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, s
     }
 }
 
-/* Frees a copy once every in-flight copy into or out of it has completed, without a
- * host wait: the location's own stream waits for those events, then frees. */
+/* The free of a removed copy, without the lock: the location's own stream waits for
+ * every copy into or out of it still in flight, then frees (no host wait); when that
+ * cannot be ordered, the host waits instead. */
+static void free_copy_work(fhr_manager *m, mgr_chore *c)
+{
+    mat *x = (mat *)((char *)c - offsetof(mat, chore));
+    fhr_backend *b = m->b;
+    fhr_stream *r = x->free_on;
+    int ordered = r != NULL;
+    for (size_t i = 0; ordered && i <= x->nreads; i++) {
+        evref *e = i < x->nreads ? x->reads[i] : x->ready;
+        if (e && b->ops->stream_wait_event(b, r, e->ev, NULL) != FHR_OK)
+            ordered = 0;
+    }
+    if (!ordered)
+        for (size_t i = 0; i <= x->nreads; i++) {
+            evref *e = i < x->nreads ? x->reads[i] : x->ready;
+            if (e)
+                b->ops->event_sync(b, e->ev, NULL);
+        }
+    value_destroy_on(x->value, b, ordered ? r : NULL);
+}
+
+static void free_copy_done(fhr_manager *m, mgr_chore *c)
+{
+    mat *x = (mat *)((char *)c - offsetof(mat, chore));
+    if (x->ready)
+        ev_unref(m, x->ready);
+    for (size_t i = 0; i < x->nreads; i++)
+        ev_unref(m, x->reads[i]);
+    free(x->reads);
+    free(x);
+}
+
+/* Removes a copy from the state (accounting, presence) at once; its free is a chore done
+ * after the lock is let go. */
 static void remove_mat(fhr_manager *m, val *v, int slot)
 {
     mat *x = v->mats[slot];
-    fhr_stream *r = NULL;
-    int ordered = mgr_stream(m, x->loc, &r, NULL) == FHR_OK;
-    evref *evs[1 + 64];
-    size_t nev = 0;
-    if (x->ready)
-        evs[nev++] = x->ready;
-    for (size_t i = 0; i < x->nreads; i++) {
-        if (nev < sizeof evs / sizeof evs[0]) {
-            evs[nev++] = x->reads[i];
-        } else {
-            m->b->ops->event_sync(m->b, x->reads[i]->ev, NULL);
-            ev_unref(m, x->reads[i]);
-        }
-    }
-    for (size_t i = 0; i < nev; i++) {
-        if (ordered && !ev_done(m, evs[i]) &&
-            m->b->ops->stream_wait_event(m->b, r, evs[i]->ev, NULL) != FHR_OK) {
-            ordered = 0;
-        }
-    }
-    if (!ordered) /* could not order the free: wait on the host instead */
-        for (size_t i = 0; i < nev; i++)
-            m->b->ops->event_sync(m->b, evs[i]->ev, NULL);
-    value_destroy_on(x->value, m->b, ordered ? r : NULL);
-    for (size_t i = 0; i < nev; i++)
-        ev_unref(m, evs[i]);
-    free(x->reads);
-    free(x);
     v->mats[slot] = NULL;
     v->present &= ~(1ULL << slot);
     acct_release(&m->loc[slot], v->charge);
+    if (mgr_stream(m, x->loc, &x->free_on, NULL) != FHR_OK)
+        x->free_on = NULL;
+    if (x->ready && ev_done(m, x->ready)) { /* forget what is known complete */
+        ev_unref(m, x->ready);
+        x->ready = NULL;
+    }
+    for (size_t i = 0; i < x->nreads;) {
+        if (ev_done(m, x->reads[i])) {
+            ev_unref(m, x->reads[i]);
+            x->reads[i] = x->reads[--x->nreads];
+        } else {
+            i++;
+        }
+    }
+    x->chore.work = free_copy_work;
+    x->chore.done = free_copy_done;
+    mgr_chore_push(m, &x->chore);
 }
 
-static fhr_status add_read(fhr_manager *m, mat *src, evref *e)
+/* Forgets completed readers of src and makes room for one more (lock held). */
+static fhr_status reads_make_room(fhr_manager *m, mat *src)
 {
-    for (size_t i = 0; i < src->nreads;) { /* forget completed readers first */
+    for (size_t i = 0; i < src->nreads;) {
         if (ev_done(m, src->reads[i])) {
             ev_unref(m, src->reads[i]);
             src->reads[i] = src->reads[--src->nreads];
@@ -81,26 +106,13 @@ static fhr_status add_read(fhr_manager *m, mat *src, evref *e)
         }
         i++;
     }
-    if (!fhr_grow((void **)&src->reads, &src->capreads, src->nreads, sizeof *src->reads, 4))
-        return FHR_E_NOMEM;
-    e->refs++;
-    src->reads[src->nreads++] = e;
-    return FHR_OK;
+    return fhr_grow((void **)&src->reads, &src->capreads, src->nreads, sizeof *src->reads, 4)
+               ? FHR_OK
+               : FHR_E_NOMEM;
 }
 
-/* Runs a user callback with the lock dropped and every other call refused. */
-static void unlocked_begin(fhr_manager *m)
-{
-    m->loading = 1;
-    pthread_mutex_unlock(&m->lock);
-}
-
-static void unlocked_end(fhr_manager *m)
-{
-    pthread_mutex_lock(&m->lock);
-    m->loading = 0;
-}
-
+/* A load, without the lock: the source's callback runs with every new call refused;
+ * a value produced elsewhere is brought to `at` (its bytes counted as a temporary). */
 static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream *s,
                             fhr_value **out, fhr_error *err)
 {
@@ -108,9 +120,11 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
     fhr_value *lv = NULL;
     fhr_error lerr;
     fhr_error_init(&lerr);
-    unlocked_begin(m);
+    mgr_lock(m);
+    mgr_callback_begin(m);
     fhr_status st = v->src.load(v->src.ctx, &v->spec, at, m->b, s, &lv, &lerr);
-    unlocked_end(m);
+    mgr_callback_end(m);
+    mgr_unlock(m);
     if (st != FHR_OK || !lv) {
         if (lv)
             value_destroy_on(lv, m->b, s);
@@ -121,11 +135,13 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
         return st;
     }
     fhr_error_clear(&lerr);
-    if ((st = value_check_spec(lv, &v->spec, err)) != FHR_OK) {
-        char msg[700];
-        snprintf(msg, sizeof msg, "load %s: %s", mgr_vname(v, nm, sizeof nm), err ? err->message : "");
+    fhr_error cerr;
+    fhr_error_init(&cerr);
+    if ((st = value_check_spec(lv, &v->spec, &cerr)) != FHR_OK) {
         value_destroy_on(lv, m->b, s);
-        return fhr_fail(err, st, "%s", msg);
+        st = fhr_fail(err, st, "load %s: %s", mgr_vname(v, nm, sizeof nm), cerr.message);
+        fhr_error_clear(&cerr);
+        return st;
     }
     if (!fhr_loc_equal(lv->loc, at)) { /* the source produced it elsewhere: bring it here */
         int ts = fhr_loc_slot(lv->loc);
@@ -135,12 +151,16 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
                             mgr_vname(v, nm, sizeof nm));
         }
         uint64_t tmp = fhr_value_storage_nbytes(lv);
+        mgr_lock(m);
         m->loc[ts].temp += tmp;
         acct_charge(&m->loc[ts], 0); /* record the temporary in peak_charged */
+        mgr_unlock(m);
         fhr_value *moved = NULL;
         st = value_copy_to(lv, at, m->b, s, &moved, err);
         value_destroy_on(lv, m->b, s);
+        mgr_lock(m);
         m->loc[ts].temp -= tmp;
+        mgr_unlock(m);
         if (st != FHR_OK)
             return st;
         lv = moved;
@@ -149,46 +169,70 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
     return FHR_OK;
 }
 
+/* Creates the copy of v at `at` in three steps: prepared with the lock (admission held
+ * as inflight, the source kept by the claim, room for the bookkeeping made), done
+ * without it (the wait for the source, allocation, copy or load, the ready event),
+ * committed with it again. A failure before the commit leaves the state as it was. */
 static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fhr_location at,
                               fhr_stream *s, fhr_transition *tr, fhr_error *err)
 {
-    fhr_value *nv = NULL;
-    fhr_status st;
+    int slot = fhr_loc_slot(at);
     mat *src = eff->src >= 0 ? v->mats[eff->src] : NULL;
+    mat *x = calloc(1, sizeof *x);
+    if (!x || (src && reads_make_room(m, src) != FHR_OK)) {
+        free(x);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    evref *wait = NULL;
+    if (src && src->ready && !ev_done(m, src->ready)) {
+        wait = src->ready;
+        wait->refs++;
+    }
+    uint64_t charge = v->charge;
+    m->loc[slot].inflight += charge;
+    mgr_unlock(m);
+
+    fhr_status st = FHR_OK;
+    fhr_value *nv = NULL;
+    evref *ready = NULL;
     if (src) {
-        if (src->ready && !ev_done(m, src->ready) &&
-            (st = m->b->ops->stream_wait_event(m->b, s, src->ready->ev, err)) != FHR_OK)
-            return st;
-        if ((st = value_copy_to(src->value, at, m->b, s, &nv, err)) != FHR_OK)
-            return st;
+        if (wait)
+            st = m->b->ops->stream_wait_event(m->b, s, wait->ev, err);
+        if (st == FHR_OK)
+            st = value_copy_to(src->value, at, m->b, s, &nv, err);
+    } else {
+        st = load_copy(m, v, at, s, &nv, err);
+    }
+    if (st == FHR_OK && (st = ev_new(m, s, &ready, err)) != FHR_OK) {
+        value_destroy_on(nv, m->b, s);
+        nv = NULL;
+    }
+
+    mgr_lock(m);
+    m->loc[slot].inflight -= charge;
+    if (wait)
+        ev_unref(m, wait);
+    if (st != FHR_OK) {
+        free(x);
+        return st;
+    }
+    if (src) {
         tr->has_from = 1;
         tr->from = src->loc;
-        tr->nbytes = fhr_value_storage_nbytes(nv);
+        ready->refs++;
+        src->reads[src->nreads++] = ready; /* room was made above */
     } else {
-        if ((st = load_copy(m, v, at, s, &nv, err)) != FHR_OK)
-            return st;
         tr->loaded = 1;
-        tr->nbytes = fhr_value_storage_nbytes(nv);
     }
-    mat *x = calloc(1, sizeof *x);
-    evref *e = x ? ev_new(m, s, err) : NULL;
-    if (!e || (src && add_read(m, src, e) != FHR_OK)) {
-        if (e)
-            ev_unref(m, e);
-        free(x);
-        value_destroy_on(nv, m->b, s);
-        return err && err->status ? err->status
-                                  : fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-    }
+    tr->nbytes = fhr_value_storage_nbytes(nv);
     x->loc = at;
     x->value = nv;
-    x->storage = fhr_value_storage_nbytes(nv);
-    x->ready = e;
+    x->storage = tr->nbytes;
+    x->ready = ready;
     x->last_use = ++m->clock;
-    int slot = fhr_loc_slot(at);
     v->mats[slot] = x;
     v->present |= 1ULL << slot;
-    acct_charge(&m->loc[slot], v->charge);
+    acct_charge(&m->loc[slot], charge);
     return FHR_OK;
 }
 
@@ -196,9 +240,9 @@ static void release_source(fhr_manager *m, val *v)
 {
     if (!v->has_src || !v->src.release)
         return;
-    unlocked_begin(m);
+    mgr_callback_begin(m);
     v->src.release(v->src.ctx);
-    unlocked_end(m);
+    mgr_callback_end(m);
 }
 
 fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_report *rep,
@@ -275,7 +319,12 @@ static fhr_status run_one(fhr_manager *m, const fhr_action *a, fhr_stream *s, fh
     fhr_status st = mgr_enter(m, fhr_action_kind_name(a->kind), err);
     if (st != FHR_OK)
         return st;
+    mgr_claims c;
+    mgr_claims_init(&c);
+    mgr_claims_add(&c, &a->handle, 1, NULL); /* fits the inline room: cannot fail */
+    mgr_claim(m, &c);
     st = prim_apply(m, a, s, NULL, FHR_PHASE_NONE, 0, err);
+    mgr_unclaim(m, &c);
     mgr_leave(m);
     return st;
 }

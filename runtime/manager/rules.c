@@ -33,7 +33,7 @@ fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char
 {
     if (!a->has_budget)
         return FHR_OK;
-    uint64_t committed = a->used + a->reserved + a->temp;
+    uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
     if (committed <= a->budget && n <= a->budget - committed)
         return FHR_OK;
     uint64_t need = committed + n; /* cannot overflow: both below 2^63 in practice */
@@ -42,7 +42,7 @@ fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char
              "%s needs %llu bytes at %s: budget %llu, used %llu, reserved %llu; %llu bytes short",
              what, (unsigned long long)n, fhr_loc_format(loc, lb, sizeof lb),
              (unsigned long long)a->budget, (unsigned long long)a->used,
-             (unsigned long long)(a->reserved + a->temp),
+             (unsigned long long)(a->reserved + a->temp + a->inflight),
              (unsigned long long)(need - a->budget));
     if (err) {
         err->loc = loc;

@@ -24,31 +24,23 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
     fhr_status st = mgr_enter(m, "snapshot", err);
     if (st != FHR_OK)
         return st;
-    size_t nlocs = 0, ncopies = 0, nlabel = 1;
+    /* One pass over the values (each a separate allocation: the walk is what a snapshot
+     * costs), into arrays that grow as needed; a second pass over the dense result sets
+     * the copy and label pointers. */
+    size_t nlocs = 0, capcopies = 2 * m->nlive + 4, caplabel = 64, ncopies = 0, nlabel = 1;
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         nlocs += m->loc[i].present;
-    for (uint64_t i = 1; i < m->next_serial; i++) {
-        const val *v = m->vals[i];
-        if (!v)
-            continue;
-        ncopies += (size_t)__builtin_popcountll(v->present);
-        if (v->label[0])
-            nlabel += strlen(v->label) + 1;
-    }
     snap_block *sb = calloc(1, sizeof *sb);
     fhr_snapshot *s = sb ? &sb->s : NULL;
     if (s) {
         s->locs = calloc(nlocs ? nlocs : 1, sizeof *s->locs);
         s->values = malloc((m->nlive ? m->nlive : 1) * sizeof *s->values);
-        s->copies_ = malloc((ncopies ? ncopies : 1) * sizeof(fhr_copy_info));
-        sb->labels = malloc(nlabel);
+        s->copies_ = malloc(capcopies * sizeof(fhr_copy_info));
+        sb->labels = malloc(caplabel);
         sb->metas = full ? malloc((m->nlive ? m->nlive : 1) * sizeof *sb->metas) : NULL;
     }
-    if (!s || !s->locs || !s->values || !s->copies_ || !sb->labels || (full && !sb->metas)) {
-        fhr_snapshot_free(s);
-        mgr_leave(m);
-        return fhr_fail(err, FHR_E_NOMEM, "snapshot: out of host memory");
-    }
+    if (!s || !s->locs || !s->values || !s->copies_ || !sb->labels || (full && !sb->metas))
+        goto nomem;
     s->manager_id = m->id;
     s->state_version = m->version;
     s->clock = m->clock;
@@ -64,28 +56,26 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
         ls->peak_charged_bytes = a->peak_charged;
         ls->has_budget = a->has_budget;
         ls->budget_bytes = a->has_budget ? a->budget : 0;
-        uint64_t committed = a->used + a->reserved + a->temp;
+        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
         ls->remaining_budget_bytes =
             a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
-        if (full)
-            m->b->ops->observe(m->b, ls->loc, &ls->obs);
     }
-    fhr_copy_info *cp = s->copies_;
-    char *lp = sb->labels;
-    *lp = '\0';
-    const char *empty = lp++;
+    sb->labels[0] = '\0';
     for (uint64_t i = 1; i < m->next_serial; i++) {
         const val *v = m->vals[i];
         if (!v)
             continue;
         fhr_value_info *vi = &s->values[s->nvalues];
         vi->handle = mgr_handle(m, v);
-        vi->label = empty;
+        vi->label = NULL; /* set below: NULL marks a label stored in order */
         if (v->label[0]) {
             size_t len = strlen(v->label) + 1;
-            memcpy(lp, v->label, len);
-            vi->label = lp;
-            lp += len;
+            if (!fhr_grow((void **)&sb->labels, &caplabel, nlabel + len - 1, 1, 64))
+                goto nomem;
+            memcpy(sb->labels + nlabel, v->label, len);
+            nlabel += len;
+        } else {
+            vi->label = "";
         }
         vi->mode = v->mode;
         vi->recoverability = v->recov;
@@ -98,10 +88,14 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
             vi->meta = &sb->metas[s->nvalues];
         }
         vi->ncopies = 0;
-        vi->copies = cp;
+        vi->copies = NULL;
         for (uint64_t bits = v->present; bits; bits &= bits - 1) {
             mat *x = v->mats[__builtin_ctzll(bits)];
-            fhr_copy_info *ci = &vi->copies[vi->ncopies++];
+            if (!fhr_grow((void **)&s->copies_, &capcopies, ncopies, sizeof(fhr_copy_info),
+                          capcopies))
+                goto nomem;
+            fhr_copy_info *ci = &s->copies_[ncopies++];
+            vi->ncopies++;
             ci->loc = x->loc;
             ci->storage_nbytes = x->storage;
             ci->charged_nbytes = v->charge;
@@ -115,12 +109,29 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
             ci->pending_events = x->pending;
             ci->last_use = x->last_use;
         }
-        cp += vi->ncopies;
         s->nvalues++;
     }
+    fhr_copy_info *cp = s->copies_;
+    char *lp = sb->labels + 1;
+    for (size_t i = 0; i < s->nvalues; i++) {
+        fhr_value_info *vi = &s->values[i];
+        vi->copies = cp;
+        cp += vi->ncopies;
+        if (!vi->label) {
+            vi->label = lp;
+            lp += strlen(lp) + 1;
+        }
+    }
     mgr_leave(m);
+    /* Observations ask the driver (memory info, NVML): sampled after the lock is let go. */
+    for (size_t i = 0; full && i < s->nlocs; i++)
+        m->b->ops->observe(m->b, s->locs[i].loc, &s->locs[i].obs);
     *out = s;
     return FHR_OK;
+nomem:
+    fhr_snapshot_free(s);
+    mgr_leave(m);
+    return fhr_fail(err, FHR_E_NOMEM, "snapshot: out of host memory");
 }
 
 fhr_status fhr_snapshot_take(fhr_manager *m, fhr_snapshot **out, fhr_error *err)

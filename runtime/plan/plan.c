@@ -3,6 +3,7 @@
  * rule core as the live primitives over a copy of the accounting. */
 #include "runtime/plan/plan.h"
 #include "base/error.h"
+#include "runtime/manager/peak_json.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
@@ -130,42 +131,44 @@ typedef struct sim {
     fhr_explanation *ex;
 } sim;
 
-static simval *sim_get(sim *s, fhr_handle h, fhr_error *err)
+/* The simulated value of h, added on first use; the status says why not. */
+static fhr_status sim_get(sim *s, fhr_handle h, simval **out, fhr_error *err)
 {
+    *out = NULL;
     for (size_t i = 0; i < s->nvals; i++)
         if (s->vals[i].serial == h.serial && h.manager_id == s->m->id) {
-            if (s->vals[i].discarded) {
-                fhr_fail(err, FHR_E_HANDLE, "handle #%llu was discarded earlier in the plan",
-                         (unsigned long long)h.serial);
-                return NULL;
-            }
-            return &s->vals[i];
+            if (s->vals[i].discarded)
+                return fhr_fail(err, FHR_E_HANDLE, "handle #%llu was discarded earlier in the plan",
+                                (unsigned long long)h.serial);
+            *out = &s->vals[i];
+            return FHR_OK;
         }
     val *v;
-    if (mgr_lookup(s->m, h, "plan", &v, err) != FHR_OK)
-        return NULL;
-    if (!fhr_grow((void **)&s->vals, &s->capvals, s->nvals, sizeof *s->vals, 16)) {
-        fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
-        return NULL;
-    }
+    fhr_status st = mgr_lookup(s->m, h, "plan", &v, err);
+    if (st != FHR_OK)
+        return st;
+    if (!fhr_grow((void **)&s->vals, &s->capvals, s->nvals, sizeof *s->vals, 16))
+        return fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
     simval *sv = &s->vals[s->nvals++];
     memset(sv, 0, sizeof *sv);
     sv->serial = h.serial;
     mgr_rule_view(s->m, v, &sv->rv, sv->name, sizeof sv->name);
     sv->rv.name = sv->name;
-    return sv;
+    *out = sv;
+    return FHR_OK;
 }
 
 static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
 {
-    simval *sv = sim_get(s, a->handle, err);
-    if (!sv) {
+    simval *sv;
+    fhr_status st = sim_get(s, a->handle, &sv, err);
+    if (st != FHR_OK) {
         if (err)
             err->handle = a->handle;
-        return err ? err->status : FHR_E_HANDLE;
+        return st;
     }
     rule_effect eff;
-    fhr_status st = rules_check(&sv->rv, a, s->loc, s->m->ndev, &eff, err);
+    st = rules_check(&sv->rv, a, s->loc, s->m->ndev, &eff, err);
     if (st != FHR_OK || eff.noop)
         return st;
     if (eff.discard) {
@@ -190,11 +193,12 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
     return FHR_OK;
 }
 
-static void sim_fail(sim *s, fhr_phase ph, long idx, const fhr_error *e, const char *what)
+static void sim_fail(sim *s, fhr_phase ph, long idx, fhr_status st, const fhr_error *e,
+                     const char *what)
 {
     fhr_explanation *ex = s->ex;
     ex->feasible = 0;
-    ex->status = e->status;
+    ex->status = st;
     ex->phase = ph;
     ex->action_index = idx;
     ex->handle = e->handle;
@@ -209,8 +213,9 @@ static int sim_list(sim *s, fhr_phase ph, const fhr_action *acts, size_t n)
     fhr_error e;
     fhr_error_init(&e);
     for (size_t i = 0; i < n; i++) {
-        if (sim_action(s, &acts[i], &e) != FHR_OK) {
-            sim_fail(s, ph, (long)i, &e, "action");
+        fhr_status st = sim_action(s, &acts[i], &e);
+        if (st != FHR_OK) {
+            sim_fail(s, ph, (long)i, st, &e, "action");
             fhr_error_clear(&e);
             return 0;
         }
@@ -227,16 +232,17 @@ static int sim_reserve(sim *s, const fhr_plan *p)
         char what[96];
         snprintf(what, sizeof what, "reservation '%s'", r->label);
         int slot = fhr_loc_slot(r->at);
+        fhr_status st;
         if (r->at.kind == FHR_LOC_CUDA && r->at.index >= s->m->ndev) {
-            fhr_fail(&e, FHR_E_LOCATION, "%s: cuda:%d is not visible to this process", what,
-                     r->at.index);
+            st = fhr_fail(&e, FHR_E_LOCATION, "%s: cuda:%d is not visible to this process", what,
+                          r->at.index);
             e.loc = r->at;
-        } else if (acct_admit(&s->loc[slot], r->at, r->nbytes, what, &e) == FHR_OK) {
+        } else if ((st = acct_admit(&s->loc[slot], r->at, r->nbytes, what, &e)) == FHR_OK) {
             s->loc[slot].present = 1;
             acct_reserve(&s->loc[slot], r->nbytes);
             continue;
         }
-        sim_fail(s, FHR_PHASE_RESERVE, (long)i, &e, "reservation");
+        sim_fail(s, FHR_PHASE_RESERVE, (long)i, st, &e, "reservation");
         return 0;
     }
     return 1;
@@ -327,17 +333,10 @@ char *fhr_explanation_json(const fhr_explanation *e)
     cJSON_AddNumberToObject(o, "bytes_moved", (double)e->bytes_moved);
     cJSON_AddNumberToObject(o, "state_version", (double)e->state_version);
     cJSON *pk = cJSON_AddArrayToObject(o, "peaks");
-    for (size_t i = 0; i < e->npeaks; i++) {
-        cJSON *x = cJSON_CreateObject();
-        cJSON_AddStringToObject(x, "location", fhr_loc_format(e->peaks[i].loc, b, sizeof b));
-        cJSON_AddNumberToObject(x, "peak_used_bytes", (double)e->peaks[i].peak_used_bytes);
-        cJSON_AddNumberToObject(x, "peak_charged_bytes", (double)e->peaks[i].peak_charged_bytes);
-        if (e->peaks[i].has_budget)
-            cJSON_AddNumberToObject(x, "budget_bytes", (double)e->peaks[i].budget_bytes);
-        else
-            cJSON_AddNullToObject(x, "budget_bytes");
-        cJSON_AddItemToArray(pk, x);
-    }
+    for (size_t i = 0; i < e->npeaks; i++)
+        fhr_peak_json_add(pk, e->peaks[i].loc, 1, e->peaks[i].peak_used_bytes,
+                          e->peaks[i].peak_charged_bytes, e->peaks[i].has_budget,
+                          e->peaks[i].budget_bytes);
     char *s = cJSON_PrintUnformatted(o);
     cJSON_Delete(o);
     return s;

@@ -5,6 +5,7 @@
 #include "runtime/plan/plan.h"
 #include "base/error.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,7 @@ struct fhr_scope {
     char *path;
     fhr_error exit_err;
     int has_exit_err;
+    mgr_deferred deferred; /* destroyed while a source load ran */
 };
 
 static fhr_stream *stream_for(const fhr_stream_map *map, size_t n, fhr_location to)
@@ -65,10 +67,10 @@ static fhr_status copy_streams(const fhr_stream_map *in, size_t n, fhr_stream_ma
 
 /* Turns an action failure into the plan-execution error with its partial report. */
 static fhr_status plan_failed(const char *plan, fhr_phase ph, size_t idx, const fhr_action *a,
-                              fhr_error *cause, const fhr_report *rep, fhr_error *err)
+                              fhr_status st, fhr_error *cause, const fhr_report *rep,
+                              fhr_error *err)
 {
     char lb[16];
-    fhr_status st = cause->status ? cause->status : FHR_E_BACKEND;
     fhr_handle h = cause->handle;
     fhr_location loc = cause->loc;
     uint64_t shortb = cause->bytes_short;
@@ -102,11 +104,23 @@ static fhr_status run_list(fhr_manager *m, const char *plan, fhr_phase ph, const
         fhr_error cause;
         fhr_error_init(&cause);
         fhr_stream *s = stream_for(map, nmap, acts[i].at);
-        if (prim_apply(m, &acts[i], s, rep, ph, i, &cause) != FHR_OK) {
-            fhr_status st = plan_failed(plan, ph, i, &acts[i], &cause, rep, err);
+        fhr_status st = prim_apply(m, &acts[i], s, rep, ph, i, &cause);
+        if (st != FHR_OK) {
+            st = plan_failed(plan, ph, i, &acts[i], st, &cause, rep, err);
             fhr_error_clear(&cause);
             return st;
         }
+    }
+    return FHR_OK;
+}
+
+/* The values a list of actions touches, for mgr_claim. */
+static fhr_status claim_actions(mgr_claims *c, const fhr_action *acts, size_t n, fhr_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        fhr_status st = mgr_claims_add(c, &acts[i].handle, 1, err);
+        if (st != FHR_OK)
+            return st;
     }
     return FHR_OK;
 }
@@ -122,22 +136,27 @@ fhr_status fhr_execute_actions(fhr_manager *m, const fhr_action *acts, size_t n,
     for (size_t i = 0; i < nstreams; i++)
         if (!streams || !streams[i].stream || fhr_loc_slot(streams[i].loc) < 0)
             return fhr_fail(err, FHR_E_INVALID, "execute_actions: transfer stream %zu is invalid", i);
-    fhr_status st = mgr_enter(m, "execute_actions", err);
+    mgr_claims c;
+    mgr_claims_init(&c);
+    fhr_status st = claim_actions(&c, acts, n, err);
     if (st != FHR_OK)
         return st;
+    if ((st = mgr_enter(m, "execute_actions", err)) != FHR_OK) {
+        mgr_claims_free(&c);
+        return st;
+    }
+    mgr_claim(m, &c); /* the values stay ours while copies run without the lock */
     fhr_explanation ex;
     sim_input in = {NULL, acts, n};
     plan_simulate(m, &in, &ex);
-    if (!ex.feasible) {
-        mgr_leave(m);
-        return plan_infeasible(&ex, "execute_actions", err);
-    }
-    fhr_report *rep = fhr_report_new("actions");
-    if (!rep) {
-        mgr_leave(m);
-        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-    }
-    st = run_list(m, "actions", FHR_PHASE_ACTIONS, acts, n, streams, nstreams, rep, err);
+    fhr_report *rep = NULL;
+    if (!ex.feasible)
+        st = plan_infeasible(&ex, "execute_actions", err);
+    else if (!(rep = fhr_report_new("actions")))
+        st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    else
+        st = run_list(m, "actions", FHR_PHASE_ACTIONS, acts, n, streams, nstreams, rep, err);
+    mgr_unclaim(m, &c);
     mgr_leave(m);
     if (st == FHR_OK && report)
         *report = rep;
@@ -269,7 +288,7 @@ static fhr_status admit_reservations(fhr_scope *sc, fhr_error *err)
         if (st == FHR_OK)
             st = acct_admit(&m->loc[fhr_loc_slot(r->at)], r->at, r->nbytes, what, &cause);
         if (st != FHR_OK) {
-            st = plan_failed(sc->p->name, FHR_PHASE_RESERVE, i, NULL, &cause, sc->rep, err);
+            st = plan_failed(sc->p->name, FHR_PHASE_RESERVE, i, NULL, st, &cause, sc->rep, err);
             fhr_error_clear(&cause);
             return st;
         }
@@ -293,9 +312,19 @@ fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err)
     fhr_manager *m = sc->m;
     sc->state = SC_CLOSED; /* any failure below consumes the scope */
     lease_waits waits = {.n = 0};
-    fhr_status st = mgr_enter(m, "scope_enter", err);
-    if (st != FHR_OK)
+    mgr_claims c;
+    mgr_claims_init(&c);
+    fhr_status st = claim_actions(&c, sc->p->acts[0], sc->p->nacts[0], err);
+    if (st == FHR_OK)
+        st = claim_actions(&c, sc->p->acts[1], sc->p->nacts[1], err);
+    for (size_t i = 0; i < sc->nleases && st == FHR_OK; i++)
+        st = mgr_claims_add(&c, sc->leases[i].hs, sc->leases[i].n, err);
+    if (st == FHR_OK && (st = mgr_enter(m, "scope_enter", err)) == FHR_OK)
+        mgr_claim(m, &c); /* held through the leases: nobody takes a placed copy first */
+    if (st != FHR_OK) {
+        mgr_claims_free(&c);
         return st;
+    }
     if (sc->has_expect && sc->expect != m->version) {
         st = fhr_fail(err, FHR_E_STALE,
                       "scope_enter: plan '%.60s' was decided against state version %llu, the "
@@ -337,6 +366,7 @@ fhr_status fhr_scope_enter(fhr_scope *sc, fhr_error *err)
     push_scope(m, sc);
     sc->state = SC_ENTERED;
 out:
+    mgr_unclaim(m, &c);
     mgr_leave(m);
     lease_waits_finish(m, &waits);
     return st;
@@ -350,37 +380,64 @@ fhr_status fhr_scope_exit(fhr_scope *sc, fhr_status body_status, fhr_error *err)
         return fhr_fail(err, FHR_E_SCOPE, "scope_exit: plan '%.60s' scope is not entered",
                         sc->p->name);
     fhr_manager *m = sc->m;
-    fhr_status st = mgr_enter(m, "scope_exit", err);
-    if (st != FHR_OK)
+    mgr_claims c;
+    mgr_claims_init(&c);
+    fhr_status st = claim_actions(&c, sc->p->acts[2], sc->p->nacts[2], err);
+    if (st == FHR_OK && (st = mgr_enter(m, "scope_exit", err)) == FHR_OK)
+        mgr_claim(m, &c);
+    if (st != FHR_OK) {
+        mgr_claims_free(&c);
         return st; /* nothing ran; the scope stays entered */
-    for (size_t i = 0; i < sc->nleases; i++) /* leases end before the exit actions */
-        if (sc->leases[i].lease && lease_is_active(sc->leases[i].lease))
-            lease_release_locked(sc->leases[i].lease, NULL);
-    fhr_error xerr;
+    }
+    /* Leases end before the exit actions. One that cannot end (its completion event could
+     * not be recorded) is the exit's failure; fhr_scope_destroy ends it by waiting. */
+    fhr_error xerr, rerr;
     fhr_error_init(&xerr);
+    fhr_error_init(&rerr);
+    fhr_status rst = FHR_OK;
+    for (size_t i = 0; i < sc->nleases; i++)
+        if (sc->leases[i].lease && lease_is_active(sc->leases[i].lease)) {
+            fhr_status s1 = lease_release_locked(sc->leases[i].lease, rst ? NULL : &rerr);
+            if (s1 && !rst)
+                rst = s1;
+        }
     st = run_list(m, sc->p->name, FHR_PHASE_EXIT, sc->p->acts[2], sc->p->nacts[2], sc->streams,
                   sc->nstreams, sc->rep, &xerr);
+    if (rst) { /* a plan failure of the exit phase, caused by the lease */
+        fhr_error_clear(&xerr);
+        fhr_fail(&xerr, FHR_E_PLAN, "plan '%.60s' exit: a lease could not end: %s", sc->p->name,
+                 rerr.message);
+        xerr.cause = rst;
+        xerr.phase = FHR_PHASE_EXIT;
+        xerr.partial_report = fhr_report_clone(sc->rep);
+        st = FHR_E_PLAN;
+    }
+    fhr_error_clear(&rerr);
     release_reservations(sc);
     pop_scope(m, sc);
     sc->state = SC_CLOSED;
     mgr_trace(m, FHR_TR_SCOPE_EXIT, (fhr_handle){0, 0}, (fhr_location){0, 0},
               (fhr_location){0, 0}, 0, NULL, sc->path);
+    mgr_unclaim(m, &c);
     mgr_leave(m);
     if (st == FHR_OK) {
         sc->published = sc->rep;
         sc->rep = NULL;
         return FHR_OK;
     }
-    /* Keep the exit failure on the scope; the body's error, if any, stays primary. */
+    /* The exit failure is kept on the scope. When the body failed too, its error stays
+     * primary: err (the body's, if the caller put it there) is left alone and the body's
+     * status is returned. */
     sc->exit_err = xerr;
     sc->has_exit_err = 1;
+    if (body_status != FHR_OK)
+        return body_status;
     if (err) {
         fhr_error_clear(err);
         *err = xerr;
         err->partial_report = fhr_report_clone(xerr.partial_report);
     }
-    (void)body_status;
-    return FHR_E_PLAN;
+    return st;
 }
 
 void fhr_scope_close(fhr_scope *sc)
@@ -389,19 +446,20 @@ void fhr_scope_close(fhr_scope *sc)
         fhr_scope_exit(sc, FHR_E_SCOPE, NULL);
 }
 
-void fhr_scope_destroy(fhr_scope *sc)
+/* The rest of a destroy, with the lock held and no source load running. An exit refused
+ * because a load ran leaves the scope entered: its reservations, stack entry and leases
+ * end here (its exit actions do not run). */
+static void scope_teardown(fhr_manager *m, mgr_deferred *d)
 {
-    if (!sc)
-        return;
-    fhr_scope_close(sc);
-    if (sc->state == SC_ENTERED) { /* exit was refused (reentrancy): drop our stack entry */
-        pthread_mutex_lock(&sc->m->lock);
+    fhr_scope *sc = (fhr_scope *)((char *)d - offsetof(fhr_scope, deferred));
+    if (sc->state == SC_ENTERED) {
         release_reservations(sc);
-        pop_scope(sc->m, sc);
-        pthread_mutex_unlock(&sc->m->lock);
+        pop_scope(m, sc);
+        sc->state = SC_CLOSED;
     }
     for (size_t i = 0; i < sc->nleases; i++) {
-        fhr_lease_destroy(sc->leases[i].lease);
+        if (sc->leases[i].lease)
+            lease_destroy_locked(sc->leases[i].lease);
         free(sc->leases[i].hs);
     }
     free(sc->leases);
@@ -411,6 +469,18 @@ void fhr_scope_destroy(fhr_scope *sc)
     free(sc->streams);
     free(sc->path);
     free(sc);
+}
+
+void fhr_scope_destroy(fhr_scope *sc)
+{
+    if (!sc)
+        return;
+    fhr_scope_close(sc);
+    fhr_manager *m = sc->m;
+    mgr_lock(m);
+    sc->deferred.fn = scope_teardown;
+    mgr_defer(m, &sc->deferred);
+    mgr_leave(m);
 }
 
 const fhr_report *fhr_scope_report(const fhr_scope *sc) { return sc ? sc->published : NULL; }

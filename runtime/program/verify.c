@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/units.h"
 #include "runtime/program/program.h"
 
 typedef struct hold {
@@ -89,16 +90,7 @@ static const char *loc_name(uint8_t slot, char *buf)
 
 static const char *size_text(uint64_t n, char *buf)
 {
-    static const char *const u[] = {"TiB", "GiB", "MiB", "KiB"};
-    for (int i = 0; i < 4; i++) {
-        uint64_t m = 1ull << (10 * (4 - i));
-        if (n >= m && n % m == 0) {
-            snprintf(buf, 32, "%" PRIu64 " %s", n / m, u[i]);
-            return buf;
-        }
-    }
-    snprintf(buf, 32, "%" PRIu64 " B", n);
-    return buf;
+    return fhr_size_format(n, FHR_SIZE_EXACT, buf, 32);
 }
 
 /* ---- tables ------------------------------------------------------------------------- */

@@ -132,8 +132,8 @@ void vm_warm_up(rplan_vm *vm)
         fhr_location loc = fhr_loc_from_slot(sl);
         if (loc.kind == FHR_LOC_CUDA && loc.index >= vm->b->ops->device_count(vm->b))
             continue;
-        fhr_stream *s = vm_compute_stream(vm, loc, NULL);
-        if (s)
+        fhr_stream *s;
+        if (vm_compute_stream(vm, loc, &s, NULL) == FHR_OK)
             ensure_scratch(vm, loc, s, NULL);
         if (loc.kind == FHR_LOC_CUDA)
             vm_xfer_stream(vm, loc, NULL);
@@ -194,10 +194,10 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         if (vm->explain)
             continue;
         fhr_location loc = at[k];
-        fhr_stream *s = vm_compute_stream(vm, loc, err);
+        fhr_stream *s;
         fhr_status st;
-        if (!s)
-            return body_fail_keep(r, err ? err->status : FHR_E_BACKEND, err);
+        if ((st = vm_compute_stream(vm, loc, &s, err)) != FHR_OK)
+            return body_fail_keep(r, st, err);
         if ((st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
         fhr_handle hs[16];
@@ -245,8 +245,16 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                 body_fail_keep(r, st, err);
             }
         }
-        if (lease) {
-            fhr_lease_release(lease, NULL);
+        if (lease) { /* a lease that cannot end fails the body (destroy then waits) */
+            fhr_error re;
+            fhr_error_init(&re);
+            fhr_status rs = fhr_lease_release(lease, &re);
+            if (rs && st == FHR_OK) {
+                char msg[560];
+                snprintf(msg, sizeof msg, "cannot release its lease: %s", re.message);
+                st = body_fail(r, rs, err, msg);
+            }
+            fhr_error_clear(&re);
             fhr_lease_destroy(lease);
         }
         if (st)

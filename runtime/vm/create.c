@@ -172,6 +172,7 @@ void rplan_vm_destroy(rplan_vm *vm)
         free(vm->marks[i]);
     free(vm->marks);
     free(vm->slices);
+    free(vm->samples);
     free(vm->kerns);
     free(vm->holds);
     free(vm->stages);

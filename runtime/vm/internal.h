@@ -48,6 +48,15 @@ typedef struct vm_slice {
     char name[112];
 } vm_slice;
 
+/* The bytes charged at one location at one moment (tracing only): used plus reserved,
+ * sampled whenever the stage peaks are. */
+typedef struct vm_sample {
+    uint64_t t;
+    fhr_location loc;
+    uint64_t charged, budget;
+    int has_budget;
+} vm_sample;
+
 typedef struct vm_src {
     struct rplan_vm *vm;
     uint32_t index;
@@ -115,6 +124,8 @@ struct rplan_vm {
     size_t nmarks, capmarks;
     vm_slice *slices;
     size_t nslices, capslices;
+    vm_sample *samples;
+    size_t nsamples, capsamples;
     size_t scopes_total, scopes_done;
     uint64_t bytes_moved;
     /* requests: one policy and controller per program policy; the known future */
@@ -139,7 +150,7 @@ struct rplan_vm {
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
  * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run. */
 uint64_t vm_now_ns(void);
-fhr_stream *vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
+fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err);
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
 double vm_pinned_bandwidth(rplan_vm *vm);
@@ -148,6 +159,8 @@ double vm_pinned_bandwidth(rplan_vm *vm);
 fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,
                         const char *name);
 vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
+fhr_status vm_add_sample(rplan_vm *vm, uint64_t t, fhr_location loc, uint64_t charged,
+                         int has_budget, uint64_t budget);
 void vm_mark_begin(void *arg);
 void vm_mark_end(void *arg);
 

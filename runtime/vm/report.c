@@ -1,6 +1,7 @@
 /* runtime/vm/report.c — the run report's public side: rplan_vm_report_free and
  * rplan_vm_report_json (stage records, totals, the failure). */
 #include "runtime/vm/internal.h"
+#include "runtime/manager/peak_json.h"
 
 #include <cjson/cJSON.h>
 #include <stdlib.h>
@@ -16,7 +17,6 @@ void rplan_vm_report_free(rplan_vm_report *r)
 
 static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
 {
-    char lb[16];
     cJSON_AddStringToObject(o, "name", r->name);
     cJSON *b = cJSON_AddObjectToObject(o, "bytes");
     for (int d = 0; d < FHR_DIR_NONE; d++)
@@ -35,16 +35,9 @@ static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
     cJSON_AddNumberToObject(o, "bodies", (double)r->bodies);
     cJSON_AddNumberToObject(o, "evictions", (double)r->evictions);
     cJSON *pk = cJSON_AddArrayToObject(o, "peaks");
-    for (size_t i = 0; i < r->npeaks; i++) {
-        cJSON *p = cJSON_CreateObject();
-        cJSON_AddStringToObject(p, "loc", fhr_loc_format(r->peaks[i].loc, lb, sizeof lb));
-        cJSON_AddNumberToObject(p, "peak_bytes", (double)r->peaks[i].peak_bytes);
-        if (r->peaks[i].has_budget)
-            cJSON_AddNumberToObject(p, "budget_bytes", (double)r->peaks[i].budget_bytes);
-        else
-            cJSON_AddNullToObject(p, "budget_bytes");
-        cJSON_AddItemToArray(pk, p);
-    }
+    for (size_t i = 0; i < r->npeaks; i++) /* used + reserved: the charged peak */
+        fhr_peak_json_add(pk, r->peaks[i].loc, 0, 0, r->peaks[i].peak_bytes,
+                          r->peaks[i].has_budget, r->peaks[i].budget_bytes);
     if (!explain) {
         cJSON_AddNumberToObject(o, "time_s", r->time_s);
         cJSON_AddNumberToObject(o, "body_s", r->body_s);

@@ -202,12 +202,13 @@ static size_t inflight_foreign(const rplan_vm *vm, const fhr_requirement *rq, si
     return n;
 }
 
-/* Drops completed entries from the front, then bounds how far the host runs ahead: by
- * the distinct values that bodies in flight read beyond what the next request requires
- * (prefetch_depth, default 4). Copies read by work in flight cannot be evicted, so this
- * keeps a policy's choice of victims nearly free, while a run of requests sharing their
- * values (EvalMod's relinearizations) never holds the host back and lets the transfers
- * of what follows overlap it. Serial: no body in flight at all. */
+/* Drops completed entries from the front, then bounds how far the host runs ahead. By
+ * default only the budget does: the host issues every request whose placement fits
+ * beside the copies work in flight still reads, so the link never idles while a future
+ * missing key fits (a decision that does not fit, or that would evict a copy needed
+ * sooner than one only older work keeps, waits for the oldest body; see below).
+ * prefetch_depth N bounds it further, by the distinct values that bodies in flight read
+ * beyond what the next request requires. Serial: no body in flight at all. */
 static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
 {
     while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
@@ -215,7 +216,7 @@ static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
         memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
         vm->ninflight--;
     }
-    size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : 4;
+    size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : SIZE_MAX;
     while (vm->ninflight && (vm->o.serial || vm->ninflight > 4096 ||
                              inflight_foreign(vm, rq, nrq) > limit))
         inflight_wait_oldest(vm);

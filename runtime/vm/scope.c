@@ -60,10 +60,11 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     fhr_error_init(&xerr);
     st = fhr_scope_exit(sc, bst, &xerr);
     const fhr_report *rep = fhr_scope_report(sc);
+    const fhr_error *kept = fhr_scope_exit_error(sc); /* also when the body's error is primary */
     if (rep)
         vm_account_report(vm, rep, request);
-    else if (xerr.partial_report)
-        vm_account_report(vm, xerr.partial_report, request);
+    else if (kept && kept->partial_report)
+        vm_account_report(vm, kept->partial_report, request);
     vm_add_slice(vm, t0, vm_now_ns(), 0, request ? "request" : "plan", fhr_plan_name(plan));
     if (bst) {
         if (err) {

@@ -33,6 +33,17 @@ void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
             if (t->phase == FHR_PHASE_RECLAIM)
                 r->evictions++;
         }
+        if (t->phase == FHR_PHASE_RECLAIM && vm->o.trace) {
+            char a[16], b[16], nm[112];
+            if (t->has_from && t->nbytes)
+                snprintf(nm, sizeof nm, "evict #%llu %s -> %s",
+                         (unsigned long long)t->handle.serial,
+                         fhr_loc_format(t->from, a, sizeof a), fhr_loc_format(t->to, b, sizeof b));
+            else
+                snprintf(nm, sizeof nm, "evict #%llu: %s at %s", (unsigned long long)t->handle.serial,
+                         fhr_action_kind_name(t->kind), fhr_loc_format(t->to, a, sizeof a));
+            vm_add_slice(vm, t->t_start_ns, t->t_end_ns, t->stream_id, "eviction", nm);
+        }
         vm->bytes_moved += t->nbytes;
         if (t->nbytes && !ours) {
             char a[16], b[16], nm[112];
@@ -80,6 +91,8 @@ void vm_sample_peaks(rplan_vm *vm)
             continue;
         FOR_OPEN_RECORDS(vm, r)
         peak_update(r, l->loc, v, l->has_budget, l->budget_bytes);
+        if (vm->o.trace)
+            vm_add_sample(vm, vm_now_ns(), l->loc, v, l->has_budget, l->budget_bytes);
     }
     fhr_snapshot_free(s);
 }

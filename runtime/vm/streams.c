@@ -14,17 +14,19 @@ uint64_t vm_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
-fhr_stream *vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_error *err)
+fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err)
 {
+    *out = NULL;
     int slot = fhr_loc_slot(loc);
-    if (slot < 0) {
-        fhr_fail(err, FHR_E_LOCATION, "invalid location");
-        return NULL;
+    if (slot < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "invalid location");
+    if (!vm->compute[slot]) {
+        fhr_status st = vm->b->ops->stream_create(vm->b, loc, &vm->compute[slot], err);
+        if (st != FHR_OK)
+            return st;
     }
-    if (!vm->compute[slot] &&
-        vm->b->ops->stream_create(vm->b, loc, &vm->compute[slot], err) != FHR_OK)
-        return NULL;
-    return vm->compute[slot];
+    *out = vm->compute[slot];
+    return FHR_OK;
 }
 
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err)

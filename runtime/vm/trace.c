@@ -1,10 +1,12 @@
 /* runtime/vm/trace.c — the timeline: stream markers (timestamp pairs written on a stream),
- * host-side slices, and their Chrome trace JSON (rplan_vm_trace_json). */
+ * host-side slices, evictions, charged-bytes samples, and their Chrome trace JSON
+ * (rplan_vm_trace_json). */
 #include "runtime/vm/internal.h"
 
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,
                         const char *name)
@@ -25,6 +27,21 @@ fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, co
     s->tid = tid;
     s->cat = cat;
     snprintf(s->name, sizeof s->name, "%s", name);
+    return FHR_OK;
+}
+
+fhr_status vm_add_sample(rplan_vm *vm, uint64_t t, fhr_location loc, uint64_t charged,
+                         int has_budget, uint64_t budget)
+{
+    if (vm->nsamples == vm->capsamples) {
+        size_t cap = vm->capsamples ? vm->capsamples * 2 : 64;
+        vm_sample *n = realloc(vm->samples, cap * sizeof *n);
+        if (!n)
+            return FHR_E_NOMEM;
+        vm->samples = n;
+        vm->capsamples = cap;
+    }
+    vm->samples[vm->nsamples++] = (vm_sample){t, loc, charged, budget, has_budget};
     return FHR_OK;
 }
 
@@ -90,14 +107,35 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         }
     for (size_t i = 0; i < vm->nslices; i++) {
         const vm_slice *s = &vm->slices[i];
+        int instant = !strcmp(s->cat, "eviction");
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", s->name);
         cJSON_AddStringToObject(e, "cat", s->cat);
-        cJSON_AddStringToObject(e, "ph", "X");
+        cJSON_AddStringToObject(e, "ph", instant ? "i" : "X");
         cJSON_AddNumberToObject(e, "ts", s->t0 >= base ? (double)(s->t0 - base) / 1e3 : 0);
-        cJSON_AddNumberToObject(e, "dur", (double)(s->t1 - s->t0) / 1e3);
+        if (instant)
+            cJSON_AddStringToObject(e, "s", "t");
+        else
+            cJSON_AddNumberToObject(e, "dur", (double)(s->t1 - s->t0) / 1e3);
         cJSON_AddNumberToObject(e, "pid", 1);
         cJSON_AddNumberToObject(e, "tid", (double)s->tid);
+        cJSON_AddItemToArray(ev, e);
+    }
+    /* charged bytes per location: one counter track each, with its budget */
+    for (size_t i = 0; i < vm->nsamples; i++) {
+        const vm_sample *s = &vm->samples[i];
+        char nm[48], lb[16];
+        snprintf(nm, sizeof nm, "charged %s", fhr_loc_format(s->loc, lb, sizeof lb));
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", nm);
+        cJSON_AddStringToObject(e, "cat", "charged");
+        cJSON_AddStringToObject(e, "ph", "C");
+        cJSON_AddNumberToObject(e, "ts", s->t >= base ? (double)(s->t - base) / 1e3 : 0);
+        cJSON_AddNumberToObject(e, "pid", 1);
+        cJSON *a = cJSON_AddObjectToObject(e, "args");
+        cJSON_AddNumberToObject(a, "bytes", (double)s->charged);
+        if (s->has_budget)
+            cJSON_AddNumberToObject(a, "budget", (double)s->budget);
         cJSON_AddItemToArray(ev, e);
     }
     cJSON_AddStringToObject(o, "displayTimeUnit", "ms");

@@ -101,10 +101,10 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 void *p;
                 size_t pn;
                 fhr_value_field(v, "data", &p, &pn);
-                fhr_stream *s = at.kind == FHR_LOC_CUDA ? vm_compute_stream(vm, at, err) : NULL;
-                if (at.kind == FHR_LOC_CUDA && !s)
-                    st = err ? err->status : FHR_E_BACKEND;
-                else
+                fhr_stream *s = NULL;
+                if (at.kind == FHR_LOC_CUDA)
+                    st = vm_compute_stream(vm, at, &s, err);
+                if (st == FHR_OK)
                     st = vm_fill(vm, p, at, n, vi, filebuf, s, err);
             }
             if (st == FHR_OK)
@@ -118,10 +118,11 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                     free(filebuf);
                     return name_value(vm, st, vi, err);
                 }
-                fhr_stream *s = vm->backing_loc.kind == FHR_LOC_CUDA
-                                    ? vm_compute_stream(vm, vm->backing_loc, err)
-                                    : NULL;
-                st = vm_fill(vm, vm->backing[i], vm->backing_loc, n, vi, filebuf, s, err);
+                fhr_stream *s = NULL;
+                if (vm->backing_loc.kind == FHR_LOC_CUDA)
+                    st = vm_compute_stream(vm, vm->backing_loc, &s, err);
+                if (st == FHR_OK)
+                    st = vm_fill(vm, vm->backing[i], vm->backing_loc, n, vi, filebuf, s, err);
             }
             if (st == FHR_OK) {
                 fhr_field_spec fs = {"data", vi->nbytes};

@@ -9,29 +9,19 @@
 #include <sys/stat.h>
 
 #include "fuzz.h"
+#include "fheplan/file.h"
 
 static int run_stream(FILE *f, const char *name)
 {
-    size_t cap = 4096, n = 0;
-    uint8_t *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        uint8_t *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    if (!buf) {
-        fprintf(stderr, "%s: out of memory\n", name);
+    char *buf;
+    size_t n;
+    fhr_error e;
+    fhr_error_init(&e);
+    if (fhr_read_stream(f, name, &buf, &n, &e) != FHR_OK) {
+        fprintf(stderr, "%s\n", e.message);
         return 1;
     }
-    LLVMFuzzerTestOneInput(buf, n);
+    LLVMFuzzerTestOneInput((const uint8_t *)buf, n);
     free(buf);
     return 0;
 }

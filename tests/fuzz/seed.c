@@ -1,7 +1,7 @@
 /* tests/fuzz/seed.c — `make fuzz-seed`: rebuilds the seed corpora from the plans in
- * tree. Usage: seed OUTDIR FILE.rplan... Every source becomes a seed of the compile and
- * round-trip targets; every one that compiles also becomes two bytecode seeds of the
- * load target (with and without its source text). */
+ * tree. Usage: seed OUTDIR FILE.rplan... Every source becomes a seed of the compile,
+ * round-trip and format targets; every one that compiles also becomes two bytecode
+ * seeds of the load target (with and without its source text). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +73,7 @@ int main(int argc, char **argv)
         seed_name(argv[i], name, sizeof name);
         rc |= put(argv[1], "compile", name, ".rplan", src, n);
         rc |= put(argv[1], "roundtrip", name, ".rplan", src, n);
+        rc |= put(argv[1], "format", name, ".rplan", src, n);
         for (int strip = 0; strip < 2; strip++) {
             rplan_compile_opts o = {.filename = argv[i], .strip_source = strip};
             rplan_program *p = NULL;

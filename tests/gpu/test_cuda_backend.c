@@ -343,3 +343,49 @@ Test(cuda_threads, concurrent_staged_copies)
     }
     fhr_backend_destroy(b);
 }
+
+/* A device free that fails (here: a pointer the pool never handed out) cannot return a
+ * status; the next alloc reports it, once, instead of losing it. */
+Test(cuda_memory, a_failed_device_free_is_reported_by_the_next_call)
+{
+    fhr_backend *b = cuda_or_skip();
+    fhr_location D = fhr_loc_cuda(0);
+    fhr_stream *s = stream(b, D);
+    static char not_device_memory[64];
+    b->ops->free(b, D, not_device_memory, sizeof not_device_memory, s);
+    void *p = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    cr_expect_eq(b->ops->alloc(b, D, 4096, s, &p, &err), FHR_E_BACKEND, "the failed free was lost");
+    cr_expect(strstr(err.message, "earlier free"), "%s", err.message);
+    cr_assert_eq(b->ops->alloc(b, D, 4096, s, &p, &err), FHR_OK, "reported once: %s", err.message);
+    b->ops->free(b, D, p, 4096, s);
+    cr_assert_eq(fhr_stream_sync(b, s, &err), FHR_OK, "%s", err.message);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
+/* Destroying the backend right after staged and host copies (their host functions use
+ * the copy threads and the staging buffers) is clean, every time. */
+Test(cuda_memory, destroy_right_after_staged_copies)
+{
+    size_t n = (40u << 20) + 13;
+    char *src = malloc(n), *back = malloc(n);
+    cr_assert(src && back);
+    for (size_t i = 0; i < n; i++)
+        src[i] = (char)(i * 7);
+    for (int round = 0; round < 8; round++) {
+        fhr_backend *b = cuda_or_skip();
+        fhr_location D = fhr_loc_cuda(0), H = fhr_loc_host();
+        fhr_stream *s = stream(b, D);
+        void *d = alloc(b, D, n, s);
+        copy(b, d, D, src, H, n, s);
+        copy(b, back, H, d, D, n, s);
+        b->ops->free(b, D, d, n, s);
+        fhr_stream_destroy(b, s);
+        fhr_backend_destroy(b);
+        cr_assert_eq(memcmp(src, back, n), 0, "round %d", round);
+    }
+    free(src);
+    free(back);
+}

@@ -40,11 +40,16 @@ if [ $rc -ne 0 ] || [ -n "$lint" ]; then
 else
     say "lint: $(ls man/*.[0-9] | wc -l | tr -d ' ') pages clean (mandoc -Tlint -Wstyle)"
 fi
+# groff is one of `make deps`' packages: without it the second lint cannot run, which fails.
 if command -v groff >/dev/null 2>&1; then
     for p in man/*.[0-9]; do
-        w=$(groff -mandoc -ww -z "$p" 2>&1)
+        # typeset (the default device) and for an 80-column terminal
+        w=$(groff -mandoc -ww -z "$p" 2>&1; groff -mandoc -Tutf8 -ww -z "$p" 2>&1)
         [ -z "$w" ] || { say "$w"; bad "groff -ww $p"; }
     done
+    say "lint: groff -ww clean"
+else
+    bad "groff not found (make deps installs it)"
 fi
 
 # ---- examples --------------------------------------------------------------------------

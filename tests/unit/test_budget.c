@@ -85,7 +85,9 @@ Test(budget, set_budget_below_committed_is_refused)
     fhr_backend_destroy(b);
 }
 
-Test(budget, peak_charge_during_move_counts_both_copies)
+/* Each location's peak shows the copy it held during a round trip of moves; in one
+ * budgeted location a full budget refuses even one more byte, naming the shortfall. */
+Test(budget, move_peaks_per_location_and_a_full_budget_refuses_one_byte)
 {
     fhr_backend *b = emu_backend(1);
     fhr_manager *m = new_manager(b, NULL, 0);
@@ -103,7 +105,7 @@ Test(budget, peak_charge_during_move_counts_both_copies)
     cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_pinned())->peak_used_bytes, 300);
     fhr_snapshot_free(s);
 
-    /* within one budgeted location pair: a move needs room for both at once */
+    /* a budget filled by one value refuses a move of one more byte */
     fhr_budget bud[] = {{fhr_loc_cuda(0), 300}};
     fhr_manager *m2 = new_manager(b, bud, 1);
     fhr_handle x = adopt_n(m2, 300, 2, FHR_EXCLUSIVE);
@@ -117,3 +119,4 @@ Test(budget, peak_charge_during_move_counts_both_copies)
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
+

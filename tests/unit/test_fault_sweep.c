@@ -189,6 +189,7 @@ Test(fault_sweep, every_source_load)
     run_stages(&W, &clean);
     int loads = W.src.loads;
     cr_assert_geq(loads, 1);
+    uint64_t clean_key = W.key.serial;
     fhr_report *keep0 = clean.reports[0], *keep1 = clean.reports[1];
     clean.reports[0] = clean.reports[1] = NULL;
     world_free(&W, &clean);
@@ -218,7 +219,27 @@ Test(fault_sweep, every_source_load)
         run_stages(&X, &R);
         cr_assert_eq(R.failed_stage, 0);
         cr_assert_eq(R.err.cause, FHR_E_SOURCE);
-        /* same transitions as the clean run, except for the key's new handle */
+        /* the partial report is the clean run's prefix up to the k-th load (the key has a
+         * new handle here), and the failure is at the action that made that load */
+        const fhr_report *part = R.err.partial_report;
+        cr_assert_not_null(part);
+        size_t n = fhr_report_ntransitions(part);
+        cr_assert_lt(n, fhr_report_ntransitions(keep0), "load %d: nothing failed", k);
+        int loaded = 0;
+        for (size_t i = 0; i < n; i++) {
+            fhr_transition t = *fhr_report_transition(part, i);
+            if (t.handle.serial == X.key.serial)
+                t.handle.serial = clean_key;
+            cr_assert(same_transition(&t, fhr_report_transition(keep0, i)),
+                      "load %d: transition %zu differs from the clean run", k, i);
+            loaded += t.loaded;
+        }
+        cr_assert_eq(loaded, k - 1, "load %d: the prefix holds %d loads", k, loaded);
+        const fhr_transition *next = fhr_report_transition(keep0, n);
+        cr_assert(next->loaded, "load %d: the clean run's next transition made no load", k);
+        cr_assert_eq(next->phase, R.err.phase);
+        cr_assert_eq((long)next->action_index, R.err.action_index);
+        /* same residency as the clean run would have at that point */
         check_accounting(X.m);
         cr_assert_eq(t_is_resident(X.m, X.ct, fhr_loc_host()) +
                          t_is_resident(X.m, X.ct, fhr_loc_cuda(0)) +

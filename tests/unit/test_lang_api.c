@@ -125,7 +125,7 @@ Test(lang_api, missing_files)
     cr_assert_eq(rplan_compile_file("/nonexistent/x.rplan", NULL, &p, d), FHR_E_INVALID);
     cr_assert_eq(rplan_load_file("/nonexistent/x.rpc", &p, d), FHR_E_INVALID);
     cr_assert_eq(rplan_diags_nerrors(d), 2);
-    cr_assert(strstr(rplan_diags_get(d, 0)->message, "cannot open"));
+    cr_assert(strstr(rplan_diags_get(d, 0)->message, "cannot read '"));
     rplan_diags_free(d);
 }
 
@@ -174,5 +174,47 @@ Test(lang_api, pathological_nesting_is_refused_not_crashing)
         k += (size_t)sprintf(s + k, "(");
     cr_assert_eq(rplan_compile(s, k, NULL, &p, d), FHR_E_INVALID);
     free(s);
+    rplan_diags_free(d);
+}
+
+/* Writing the disassembly or the diagnostics to a stream that fails (an unbuffered
+ * /dev/full: every write fails at once) is reported, not lost; a long line (past the
+ * formatter's 1 KiB buffer) is written whole. */
+Test(lang_api, disasm_and_render_report_a_failed_write)
+{
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p = compile("rplan 1\nvalue v = 1 MiB at host\nensure v @ pinned\n", d, NULL);
+    cr_assert_not_null(p);
+    FILE *full = fopen("/dev/full", "w");
+    cr_assert_not_null(full);
+    setvbuf(full, NULL, _IONBF, 0);
+    cr_expect_eq(rplan_disasm(p, full, 0), -1);
+    cr_assert_null(compile("rplan 1\nensure vv @ pinned\n", d, NULL));
+    cr_expect_eq(rplan_diags_render(d, full, 0), -1);
+    fclose(full);
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    cr_expect_eq(rplan_disasm(p, f, 0), 0);
+    cr_expect_eq(rplan_diags_render(d, f, 0), 0);
+    fclose(f);
+    cr_expect(len > 0);
+    free(buf);
+    rplan_program_free(p);
+    rplan_diags_free(d);
+
+    /* a 2,000-character source line (longer than the formatter's buffer) comes back whole */
+    char src[2200];
+    int n = snprintf(src, sizeof src, "rplan 1\nvalue v = 1 MiB at host\nensure v @ pinned # ");
+    memset(src + n, 'x', 2000);
+    strcpy(src + n + 2000, "!\n");
+    d = rplan_diags_new();
+    p = compile(src, d, NULL);
+    cr_assert_not_null(p);
+    char *s = rplan_disasm_string(p, 0);
+    cr_assert_not_null(s);
+    cr_expect(strstr(s, "xxxxxxxxxx!\n"), "the source line was cut short");
+    free(s);
+    rplan_program_free(p);
     rplan_diags_free(d);
 }

@@ -1,5 +1,6 @@
 /* tests/unit/test_primitives.c — ensure, move, drop and discard: every rule of the
  * primitive table, replica modes, recoverability, sources, and bit-exact contents. */
+#include "gated_backend.h"
 #include "mgr_helpers.h"
 #include "tests/unit/observe.h"
 
@@ -186,6 +187,48 @@ Test(primitives, metadata_never_changes_with_movement)
     cr_assert(fhr_ckks_meta_equal(fhr_value_meta(fhr_lease_value(l, h)), &meta));
     cr_assert(value_has_pattern(b, fhr_lease_value(l, h), 4, 256));
     fhr_lease_destroy(l);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+/* The status a call returns is the failure's own, whether or not the caller passed an
+ * error struct, and never a stale one left in a reused struct. */
+Test(primitives, status_comes_from_the_failure_not_from_the_error_struct)
+{
+    fhr_backend *b = gated_create(emu_backend(1));
+    cr_assert_not_null(b);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle x = adopt_n(m, 4096, 3, FHR_REPLICABLE);
+    uint64_t v = t_state_version(m);
+    gated_fail_records_silently(b, 1); /* the copy's ready event cannot be recorded */
+    cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, NULL), FHR_E_BACKEND);
+    fhr_error e;
+    fhr_error_init(&e);
+    e.status = FHR_E_BUDGET; /* left over from an earlier call */
+    gated_fail_records_silently(b, 1);
+    cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, &e), FHR_E_BACKEND);
+    cr_assert_eq(t_state_version(m), v, "a failed ensure changed the state");
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_cuda(0)), 0);
+    check_accounting(m);
+
+    cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_stream *c;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(m, &x, 1, fhr_loc_cuda(0), c, &l, NULL), FHR_OK);
+    e.status = FHR_E_BUDGET;
+    gated_fail_records_silently(b, 1); /* the consumer event cannot be recorded */
+    cr_assert_eq(fhr_lease_release(l, &e), FHR_E_BACKEND);
+    gated_fail_records_silently(b, 1);
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_E_BACKEND);
+    cr_assert_eq(fhr_drop(m, x, fhr_loc_cuda(0), NULL), FHR_E_PROTECTED, "a failed release let go");
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    fhr_stream_sync(b, c, NULL);
+    t_reap(m);
+    cr_assert_eq(fhr_drop(m, x, fhr_loc_cuda(0), NULL), FHR_OK);
+    fhr_stream_destroy(b, c);
+    fhr_error_clear(&e);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }

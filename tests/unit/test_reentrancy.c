@@ -77,6 +77,7 @@ Test(threads_reentrancy, every_call_fails_fast_while_load_runs)
     fhr_lease *l = NULL;
     cr_assert_eq(fhr_acquire(m, &bl.other, 1, fhr_loc_host(), NULL, &l, NULL), FHR_E_REENTRANT);
     cr_assert_eq(fhr_set_budget(m, fhr_loc_pinned(), 1, NULL), FHR_E_REENTRANT);
+    cr_assert_eq(fhr_trace_set_capacity(m, 4, NULL), FHR_E_REENTRANT);
     cr_assert_eq(fhr_manager_id(m), bl.self_id, "the id stays readable");
     /* the observers' one error channel: a status, never a zero that reads as real */
     int res = 7;

@@ -144,16 +144,39 @@ Test(scope, body_and_exit_fail_body_stays_primary)
     cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
     fhr_hold *hd;
     cr_assert_eq(fhr_hold_acquire(m, &w, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
-    fhr_status body = FHR_E_BACKEND; /* the body failed */
+    /* the body failed and says so in the caller's error */
     fhr_error xe;
     fhr_error_init(&xe);
-    cr_assert_eq(fhr_scope_exit(sc, body, &xe), FHR_E_PLAN);
+    fhr_status body = xe.status = FHR_E_BACKEND;
+    snprintf(xe.message, sizeof xe.message, "body: kernel launch failed");
+    cr_assert_eq(fhr_scope_exit(sc, body, &xe), FHR_E_BACKEND, "the body's status stays primary");
+    cr_assert_eq(xe.status, FHR_E_BACKEND, "the body's error was overwritten");
+    cr_assert_str_eq(xe.message, "body: kernel launch failed");
+    cr_assert_null(xe.partial_report);
     const fhr_error *kept = fhr_scope_exit_error(sc);
     cr_assert_not_null(kept);
+    cr_assert_eq(kept->status, FHR_E_PLAN);
     cr_assert_eq(kept->cause, FHR_E_PROTECTED);
     cr_assert_eq(kept->phase, FHR_PHASE_EXIT);
     cr_assert_eq(kept->action_index, 0);
+    cr_assert_not_null(kept->partial_report);
     cr_assert_null(fhr_scope_report(sc), "no report after a failed exit");
+    cr_assert_eq(fhr_scope_exit(sc, FHR_OK, NULL), FHR_E_SCOPE, "the failed exit closed the scope");
+    fhr_error_clear(&xe);
+    fhr_scope_destroy(sc);
+
+    /* the body succeeded: the exit's failure is the caller's error, and stays on the scope */
+    fhr_hold_destroy(hd);
+    cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_hold_acquire(m, &w, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
+    fhr_error_init(&xe);
+    cr_assert_eq(fhr_scope_exit(sc, FHR_OK, &xe), FHR_E_PLAN);
+    cr_assert_eq(xe.cause, FHR_E_PROTECTED);
+    cr_assert(strstr(xe.message, "exit action 0"), "%s", xe.message);
+    cr_assert_not_null(xe.partial_report);
+    cr_assert_not_null(fhr_scope_exit_error(sc));
+    cr_assert_eq(fhr_scope_exit_error(sc)->cause, FHR_E_PROTECTED);
     fhr_hold_destroy(hd);
     fhr_error_clear(&xe);
     fhr_error_clear(&e);
@@ -247,4 +270,49 @@ Test(scope, leases_taken_with_the_enter_actions)
     fhr_stream_destroy(b, cs);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
+}
+
+/* A lease that cannot end at exit (its completion event cannot be recorded) fails the
+ * exit with a plan error of the exit phase, kept on the scope; destroying the scope
+ * still ends the lease, so nothing stays protected. */
+Test(scope, a_lease_that_cannot_end_fails_the_exit)
+{
+    fhr_backend *fb;
+    cr_assert_eq(fhr_backend_fault_create(emu_backend(1), &fb, NULL), FHR_OK);
+    fhr_manager *m = new_manager(fb, NULL, 0);
+    fhr_handle w = adopt_n(m, 4096, 6, FHR_REPLICABLE);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(fb, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_action enter[] = {A(FHR_ACT_ENSURE, w, fhr_loc_cuda(0))};
+    fhr_plan_desc d = {"leased", NULL, 0, enter, 1, NULL, 0, NULL, 0};
+    fhr_plan *p;
+    cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_OK);
+    fhr_scope *sc;
+    cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_scope_add_lease(sc, &w, 1, fhr_loc_cuda(0), cs, &e), FHR_OK);
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
+    /* the next event record is the lease's completion event (arming restarts the count) */
+    fhr_backend_fault_arm(fb, FHR_FAULT_EVENT, 1);
+    fhr_status xs = fhr_scope_exit(sc, FHR_OK, &e);
+    cr_assert_eq(xs, FHR_E_PLAN, "the failed release was lost: %s (%s)", fhr_status_name(xs), e.message);
+    cr_expect_eq(e.cause, FHR_E_BACKEND);
+    cr_expect_eq(e.phase, FHR_PHASE_EXIT);
+    cr_expect(strstr(e.message, "lease could not end"), "%s", e.message);
+    const fhr_error *xe = fhr_scope_exit_error(sc);
+    cr_assert_not_null(xe);
+    cr_expect_eq(xe->cause, FHR_E_BACKEND);
+    fhr_backend_fault_arm(fb, FHR_FAULT_EVENT, 0);
+    fhr_scope_destroy(sc);
+    cr_assert_eq(fhr_stream_sync(fb, cs, NULL), FHR_OK);
+    t_reap(m);
+    cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "destroy ended the lease: %s",
+                 e.message);
+    check_accounting(m);
+    fhr_error_clear(&e);
+    fhr_plan_destroy(p);
+    fhr_stream_destroy(fb, cs);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(fb);
 }

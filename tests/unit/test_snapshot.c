@@ -152,7 +152,17 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
     cr_assert_eq(num(root, "recorded"), 7);
     cJSON_Delete(root);
     free(j);
-    fhr_trace_set_capacity(m, 0);
+    fhr_error te;
+    fhr_error_init(&te);
+    cr_assert_eq(fhr_trace_set_capacity(m, SIZE_MAX / 2, &te), FHR_E_NOMEM, "%s", te.message);
+    cr_assert(strstr(te.message, "unchanged"), "%s", te.message);
+    cr_assert_eq(t_trace_read(m, t, 8), 4, "a failed resize lost the trace");
+    cr_assert_eq(t[3].kind, FHR_TR_DROP);
+    fhr_manager *m2 = NULL;
+    fhr_manager_config big = {b, NULL, 0, SIZE_MAX / 4};
+    cr_assert_eq(fhr_manager_create(&big, &m2, &te), FHR_E_NOMEM);
+    cr_assert_null(m2);
+    cr_assert_eq(fhr_trace_set_capacity(m, 0, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(t_trace_read(m, t, 8), 0);
     fhr_manager_destroy(m);

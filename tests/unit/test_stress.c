@@ -140,11 +140,12 @@ static size_t pick_values(worker *w, size_t *idx, size_t max)
 }
 
 /* The copy of value i at loc must still be there while protected. A source load in
- * another thread may refuse the question (FHR_E_REENTRANT): ask again. */
+ * another thread may refuse the question (FHR_E_REENTRANT): ask again until it is
+ * answered (every load ends; a question never answered hangs the test, never passes). */
 static void check_protected(worker *w, size_t i, fhr_location loc, const char *by)
 {
     stress *S = w->S;
-    for (int tries = 0; tries < 1000; tries++) {
+    for (;;) {
         int r = t_is_resident(S->m, S->h[i], loc);
         if (r == 1) {
             atomic_fetch_add(&S->residency_checks, 1);

@@ -1,0 +1,194 @@
+/* bench/request.c — the host cost of one request through the controller at 10, 100, 1,000
+ * and 10,000 resident values: decide + placement + lease + release (fhr_use_begin, then
+ * fhr_use_end), for a request whose value is already resident and for one that loads (and
+ * evicts), on the model backend (nothing is copied: only the host's work is timed). Beside
+ * them, measured in the same run as yardsticks: a bare placement snapshot, and a manual
+ * fhr_ensure + lease + release of the same value. Medians of many calls. */
+#include "fheplan/residency.h"
+#include "fheplan/controller.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define VALUE_BYTES 64
+
+static double now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof *v, cmp);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+static void check(fhr_status st, const fhr_error *e, const char *what)
+{
+    if (st != FHR_OK) {
+        fprintf(stderr, "request bench: %s: %s\n", what,
+                e && e->message[0] ? e->message : fhr_status_name(st));
+        exit(1);
+    }
+}
+
+static void release_buffer(void *c, void *p, size_t n) { (void)c; (void)n; free(p); }
+
+static fhr_handle adopt(fhr_manager *m, fhr_error *e)
+{
+    fhr_ckks_meta meta;
+    memset(&meta, 0, sizeof meta);
+    fhr_value *v;
+    check(fhr_value_create(fhr_loc_pinned(), &meta, &v, e), e, "value_create");
+    void *p = calloc(1, VALUE_BYTES);
+    size_t bi;
+    check(fhr_value_add_buffer(v, p, VALUE_BYTES, release_buffer, NULL, &bi, e), e, "add_buffer");
+    check(fhr_value_add_field(v, "data", bi, 0, VALUE_BYTES, e), e, "add_field");
+    fhr_adopt_opts o = {FHR_REPLICABLE, NULL, 0};
+    fhr_handle h;
+    check(fhr_adopt(m, &v, &o, &h, e), e, "adopt");
+    return h;
+}
+
+typedef struct bench {
+    fhr_backend *b;
+    fhr_manager *m;
+    fhr_policy *p;
+    fhr_controller *c;
+    fhr_stream *s;
+    fhr_handle *h;  /* n + 1 values: the first n resident on cuda:0, the last not */
+    size_t n;
+} bench;
+
+static void bench_open(bench *k, size_t n, fhr_error *e)
+{
+    memset(k, 0, sizeof *k);
+    k->n = n;
+    check(fhr_backend_model_create(1, &k->b, e), e, "model backend");
+    /* room for exactly n values: a request for the (n+1)-th evicts one */
+    fhr_budget bud = {fhr_loc_cuda(0), (uint64_t)n * VALUE_BYTES};
+    fhr_manager_config cfg = {k->b, &bud, 1, 0};
+    check(fhr_manager_create(&cfg, &k->m, e), e, "manager");
+    k->h = malloc((n + 1) * sizeof *k->h);
+    for (size_t i = 0; i <= n; i++) {
+        k->h[i] = adopt(k->m, e);
+        if (i < n)
+            check(fhr_ensure(k->m, k->h[i], fhr_loc_cuda(0), NULL, e), e, "ensure");
+    }
+    fhr_location tiers[] = {fhr_loc_pinned()};
+    fhr_tier_chain ch = {fhr_loc_cuda(0), tiers, 1};
+    check(fhr_policy_tiered_lru_create(&ch, 1, &k->p, e), e, "policy");
+    check(fhr_controller_create(k->m, k->p, &k->c, e), e, "controller");
+    check(fhr_stream_create(k->b, fhr_loc_cuda(0), &k->s, e), e, "stream");
+}
+
+static void bench_close(bench *k)
+{
+    fhr_stream_destroy(k->b, k->s);
+    fhr_controller_destroy(k->c);
+    fhr_policy_destroy(k->p);
+    fhr_manager_destroy(k->m);
+    fhr_backend_destroy(k->b);
+    free(k->h);
+}
+
+/* One use of h at cuda:0 through the controller: begin, end. */
+static void use_once(bench *k, fhr_handle h, fhr_error *e)
+{
+    fhr_requirement rq = {h, fhr_loc_cuda(0)};
+    fhr_request req = {"bench", &rq, 1, NULL, 0, 0};
+    fhr_stream_map cons = {fhr_loc_cuda(0), k->s};
+    fhr_use *u = NULL;
+    check(fhr_use_begin(k->c, &req, &cons, 1, NULL, 0, &u, e), e, "use_begin");
+    check(fhr_use_end(u, FHR_OK, e), e, "use_end");
+    fhr_use_destroy(u);
+}
+
+/* The same by hand: ensure (a no-op when resident), one lease, release. */
+static void manual_once(bench *k, fhr_handle h, fhr_error *e)
+{
+    check(fhr_ensure(k->m, h, fhr_loc_cuda(0), NULL, e), e, "ensure");
+    fhr_lease *l = NULL;
+    check(fhr_acquire(k->m, &h, 1, fhr_loc_cuda(0), k->s, &l, e), e, "lease");
+    check(fhr_lease_release(l, e), e, "release");
+    fhr_lease_destroy(l);
+}
+
+/* run in this order: the loads case last, since it changes what is resident */
+enum { RESIDENT, MANUAL, SNAPSHOT, LOADS, NCASES };
+
+int main(int argc, char **argv)
+{
+    int json = argc > 1 && !strcmp(argv[1], "--json");
+    if (argc > 1 && !json) {
+        fprintf(stderr, "usage: request [--json]\n");
+        return 2;
+    }
+    static const size_t sizes[] = {10, 100, 1000, 10000};
+    fhr_error e;
+    fhr_error_init(&e);
+    if (json)
+        printf("[");
+    else
+        printf("| resident values | use, resident (median us) | use, loads and evicts | "
+               "snapshot alone | ensure + lease by hand |\n|---:|---:|---:|---:|---:|\n");
+    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+        size_t n = sizes[z];
+        bench k;
+        bench_open(&k, n, &e);
+        int reps = n >= 10000 ? 101 : 1001;
+        double *t = malloc((size_t)reps * sizeof *t), med[NCASES];
+        for (int c = 0; c < NCASES; c++) {
+            for (int r = -3; r < reps; r++) { /* three warm-up calls */
+                /* resident: a value on cuda:0; loads: cycling through all n + 1 values
+                 * under LRU, every request misses (the least recently used is the next) */
+                fhr_handle h = c == LOADS ? k.h[(n + (size_t)(r + 3)) % (n + 1)]
+                                          : k.h[(size_t)(r + 3) % n];
+                double t0 = now_us();
+                if (c == RESIDENT || c == LOADS) {
+                    use_once(&k, h, &e);
+                } else if (c == SNAPSHOT) {
+                    fhr_snapshot *s;
+                    check(fhr_snapshot_take_placement(k.m, &s, &e), &e, "snapshot");
+                    fhr_snapshot_free(s);
+                } else {
+                    manual_once(&k, h, &e);
+                }
+                double t1 = now_us();
+                if (r >= 0)
+                    t[r] = t1 - t0;
+                fhr_reap(k.m, NULL, NULL);
+            }
+            med[c] = median(t, reps);
+            if (c == SNAPSHOT) {
+                /* h[n] is the only value not resident; using h[0..n-1] in order makes h[0]
+                 * the least recently used, so the loads case, which starts at h[n] and goes
+                 * on with h[0], h[1], ..., evicts exactly the value it asks for next but n */
+                for (size_t i = 0; i < n; i++)
+                    use_once(&k, k.h[i], &e);
+            }
+        }
+        if (json)
+            printf("%s{\"values\":%zu,\"use_resident_us\":%.2f,\"use_load_us\":%.2f,"
+                   "\"snapshot_us\":%.2f,\"manual_us\":%.2f,\"reps\":%d}",
+                   z ? "," : "", n, med[RESIDENT], med[LOADS], med[SNAPSHOT], med[MANUAL], reps);
+        else
+            printf("| %zu | %.2f | %.2f | %.2f | %.2f |\n", n, med[RESIDENT], med[LOADS],
+                   med[SNAPSHOT], med[MANUAL]);
+        free(t);
+        bench_close(&k);
+    }
+    if (json)
+        printf("]\n");
+    return 0;
+}

@@ -1,0 +1,68 @@
+/* runtime/manager/query.c — placement questions answered under the lock without a
+ * snapshot: whether a request is already met, for the controller's fast path. */
+#include "runtime/manager/query.h"
+#include "runtime/manager/manager.h"
+
+static int requirements_present(fhr_manager *m, const fhr_requirement *rq, size_t nrq)
+{
+    for (size_t i = 0; i < nrq; i++) {
+        fhr_handle h = rq[i].handle;
+        int slot = fhr_loc_slot(rq[i].at);
+        if (slot < 0 || h.manager_id != m->id || h.serial == 0 || h.serial >= m->next_serial)
+            return 0;
+        const val *v = m->vals[h.serial];
+        if (!v || !(v->present >> slot & 1))
+            return 0;
+    }
+    return 1;
+}
+
+static int reservations_fit(const fhr_manager *m, const fhr_reservation *res, size_t nres)
+{
+    for (size_t i = 0; i < nres; i++) {
+        int slot = fhr_loc_slot(res[i].at);
+        if (slot < 0)
+            return 0;
+        const locacct *a = &m->loc[slot];
+        if (!a->present)
+            return 0; /* the full path creates and checks the location */
+        if (!a->has_budget)
+            continue;
+        uint64_t need = 0; /* every reservation at this location, counted once per location */
+        for (size_t k = 0; k < nres; k++)
+            if (fhr_loc_equal(res[k].at, res[i].at)) {
+                if (res[k].nbytes > UINT64_MAX - need)
+                    return 0;
+                need += res[k].nbytes;
+            }
+        uint64_t committed = a->used + a->reserved + a->temp;
+        if (committed > a->budget || need > a->budget - committed)
+            return 0;
+    }
+    return 1;
+}
+
+/* No location is over its budget already (a lowered budget): the policy would evict there. */
+static int none_over(const fhr_manager *m)
+{
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        const locacct *a = &m->loc[i];
+        if (a->present && a->has_budget && a->used + a->reserved + a->temp > a->budget)
+            return 0;
+    }
+    return 1;
+}
+
+fhr_status mgr_request_met(fhr_manager *m, const fhr_requirement *rq, size_t nrq,
+                           const fhr_reservation *res, size_t nres, int *met,
+                           uint64_t *version, fhr_error *err)
+{
+    *met = 0;
+    fhr_status st = mgr_enter(m, "decide", err);
+    if (st != FHR_OK)
+        return st;
+    *met = requirements_present(m, rq, nrq) && reservations_fit(m, res, nres) && none_over(m);
+    *version = m->version;
+    mgr_leave(m);
+    return FHR_OK;
+}
