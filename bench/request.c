@@ -167,7 +167,7 @@ int main(int argc, char **argv)
                 double t1 = now_us();
                 if (r >= 0)
                     t[r] = t1 - t0;
-                fhr_reap(k.m);
+                fhr_reap(k.m, NULL, NULL);
             }
             med[c] = median(t, reps);
             if (c == SNAPSHOT) {

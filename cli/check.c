@@ -70,7 +70,7 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
     o.budget_override = bud;
     o.nbudget_override = nb;
     o.policy_override = policy;
-    if (fhr_backend_open("model:8", &b, NULL) == FHR_OK &&
+    if (fhr_backend_open(CHECK_DEVICES, &b, NULL) == FHR_OK &&
         rplan_vm_create(p, b, &o, &vm, NULL) == FHR_OK) {
         rplan_vm_run(vm, &rep, NULL);
         if (rep) {
@@ -174,7 +174,7 @@ int cmd_check(cli *c)
         rplan_vm *vm = NULL;
         if (rc == 0) {
             fhr_backend *b = NULL;
-            if (fhr_backend_open("model:8", &b, NULL) != FHR_OK) {
+            if (fhr_backend_open(CHECK_DEVICES, &b, NULL) != FHR_OK) {
                 rc = EX_SOFTWARE_;
             } else {
                 rplan_vm_opts o;
@@ -198,7 +198,7 @@ int cmd_check(cli *c)
             rc = EX_SOFTWARE_;
         if (fo) {
             cJSON_AddBoolToObject(fo, "feasible", rc == 0);
-            cJSON_AddItemToObject(fo, "diagnostics", diags_json(in.d));
+            cJSON_AddItemToObject(fo, "diagnostics", input_diags_json(&in));
             if (rep) {
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));

@@ -18,6 +18,10 @@
  * only on a TTY and never with NO_COLOR set. See fheplan(1). */
 enum { EX_OK = 0, EX_FAIL = 1, EX_NOINPUT_ = 2, EX_USAGE_ = 64, EX_SOFTWARE_ = 70 };
 
+/* The model backend check dry-runs on: every device a plan may name (cuda:0..cuda:61)
+ * exists; run refuses a location beyond the devices it has (fheplan(1)). */
+#define CHECK_DEVICES "model:62"
+
 typedef struct cli {
     int colour;      /* stderr colour */
     int json;
@@ -46,13 +50,24 @@ typedef struct cli {
 /* ---- the command line (cli/options.c) ------------------------------------------- */
 
 extern const char usage_text[];
+/* The subcommand whose usage usage() prints (NULL: all of them). */
+extern const char *usage_cmd;
+/* The usage of one subcommand (check, run, compile, disasm), else the full text. */
+const char *usage_of(const char *cmd);
 /* Prints "fheplan: " fmt (with arg) when fmt is set, then the usage, on stderr; returns
  * EX_USAGE_. */
 int usage(const char *fmt, const char *arg);
 /* 1 when stderr is a TTY, NO_COLOR is unset or empty and TERM is not "dumb". */
 int want_colour(void);
-/* "2GiB", "512 M", "100": bytes in powers of 1024. 0, or -1 when unreadable. */
+/* "2GiB", "1.5 M", "100": bytes in powers of 1024. 0, or -1 when unreadable or 2^64 or
+ * more (never wraps, never an exponent). */
 int parse_size(const char *s, uint64_t *out);
+/* Decimal digits only, in lo..hi (no sign, no space, no overflow). 0, or -1. */
+int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
+/* A positive, finite number of GB/s (at most 1e9), all of arg. 0, or -1. */
+int parse_gbps(const char *arg, double *out);
+/* 0 when spec is a documented --device: auto, cuda, emu or emu:N (N 1..62). */
+int check_device(const char *spec);
 /* The values of --budget, --scale, --policy, --prefetch and --world-size, into c (or
  * *out). 0, or usage()'s EX_USAGE_ with the message printed. */
 int parse_budget(cli *c, const char *arg);
@@ -69,6 +84,7 @@ typedef struct input {
     size_t len;
     rplan_program *p;
     rplan_diags *d;
+    char error[512]; /* why the file could not be read, when it could not */
 } input;
 
 void input_free(input *in);
@@ -83,9 +99,17 @@ int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm *
 
 /* ---- output (cli/output.c) ------------------------------------------------------ */
 
+/* An output path (compile -o, run --trace) that must not be an input FILE: the same
+ * file by any spelling or link is refused (usage()'s EX_USAGE_), else 0. */
+int check_output(const cli *c, const char *out, const char *opt);
+/* Writes len bytes to path atomically: a temporary file beside it, then rename, so a
+ * failure leaves the old file (or none). 0, or -1 with errno set. */
+int write_atomic(const char *path, const void *buf, size_t len);
 /* The diagnostics as a JSON array of {"severity", "file", "line", "col", "end_line",
  * "end_col" (one past the span), "message", "rule" (errors and warnings)}. */
 cJSON *diags_json(const rplan_diags *d);
+/* An input's diagnostics: its compiler's, or the reason it could not be read. */
+cJSON *input_diags_json(const input *in);
 /* Where print_json writes: NULL for stdout, or a buffer while one MPI rank or world-size
  * check collects its document (world_run, world_check). */
 extern FILE *json_out;

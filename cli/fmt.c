@@ -3,74 +3,24 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/diff.h"
+#include "fheplan/file.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static char *read_stream(FILE *f, size_t *len)
-{
-    size_t cap = 1 << 14, n = 0;
-    char *b = malloc(cap + 1);
-    while (b) {
-        n += fread(b + n, 1, cap - n, f);
-        if (n < cap)
-            break;
-        char *nb = realloc(b, cap * 2 + 1);
-        if (!nb) {
-            free(b);
-            return NULL;
-        }
-        b = nb;
-        cap *= 2;
-    }
-    if (b && ferror(f)) {
-        free(b);
-        return NULL;
-    }
-    if (b) {
-        b[n] = '\0';
-        *len = n;
-    }
-    return b;
-}
-
-/* Writes text to path through a temporary file beside it, renamed over it. */
-static int write_file(const char *path, const char *text)
-{
-    size_t pl = strlen(path);
-    char *tmp = malloc(pl + 16);
-    if (!tmp)
-        return -1;
-    snprintf(tmp, pl + 16, "%s.fmt-tmp", path);
-    FILE *f = fopen(tmp, "wb");
-    int ok = f && fputs(text, f) >= 0;
-    if (f && fclose(f) != 0)
-        ok = 0;
-    if (ok && rename(tmp, path) != 0)
-        ok = 0;
-    if (!ok) {
-        int e = errno;
-        remove(tmp);
-        errno = e;
-    }
-    free(tmp);
-    return ok ? 0 : -1;
-}
-
 static int fmt_one(const cli *c, const char *path)
 {
     int is_stdin = !strcmp(path, "-");
     const char *name = is_stdin ? "<stdin>" : path;
-    FILE *f = is_stdin ? stdin : fopen(path, "rb");
     size_t len = 0;
-    char *src = f ? read_stream(f, &len) : NULL;
-    int e = errno;
-    if (f && !is_stdin)
-        fclose(f);
-    if (!src) {
-        fprintf(stderr, "fheplan: cannot read '%s': %s\n", name, strerror(e ? e : EIO));
+    char *src = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    if ((is_stdin ? fhr_read_stream(stdin, "standard input", &src, &len, &e)
+                  : fhr_read_file(path, &src, &len, &e)) != FHR_OK) {
+        fprintf(stderr, "fheplan: %s\n", e.message);
         return EX_NOINPUT_;
     }
     if (rplan_is_bytecode(src, len)) {
@@ -97,7 +47,7 @@ static int fmt_one(const cli *c, const char *path)
             rc = EX_FAIL;
         }
     } else if (c->fmt_write && !is_stdin) {
-        if (strcmp(src, out) != 0 && write_file(path, out) != 0) {
+        if (strcmp(src, out) != 0 && write_atomic(path, out, strlen(out)) != 0) {
             fprintf(stderr, "fheplan: cannot write '%s': %s\n", path, strerror(errno));
             rc = EX_FAIL;
         }

@@ -9,14 +9,15 @@
 
 /* ---- input ------------------------------------------------------------------------ */
 
-/* The file's bytes (NUL-terminated), or NULL with the reason printed unless quiet. */
-static char *slurp(const char *path, size_t *len, int quiet)
+/* The whole file, or standard input for "-", through the library's one reader; NULL
+ * with the reason in *e (which may be NULL). */
+static char *slurp(const char *path, size_t *len, fhr_error *e)
 {
     char *buf = NULL;
-    fhr_error e;
-    fhr_error_init(&e);
-    if (fhr_read_file(path, &buf, len, &e) != FHR_OK && !quiet)
-        fprintf(stderr, "fheplan: %s\n", e.message);
+    if (!strcmp(path, "-"))
+        fhr_read_stream(stdin, "standard input", &buf, len, e);
+    else
+        fhr_read_file(path, &buf, len, e);
     return buf;
 }
 
@@ -38,18 +39,24 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
     if (!in->d)
         return EX_SOFTWARE_;
     size_t len = 0;
-    char *buf = slurp(path, &len, quiet_diags && c->json);
-    if (!buf)
+    fhr_error e;
+    fhr_error_init(&e);
+    char *buf = slurp(path, &len, &e);
+    if (!buf) {
+        snprintf(in->error, sizeof in->error, "%s", e.message);
+        fprintf(stderr, "fheplan: %s\n", in->error); /* with --json too: stderr stays human */
         return EX_NOINPUT_;
+    }
     fhr_status st;
     if (rplan_is_bytecode(buf, len)) {
-        st = rplan_load_mem(buf, len, path, &in->p, in->d);
+        st = rplan_load_mem(buf, len, strcmp(path, "-") ? path : "<stdin>", &in->p, in->d);
         free(buf);
         /* the source text, when the file it came from is still around */
-        if (in->p && rplan_source_name(in->p)[0])
-            in->text = slurp(rplan_source_name(in->p), &in->len, 1);
+        if (in->p && rplan_source_name(in->p)[0] && strcmp(rplan_source_name(in->p), "-"))
+            in->text = slurp(rplan_source_name(in->p), &in->len, NULL);
     } else {
-        rplan_compile_opts o = {.filename = path, .budget_override = c->budgets,
+        rplan_compile_opts o = {.filename = strcmp(path, "-") ? path : "<stdin>",
+                                .budget_override = c->budgets,
                                 .nbudget_override = c->nbudgets, .rank = c->rank,
                                 .world_size = c->world_size};
         in->text = buf;

@@ -47,6 +47,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
         is_fmt = !strcmp(cmd, "fmt");
     if (!is_check && !is_run && !is_compile && !is_disasm && !is_fmt)
         return usage("unknown command '%s'", cmd);
+    usage_cmd = cmd;
     cli c;
     memset(&c, 0, sizeof c);
     c.colour = want_colour();
@@ -65,6 +66,10 @@ static int cli_main(int argc, char **argv, const fp_world *w)
     } while (0)
         if (dashdash || a[0] != '-' || !a[1]) {
             c.files[c.nfiles++] = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_of(cmd), stdout);
+            free(c.files);
+            return EX_OK;
         } else if (!strcmp(a, "--")) {
             dashdash = 1;
         } else if (!strcmp(a, "--json") && (is_check || is_run)) {
@@ -117,10 +122,12 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                    (is_check || is_run)) {
             NEED_ARG();
             if (!rc) {
-                double v = atof(argv[++i]);
-                if (v <= 0)
-                    rc = usage("bad %s (want a positive number of GB/s)", a);
-                else if (a[2] == 'p')
+                double v = 0;
+                if (parse_gbps(argv[++i], &v) != 0) {
+                    fprintf(stderr, "fheplan: bad %s '%s' (want a positive number of GB/s, "
+                            "at most 1e9)\n", a, argv[i]);
+                    rc = usage(NULL, NULL);
+                } else if (a[2] == 'p')
                     c.pinned_gbps = v;
                 else if (a[2] == 'g')
                     c.gen_gbps = v;
@@ -162,9 +169,18 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = usage("check --sarif takes neither --json nor --world-size%s", "");
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
-        else if (c.device && strcmp(c.device, "auto") && strcmp(c.device, "cuda") &&
-                 strncmp(c.device, "emu", 3))
-            rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N)", c.device);
+        else if (c.device && check_device(c.device) != 0)
+            rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N with N in 1..62)",
+                       c.device);
+        else if (is_compile)
+            rc = check_output(&c, c.out, "-o");
+        else if (is_run && c.trace)
+            rc = check_output(&c, c.trace, "--trace");
+        if (!rc && is_run && c.timeline)
+            rc = check_output(&c, c.timeline, "--timeline");
+        for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
+            if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
+                rc = usage("%s reads standard input ('-') only once", cmd);
     }
     if (!rc && w->mpi && is_run) {
         rc = world_run(&c, w);

@@ -1,11 +1,85 @@
-/* cli/output.c — what the subcommands print alike: diagnostics as JSON, the one JSON
- * document (on stdout or into a rank's buffer), and a stage's report as text. */
+/* cli/output.c — what the subcommands print and write alike: diagnostics as JSON, the one
+ * JSON document (on stdout or into a rank's buffer), a stage's report as text, and output
+ * files (never over an input, written atomically). */
 #include "cli/cli.h"
 #include "cli/format.h"
 
 #include <cjson/cJSON.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- output files ------------------------------------------------------------------ */
+
+int check_output(const cli *c, const char *out, const char *opt)
+{
+    struct stat so, si;
+    if (!strcmp(out, "-"))
+        return 0; /* standard output is never an input file */
+    if (stat(out, &so) != 0)
+        return 0; /* not there yet: cannot be an input */
+    for (size_t i = 0; i < c->nfiles; i++)
+        if (strcmp(c->files[i], "-") && stat(c->files[i], &si) == 0 &&
+            si.st_dev == so.st_dev && si.st_ino == so.st_ino) {
+            fprintf(stderr, "fheplan: %s '%s' is the input file '%s'; refusing to overwrite "
+                    "it\n", opt, out, c->files[i]);
+            return usage(NULL, NULL);
+        }
+    return 0;
+}
+
+int write_atomic(const char *path, const void *buf, size_t len)
+{
+    if (!strcmp(path, "-"))
+        return fwrite(buf, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : -1;
+    size_t n = strlen(path);
+    char *tmp = malloc(n + 16);
+    if (!tmp) {
+        errno = ENOMEM;
+        return -1;
+    }
+    snprintf(tmp, n + 16, "%s.tmp-XXXXXX", path);
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        free(tmp);
+        return -1;
+    }
+    /* the mode of the file it replaces, else what creat() would give (mkstemp's is 0600) */
+    struct stat st;
+    mode_t um = umask(0);
+    umask(um);
+    fchmod(fd, stat(path, &st) == 0 ? st.st_mode & 07777 : 0666 & ~um);
+    const char *p = buf;
+    size_t left = len;
+    int ok = 1;
+    while (left && ok) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0 && errno == EINTR)
+            continue;
+        ok = w > 0;
+        if (ok) {
+            p += w;
+            left -= (size_t)w;
+        }
+    }
+    int saved = errno;
+    if (close(fd) != 0 && ok) {
+        ok = 0;
+        saved = errno;
+    }
+    if (ok && rename(tmp, path) != 0) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok)
+        unlink(tmp);
+    free(tmp);
+    errno = saved;
+    return ok ? 0 : -1;
+}
 
 /* ---- JSON ------------------------------------------------------------------------- */
 
@@ -26,6 +100,21 @@ cJSON *diags_json(const rplan_diags *d)
         if (g->severity != RPLAN_NOTE)
             cJSON_AddStringToObject(o, "rule", rplan_rule_of(g->message)->id);
         cJSON_AddStringToObject(o, "message", g->message ? g->message : "");
+        cJSON_AddItemToArray(a, o);
+    }
+    return a;
+}
+
+cJSON *input_diags_json(const input *in)
+{
+    cJSON *a = diags_json(in->d);
+    if (in->error[0]) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "severity", "error");
+        cJSON_AddStringToObject(o, "file", in->path ? in->path : "");
+        cJSON_AddNumberToObject(o, "line", 0);
+        cJSON_AddNumberToObject(o, "col", 0);
+        cJSON_AddStringToObject(o, "message", in->error);
         cJSON_AddItemToArray(a, o);
     }
     return a;

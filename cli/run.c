@@ -61,7 +61,7 @@ int cmd_run(cli *c)
             cJSON *o = cJSON_CreateObject();
             cJSON_AddBoolToObject(o, "ok", 0);
             cJSON_AddStringToObject(o, "file", c->files[0]);
-            cJSON_AddItemToObject(o, "diagnostics", diags_json(in.d));
+            cJSON_AddItemToObject(o, "diagnostics", input_diags_json(&in));
             print_json(o);
             cJSON_Delete(o);
         }
@@ -71,6 +71,12 @@ int cmd_run(cli *c)
     const char *spec = c->device ? c->device : getenv("FHEPLAN_DEVICE");
     if (!spec || !*spec)
         spec = "auto";
+    if (check_device(spec) != 0) {
+        fprintf(stderr, "fheplan: bad FHEPLAN_DEVICE '%s' (want auto, cuda, emu or emu:N with N "
+                "in 1..62)\n", spec);
+        input_free(&in);
+        return EX_USAGE_;
+    }
     if (strcmp(spec, "emu") == 0)
         spec = "emu:1";
     fhr_backend *b = NULL;
@@ -116,8 +122,9 @@ int cmd_run(cli *c)
         fputs("\r\033[K", stderr);
     if (c->trace && vm) {
         char *t = rplan_vm_trace_json(vm);
-        FILE *f = t ? fopen(c->trace, "w") : NULL;
-        if (!f || fputs(t, f) < 0 || fclose(f) != 0) {
+        if (!t)
+            errno = ENOMEM;
+        if (!t || write_atomic(c->trace, t, strlen(t)) != 0) {
             fprintf(stderr, "fheplan: cannot write the trace '%s': %s\n", c->trace,
                     strerror(errno));
             if (rc == EX_OK)

@@ -7,6 +7,7 @@
 
 #include "compiler/out.h"
 #include "compiler/lang.h"
+#include "runtime/program/program.h"
 
 typedef struct dsrc {
     char *name;
@@ -108,6 +109,7 @@ void rp_vdiag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, va_l
     }
     char buf[1024];
     vsnprintf(buf, sizeof buf, fmt, ap);
+    rp_text_clean(buf, strlen(buf)); /* names quoted from bad text stay printable and JSON-safe */
     char *msg = strdup(buf);
     if (!msg)
         return;
@@ -145,16 +147,17 @@ static int build_lines(dsrc *s)
 {
     if (s->ls || !s->text)
         return s->ls != NULL;
+    /* lines end at \n, \r\n or a lone \r, as the lexer counts them */
     size_t n = 1;
     for (size_t i = 0; i < s->len; i++)
-        n += s->text[i] == '\n';
+        n += s->text[i] == '\n' || (s->text[i] == '\r' && (i + 1 == s->len || s->text[i + 1] != '\n'));
     s->ls = malloc(n * sizeof *s->ls);
     if (!s->ls)
         return 0;
     s->ls[0] = 0;
     s->nls = 1;
     for (size_t i = 0; i < s->len; i++)
-        if (s->text[i] == '\n')
+        if (s->text[i] == '\n' || (s->text[i] == '\r' && (i + 1 == s->len || s->text[i + 1] != '\n')))
             s->ls[s->nls++] = i + 1;
     return 1;
 }
@@ -193,7 +196,14 @@ static void render(rplan_diags *d, rp_out *o, int colour)
         while (b < s->len && s->text[b] != '\n' && s->text[b] != '\r')
             b++;
         size_t ll = b - a;
-        rp_out_put(o, s->text + a, ll);
+        /* the excerpt as text: control bytes and broken UTF-8 become '?' (one column each) */
+        char *ex = malloc(ll + 1);
+        if (ex) {
+            memcpy(ex, s->text + a, ll);
+            rp_text_clean(ex, ll);
+            rp_out_put(o, ex, ll);
+            free(ex);
+        }
         rp_out_puts(o, "\n");
         size_t c0 = g->col ? g->col - 1 : 0;
         if (c0 > ll)

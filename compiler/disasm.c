@@ -56,7 +56,7 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
     int seeded = 0; /* the version it is written as: 1.0 without seeded values */
     for (uint32_t i = 0; i < p->nvals; i++)
         seeded |= p->vals[i].seeded;
-    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, seeded ? RP_MINOR : 0);
+    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, seeded ? RP_MINOR : 1);
     if (S[p->src_name])
         rp_out_printf(o, ", source %s", S + p->src_name);
     rp_out_printf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,

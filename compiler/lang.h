@@ -119,6 +119,9 @@ typedef struct rp_lexer {
     const char *line_start;
     uint32_t line;
     rp_dctx *dc;
+    /* the '{' still open, innermost last (the first 64 kept), for "to match this '{'" */
+    rp_loc open[64];
+    size_t nopen;
     int keep_comments; /* 1: return comments as T_COMMENT tokens (the formatter) */
 } rp_lexer;
 

@@ -28,6 +28,7 @@ size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan
             y->vkind = K_INT;
         }
     }
+    s.root = root;
     if (dc->nerrors == before)
         rp_sema_lower_list(&s, root, &top);
     if (opts)
@@ -40,6 +41,7 @@ size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan
             }
             s.has_budget[slot] = 1;
             s.budget[slot] = opts->budget_override[i].nbytes;
+            s.budget_decl[slot] = (rp_loc){0, 0, 0, 0};
         }
     for (int slot = 0; slot < FHR_LOC_SLOTS; slot++) {
         if (!s.has_budget[slot])
@@ -54,7 +56,9 @@ size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan
             p->buds = v;
             p->capbuds = nc;
         }
-        p->buds[p->nbuds++] = (rp_budgetrec){(uint8_t)slot, s.budget[slot]};
+        rp_loc at = s.budget_decl[slot]; /* zero for an override */
+        p->buds[p->nbuds++] = (rp_budgetrec){(uint8_t)slot, s.budget[slot], at.first_line,
+                                             (uint16_t)at.first_column};
     }
     if (s.oom)
         ERR(&s, ((rp_loc){0, 0, 0, 0}), "out of memory");

@@ -50,6 +50,14 @@ typedef struct S {
     uint64_t budget[FHR_LOC_SLOTS];
     int oom;
     int depth; /* expression and block nesting, bounded to protect the stack */
+    int nstages;       /* stages open around the statement being lowered */
+    rp_node *root;     /* the top-level statements (for names declared further down) */
+    const char *defining; /* the constant whose expression is being evaluated */
+    const char *cause;    /* the first unknown name in it */
+    struct { const char *name, *cause; rp_loc decl; } broken[64]; /* constants that failed */
+    int nbroken;
+    uint64_t unrolled; /* loop iterations lowered so far, all loops together */
+    int too_big;       /* the unroll or instruction limit was reported */
 } S;
 
 #define ERR(s, l, ...) rp_diag((s)->dc, RPLAN_ERROR, (l), __VA_ARGS__)
@@ -72,6 +80,9 @@ RP_HIDDEN int rp_sema_check_new_name(S *s, const char *name, rp_loc at);
 RP_HIDDEN const char *rp_sema_suggest_name(S *s, const char *word, int kind);
 RP_HIDDEN void rp_sema_unknown_name(S *s, rp_loc at, const char *what, const char *name,
                                     int kind);
+/* An unknown name in an expression: a cycle of constants, a constant declared further
+ * down, a constant whose own definition failed (no second error), or unknown. */
+RP_HIDDEN void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name);
 
 /* ---- expressions (sema_expr.c) ------------------------------------------------------ */
 

@@ -29,7 +29,16 @@ void rp_sema_decl_const(S *s, rp_node *n)
 {
     uint64_t v;
     int k;
-    if (!rp_sema_eval(s, n->a, &v, &k))
+    s->defining = n->text;
+    s->cause = NULL;
+    int ok = rp_sema_eval(s, n->a, &v, &k);
+    if (!ok && s->nbroken < (int)(sizeof s->broken / sizeof s->broken[0])) {
+        s->broken[s->nbroken].name = n->text;
+        s->broken[s->nbroken].cause = s->cause;
+        s->broken[s->nbroken++].decl = n->loc;
+    }
+    s->defining = NULL;
+    if (!ok)
         return;
     if (rp_sema_check_new_name(s, n->text, n->loc))
         return;

@@ -1,6 +1,7 @@
 /* compiler/sema_expr.c — constant expressions: integer/size/duration kinds, units,
  * overflow-checked arithmetic, min/max and the calls to the CKKS size functions. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "compiler/sema.h"
@@ -113,12 +114,10 @@ static int eval_call(S *s, rp_node *e, uint64_t *v, int *kind)
     return ckks_call(s, e, f, a, v);
 }
 
-static int eval_bin(S *s, rp_node *e, uint64_t *v, int *kind)
+/* e's operator on a (of kind ka) and b (kb). */
+static int apply_bin(S *s, rp_node *e, uint64_t a, int ka, uint64_t b, int kb, uint64_t *v,
+                     int *kind)
 {
-    uint64_t a, b;
-    int ka, kb;
-    if (!rp_sema_eval(s, e->a, &a, &ka) || !rp_sema_eval(s, e->b, &b, &kb))
-        return 0;
     const char *opn = e->op == '+' ? "+" : e->op == '-' ? "-" : e->op == '*' ? "*"
                     : e->op == '/' ? "/" : e->op == '%' ? "%" : "<<";
     int k;
@@ -185,6 +184,35 @@ ovf:
     return 0;
 }
 
+/* A left-leaning chain (1 + 2 + ... + n, the parser's shape for a flat sum) is evaluated
+ * along its spine without recursion, so only real nesting (parentheses, right operands)
+ * counts against the depth limit. */
+static int eval_bin(S *s, rp_node *e, uint64_t *v, int *kind)
+{
+    size_t n = 0;
+    for (rp_node *x = e; x->kind == N_BIN; x = x->a)
+        n++;
+    rp_node **spine = malloc(n * sizeof *spine);
+    if (!spine) {
+        s->oom = 1;
+        return 0;
+    }
+    n = 0;
+    for (rp_node *x = e; x->kind == N_BIN; x = x->a)
+        spine[n++] = x;
+    uint64_t a, b;
+    int ka, kb, ok = rp_sema_eval(s, spine[n - 1]->a, &a, &ka);
+    for (size_t i = n; ok && i-- > 0;)
+        ok = rp_sema_eval(s, spine[i]->b, &b, &kb) &&
+             apply_bin(s, spine[i], a, ka, b, kb, &a, &ka);
+    free(spine);
+    if (ok) {
+        *v = a;
+        *kind = ka;
+    }
+    return ok;
+}
+
 static int eval1(S *s, rp_node *e, uint64_t *v, int *kind);
 
 int rp_sema_eval(S *s, rp_node *e, uint64_t *v, int *kind)
@@ -215,7 +243,7 @@ static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
         }
         sym *y = rp_sema_lookup(s, e->text);
         if (!y) {
-            rp_sema_unknown_name(s, e->loc, "name", e->text, -1);
+            rp_sema_unknown_expr_name(s, e->loc, e->text);
             return 0;
         }
         if (y->kind != SYM_CONST) {

@@ -130,3 +130,30 @@ void rp_sema_unknown_name(S *s, rp_loc at, const char *what, const char *name, i
     else
         ERR(s, at, "unknown %s '%s'", what, name);
 }
+
+void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name)
+{
+    if (s->defining && !s->cause)
+        s->cause = name;
+    for (int i = 0; i < s->nbroken; i++) {
+        if (strcmp(s->broken[i].name, name) != 0)
+            continue;
+        if (s->defining && s->broken[i].cause && !strcmp(s->broken[i].cause, s->defining)) {
+            ERR(s, at, "constants '%s' and '%s' are defined in terms of each other (a cycle)",
+                s->defining, name);
+            NOTE(s, s->broken[i].decl, "'%s' is declared here", name);
+        }
+        /* else: its own definition was reported already */
+        return;
+    }
+    for (rp_node *n = s->root ? s->root->a : NULL; n; n = n->next)
+        if (n->kind == S_CONST && n->text && !strcmp(n->text, name) &&
+            (n->loc.first_line > at.first_line ||
+             (n->loc.first_line == at.first_line && n->loc.first_column > at.first_column))) {
+            ERR(s, at, "'%s' is used before its declaration (constants are declared before "
+                "they are used)", name);
+            NOTE(s, n->loc, "'%s' is declared here", name);
+            return;
+        }
+    rp_sema_unknown_name(s, at, "name", name, -1);
+}

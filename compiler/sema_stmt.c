@@ -56,6 +56,11 @@ static void lower_scope(S *s, rp_node *n, int op, cx *c)
     if (!ok)
         return;
     rp_loc at = rp_sema_join(n->loc, n->a->loc);
+    if (op == RPLAN_OP_STAGE && s->nstages == RP_MAX_STAGE_DEPTH) {
+        ERR(s, at, "stages are nested too deeply (at most %d levels)", RP_MAX_STAGE_DEPTH);
+        return;
+    }
+    s->nstages += op == RPLAN_OP_STAGE;
     rp_sema_emit(s, op, 0, 0, name, pol, at);
     cx inner = {op == RPLAN_OP_STAGE  ? CX_STAGE
                 : op == RPLAN_OP_PLAN ? CX_PLAN
@@ -65,6 +70,7 @@ static void lower_scope(S *s, rp_node *n, int op, cx *c)
     rp_sema_lower_list(s, body, &inner);
     rp_sema_emit(s, op == RPLAN_OP_STAGE ? RPLAN_OP_ENDSTAGE : RPLAN_OP_END, 0, 0, 0, 0,
          n->end.first_line ? n->end : at);
+    s->nstages -= op == RPLAN_OP_STAGE;
 }
 
 static const char *ctx_hint_action =
@@ -210,8 +216,8 @@ static void lower_stmt(S *s, rp_node *n, cx *c)
             return;
         }
         size_t argc = n->a->num;
-        if (argc > 64) {
-            ERR(s, n->loc, "a kernel call takes at most 64 arguments");
+        if (argc > 16) {
+            ERR(s, n->loc, "a kernel call takes at most 16 arguments");
             return;
         }
         uint32_t name;
@@ -275,15 +281,32 @@ static void lower_stmt(S *s, rp_node *n, cx *c)
                 return;
             hi--;
         }
-        if (hi >= lo && hi - lo >= 10000000) {
-            ERR(s, n->loc, "loop of %" PRIu64 " iterations is too long (at most 10000000)",
-                hi - lo + 1);
+        if (hi < lo)
+            return;
+        if (hi - lo >= RP_MAX_UNROLLED) {
+            if (hi - lo == UINT64_MAX)
+                ERR(s, n->loc, "loop of 2^64 iterations is too long (at most %llu)",
+                    RP_MAX_UNROLLED);
+            else
+                ERR(s, n->loc, "loop of %" PRIu64 " iterations is too long (at most %llu)",
+                    hi - lo + 1, RP_MAX_UNROLLED);
             return;
         }
         s->loops[s->nloops++] = (loopvar){n->text, lo, n->loc};
-        for (uint64_t i = lo; i <= hi && !s->oom; i++) {
+        for (uint64_t i = lo; i <= hi && !s->oom && !s->too_big; i++) {
             size_t before = s->dc->nerrors;
             s->loops[s->nloops - 1].v = i;
+            /* every loop together: the program a check must still prove in seconds */
+            if (++s->unrolled > RP_MAX_UNROLLED || s->p->ncode > RP_MAX_INSTRS) {
+                const loopvar *outer = &s->loops[0];
+                ERR(s, outer->decl, "the loops here unroll to more than %s (at most %llu "
+                    "iterations and %u instructions in all)",
+                    s->unrolled > RP_MAX_UNROLLED ? "1000000 iterations"
+                                                  : "1000000 instructions",
+                    RP_MAX_UNROLLED, RP_MAX_INSTRS);
+                s->too_big = 1;
+                break;
+            }
             rp_sema_lower_list(s, n->c, c);
             if (s->dc->nerrors != before || i == UINT64_MAX)
                 break; /* report a mistake in a loop body once */

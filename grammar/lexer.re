@@ -7,6 +7,7 @@
 
 #include "compiler/lang.h"
 #include "parser.h"
+#include "runtime/program/program.h"
 
 static const rp_unit units[] = {
     {"B", RP_UK_SIZE, 1ull},
@@ -135,8 +136,8 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
                 tk = T_YYEOF;
                 goto done;
             }
-            "\n" { lx->line++; lx->line_start = lx->cur; continue; }
-            [ \t\r]+ { continue; }
+            "\n" | "\r\n" | "\r" { lx->line++; lx->line_start = lx->cur; continue; }
+            [ \t]+ { continue; }
             "#" [^\n\x00]* {
                 if (lx->keep_comments) {
                     tk = T_COMMENT;
@@ -198,12 +199,22 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             hex { *lloc = tok_loc(lx); return lex_int(lx, lval, 16); }
             dec { *lloc = tok_loc(lx); return lex_int(lx, lval, 10); }
 
-            ["] [^"\n\x00]* ["] {
+            ["] [^"\n\r\x00]* ["] {
+                size_t n = (size_t)(lx->cur - lx->tok) - 2, bad = rp_text_bad(lx->tok + 1, n);
+                if (bad < n) {
+                    /* reported, and the string still parses: one error, no cascade */
+                    RP_LTYPE at = tok_loc(lx);
+                    at.first_column += (uint32_t)bad + 1;
+                    at.last_column = at.first_column;
+                    rp_diag(lx->dc, RPLAN_ERROR, at, "byte 0x%02x in a string is not UTF-8 "
+                            "text (control bytes and ill-formed sequences are refused)",
+                            (unsigned char)lx->tok[1 + bad]);
+                }
                 lval->s = dup_range(lx->tok + 1, lx->cur - 1);
                 tk = lval->s ? T_STRING : T_RP_error;
                 goto done;
             }
-            ["] [^"\n\x00]* {
+            ["] [^"\n\r\x00]* {
                 *lloc = tok_loc(lx);
                 rp_diag(lx->dc, RPLAN_ERROR, *lloc, "unterminated string");
                 return T_RP_error;
@@ -213,8 +224,19 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             "..<" { tk = T_DOTDOTLT; goto done; }
             ".." { tk = T_DOTDOT; goto done; }
             "<<" { tk = T_SHL; goto done; }
-            "{" { tk = '{'; goto done; }
-            "}" { tk = '}'; goto done; }
+            "{" {
+                if (lx->nopen < sizeof lx->open / sizeof lx->open[0])
+                    lx->open[lx->nopen] = tok_loc(lx);
+                lx->nopen++;
+                tk = '{';
+                goto done;
+            }
+            "}" {
+                if (lx->nopen)
+                    lx->nopen--;
+                tk = '}';
+                goto done;
+            }
             "(" { tk = '('; goto done; }
             ")" { tk = ')'; goto done; }
             "[" { tk = '['; goto done; }
@@ -230,6 +252,21 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             "/" { tk = '/'; goto done; }
             "%" { tk = '%'; goto done; }
 
+            [\xc2-\xf4] {
+                /* a whole UTF-8 character outside a string: one error for all its bytes */
+                size_t k = rp_utf8_seq(lx->tok, (size_t)(lx->lim - lx->tok));
+                if (k > 1) {
+                    lx->cur = lx->tok + k;
+                    *lloc = tok_loc(lx);
+                    rp_diag(lx->dc, RPLAN_ERROR, *lloc, "invalid character '%.*s' (names and "
+                            "keywords are ASCII; other text goes in a string)", (int)k, lx->tok);
+                    return T_RP_error;
+                }
+                *lloc = tok_loc(lx);
+                rp_diag(lx->dc, RPLAN_ERROR, *lloc, "invalid byte 0x%02x in source",
+                        (unsigned char)lx->tok[0]);
+                return T_RP_error;
+            }
             * {
                 unsigned char c = (unsigned char)lx->tok[0];
                 *lloc = tok_loc(lx);

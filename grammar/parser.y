@@ -280,9 +280,13 @@ expr:
     | expr IDENT {
         int u = rp_unit_find($2);
         if (u < 0) {
-            const char *sug = rp_unit_suggest($2);
+            const char *sug = rp_unit_suggest($2), *kw = rp_keyword_suggest($2);
             if (sug)
                 rp_diag(ps->dc, RPLAN_ERROR, @2, "unknown unit '%s'; did you mean '%s'?", $2, sug);
+            else if (kw)
+                /* after a size, a misspelt attribute reads as a unit */
+                rp_diag(ps->dc, RPLAN_ERROR, @2, "unknown unit '%s'; did you mean the keyword "
+                        "'%s'?", $2, kw);
             else
                 rp_diag(ps->dc, RPLAN_ERROR, @2,
                         "unknown unit '%s' (sizes: B, KiB, MiB, GiB, TiB; durations: ns, us, "
@@ -352,6 +356,11 @@ static int yyreport_syntax_error(const yypcontext_t *ctx, rp_lexer *lx, rp_parse
         }
     }
     rp_diag(ps->dc, RPLAN_ERROR, *loc, "%s", msg);
+    if (got == YYSYMBOL_YYEOF && lx->nopen) {
+        size_t k = lx->nopen - 1, cap = sizeof lx->open / sizeof lx->open[0];
+        if (k < cap)
+            rp_diag(ps->dc, RPLAN_NOTE, lx->open[k], "to match this '{'");
+    }
     return 0;
 }
 

@@ -13,7 +13,7 @@ FUZZ_SAN        := -fsanitize=address,undefined -fno-sanitize-recover=all -fno-o
 FUZZ_DICT_compile   := -dict=tests/fuzz/rplan.dict
 FUZZ_DICT_roundtrip := -dict=tests/fuzz/rplan.dict
 FUZZ_DICT_format    := -dict=tests/fuzz/rplan.dict
-FUZZ_HDRS       := tests/fuzz/fuzz.h tests/fuzz/fuzz_explain.h
+FUZZ_HDRS       := tests/fuzz/fuzz.h tests/fuzz/fuzz_explain.h tests/fuzz/fuzz_oracle.h
 FUZZ_BINS        = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_PLAIN_BINS  = $(patsubst %,$(BUILD)/fuzz-plain/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEED_SRCS   = $(wildcard plans/*.rplan tests/plans/ok/*.rplan tests/plans/fail/*.rplan)

@@ -231,8 +231,12 @@ FHR_API fhr_status fhr_drop(fhr_manager *m, fhr_handle h, fhr_location at, fhr_e
 FHR_API fhr_status fhr_discard(fhr_manager *m, fhr_handle h, fhr_error *err);
 FHR_API fhr_status fhr_set_priority(fhr_manager *m, fhr_handle h, int32_t priority,
                                     fhr_error *err);
-/* Whether h currently has a copy at loc (0/1), or a status error (negated) */
-FHR_API int fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc);
+/* Observers report like every other call: a status, the answer in an out-parameter (set to
+ * 0 or NULL on failure), the cause in err. During a source load on this manager they fail
+ * with FHR_E_REENTRANT, so an error never reads as a real zero. */
+/* *resident = 1 when h currently has a copy at loc, else 0. */
+FHR_API fhr_status fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc,
+                                   int *resident, fhr_error *err);
 
 /* ---- leases and holds ---------------------------------------------------------- */
 
@@ -257,8 +261,8 @@ FHR_API fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err);
  * fhr_lease_release is refused) it changes nothing until the last load ends, then
  * releases; it never waits with the manager lock held. */
 FHR_API void fhr_lease_destroy(fhr_lease *l);
-/* Reaps completed consumer events and deferred frees; returns how many were reaped. */
-FHR_API size_t fhr_reap(fhr_manager *m);
+/* Reaps completed consumer events and deferred frees; *reaped (may be NULL) says how many. */
+FHR_API fhr_status fhr_reap(fhr_manager *m, size_t *reaped, fhr_error *err);
 /* The throttling primitive, a layer above the policy (which never waits): blocks the
  * calling thread, without the manager lock, on the consumer events that alone protect
  * copies at `at` (no lease or hold on them), least recently used copies first, until
@@ -337,7 +341,8 @@ FHR_API const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_locatio
 FHR_API const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h);
 /* JSON text (malloc'd; free()). Schema in fhr_manager(3). */
 FHR_API char *fhr_snapshot_json(const fhr_snapshot *s);
-FHR_API uint64_t fhr_state_version(fhr_manager *m);
+/* The state version, bumped by every mutation (see the observers above). */
+FHR_API fhr_status fhr_state_version(fhr_manager *m, uint64_t *version, fhr_error *err);
 
 typedef enum fhr_trace_kind {
     FHR_TR_ADOPT, FHR_TR_REGISTER, FHR_TR_LOAD, FHR_TR_ENSURE, FHR_TR_MOVE, FHR_TR_DROP,
@@ -359,9 +364,11 @@ typedef struct fhr_trace_entry {
 } fhr_trace_entry;
 
 FHR_API const char *fhr_trace_kind_name(fhr_trace_kind k);
-/* Copies up to cap most recent entries (oldest first); returns how many. */
-FHR_API size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap);
-FHR_API char *fhr_trace_json(fhr_manager *m);
+/* Copies up to cap most recent entries (oldest first); *nread says how many. */
+FHR_API fhr_status fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap,
+                                  size_t *nread, fhr_error *err);
+/* The trace as JSON text in *json (malloc'd; free()). */
+FHR_API fhr_status fhr_trace_json(fhr_manager *m, char **json, fhr_error *err);
 /* Resizes the ring (0 turns it off), keeping the newest min(capacity, current length)
  * entries; FHR_E_NOMEM (the trace unchanged) when the new ring cannot be allocated,
  * FHR_E_REENTRANT while a source load runs. */

@@ -220,6 +220,9 @@ FHR_API size_t rplan_nvalues(const rplan_program *p);
 FHR_API fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *out);
 FHR_API size_t rplan_nbudgets(const rplan_program *p);
 FHR_API fhr_status rplan_budget(const rplan_program *p, size_t i, fhr_budget *out);
+/* Where budget i is declared (0, 0: it came from an override, or bytecode 1.0). */
+FHR_API fhr_status rplan_budget_position(const rplan_program *p, size_t i, uint32_t *line,
+                                         uint32_t *col);
 FHR_API size_t rplan_npolicies(const rplan_program *p);
 FHR_API fhr_status rplan_policy(const rplan_program *p, size_t i, rplan_policy_info *out);
 FHR_API size_t rplan_ninstrs(const rplan_program *p);

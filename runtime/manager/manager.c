@@ -23,6 +23,9 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
         return fhr_fail(err, FHR_E_INVALID, "manager_create: %s",
                         !out ? "out is NULL" : "a backend is required");
     *out = NULL;
+    if (cfg->nbudgets && !cfg->budgets)
+        return fhr_fail(err, FHR_E_INVALID, "manager_create: budgets is NULL with nbudgets %zu",
+                        cfg->nbudgets);
     fhr_manager *m = calloc(1, sizeof *m);
     if (!m)
         return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
@@ -337,8 +340,7 @@ fhr_status mgr_check_loc(fhr_manager *m, fhr_location loc, const char *op, fhr_e
             err->loc = loc;
         return FHR_E_LOCATION;
     }
-    m->loc[slot].present = 1;
-    return FHR_OK;
+    return FHR_OK; /* a location appears in snapshots once something succeeds there */
 }
 
 fhr_status mgr_stream(fhr_manager *m, fhr_location loc, fhr_stream **out, fhr_error *err)
@@ -370,6 +372,7 @@ fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes, fhr
         } else {
             a->has_budget = 1;
             a->budget = nbytes;
+            a->present = 1;
             mgr_bump(m);
         }
     }
@@ -444,14 +447,23 @@ size_t mgr_reap(fhr_manager *m)
     return n;
 }
 
-size_t fhr_reap(fhr_manager *m)
+fhr_status fhr_reap(fhr_manager *m, size_t *reaped, fhr_error *err)
 {
+    if (reaped)
+        *reaped = 0;
     if (!m)
-        return 0;
+        return fhr_fail(err, FHR_E_INVALID, "reap: manager is NULL");
     pthread_mutex_lock(&m->lock);
-    size_t n = m->loading ? 0 : mgr_reap(m);
+    if (m->loading) {
+        pthread_mutex_unlock(&m->lock);
+        return fhr_fail(err, FHR_E_REENTRANT, "reap: refused while a source load runs on this "
+                        "manager");
+    }
+    size_t n = mgr_reap(m);
     pthread_mutex_unlock(&m->lock);
-    return n;
+    if (reaped)
+        *reaped = n;
+    return FHR_OK;
 }
 
 /* ---- adoption and sources ------------------------------------------------------------ */
@@ -540,6 +552,7 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     x->last_use = ++m->clock;
     v->mats[slot] = x;
     v->present = 1ULL << slot;
+    m->loc[slot].present = 1;
     acct_charge(&m->loc[slot], VAL_CHARGE(v, slot));
     publish_val(m, v);
     *out = mgr_handle(m, v);
@@ -568,10 +581,16 @@ fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec, const
     for (size_t i = 0; i < spec->nfields; i++) {
         if (!spec->fields[i].name || !spec->fields[i].nbytes)
             return fhr_fail(err, FHR_E_INVALID, "register_source: field %zu has no name or size", i);
-        logical += spec->fields[i].nbytes;
+        if (__builtin_add_overflow(logical, spec->fields[i].nbytes, &logical))
+            return fhr_fail(err, FHR_E_INVALID, "register_source: the field sizes add up to 2^64 "
+                            "bytes or more (at field %zu '%.60s')", i, spec->fields[i].name);
     }
     if (spec->storage_nbytes == 0)
         return fhr_fail(err, FHR_E_INVALID, "register_source: storage_nbytes must be positive");
+    if (spec->storage_nbytes < logical)
+        return fhr_fail(err, FHR_E_INVALID, "register_source: storage_nbytes %llu is below the "
+                        "%llu bytes of its fields", (unsigned long long)spec->storage_nbytes,
+                        (unsigned long long)logical);
     if (spec->regen_nbytes > logical || spec->regen_nbytes >= spec->storage_nbytes ||
         (spec->regen_keep & ~(FHR_KEEP_HOST | FHR_KEEP_PINNED)))
         return fhr_fail(err, FHR_E_INVALID,
@@ -635,30 +654,37 @@ fhr_status fhr_set_priority(fhr_manager *m, fhr_handle h, int32_t priority, fhr_
     return st;
 }
 
-int fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc)
+fhr_status fhr_is_resident(fhr_manager *m, fhr_handle h, fhr_location loc, int *resident,
+                           fhr_error *err)
 {
-    fhr_status st = mgr_enter(m, "is_resident", NULL);
+    if (resident)
+        *resident = 0;
+    if (!resident)
+        return fhr_fail(err, FHR_E_INVALID, "is_resident: resident is NULL");
+    if (fhr_loc_slot(loc) < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "is_resident: invalid location");
+    fhr_status st = mgr_enter(m, "is_resident", err);
     if (st != FHR_OK)
-        return -(int)st;
+        return st;
     val *v;
-    int r;
-    if ((st = mgr_lookup(m, h, "is_resident", &v, NULL)) != FHR_OK)
-        r = -(int)st;
-    else if (fhr_loc_slot(loc) < 0)
-        r = -(int)FHR_E_LOCATION;
-    else
-        r = (v->present >> fhr_loc_slot(loc)) & 1;
+    if ((st = mgr_lookup(m, h, "is_resident", &v, err)) == FHR_OK)
+        *resident = (int)((v->present >> fhr_loc_slot(loc)) & 1);
     mgr_leave(m);
-    return r;
+    return st;
 }
 
-uint64_t fhr_state_version(fhr_manager *m)
+fhr_status fhr_state_version(fhr_manager *m, uint64_t *version, fhr_error *err)
 {
-    if (mgr_enter(m, "state_version", NULL) != FHR_OK)
-        return 0;
-    uint64_t v = m->version;
+    if (version)
+        *version = 0;
+    if (!version)
+        return fhr_fail(err, FHR_E_INVALID, "state_version: version is NULL");
+    fhr_status st = mgr_enter(m, "state_version", err);
+    if (st != FHR_OK)
+        return st;
+    *version = m->version;
     mgr_leave(m);
-    return v;
+    return FHR_OK;
 }
 
 /* ---- trace ----------------------------------------------------------------------------- */
@@ -724,13 +750,20 @@ fhr_status fhr_trace_set_capacity(fhr_manager *m, size_t capacity, fhr_error *er
     return FHR_OK;
 }
 
-size_t fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap)
+fhr_status fhr_trace_read(fhr_manager *m, fhr_trace_entry *out, size_t cap, size_t *nread,
+                          fhr_error *err)
 {
-    if (mgr_enter(m, "trace_read", NULL) != FHR_OK)
-        return 0;
+    if (nread)
+        *nread = 0;
+    if (!nread || (cap && !out))
+        return fhr_fail(err, FHR_E_INVALID, "trace_read: %s is NULL", !nread ? "nread" : "out");
+    fhr_status st = mgr_enter(m, "trace_read", err);
+    if (st != FHR_OK)
+        return st;
     size_t n = m->trace_len < cap ? m->trace_len : cap;
     for (size_t i = 0; i < n; i++)
         out[i] = m->trace[(m->trace_head + m->trace_len - n + i) % m->trace_cap];
     mgr_leave(m);
-    return n;
+    *nread = n;
+    return FHR_OK;
 }

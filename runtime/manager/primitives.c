@@ -290,7 +290,6 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
         free(v->spec_fields);
         free(v);
     } else {
-        m->loc[fhr_loc_slot(a->at)].present = 1;
         if (eff.create >= 0) {
             if (!s && (st = mgr_stream(m, a->at, &s, err)) != FHR_OK)
                 return st;
@@ -305,6 +304,8 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
                 tr.to = tr.from;
             remove_mat(m, v, eff.remove);
         }
+        /* only now, when the transition has succeeded: a failed one changes nothing */
+        m->loc[fhr_loc_slot(a->at)].present = 1;
         mgr_bump(m);
         mgr_trace(m, tr.loaded ? FHR_TR_LOAD : a->kind == FHR_ACT_ENSURE ? FHR_TR_ENSURE
                      : a->kind == FHR_ACT_MOVE                       ? FHR_TR_MOVE

@@ -298,10 +298,15 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
     return out;
 }
 
-char *fhr_trace_json(fhr_manager *m)
+fhr_status fhr_trace_json(fhr_manager *m, char **json, fhr_error *err)
 {
-    if (mgr_enter(m, "trace_json", NULL) != FHR_OK)
-        return NULL;
+    if (json)
+        *json = NULL;
+    if (!json)
+        return fhr_fail(err, FHR_E_INVALID, "trace_json: json is NULL");
+    fhr_status st = mgr_enter(m, "trace_json", err);
+    if (st != FHR_OK)
+        return st;
     size_t n = m->trace_len;
     fhr_trace_entry *tmp = malloc((n ? n : 1) * sizeof *tmp);
     if (tmp)
@@ -310,7 +315,7 @@ char *fhr_trace_json(fhr_manager *m)
     uint64_t total = m->trace_seq;
     mgr_leave(m);
     if (!tmp)
-        return NULL;
+        return fhr_fail(err, FHR_E_NOMEM, "trace_json: out of host memory");
     char a[16], b[16];
     cJSON *root = cJSON_CreateObject();
     add_u64(root, "recorded", total);
@@ -331,7 +336,7 @@ char *fhr_trace_json(fhr_manager *m)
         cJSON_AddItemToArray(arr, o);
     }
     free(tmp);
-    char *out = cJSON_PrintUnformatted(root);
+    *json = cJSON_PrintUnformatted(root);
     cJSON_Delete(root);
-    return out;
+    return *json ? FHR_OK : fhr_fail(err, FHR_E_NOMEM, "trace_json: out of host memory");
 }

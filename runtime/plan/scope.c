@@ -293,6 +293,7 @@ static fhr_status admit_reservations(fhr_scope *sc, fhr_error *err)
             return st;
         }
         acct_reserve(&m->loc[fhr_loc_slot(r->at)], r->nbytes);
+        m->loc[fhr_loc_slot(r->at)].present = 1;
         sc->admitted = i + 1;
         mgr_bump(m);
         fhr_report_add_reservation(sc->rep, 1, r, fhr_now_ns());

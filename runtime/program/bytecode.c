@@ -82,7 +82,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
 {
     if (!p || !out || !outlen)
         return FHR_E_INVALID;
-    /* a program without seeded values is written as version 1.0 (no REGN section) */
+    /* 1.1 (budget positions); a program with seeded values is 1.2 (the REGN section) */
     const int nsec = nseeded(p) ? RP_NSECTIONS : RP_NSECTIONS_1_0;
     uint64_t total = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)nsec;
     uint64_t size[RP_NSECTIONS + 1];
@@ -97,7 +97,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         return FHR_E_NOMEM;
     memcpy(b, RP_MAGIC, 8);
     put16(b + 8, RP_MAJOR);
-    put16(b + 10, nsec == RP_NSECTIONS ? RP_MINOR : 0);
+    put16(b + 10, nsec == RP_NSECTIONS ? RP_MINOR : 1);
     put32(b + 12, (uint32_t)nsec);
     put32(b + 16, (uint32_t)total);
     uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint32_t)nsec;
@@ -133,6 +133,8 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         case RP_SEC_BUDG:
             for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
                 q[0] = p->buds[i].slot;
+                put16(q + 2, p->buds[i].col);
+                put32(q + 4, p->buds[i].line);
                 put64(q + 8, p->buds[i].nbytes);
             }
             break;
@@ -224,7 +226,7 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
                  get32(b + 16), len);
         return FHR_E_INVALID;
     }
-    const int nsec = minor >= 1 ? RP_NSECTIONS : RP_NSECTIONS_1_0;
+    const int nsec = minor >= 2 ? RP_NSECTIONS : RP_NSECTIONS_1_0;
     if (get32(b + 12) != (uint32_t)nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
         snprintf(msg, cap, "bad header: section count or reserved fields");
         return FHR_E_INVALID;
@@ -308,13 +310,14 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
     }
     q = sec[RP_SEC_BUDG];
     for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
-        for (int k = 1; k < 8; k++)
-            if (q[k]) {
-                snprintf(msg, cap, "budget %u: reserved bytes are not zero", i);
-                rplan_program_free(p);
-                return FHR_E_INVALID;
-            }
+        if (q[1]) {
+            snprintf(msg, cap, "budget %u: reserved byte is not zero", i);
+            rplan_program_free(p);
+            return FHR_E_INVALID;
+        }
         p->buds[i].slot = q[0];
+        p->buds[i].col = get16(q + 2);
+        p->buds[i].line = get32(q + 4); /* 1.0 files: zero, unknown */
         p->buds[i].nbytes = get64(q + 8);
     }
     q = sec[RP_SEC_POLI];

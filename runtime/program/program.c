@@ -248,6 +248,16 @@ fhr_status rplan_budget(const rplan_program *p, size_t i, fhr_budget *o)
     return FHR_OK;
 }
 
+fhr_status rplan_budget_position(const rplan_program *p, size_t i, uint32_t *line,
+                                 uint32_t *col)
+{
+    if (!p || !line || !col || i >= p->nbuds)
+        return FHR_E_INVALID;
+    *line = p->buds[i].line;
+    *col = p->buds[i].col;
+    return FHR_OK;
+}
+
 fhr_status rplan_policy(const rplan_program *p, size_t i, rplan_policy_info *o)
 {
     if (!p || !o || i >= p->npols)

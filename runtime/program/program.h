@@ -29,11 +29,16 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 
 #define RP_NOLOC 0xFFu
 #define RP_MAX_CHAIN 8
+/* Limits every layer applies alike (rplan(5), "Limits"). */
+#define RP_MAX_STAGE_DEPTH 32             /* stages nested in one another */
+#define RP_MAX_UNROLLED 1000000ull        /* loop iterations a program unrolls, in all */
+#define RP_MAX_INSTRS 1000000u            /* instructions of a program */
+#define RP_MAX_ARGS 16 /* arguments of one kernel call (the VM's rplan_arg array) */
 
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"
 #define RP_MAJOR 1
-#define RP_MINOR 1
+#define RP_MINOR 2 /* 1.1: budget records carry their declaration; 1.2: the REGN section */
 #define RP_HDR_SIZE 32
 #define RP_DIR_SIZE 16
 enum {
@@ -66,6 +71,8 @@ typedef struct rp_value {
 typedef struct rp_budgetrec {
     uint8_t slot;
     uint64_t nbytes;
+    uint32_t line; /* its declaration, 0:0 when it came from an override */
+    uint16_t col;
 } rp_budgetrec;
 
 typedef struct rp_policyrec {
@@ -139,6 +146,12 @@ RP_HIDDEN fhr_status rp_verify(const rplan_program *p, rp_vfail *f);
 RP_HIDDEN uint64_t rp_regen_nbytes(uint64_t nbytes);
 RP_HIDDEN uint64_t rp_value_charge(const rp_value *v, uint8_t slot);
 RP_HIDDEN int rp_check_seeded(const rplan_program *p, uint32_t i, char *msg, size_t cap);
+/* Text (runtime/program/text.c): the offset of the first byte of s[0..n) that is not
+ * well-formed UTF-8 or is a control byte other than tab, or n; the length of the UTF-8
+ * sequence at s (0 when ill-formed); and the same text with every such byte made '?'. */
+RP_HIDDEN size_t rp_text_bad(const char *s, size_t n);
+RP_HIDDEN size_t rp_utf8_seq(const char *s, size_t n);
+RP_HIDDEN void rp_text_clean(char *s, size_t n);
 
 /* CRC-32C (Castagnoli). */
 RP_HIDDEN uint32_t rp_crc32c(uint32_t crc, const void *buf, size_t len);

@@ -39,6 +39,15 @@ typedef struct V {
     uint32_t depth; /* stage nesting */
     uint32_t args;  /* kernel arguments still expected */
     long pc;
+    /* the open plan's enter-phase ensures and moves to devices, in order */
+    uint32_t *ent_v;
+    uint8_t *ent_s;
+    size_t nent, capent;
+    /* the body call being read: its RUN and its arguments so far */
+    long run_at;
+    uint32_t run_n;
+    uint8_t run_op[RP_MAX_ARGS];
+    uint32_t run_x[RP_MAX_ARGS];
 } V;
 
 static fhr_status fail(V *s, fhr_status st, long instr, const char *fmt, ...)
@@ -93,6 +102,14 @@ static fhr_status check_tables(V *s)
         return fail(s, FHR_E_INVALID, -1, "string table is not NUL-terminated");
     if (!str_ok(p, p->src_name))
         return fail(s, FHR_E_INVALID, -1, "source name is not a valid string");
+    for (uint32_t off = 1; off < p->nstrs;) {
+        size_t n = strlen(p->strs + off), bad = rp_text_bad(p->strs + off, n);
+        if (bad < n)
+            return fail(s, FHR_E_INVALID, -1, "string at offset %u: byte 0x%02x at %zu is not "
+                        "UTF-8 text (control bytes and ill-formed sequences are refused)", off,
+                        (unsigned char)p->strs[off + bad], bad);
+        off += (uint32_t)n + 1;
+    }
     for (uint32_t i = 0; i < p->nvals; i++) {
         const rp_value *v = &p->vals[i];
         if (!str_ok(p, v->name) || !p->strs[v->name])
@@ -152,6 +169,53 @@ static fhr_status check_tables(V *s)
     if (next != p->nchains)
         return fail(s, FHR_E_INVALID, -1, "fallback chains not owned by any policy");
     return FHR_OK;
+}
+
+/* Every source position (line table, value declarations) inside the embedded source text,
+ * when there is one: line 1.., column 1..its length + 1; 0:0 means unknown. */
+static fhr_status check_positions(V *s)
+{
+    const rplan_program *p = s->p;
+    if (!p->src)
+        return FHR_OK;
+    /* line starts, lines ending at \n, \r\n or a lone \r as the lexer counts them */
+    size_t n = 1;
+    for (uint32_t i = 0; i < p->srclen; i++)
+        n += p->src[i] == '\n' || (p->src[i] == '\r' && (i + 1 == p->srclen || p->src[i + 1] != '\n'));
+    uint32_t *len = calloc(n, sizeof *len);
+    if (!len)
+        return FHR_E_NOMEM;
+    size_t k = 0;
+    for (uint32_t i = 0; i < p->srclen; i++) {
+        if (p->src[i] == '\n' || p->src[i] == '\r') {
+            if (p->src[i] == '\r' && i + 1 < p->srclen && p->src[i + 1] == '\n')
+                i++;
+            k++;
+        } else {
+            len[k]++;
+        }
+    }
+    fhr_status st = FHR_OK;
+    for (uint32_t i = 0; i < p->ncode && !st; i++) {
+        const rp_linerec *l = &p->lines[i];
+        if (l->line && (l->line > n || l->col == 0 || l->col > len[l->line - 1] + 1))
+            st = fail(s, FHR_E_INVALID, -1, "instruction %u: source position %u:%u is outside "
+                      "the embedded source (%zu lines)", i, l->line, l->col, n);
+    }
+    for (uint32_t i = 0; i < p->nvals && !st; i++) {
+        const rp_value *v = &p->vals[i];
+        if (v->line && (v->line > n || v->col == 0 || v->col > len[v->line - 1] + 1))
+            st = fail(s, FHR_E_INVALID, -1, "value %u: source position %u:%u is outside the "
+                      "embedded source (%zu lines)", i, v->line, v->col, n);
+    }
+    for (uint32_t i = 0; i < p->nbuds && !st; i++) {
+        const rp_budgetrec *b = &p->buds[i];
+        if (b->line && (b->line > n || b->col == 0 || b->col > len[b->line - 1] + 1))
+            st = fail(s, FHR_E_INVALID, -1, "budget %u: source position %u:%u is outside the "
+                      "embedded source (%zu lines)", i, b->line, b->col, n);
+    }
+    free(len);
+    return st;
 }
 
 static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const char *which)
@@ -253,8 +317,9 @@ static void uncharge(V *s, uint32_t v, uint8_t slot)
 RULE(stage)
 {
     (void)in;
-    if (s->depth == 1000)
-        return fail(s, FHR_E_INVALID, s->pc, "stages nested too deeply");
+    if (s->depth == RP_MAX_STAGE_DEPTH)
+        return fail(s, FHR_E_INVALID, s->pc, "stages are nested too deeply (at most %d levels)",
+                    RP_MAX_STAGE_DEPTH);
     s->depth++;
     return FHR_OK;
 }
@@ -284,6 +349,7 @@ static fhr_status open_scope(V *s, int kind)
     s->phase = FHR_PHASE_NONE;
     memset(s->scope_res, 0, sizeof s->scope_res);
     s->nreq = 0;
+    s->nent = 0;
     return FHR_OK;
 }
 
@@ -442,10 +508,34 @@ RULE(end)
     return st;
 }
 
+/* An ensure or move to a device in a plan's enter phase places the bodies that read the
+ * value (rule of body_at). */
+static fhr_status note_enter(V *s, const rp_ins *in)
+{
+    if (s->scope != RPLAN_OP_PLAN || s->phase != FHR_PHASE_ENTER ||
+        fhr_loc_from_slot(in->a).kind != FHR_LOC_CUDA)
+        return FHR_OK;
+    if (s->nent == s->capent) {
+        size_t nc = s->capent ? s->capent * 2 : 16;
+        uint32_t *a = realloc(s->ent_v, nc * sizeof *a);
+        if (a)
+            s->ent_v = a;
+        uint8_t *b = realloc(s->ent_s, nc);
+        if (b)
+            s->ent_s = b;
+        if (!a || !b)
+            return FHR_E_NOMEM;
+        s->capent = nc;
+    }
+    s->ent_v[s->nent] = in->x;
+    s->ent_s[s->nent++] = in->a;
+    return FHR_OK;
+}
+
 RULE(ensure)
 {
     fhr_status st = live(s, in->x, "ensure");
-    if (st)
+    if (st || (st = note_enter(s, in)))
         return st;
     const rp_value *v = &s->p->vals[in->x];
     char l[24], what[200];
@@ -470,7 +560,7 @@ RULE(ensure)
 RULE(move)
 {
     fhr_status st = live(s, in->x, "move");
-    if (st)
+    if (st || (st = note_enter(s, in)))
         return st;
     const rp_value *v = &s->p->vals[in->x];
     uint64_t w = s->where[in->x];
@@ -580,24 +670,157 @@ RULE(release)
     return FHR_OK;
 }
 
+/* ---- bodies ---------------------------------------------------------------------------
+ * Where a body runs, as the VM decides it (runtime/vm/vm.c, request.c): in a plan, at the
+ * device of the first enter-phase ensure or move of one of its value arguments, else at the
+ * lowest device holding all of them after the enter phase, else pinned when it holds them
+ * all, else host; in a request, where the request requires its first required value
+ * argument (else the first requirement, else host). Every value argument must have a copy
+ * there: the VM leases them all at that location. */
+
+static int body_at(V *s, uint8_t *slot)
+{
+    const uint32_t *x = s->run_x;
+    const uint8_t *op = s->run_op;
+    uint32_t n = s->run_n;
+    int nvals = 0;
+    for (uint32_t a = 0; a < n; a++)
+        nvals += op[a] == RPLAN_OP_ARGVAL;
+    if (s->scope == RPLAN_OP_REQUEST) {
+        for (uint32_t a = 0; a < n; a++)
+            for (size_t i = 0; op[a] == RPLAN_OP_ARGVAL && i < s->nreq; i++)
+                if (s->req_v[i] == x[a]) {
+                    *slot = s->req_s[i];
+                    return 1;
+                }
+        *slot = s->nreq ? s->req_s[0] : fhr_loc_slot(fhr_loc_host());
+        return 1;
+    }
+    for (size_t e = 0; e < s->nent; e++)
+        for (uint32_t a = 0; a < n; a++)
+            if (op[a] == RPLAN_OP_ARGVAL && x[a] == s->ent_v[e]) {
+                *slot = s->ent_s[e];
+                return 1;
+            }
+    if (!nvals) {
+        *slot = fhr_loc_slot(fhr_loc_host());
+        return 1;
+    }
+    int pinned = fhr_loc_slot(fhr_loc_pinned()), host = fhr_loc_slot(fhr_loc_host());
+    for (int k = 0; k < FHR_LOC_SLOTS; k++) {
+        if (fhr_loc_from_slot(k).kind != FHR_LOC_CUDA)
+            continue;
+        int all = 1;
+        for (uint32_t a = 0; a < n && all; a++)
+            all = op[a] != RPLAN_OP_ARGVAL || (s->where[x[a]] >> k & 1);
+        if (all) {
+            *slot = (uint8_t)k;
+            return 1;
+        }
+    }
+    int all = 1;
+    for (uint32_t a = 0; a < n && all; a++)
+        all = op[a] != RPLAN_OP_ARGVAL || (s->where[x[a]] >> pinned & 1);
+    *slot = (uint8_t)(all ? pinned : host);
+    return 1;
+}
+
+/* The built-in kernels' signatures (rplan(5)); other names are the engine's and are not
+ * checked. 0, or the failure. */
+static fhr_status check_signature(V *s)
+{
+    const char *name = S_(s->p, s->p->code[s->run_at].x);
+    const uint8_t *op = s->run_op;
+    uint32_t n = s->run_n;
+    const char *want = NULL;
+    int ok = 1;
+    if (!strcmp(name, "touch") || !strcmp(name, "verify")) {
+        want = !strcmp(name, "touch") ? "touch(value, ...)" : "verify(value, ...)";
+        ok = n > 0;
+        for (uint32_t a = 0; a < n; a++)
+            ok &= op[a] == RPLAN_OP_ARGVAL;
+    } else if (!strcmp(name, "spin")) {
+        want = "spin(duration)";
+        ok = n == 1 && op[0] == RPLAN_OP_ARGDUR;
+    } else if (!strcmp(name, "ckks.keyswitch")) {
+        want = "ckks.keyswitch(ciphertext, key [, batch])";
+        ok = (n == 2 || n == 3) && op[0] == RPLAN_OP_ARGVAL && op[1] == RPLAN_OP_ARGVAL &&
+             (n == 2 || op[2] == RPLAN_OP_ARGINT);
+    } else {
+        return FHR_OK;
+    }
+    if (!ok)
+        return fail(s, FHR_E_INVALID, s->run_at, "bad arguments to the built-in kernel '%s': "
+                    "it takes %s", name, want);
+    if (!strcmp(name, "verify"))
+        for (uint32_t a = 0; a < n; a++)
+            if (s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE) {
+                fail(s, FHR_E_INFEASIBLE, s->run_at, "verify of '%s': its content comes "
+                     "from a file; only synth and zero content can be recomputed",
+                     NAMEV(s->run_x[a]));
+                note(s, -1, (long)s->run_x[a], "'%s' is declared here", NAMEV(s->run_x[a]));
+                return FHR_E_INFEASIBLE;
+            }
+    return FHR_OK;
+}
+
+/* A body call with all its arguments read: its signature, then its values at its location. */
+static fhr_status check_body(V *s)
+{
+    fhr_status st = check_signature(s);
+    if (st)
+        return st;
+    uint8_t slot;
+    body_at(s, &slot);
+    for (uint32_t a = 0; a < s->run_n; a++) {
+        if (s->run_op[a] != RPLAN_OP_ARGVAL)
+            continue;
+        uint32_t v = s->run_x[a];
+        int there = s->scope == RPLAN_OP_REQUEST ? held_at(s, v, slot) >= 0
+                                                 : (int)(s->where[v] >> slot & 1);
+        for (size_t i = 0; s->scope == RPLAN_OP_REQUEST && !there && i < s->nreq; i++)
+            there = s->req_v[i] == v && s->req_s[i] == slot;
+        if (!there) {
+            char l[24];
+            fail(s, FHR_E_INFEASIBLE, s->run_at,
+                 s->scope == RPLAN_OP_REQUEST
+                     ? "run %s: argument '%s' is not required at %s, where the body runs"
+                     : "run %s: argument '%s' has no copy at %s, where the body runs",
+                 S_(s->p, s->p->code[s->run_at].x), NAMEV(v), loc_name(slot, l));
+            note(s, -1, (long)v, "'%s' is declared here", NAMEV(v));
+            return FHR_E_INFEASIBLE;
+        }
+    }
+    return FHR_OK;
+}
+
 RULE(run)
 {
-    if (in->y == 0)
-        return FHR_OK;
+    if (in->y > RP_MAX_ARGS)
+        return fail(s, FHR_E_INVALID, s->pc, "a kernel call takes at most %d arguments",
+                    RP_MAX_ARGS);
     s->args = in->y;
-    return FHR_OK;
+    s->run_at = s->pc;
+    s->run_n = 0;
+    return in->y == 0 ? check_body(s) : FHR_OK;
+}
+
+static fhr_status arg_done(V *s, const rp_ins *in)
+{
+    s->run_op[s->run_n] = in->op;
+    s->run_x[s->run_n++] = in->x;
+    return s->args == 0 ? check_body(s) : FHR_OK;
 }
 
 RULE(argval)
 {
-    return live(s, in->x, "use");
+    fhr_status st = live(s, in->x, "use");
+    return st ? st : arg_done(s, in);
 }
 
 RULE(argconst)
 {
-    (void)s;
-    (void)in;
-    return FHR_OK;
+    return arg_done(s, in);
 }
 
 typedef fhr_status (*rule_fn)(V *, const rp_ins *);
@@ -655,6 +878,11 @@ static fhr_status run_pass(V *s)
     fhr_status st = check_tables(s);
     if (st)
         return st;
+    if ((st = check_positions(s)))
+        return st;
+    if (p->ncode > RP_MAX_INSTRS)
+        return fail(s, FHR_E_INVALID, -1, "program of %u instructions is too long (at most %u)",
+                    p->ncode, RP_MAX_INSTRS);
     for (uint32_t i = 0; i < p->nbuds; i++) {
         s->hasb |= 1ull << p->buds[i].slot;
         s->budget[p->buds[i].slot] = p->buds[i].nbytes;
@@ -736,5 +964,7 @@ fhr_status rp_verify(const rplan_program *p, rp_vfail *f)
     free(s.req_v);
     free(s.req_s);
     free(s.req_at);
+    free(s.ent_v);
+    free(s.ent_s);
     return st;
 }

@@ -145,6 +145,30 @@ void vm_warm_up(rplan_vm *vm)
     }
 }
 
+/* 1 when value i has a copy at loc (a failure reads as no copy: the lease then says why). */
+static int resident(rplan_vm *vm, uint32_t i, fhr_location loc)
+{
+    int r = 0;
+    return fhr_is_resident(vm->m, vm->h[i], loc, &r, NULL) == FHR_OK && r;
+}
+
+fhr_location vm_body_location(rplan_vm *vm, const vm_run *r)
+{
+    int ndev = vm->b->ops->device_count(vm->b);
+    for (int d = 0; d < ndev && d < FHR_MAX_CUDA_DEVICES; d++) {
+        int all = r->nvals > 0;
+        for (size_t v = 0; v < r->nvals && all; v++)
+            all = resident(vm, r->vals[v], fhr_loc_cuda(d));
+        if (all)
+            return fhr_loc_cuda(d);
+    }
+    fhr_location pin = fhr_loc_pinned();
+    int all = 1;
+    for (size_t v = 0; v < r->nvals && all; v++)
+        all = resident(vm, r->vals[v], pin);
+    return all && r->nvals ? pin : fhr_loc_host();
+}
+
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
                        int request, fhr_error *err)
 {

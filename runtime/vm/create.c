@@ -7,13 +7,23 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* x / scale rounded up, without wrapping for any x. */
+static uint64_t div_up(uint64_t x, uint64_t scale)
+{
+    return scale > 1 ? x / scale + (x % scale != 0) : x;
+}
+
+/* A scaled size: divided, rounded up to whole 8-byte words, at least one word; a size
+ * within 7 bytes of 2^64 keeps its last whole word rather than wrapping. Unscaled sizes
+ * stay exact, as the verifier and the dry run count them. */
 static uint64_t scale_up8(uint64_t x, uint64_t scale)
 {
-    if (scale > 1)
-        x = (x + scale - 1) / scale;
+    if (scale <= 1)
+        return x;
+    x = div_up(x, scale);
     if (x == 0)
         x = 8;
-    return (x + 7) / 8 * 8;
+    return x > UINT64_MAX - 7 ? UINT64_MAX / 8 * 8 : (x + 7) / 8 * 8;
 }
 
 fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const rplan_vm_opts *opts,
@@ -71,9 +81,11 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
     /* budgets: the program's, then overrides; all divided by the scale */
     size_t nb = rplan_nbudgets(p);
     fhr_budget bud[FHR_LOC_SLOTS];
+    uint32_t bline[FHR_LOC_SLOTS], bcol[FHR_LOC_SLOTS]; /* declarations, 0 for overrides */
     size_t nbud = 0;
     for (size_t i = 0; i < nb && nbud < FHR_LOC_SLOTS; i++)
-        if (rplan_budget(p, i, &bud[nbud]) == FHR_OK)
+        if (rplan_budget(p, i, &bud[nbud]) == FHR_OK &&
+            rplan_budget_position(p, i, &bline[nbud], &bcol[nbud]) == FHR_OK)
             nbud++;
     for (size_t i = 0; i < vm->o.nbudget_override; i++) {
         size_t k = 0;
@@ -81,13 +93,37 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
             k++;
         if (k == nbud && nbud < FHR_LOC_SLOTS)
             nbud++;
-        if (k < nbud)
+        if (k < nbud) {
             bud[k] = vm->o.budget_override[i];
+            bline[k] = bcol[k] = 0;
+        }
     }
     if (vm->o.scale > 1)
         for (size_t i = 0; i < nbud; i++)
-            bud[i].nbytes = (bud[i].nbytes + vm->o.scale - 1) / vm->o.scale +
-                            8 * (uint64_t)(vm->nvals + 64);
+        {
+            /* divided without wrapping, plus one word of rounding slack per value (each
+             * scaled size is rounded up), saturating at 2^64 - 1 */
+            uint64_t slack = 8 * (uint64_t)(vm->nvals + 64), n = div_up(bud[i].nbytes, vm->o.scale);
+            bud[i].nbytes = n > UINT64_MAX - slack ? UINT64_MAX : n + slack;
+        }
+    /* a budget at a device the backend does not have: the run fails at its declaration
+     * (rplan_vm_run); the manager is made without it */
+    int ndev = backend->ops->device_count(backend);
+    for (size_t i = 0; i < nbud; i++)
+        if (bud[i].loc.kind == FHR_LOC_CUDA && bud[i].loc.index >= ndev) {
+            if (!vm->bad_budget[0]) {
+                snprintf(vm->bad_budget, sizeof vm->bad_budget,
+                         "budget for cuda:%d%s: the %s backend has %d CUDA device%s",
+                         bud[i].loc.index, bline[i] ? "" : " (from an override)",
+                         backend->ops->name, ndev, ndev == 1 ? "" : "s");
+                vm->bad_budget_line = bline[i];
+                vm->bad_budget_col = bcol[i];
+            }
+            bud[i] = bud[--nbud];
+            bline[i] = bline[nbud];
+            bcol[i] = bcol[nbud];
+            i--;
+        }
     fhr_manager_config cfg = {backend, bud, nbud, vm->o.trace ? 4096 : 0};
     if ((st = fhr_manager_create(&cfg, &vm->m, err)) != FHR_OK ||
         (st = vm_register_builtins(vm, err)) != FHR_OK) {

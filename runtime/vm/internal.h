@@ -9,7 +9,7 @@
 #include "fheplan/vm.h"
 #include "fheplan/controller.h"
 
-#define VM_MAX_STAGE_DEPTH 32
+#define VM_MAX_STAGE_DEPTH 32 /* RP_MAX_STAGE_DEPTH: the compiler's and the verifier's limit */
 #define VM_TALLY_BLOCK 256
 
 /* Opcode numbers and their statement class, from the one opcode table. */
@@ -73,6 +73,9 @@ typedef struct vm_run {
 } vm_run;
 
 struct rplan_vm {
+    long setup_value; /* the value whose setup failed, -1 none */
+    char bad_budget[200]; /* a budget at a device the backend lacks: the run's failure */
+    uint32_t bad_budget_line, bad_budget_col;
     const rplan_program *p;
     fhr_backend *b;
     rplan_vm_opts o;
@@ -201,6 +204,9 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err);
 /* body.c: RUN argument lists, bodies run under leases, the kernel model, the warm-up. */
 fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
                           fhr_error *err);
+/* Where a plan body without an enter action to a device runs: the lowest device holding
+ * every value argument, else pinned when it holds them all, else host. */
+fhr_location vm_body_location(rplan_vm *vm, const vm_run *r);
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
                        int request, fhr_error *err);
 /* Predicted time of one body from the kernel model. */
@@ -211,7 +217,7 @@ void vm_warm_up(rplan_vm *vm);
 /* scope.c: one plan as a scope with its body (PLAN and REQUEST). */
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
-                              size_t nruns, const fhr_location *at, int request,
+                              size_t nruns, fhr_location *at, int request,
                               fhr_report **rep_out, fhr_error *err);
 
 /* request.c: the program's policies and controllers (after the values exist), the

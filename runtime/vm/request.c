@@ -179,7 +179,7 @@ static int inflight_wait_oldest(rplan_vm *vm)
     vm->b->ops->event_destroy(vm->b, ev);
     memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
     vm->ninflight--;
-    fhr_reap(vm->m);
+    fhr_reap(vm->m, NULL, NULL);
     return 1;
 }
 

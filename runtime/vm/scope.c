@@ -6,7 +6,7 @@
 
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
-                              size_t nruns, const fhr_location *at, int request,
+                              size_t nruns, fhr_location *at, int request,
                               fhr_report **rep_out, fhr_error *err)
 {
     (void)rep_out;
@@ -40,6 +40,10 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         return st;
     }
     vm_sample_peaks(vm);
+    /* bodies not placed by an enter action run where the enter phase left their values */
+    for (size_t k = 0; k < nruns; k++)
+        if (at[k].kind == FHR_LOC_INVALID)
+            at[k] = vm->explain ? fhr_loc_host() : vm_body_location(vm, &runs[k]);
     fhr_error berr;
     fhr_error_init(&berr);
     fhr_status bst = vm_run_body(vm, runs, nruns, at, request, &berr);
@@ -50,7 +54,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
             if (slot >= 0 && vm->compute[slot])
                 vm->b->ops->stream_sync(vm->b, vm->compute[slot], NULL);
         }
-        fhr_reap(vm->m);
+        fhr_reap(vm->m, NULL, NULL);
     }
     fhr_error xerr;
     fhr_error_init(&xerr);

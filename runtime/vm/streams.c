@@ -53,7 +53,7 @@ fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err)
             return st;
     }
     if (vm->m)
-        fhr_reap(vm->m);
+        fhr_reap(vm->m, NULL, NULL);
     return FHR_OK;
 }
 

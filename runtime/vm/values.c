@@ -111,9 +111,12 @@ static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location a
     return FHR_OK;
 }
 
-/* Prefixes a failure while value vi is set up with its name. */
-static fhr_status name_value(fhr_status st, const rplan_value_info *vi, fhr_error *err)
+/* Prefixes a failure while value vi is set up with its name, and keeps which value it was:
+ * the report points at its declaration. */
+static fhr_status name_value(rplan_vm *vm, fhr_status st, const rplan_value_info *vi,
+                             fhr_error *err)
 {
+    vm->setup_value = (long)(vi - vm->vinfo);
     if (err) {
         char msg[sizeof err->message];
         snprintf(msg, sizeof msg, "value '%.60s': %.400s", vi->name, err->message);
@@ -139,7 +142,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
             if ((st = read_file(vi->path, n, filebuf, err)) != FHR_OK) {
                 free(filebuf);
-                return name_value(st, vi, err);
+                return name_value(vm, st, vi, err);
             }
         }
         if (vi->seeded && vi->recoverability == FHR_MUST_PRESERVE) {
@@ -186,7 +189,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 if ((st = vm->b->ops->alloc(vm->b, vm->backing_loc, nb, NULL, &vm->backing[i],
                                             err)) != FHR_OK) {
                     free(filebuf);
-                    return name_value(st, vi, err);
+                    return name_value(vm, st, vi, err);
                 }
             }
             if (!vm->explain) {
@@ -215,7 +218,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
         }
         free(filebuf);
         if (st)
-            name_value(st, vi, err);
+            name_value(vm, st, vi, err);
     }
     return st;
 }

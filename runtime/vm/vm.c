@@ -29,25 +29,7 @@ static void wait_consumers(rplan_vm *vm, const fhr_action *acts, size_t n)
     for (int s = 0; s < FHR_LOC_SLOTS; s++)
         if (vm->compute[s])
             vm->b->ops->stream_sync(vm->b, vm->compute[s], NULL);
-    fhr_reap(vm->m);
-}
-
-/* The location a plan body reads a value at: its device copy, else pinned, else host. */
-static fhr_location body_location(rplan_vm *vm, const vm_run *r)
-{
-    int ndev = vm->b->ops->device_count(vm->b);
-    for (int d = 0; d < ndev && d < FHR_MAX_CUDA_DEVICES; d++) {
-        int all = r->nvals > 0;
-        for (size_t v = 0; v < r->nvals && all; v++)
-            all = fhr_is_resident(vm->m, vm->h[r->vals[v]], fhr_loc_cuda(d)) == 1;
-        if (all)
-            return fhr_loc_cuda(d);
-    }
-    fhr_location pin = fhr_loc_pinned();
-    int all = 1;
-    for (size_t v = 0; v < r->nvals && all; v++)
-        all = fhr_is_resident(vm->m, vm->h[r->vals[v]], pin) == 1;
-    return all && r->nvals ? pin : fhr_loc_host();
+    fhr_reap(vm->m, NULL, NULL);
 }
 
 static fhr_action to_action(const rplan_vm *vm, const rplan_instr *in)
@@ -170,26 +152,22 @@ static fhr_status exec_plan(rplan_vm *vm, size_t pc, size_t end, long *fail_pc, 
         st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         goto done;
     }
-    /* a value the enter phase brings to a device is read there */
+    /* a value the enter phase brings to a device (ensure or move) is read there; the
+     * rest is decided from the state the enter phase leaves (vm_body_location) — the
+     * rule the verifier proves (rplan(5), "Bodies") */
     for (size_t k = 0; k < nruns; k++) {
         fhr_location best = {FHR_LOC_INVALID, 0};
-        for (size_t a = 0; a < nact[1]; a++) {
+        for (size_t a = 0; a < nact[1] && best.kind == FHR_LOC_INVALID; a++) {
+            if (lists[1][a].kind != FHR_ACT_ENSURE && lists[1][a].kind != FHR_ACT_MOVE)
+                continue;
             for (size_t v = 0; v < runs[k].nvals; v++)
                 if (fhr_handle_equal(lists[1][a].handle, vm->h[runs[k].vals[v]]) &&
-                    lists[1][a].at.kind == FHR_LOC_CUDA && best.kind == FHR_LOC_INVALID)
+                    lists[1][a].at.kind == FHR_LOC_CUDA)
                     best = lists[1][a].at;
         }
         at[k] = best;
     }
     st = FHR_OK;
-    {
-        /* resolve the rest from the current state (values already in place) */
-        for (size_t k = 0; k < nruns; k++)
-            if (at[k].kind == FHR_LOC_INVALID) {
-                at[k] = vm->explain ? fhr_loc_host() : body_location(vm, &runs[k]);
-                /* a value entered elsewhere is checked by the lease */
-            }
-    }
     FOR_OPEN_RECORDS(vm, r)
     r->plans++;
     wait_consumers(vm, acts, nact[0] + nact[1] + nact[2]);
@@ -339,13 +317,23 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     snprintf(vm->total.name, sizeof vm->total.name, "total");
     fhr_error e;
     fhr_error_init(&e);
-    fhr_status st = vm_setup_values(vm, &e);
+    vm->setup_value = -1;
+    fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
+                                      : vm_setup_values(vm, &e);
     if (st == FHR_OK)
         st = vm_requests_setup(vm, &e);
     long fail_pc = -1;
     const char *fail_scope = NULL;
     if (st) {
         set_failure(vm, rep, st, -1, &e, NULL);
+        if (vm->bad_budget[0]) {
+            rep->line = vm->bad_budget_line; /* at the budget's declaration */
+            rep->col = vm->bad_budget_col;
+        } else if (vm->setup_value >= 0 && (size_t)vm->setup_value < vm->nvals) {
+            /* a value that cannot be set up: at its declaration */
+            rep->line = vm->vinfo[vm->setup_value].line;
+            rep->col = vm->vinfo[vm->setup_value].col;
+        }
     } else {
         rep->pinned_gbps = vm->pinned_gbps = vm_pinned_bandwidth(vm);
         if (!vm->explain) {

@@ -1,14 +1,17 @@
 /* tests/fuzz/fuzz_compile.c — fuzz target 1: the lexer, parser, semantic pass and
  * verifier on arbitrary source text. Whatever the text, the compiler either returns a
- * program that disassembles and inspects cleanly, or refuses with at least one error
- * diagnostic placed inside the text. */
+ * program that disassembles and inspects cleanly and, when check accepts it, runs on the
+ * emulated device (fuzz_oracle.h), or refuses with at least one error diagnostic placed
+ * inside the text. */
 #include "fuzz.h"
+#include "fuzz_oracle.h"
 
+/* Lines as the lexer counts them: ended by \n, \r\n or a lone \r. */
 static uint32_t count_lines(const uint8_t *data, size_t size)
 {
     uint32_t n = 1;
     for (size_t i = 0; i < size; i++)
-        n += data[i] == '\n';
+        n += data[i] == '\n' || (data[i] == '\r' && (i + 1 == size || data[i + 1] != '\n'));
     return n;
 }
 
@@ -32,6 +35,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         FUZZ_CHECK(rplan_diags_nerrors(d) == 0, "OK with %zu errors", rplan_diags_nerrors(d));
         fuzz_inspect(p);
         free(fuzz_disasm(p));
+        fuzz_check_runs(p, "compiled input");
     } else {
         FUZZ_CHECK(p == NULL, "refusal (%s) left a program", fhr_status_name(st));
         FUZZ_CHECK(st == FHR_E_INVALID || st == FHR_E_INFEASIBLE || st == FHR_E_NOMEM,

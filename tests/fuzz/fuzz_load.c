@@ -1,10 +1,12 @@
 /* tests/fuzz/fuzz_load.c — fuzz target 2: the bytecode loader and verifier. Each input
  * is loaded as given (framing and checksum) and again with its checksum recomputed, so
  * the verifier has to stand on its own. Every accepted program is inspected,
- * disassembled, written and reloaded (the same disassembly must come back), and run in
- * explain mode (fuzz_explain.h). */
+ * disassembled, written and reloaded (the same disassembly must come back), run in
+ * explain mode (fuzz_explain.h) and, when check accepts it, on the emulated device
+ * (fuzz_oracle.h). */
 #include "fuzz.h"
 #include "fuzz_explain.h"
+#include "fuzz_oracle.h"
 
 /* Internal to the program layer (runtime/program/bytecode.c): recomputes the header checksum. */
 int rp_bytecode_restamp(void *buf, size_t len);
@@ -27,6 +29,7 @@ static void accepted(const rplan_program *p)
     char *d1 = fuzz_disasm(q);
     FUZZ_CHECK(strcmp(d0, d1) == 0, "disassembly changed on reload:\n%s\n----\n%s", d0, d1);
     fuzz_explain(q);
+    fuzz_check_runs(q, "loaded input");
     free(d0);
     free(d1);
     free(b);

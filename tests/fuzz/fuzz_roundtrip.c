@@ -1,8 +1,10 @@
 /* tests/fuzz/fuzz_roundtrip.c — fuzz target 3: compile → write → load → verify →
  * disassemble. A program the compiler accepts must load back; its disassembly must be
  * the compiler's own, the serialisation must be a fixed point (write(load(write(p))) ==
- * write(p), byte for byte), and the same holds with the source stripped. */
+ * write(p), byte for byte), and the same holds with the source stripped; when check
+ * accepts the program it runs on the emulated device (fuzz_oracle.h). */
 #include "fuzz.h"
+#include "fuzz_oracle.h"
 
 /* Writes p, loads it back (must succeed), checks the disassembly and the bytes of a
  * second write; returns nothing, aborts on any difference. */
@@ -53,6 +55,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (rplan_compile(src, size, &o, &p, NULL) == FHR_OK) {
         round_trip(p, 0);
         round_trip(p, RPLAN_DISASM_NOSOURCE);
+        fuzz_check_runs(p, "round-tripped input");
         /* the same program without its source text */
         rplan_program *s = NULL;
         o.strip_source = 1;

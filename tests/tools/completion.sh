@@ -39,10 +39,10 @@ for cmd in check run compile disasm fmt; do
         case $out in *"unknown option"*) bad "fheplan $cmd offers $o, which fheplan refuses" ;; esac
     done
 done
-# and every option the usage text names is offered
-for cmd in check run disasm fmt; do
+# and every option the usage texts name (the full one and each subcommand's --help) is offered
+for cmd in check run compile disasm fmt; do
     offered=" $(complete_line fheplan "$cmd" -) "
-    for o in $("$BUILD/fheplan" --help |
+    for o in $({ "$BUILD/fheplan" --help; "$BUILD/fheplan" "$cmd" --help; } |
         awk -v cmd="$cmd" 'match($0, /fheplan [a-z-]+/) { cur = substr($0, RSTART + 8, RLENGTH - 8) }
                            cur == cmd' | grep -o -- '--[a-z-]*\| -w\| -o' | sort -u); do
         [[ $offered == *" $o "* ]] || bad "fheplan $cmd: $o is in the usage but not completed"

@@ -4,6 +4,7 @@
 #define FHEPLAN_TEST_MGR_HELPERS_H
 
 #include "fheplan/residency.h"
+#include "tests/unit/observe.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -176,7 +177,7 @@ static inline int resident_has_pattern(fhr_manager *m, fhr_handle h, fhr_locatio
         fhr_stream_sync(b, s, NULL);
         fhr_stream_destroy(b, s);
     }
-    fhr_reap(m);
+    t_reap(m);
     return ok;
 }
 

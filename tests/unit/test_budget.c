@@ -1,6 +1,7 @@
 /* tests/unit/test_budget.c — strict budgets: exact fit, one byte more fails and
  * changes nothing, no other placement is chosen, unbudgeted locations still account. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 static char *snap_json(fhr_manager *m)
 {
@@ -29,7 +30,7 @@ Test(budget, exact_fit_then_one_byte_more_fails_with_nothing_changed)
     fhr_snapshot_free(s);
     cr_assert(resident_has_pattern(m, a, fhr_loc_cuda(0), 1, 1000)); /* copy complete */
     char *before = snap_json(m);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     cr_assert_eq(fhr_ensure(m, c, fhr_loc_cuda(0), NULL, &e), FHR_E_BUDGET);
     cr_assert_eq(e.bytes_short, 1);
     cr_assert(fhr_loc_equal(e.loc, fhr_loc_cuda(0)));
@@ -37,8 +38,8 @@ Test(budget, exact_fit_then_one_byte_more_fails_with_nothing_changed)
     cr_assert_eq(fhr_move(m, c, fhr_loc_cuda(0), NULL, NULL, &e), FHR_E_BUDGET);
     char *after = snap_json(m);
     cr_assert_str_eq(before, after);
-    cr_assert_eq(fhr_state_version(m), v);
-    cr_assert_eq(fhr_is_resident(m, c, fhr_loc_host()), 1, "the value moved elsewhere");
+    cr_assert_eq(t_state_version(m), v);
+    cr_assert_eq(t_is_resident(m, c, fhr_loc_host()), 1, "the value moved elsewhere");
     free(before);
     free(after);
     fhr_error_clear(&e);

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <stdarg.h>
 #include <unistd.h>
+
+#include "tests/unit/tmpdir.h"
 
 #ifndef FHEPLAN_CLI
 #define FHEPLAN_CLI "build/fheplan"
@@ -34,17 +37,21 @@ static char *slurp_file(const char *path)
     return s;
 }
 
-/* Runs `FHEPLAN_CLI args` with env prefix, capturing stdout and stderr. */
-static result run_cli(const char *env, const char *args)
+/* Runs `FHEPLAN_CLI args` (printf-style) with env prefix, capturing stdout and stderr in
+ * the test's own directory; stdin is /dev/null unless args redirect it. */
+static result run_cli(const char *env, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static result run_cli(const char *env, const char *fmt, ...)
 {
-    char o[] = "/tmp/fheplan-out-XXXXXX", e[] = "/tmp/fheplan-err-XXXXXX";
-    int fo = mkstemp(o), fe = mkstemp(e);
-    cr_assert(fo >= 0 && fe >= 0);
-    close(fo);
-    close(fe);
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s </dev/null", env ? env : "", FHEPLAN_CLI, args,
-             o, e);
+    char args[1536];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    const char *o = tmp_path("stdout"), *e = tmp_path("stderr");
+    char cmd[2600];
+    snprintf(cmd, sizeof cmd, "%s %s %s >%s 2>%s%s", env ? env : "", FHEPLAN_CLI, args, o, e,
+             strchr(args, '<') ? "" : " </dev/null");
     int st = system(cmd);
     result r;
     r.rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
@@ -71,7 +78,7 @@ static void write_file(const char *path, const char *text)
 
 Test(cli, usage_errors_exit_64)
 {
-    result r = run_cli(NULL, "");
+    result r = run_cli(NULL, "%s", "");
     cr_assert_eq(r.rc, 64);
     cr_assert(strstr(r.err, "usage:"));
     result_free(&r);
@@ -119,18 +126,18 @@ Test(cli, check_every_plan_is_feasible)
 
 Test(cli, rejected_plan_exits_1_with_diagnostic_format)
 {
-    write_file("/tmp/fheplan-bad.rplan", "rplan 1\nbudget cuda:0 1 MiB\n"
+    write_file(tmp_path("bad.rplan"), "rplan 1\nbudget cuda:0 1 MiB\n"
                                          "value a = 2 MiB exclusive at pinned init zero\n"
                                          "move a -> cuda:0 from pinned\n");
-    result r = run_cli("NO_COLOR=1", "check /tmp/fheplan-bad.rplan");
+    result r = run_cli("NO_COLOR=1", "check %s", tmp_path("bad.rplan"));
     cr_assert_eq(r.rc, 1);
-    cr_assert(strstr(r.err, "/tmp/fheplan-bad.rplan:4:1: error: "), "%s", r.err);
+    cr_assert(strstr(r.err, "bad.rplan:4:1: error: "), "%s", r.err);
     cr_assert(strstr(r.err, "move a -> cuda:0 from pinned"));
     cr_assert(strstr(r.err, "^"));
     cr_assert_null(strchr(r.err, '\033'), "colour despite NO_COLOR");
     result_free(&r);
     /* a budget override that makes it fit */
-    r = run_cli(NULL, "check --budget cuda:0=4MiB /tmp/fheplan-bad.rplan");
+    r = run_cli(NULL, "check --budget cuda:0=4MiB %s", tmp_path("bad.rplan"));
     cr_assert_eq(r.rc, 0, "%s", r.err);
     result_free(&r);
     /* and one that makes a feasible plan infeasible */
@@ -138,18 +145,18 @@ Test(cli, rejected_plan_exits_1_with_diagnostic_format)
     cr_assert_eq(r.rc, 1);
     cr_assert(strstr(r.err, "error:"));
     result_free(&r);
-    unlink("/tmp/fheplan-bad.rplan");
+    
 }
 
 Test(cli, syntax_error_has_position_and_caret)
 {
-    write_file("/tmp/fheplan-syntax.rplan", "rplan 1\nvalue x = 1 MiB at nowhere\n");
-    result r = run_cli("NO_COLOR=1", "check /tmp/fheplan-syntax.rplan");
+    write_file(tmp_path("syntax.rplan"), "rplan 1\nvalue x = 1 MiB at nowhere\n");
+    result r = run_cli("NO_COLOR=1", "check %s", tmp_path("syntax.rplan"));
     cr_assert_eq(r.rc, 1);
-    cr_assert(strstr(r.err, "/tmp/fheplan-syntax.rplan:2:"), "%s", r.err);
+    cr_assert(strstr(r.err, "syntax.rplan:2:"), "%s", r.err);
     cr_assert(strstr(r.err, ": error: "));
     result_free(&r);
-    unlink("/tmp/fheplan-syntax.rplan");
+    
 }
 
 static cJSON *parse_only_json(const char *out)
@@ -192,13 +199,13 @@ Test(cli, check_json_is_one_document_with_fields)
 
 Test(cli, run_on_emu_verifies_integrity_and_writes_a_trace)
 {
-    result r = run_cli("NO_COLOR=1", "run --device emu --scale 1024 --trace /tmp/fheplan-trace.json "
-                                     "plans/ckks-bootstrap.rplan");
+    result r = run_cli("NO_COLOR=1", "run --device emu --scale 1024 --trace %s "
+                                     "plans/ckks-bootstrap.rplan", tmp_path("trace.json"));
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cr_assert(strstr(r.out, "integrity: ok"));
     cr_assert(strstr(r.out, "lower bound: max(compute"));
     cr_assert(strstr(r.out, "ratio"));
-    char *t = slurp_file("/tmp/fheplan-trace.json");
+    char *t = slurp_file(tmp_path("trace.json"));
     cJSON *tj = cJSON_Parse(t);
     cr_assert_not_null(tj, "trace does not parse");
     cJSON *ev = cJSON_GetObjectItem(tj, "traceEvents");
@@ -219,7 +226,7 @@ Test(cli, run_on_emu_verifies_integrity_and_writes_a_trace)
     cr_assert(have_body && have_meta);
     cJSON_Delete(tj);
     free(t);
-    unlink("/tmp/fheplan-trace.json");
+    
     result_free(&r);
 }
 
@@ -253,31 +260,31 @@ Test(cli, run_json_report_has_every_field)
  * line cannot inject: tests/unit/test_fault_sweep.c and test_plan_sweep.c cover that.) */
 Test(cli, run_rejected_by_a_budget_override_exits_1_with_source_position_and_json)
 {
-    write_file("/tmp/fheplan-fail.rplan", "rplan 1\nvalue a = 64 KiB at pinned init synth(1)\n"
+    write_file(tmp_path("fail.rplan"), "rplan 1\nvalue a = 64 KiB at pinned init synth(1)\n"
                                           "plan \"p\" {\n  enter { ensure a @ cuda:0 }\n"
                                           "  body { run verify(a) }\n}\n");
     /* the override is too small at run time only: check passes the declared budgets */
-    result r = run_cli("NO_COLOR=1", "run --device emu --budget cuda:0=1KiB /tmp/fheplan-fail.rplan");
+    result r = run_cli("NO_COLOR=1", "run --device emu --budget cuda:0=1KiB %s", tmp_path("fail.rplan"));
     cr_assert_eq(r.rc, 1);
-    cr_assert(strstr(r.err, "/tmp/fheplan-fail.rplan:"), "%s", r.err);
+    cr_assert(strstr(r.err, "fail.rplan:"), "%s", r.err);
     cr_assert(strstr(r.err, ": error: "));
     result_free(&r);
-    r = run_cli(NULL, "run --json --device emu --budget cuda:0=1KiB /tmp/fheplan-fail.rplan");
+    r = run_cli(NULL, "run --json --device emu --budget cuda:0=1KiB %s", tmp_path("fail.rplan"));
     cr_assert_eq(r.rc, 1);
     /* compile rejects it: the diagnostics are in the JSON, stdout has only the document */
     cJSON *j = parse_only_json(r.out);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "ok")));
     cJSON_Delete(j);
     result_free(&r);
-    unlink("/tmp/fheplan-fail.rplan");
+    
 }
 
 Test(cli, compile_then_disasm_and_run_bytecode)
 {
-    result r = run_cli(NULL, "compile plans/design-example.rplan -o /tmp/fheplan-design.rbc");
+    result r = run_cli(NULL, "compile plans/design-example.rplan -o %s", tmp_path("design.rbc"));
     cr_assert_eq(r.rc, 0, "%s", r.err);
     result_free(&r);
-    r = run_cli(NULL, "disasm /tmp/fheplan-design.rbc");
+    r = run_cli(NULL, "disasm %s", tmp_path("design.rbc"));
     cr_assert_eq(r.rc, 0);
     cr_assert(strstr(r.out, "request"));
     result_free(&r);
@@ -285,8 +292,193 @@ Test(cli, compile_then_disasm_and_run_bytecode)
     cr_assert_eq(r.rc, 0);
     cr_assert(strstr(r.out, "ckks.keyswitch"));
     result_free(&r);
-    r = run_cli(NULL, "run --quiet --device emu --scale 1024 /tmp/fheplan-design.rbc");
+    r = run_cli(NULL, "run --quiet --device emu --scale 1024 %s", tmp_path("design.rbc"));
     cr_assert_eq(r.rc, 0, "%s", r.err);
     result_free(&r);
-    unlink("/tmp/fheplan-design.rbc");
+    
+}
+
+Test(cli, subcommand_help_prints_its_usage_and_exits_0)
+{
+    const char *cmds[] = {"check", "run", "compile", "disasm"};
+    for (size_t i = 0; i < 4; i++)
+        for (int h = 0; h < 2; h++) {
+            result r = run_cli(NULL, "%s %s", cmds[i], h ? "-h" : "--help");
+            cr_assert_eq(r.rc, 0, "%s: %s", cmds[i], r.err);
+            char want[64];
+            snprintf(want, sizeof want, "usage: fheplan %s ", cmds[i]);
+            cr_assert(strstr(r.out, want), "%s", r.out);
+            cr_assert_str_eq(r.err, "");
+            result_free(&r);
+        }
+}
+
+Test(cli, dash_reads_standard_input)
+{
+    result r = run_cli(NULL, "check - < plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "-: feasible"), "%s", r.out);
+    result_free(&r);
+    write_file(tmp_path("bad.rplan"), "rplan 1\nvalue x = 1 MiB at nowhere\n");
+    r = run_cli("NO_COLOR=1", "check - < %s", tmp_path("bad.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "<stdin>:2:"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "compile - -o %s < plans/design-example.rplan", tmp_path("d.rbc"));
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "run --quiet --device emu --scale 1024 - < %s", tmp_path("d.rbc"));
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check - - < plans/design-example.rplan");
+    cr_assert_eq(r.rc, 64);
+    result_free(&r);
+}
+
+Test(cli, compile_never_overwrites_its_input_and_writes_atomically)
+{
+    char *plan = slurp_file("plans/design-example.rplan");
+    write_file(tmp_path("a.rplan"), plan);
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "ln -s a.rplan %s && mkdir %s", tmp_path("link.rplan"),
+             tmp_path("sub"));
+    cr_assert_eq(system(cmd), 0);
+    const char *outs[] = {"a.rplan", "sub/../a.rplan", "link.rplan"};
+    for (size_t i = 0; i < 3; i++) {
+        result r = run_cli(NULL, "compile %s -o %s", tmp_path("a.rplan"), tmp_path(outs[i]));
+        cr_assert_eq(r.rc, 64, "%s", outs[i]);
+        cr_assert(strstr(r.err, "refusing to overwrite"), "%s", r.err);
+        result_free(&r);
+        r = run_cli(NULL, "compile %s -o %s", tmp_path("link.rplan"), tmp_path(outs[i]));
+        cr_assert_eq(r.rc, 64, "link: %s", outs[i]);
+        result_free(&r);
+        r = run_cli(NULL, "run --device emu --trace %s %s", tmp_path(outs[i]), tmp_path("a.rplan"));
+        cr_assert_eq(r.rc, 64, "trace: %s", outs[i]);
+        result_free(&r);
+    }
+    char *after = slurp_file(tmp_path("a.rplan"));
+    cr_assert_str_eq(after, plan);
+    free(after);
+    /* a failed compile leaves the old output as it was; a good one replaces it whole */
+    write_file(tmp_path("out.rbc"), "old");
+    write_file(tmp_path("bad.rplan"), "rplan 1\nvalue x = 1 MiB at nowhere\n");
+    result r = run_cli(NULL, "compile %s -o %s", tmp_path("bad.rplan"), tmp_path("out.rbc"));
+    cr_assert_eq(r.rc, 1);
+    result_free(&r);
+    after = slurp_file(tmp_path("out.rbc"));
+    cr_assert_str_eq(after, "old");
+    free(after);
+    r = run_cli(NULL, "compile %s -o %s", tmp_path("a.rplan"), tmp_path("out.rbc"));
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    after = slurp_file(tmp_path("out.rbc"));
+    cr_assert(!memcmp(after, "\x89RPLAN", 6));
+    free(after);
+    /* nothing left over beside it */
+    snprintf(cmd, sizeof cmd, "test -z \"$(ls %s | grep tmp-)\"", tmpdir_get());
+    cr_assert_eq(system(cmd), 0);
+    free(plan);
+}
+
+Test(cli, numeric_options_parse_strictly)
+{
+    const char *bad[] = {
+        "run --scale -3", "run --scale 99999999999999999999", "run --scale 0", "run --scale 2x",
+        "run --scale ' 4'", "check --budget cuda:0=16777216TiB", "check --budget cuda:0=1e30GiB",
+        "check --budget cuda:0=-1GiB", "check --budget cuda:0=18446744073709551616",
+        "check --budget cuda:0=1.GiB", "check --pinned-gbps 1e400", "check --pinned-gbps 0",
+        "check --pinned-gbps nan", "check --device-gbps -5", "check --pinned-gbps 3x",
+        "run --prefetch -1", "run --prefetch 1000001", "check --world-size 0",
+        "check --world-size 65537", "check --world-size +2", "run --device emu:0",
+        "run --device emu:63", "run --device emu:1x", "run --device model:2",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        result r = run_cli(NULL, "%s plans/design-example.rplan", bad[i]);
+        cr_assert_eq(r.rc, 64, "%s: exit %d: %s", bad[i], r.rc, r.err);
+        cr_assert(strstr(r.err, "fheplan: bad "), "%s: %s", bad[i], r.err);
+        cr_assert_null(strstr(r.err, "model:N"), "%s names an undocumented spec: %s", bad[i],
+                       r.err);
+        result_free(&r);
+    }
+    const char *good[] = {"check --budget cuda:0=4.5GiB", "check --budget cuda:0=18446744073709551615",
+                          "check --pinned-gbps 25.5", "check --world-size 2"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
+        result r = run_cli(NULL, "%s plans/design-example.rplan", good[i]);
+        cr_assert_eq(r.rc, 0, "%s: %s", good[i], r.err);
+        result_free(&r);
+    }
+}
+
+Test(cli, check_json_says_why_an_input_is_unreadable)
+{
+    result r = run_cli(NULL, "check --json %s", tmp_path("missing.rplan"));
+    cr_assert_eq(r.rc, 2);
+    cr_assert(strstr(r.err, "cannot read"), "%s", r.err);
+    cJSON *j = parse_only_json(r.out);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "diagnostics"), 0);
+    cr_assert_not_null(d, "%s", r.out);
+    cr_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(d, "message")),
+                     "No such file or directory"));
+    cJSON_Delete(j);
+    result_free(&r);
+    r = run_cli(NULL, "run --json --device emu %s", tmp_path("missing.rplan"));
+    cr_assert_eq(r.rc, 2);
+    j = parse_only_json(r.out);
+    cr_assert(cJSON_GetArraySize(cJSON_GetObjectItem(j, "diagnostics")) == 1, "%s", r.out);
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+Test(cli, run_failures_of_values_point_at_their_declaration)
+{
+    write_file(tmp_path("f.rplan"), "rplan 1\n"
+                                    "value ct = 1 MiB exclusive at pinned init file(\"nope.bin\")\n");
+    result r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("f.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "f.rplan:2:7: error: value 'ct': cannot open 'nope.bin'"), "%s", r.err);
+    result_free(&r);
+    write_file(tmp_path("g.rplan"), "rplan 1\nvalue x = 1 MiB exclusive at cuda:1 init zero\n");
+    r = run_cli("NO_COLOR=1", "check %s", tmp_path("g.rplan"));
+    cr_assert_eq(r.rc, 0, "check assumes every device cuda:0..cuda:61: %s", r.err);
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("g.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "g.rplan:2:7: error: value 'x': emu: invalid location cuda:1"), "%s",
+              r.err);
+    result_free(&r);
+    write_file(tmp_path("h.rplan"), "rplan 1\nbudget cuda:9 1 GiB\n");
+    r = run_cli("NO_COLOR=1", "check %s", tmp_path("h.rplan"));
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "run --device emu %s", tmp_path("h.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "h.rplan:2:1: error: budget for cuda:9: the emu backend has 1 CUDA "
+                            "device"), "%s", r.err);
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "run --device emu --budget cuda:3=1GiB %s", tmp_path("g.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "error: budget for cuda:3 (from an override): the emu backend has 1 "
+                            "CUDA device"), "%s", r.err);
+    result_free(&r);
+}
+
+Test(cli, names_with_control_bytes_or_bad_utf8_never_reach_json_or_the_terminal_raw)
+{
+    write_file(tmp_path("n.rplan"), "rplan 1\nvalue x = 1 MiB replicable at host init synth(1)\n"
+                                    "stage \"a\x1b[31mb\xff\" { ensure x @ pinned }\n");
+    result r = run_cli(NULL, "check --json %s", tmp_path("n.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cJSON *j = parse_only_json(r.out);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "feasible")));
+    cJSON_Delete(j);
+    cr_assert_null(strchr(r.out, '\033'));
+    cr_assert_null(strchr(r.out, '\xff'));
+    result_free(&r);
+    r = run_cli("NO_COLOR=1", "check %s", tmp_path("n.rplan"));
+    cr_assert_eq(r.rc, 1);
+    cr_assert(strstr(r.err, "byte 0x1b in a string is not UTF-8 text"), "%s", r.err);
+    cr_assert_null(strchr(r.err, '\033'), "a raw ESC reached the terminal");
+    cr_assert_null(strchr(r.err, '\xff'));
+    result_free(&r);
 }

@@ -3,6 +3,7 @@
  * really move values, protected copies, stale decisions, infeasible explanations, and
  * use() with consumer and transfer streams (copies stay cached afterwards). */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 typedef struct rig {
     fhr_backend *b;
@@ -54,7 +55,7 @@ static void use_ok(rig *r, const fhr_decision *d)
     fhr_use_destroy(u);
     fhr_stream_sync(r->b, s, NULL);
     fhr_stream_destroy(r->b, s);
-    fhr_reap(r->m);
+    t_reap(r->m);
 }
 
 Test(controller, request_validation)
@@ -92,10 +93,10 @@ Test(controller, request_validation)
     cr_assert(mv->has_from && fhr_loc_equal(mv->from, fhr_loc_host()), "from its current copy");
     cr_assert_eq(fhr_plan_nactions(p, FHR_PHASE_EXIT), 0, "copies stay cached");
     use_ok(&r, d);
-    cr_assert_eq(fhr_is_resident(r.m, y, fhr_loc_cuda(0)), 1);
-    cr_assert_eq(fhr_is_resident(r.m, y, fhr_loc_pinned()), 1);
-    cr_assert_eq(fhr_is_resident(r.m, x, fhr_loc_cuda(1)), 1);
-    cr_assert_eq(fhr_is_resident(r.m, x, fhr_loc_host()), 0);
+    cr_assert_eq(t_is_resident(r.m, y, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(r.m, y, fhr_loc_pinned()), 1);
+    cr_assert_eq(t_is_resident(r.m, x, fhr_loc_cuda(1)), 1);
+    cr_assert_eq(t_is_resident(r.m, x, fhr_loc_host()), 0);
     fhr_decision_destroy(d);
     rig_free(&r);
 }
@@ -128,15 +129,15 @@ Test(controller, priority_then_lru_ordering_on_a_live_manager)
     }
     cr_assert_eq(fhr_decision_explored_states(d), 4);
     cr_assert_eq(fhr_decision_predicted_peak_bytes(d, fhr_loc_cuda(0)), 400, "the peak is now");
-    cr_assert_eq(fhr_decision_state_version(d), fhr_state_version(r.m));
+    cr_assert_eq(fhr_decision_state_version(d), t_state_version(r.m));
     char *js = fhr_decision_json(d);
     cr_assert(strstr(js, "\"policy\":\"tiered_lru\""), "%s", js);
     cr_assert(strstr(js, "\"explored_states\":4"), "%s", js);
     free(js);
     use_ok(&r, d);
-    cr_assert_eq(fhr_is_resident(r.m, v[0], fhr_loc_cuda(0)), 1);
-    cr_assert_eq(fhr_is_resident(r.m, v[2], fhr_loc_cuda(0)), 0);
-    cr_assert_eq(fhr_is_resident(r.m, w, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(r.m, v[0], fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(r.m, v[2], fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(r.m, w, fhr_loc_cuda(0)), 1);
     check_accounting(r.m);
     fhr_decision_destroy(d);
     rig_free(&r);
@@ -172,7 +173,7 @@ Test(controller, fallback_chains_of_length_1_to_3_move_the_last_copy)
         cr_assert(fhr_loc_equal(a->at, tiers[len - 1]), "len %zu: first tier with room", len);
         cr_assert_eq(fhr_decision_explored_states(d), 1 + len);
         use_ok(&r, d);
-        cr_assert_eq(fhr_is_resident(r.m, victim, tiers[len - 1]), 1);
+        cr_assert_eq(t_is_resident(r.m, victim, tiers[len - 1]), 1);
         cr_assert(resident_has_pattern(r.m, victim, tiers[len - 1], 7, 200), "moved intact");
         cr_assert(resident_has_pattern(r.m, w, fhr_loc_cuda(0), 8, 200));
         check_accounting(r.m);
@@ -206,7 +207,7 @@ Test(controller, never_uses_an_unconfigured_tier)
     cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
     cr_assert_eq(fhr_decision_eviction(d, 0)->action.kind, FHR_ACT_DROP);
     use_ok(&r, d);
-    cr_assert_eq(fhr_is_resident(r.m, s, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(r.m, s, fhr_loc_cuda(0)), 0);
     fhr_decision_destroy(d);
     rig_free(&r);
 }
@@ -269,7 +270,7 @@ Test(controller, stale_decision_is_refused_not_replanned)
     cr_assert_eq(fhr_decision_nevictions(d), 1);
     /* intervening mutation */
     cr_assert_eq(fhr_ensure(r.m, old, fhr_loc_pinned(), NULL, NULL), FHR_OK);
-    uint64_t v = fhr_state_version(r.m);
+    uint64_t v = t_state_version(r.m);
     fhr_use *u = NULL;
     fhr_error e;
     fhr_error_init(&e);
@@ -281,9 +282,9 @@ Test(controller, stale_decision_is_refused_not_replanned)
     cr_assert_eq(fhr_use_decision(r.c, d, &cons, 1, NULL, 0, &u, &e), FHR_E_STALE);
     cr_assert(strstr(e.message, "decide again"), "%s", e.message);
     cr_assert_null(u);
-    cr_assert_eq(fhr_state_version(r.m), v, "nothing ran");
-    cr_assert_eq(fhr_is_resident(r.m, old, fhr_loc_cuda(0)), 1, "the eviction did not run");
-    cr_assert_eq(fhr_is_resident(r.m, w, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_state_version(r.m), v, "nothing ran");
+    cr_assert_eq(t_is_resident(r.m, old, fhr_loc_cuda(0)), 1, "the eviction did not run");
+    cr_assert_eq(t_is_resident(r.m, w, fhr_loc_cuda(0)), 0);
     fhr_decision_destroy(d);
     d = decide_ok(&r, &req); /* deciding again works */
     cr_assert_eq(fhr_use_decision(r.c, d, &cons, 1, NULL, 0, &u, &e), FHR_OK, "%s", e.message);
@@ -310,9 +311,9 @@ Test(controller, infeasible_explains_location_bytes_and_protection)
     cr_assert_eq(fhr_hold_acquire(r.m, &k, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
     fhr_reservation res = {fhr_loc_cuda(0), 500, "workspace"};
     fhr_request req = {"too-big", NULL, 0, &res, 1, 0};
-    uint64_t v = fhr_state_version(r.m);
+    uint64_t v = t_state_version(r.m);
     fhr_decision *d = decide_ok(&r, &req);
-    cr_assert_eq(fhr_state_version(r.m), v, "decide changes no state");
+    cr_assert_eq(t_state_version(r.m), v, "decide changes no state");
     cr_assert_not(fhr_decision_feasible(d));
     const fhr_explanation *ex = fhr_decision_explanation(d);
     cr_assert(fhr_loc_equal(ex->loc, fhr_loc_cuda(0)));
@@ -330,7 +331,7 @@ Test(controller, infeasible_explains_location_bytes_and_protection)
     cr_assert_eq(fhr_use_begin(r.c, &req, &cons, 1, NULL, 0, &u, &e), FHR_E_INFEASIBLE);
     cr_assert(fhr_loc_equal(e.loc, fhr_loc_cuda(0)));
     cr_assert_eq(e.bytes_short, 200);
-    cr_assert_eq(fhr_state_version(r.m), v);
+    cr_assert_eq(t_state_version(r.m), v);
     cr_assert_null(u);
     /* the manager's explain is the authority: a move the policy cannot see fails there */
     fhr_hold_destroy(hd);
@@ -396,14 +397,14 @@ Test(controller, use_on_the_emulated_device_with_consumer_streams)
     cr_assert_eq(fhr_use_end(u, FHR_OK, &e), FHR_OK, "%s", e.message);
     fhr_use_destroy(u);
     /* copies stay cached; the reservation is gone */
-    cr_assert_eq(fhr_is_resident(r.m, in, fhr_loc_cuda(0)), 1);
-    cr_assert_eq(fhr_is_resident(r.m, key, fhr_loc_cuda(0)), 1);
-    cr_assert_eq(fhr_is_resident(r.m, src, fhr_loc_host()), 1);
-    cr_assert_eq(fhr_is_resident(r.m, old, fhr_loc_pinned()), 1);
+    cr_assert_eq(t_is_resident(r.m, in, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(r.m, key, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(r.m, src, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(r.m, old, fhr_loc_pinned()), 1);
     cr_assert_eq(ps.loads, 1);
     fhr_stream_sync(r.b, comp, NULL);
     fhr_stream_sync(r.b, extra, NULL);
-    fhr_reap(r.m);
+    t_reap(r.m);
     cr_assert_eq(fhr_snapshot_take(r.m, &s, NULL), FHR_OK);
     cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->reserved_bytes, 0);
     fhr_snapshot_free(s);

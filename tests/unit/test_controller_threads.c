@@ -5,6 +5,7 @@
  * (the others hold leases on every copy there). The controller never waits or retries:
  * the threads do. Runs under TSan (`make tsan`). */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 #include "backend_gate.h"
 
 #include <pthread.h>
@@ -50,7 +51,7 @@ static void *run_worker(void *arg)
         }
         fhr_error_clear(&e);
         fhr_stream_sync(w->b, s, NULL);
-        fhr_reap(w->m);
+        t_reap(w->m);
     }
     fhr_stream_destroy(w->b, s);
     return NULL;
@@ -215,7 +216,7 @@ Test(threads_controller, a_decision_goes_stale_and_one_is_infeasible_while_other
         fhr_stream_destroy(b, u[i].s);
         fhr_error_clear(&u[i].e);
     }
-    fhr_reap(m);
+    t_reap(m);
     check_accounting(m);
     fhr_controller_destroy(c);
     fhr_policy_destroy(p);

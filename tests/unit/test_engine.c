@@ -2,6 +2,7 @@
  * engine's streams, leases and copies on them, throttled use, use reports, trace sources. */
 #include "fheplan/residency.h"
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -125,7 +126,7 @@ Test(engine, copies_and_consumer_events_go_on_the_wrapped_stream)
     cr_assert_eq(fhr_launch_host(b, native, gate_wait, &g, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), view, NULL), FHR_OK);
     fhr_trace_entry t[8];
-    size_t nt = fhr_trace_read(m, t, 8);
+    size_t nt = t_trace_read(m, t, 8);
     cr_assert(nt >= 1);
     cr_assert_eq(t[nt - 1].kind, FHR_TR_ENSURE);
     cr_assert_eq(t[nt - 1].stream_id, b->ops->stream_id(b, native));
@@ -134,12 +135,12 @@ Test(engine, copies_and_consumer_events_go_on_the_wrapped_stream)
     cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), view, &l, NULL), FHR_OK);
     cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
     fhr_lease_destroy(l);
-    fhr_reap(m);
+    t_reap(m);
     /* the consumer event sits behind the gate on the native stream */
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_E_PROTECTED);
     gate_open(&g);
     cr_assert_eq(fhr_stream_sync(b, native, NULL), FHR_OK);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 3, KEY));
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_OK);
     fhr_stream_destroy(b, view);
@@ -180,7 +181,7 @@ Test(engine, a_load_reaches_the_native_stream)
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), view, NULL), FHR_OK);
     cr_assert_eq(ns.seen, (void *)native);
     fhr_trace_entry t[8];
-    size_t nt = fhr_trace_read(m, t, 8);
+    size_t nt = t_trace_read(m, t, 8);
     cr_assert_eq(t[nt - 1].kind, FHR_TR_LOAD);
     cr_assert_eq(t[nt - 1].from.kind, FHR_LOC_INVALID,
                  "a load has no source location; its destination is not its source");
@@ -282,7 +283,7 @@ Test(engine, protection_alone_blocks_a_plain_use_and_a_waiting_one_goes_through)
     cr_assert_eq(use_key(&r, 2, &wait, &waits, &e), FHR_OK, "%s", e.message);
     pthread_join(th, NULL);
     cr_assert_geq(waits, 1, "the host wait is counted");
-    cr_assert_eq(fhr_is_resident(r.m, r.keys[2], fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(r.m, r.keys[2], fhr_loc_cuda(0)), 1);
     check_accounting(r.m);
     rig_down(&r);
 }
@@ -314,9 +315,9 @@ Test(engine, waiting_that_cannot_help_is_infeasible_at_once)
     fhr_use_opts wait = {FHR_USE_WAIT, 0};
     fhr_error e;
     fhr_error_init(&e);
-    uint64_t v0 = fhr_state_version(r.m);
+    uint64_t v0 = t_state_version(r.m);
     cr_assert_eq(use_key(&r, 2, &wait, NULL, &e), FHR_E_INFEASIBLE, "active leases: no wait helps");
-    cr_assert_eq(fhr_state_version(r.m), v0, "a refused use changes nothing");
+    cr_assert_eq(t_state_version(r.m), v0, "a refused use changes nothing");
     /* the readers of keys 0 and 1 are still running when the lease ends */
     gate g;
     gate_init(&g);

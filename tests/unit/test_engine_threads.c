@@ -3,6 +3,7 @@
  * (outside the manager lock) never block the others' decisions (also run under TSan). */
 #include "fheplan/residency.h"
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 #include <pthread.h>
 #include <time.h>
@@ -114,7 +115,7 @@ Test(threads_engine, throttled_engines_share_one_manager)
         cr_assert_eq(t[i].st, FHR_OK, "engine %d: %s", i, fhr_status_name(t[i].st));
     cr_assert_gt(t[0].waits + t[1].waits, 0, "the budget forced waits");
     cr_assert_gt(t[0].bytes + t[1].bytes, 0);
-    fhr_reap(m);
+    t_reap(m);
     check_accounting(m);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);

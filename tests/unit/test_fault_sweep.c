@@ -3,6 +3,7 @@
  * the partial report is exactly the committed prefix, the accounting matches a
  * recount, no MUST_PRESERVE value lost its last copy, and contents are intact. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 typedef struct stage_run {
     fhr_report *reports[2];
@@ -240,9 +241,9 @@ Test(fault_sweep, every_source_load)
         cr_assert_eq((long)next->action_index, R.err.action_index);
         /* same residency as the clean run would have at that point */
         check_accounting(X.m);
-        cr_assert_eq(fhr_is_resident(X.m, X.ct, fhr_loc_host()) +
-                         fhr_is_resident(X.m, X.ct, fhr_loc_cuda(0)) +
-                         fhr_is_resident(X.m, X.ct, fhr_loc_pinned()), 1);
+        cr_assert_eq(t_is_resident(X.m, X.ct, fhr_loc_host()) +
+                         t_is_resident(X.m, X.ct, fhr_loc_cuda(0)) +
+                         t_is_resident(X.m, X.ct, fhr_loc_pinned()), 1);
         world_free(&X, &R);
     }
     fhr_report_free(keep0);

@@ -1,6 +1,7 @@
 /* tests/unit/test_handles.c — handles: unique per adopt/register, never reused, valid
  * only with their manager; foreign, forged and discarded handles are clear errors. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 Test(handles, unique_and_never_reused)
 {
@@ -39,7 +40,7 @@ Test(handles, foreign_manager_is_refused)
     fhr_lease *l = NULL;
     cr_assert_eq(fhr_acquire(m2, &h, 1, fhr_loc_host(), NULL, &l, NULL), FHR_E_HANDLE);
     cr_assert_null(l);
-    cr_assert_eq(fhr_is_resident(m1, h, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(m1, h, fhr_loc_host()), 1);
     fhr_manager_destroy(m1);
     fhr_manager_destroy(m2);
     fhr_backend_destroy(b);
@@ -62,7 +63,11 @@ Test(handles, forged_and_discarded)
     cr_assert(strstr(e.message, "discarded"), "%s", e.message);
     cr_assert_eq(fhr_discard(m, h, &e), FHR_E_HANDLE);
     cr_assert_eq(fhr_set_priority(m, h, 3, NULL), FHR_E_HANDLE);
-    cr_assert_lt(fhr_is_resident(m, h, fhr_loc_host()), 0);
+    int res = 7;
+    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host(), &res, &e), FHR_E_HANDLE);
+    cr_assert_eq(res, 0, "the answer is 0 on failure, and the status says why");
+    cr_assert(strstr(e.message, "discarded"), "%s", e.message);
+    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host(), NULL, NULL), FHR_E_INVALID);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     cr_assert_eq(s->nvalues, 0);

@@ -25,7 +25,7 @@ static const char small[] =
     "  plan \"x\" {\n"
     "    reclaim { ensure b[0] @ host }\n"
     "    reserve cuda:0 2 MiB \"w\"\n"
-    "    enter { move a -> cuda:0 from pinned }\n"
+    "    enter { move a -> cuda:0 from pinned ensure b[1] @ cuda:0 }\n"
     "    body { run k.f(a, b[1], 3, 2 KiB, 5 ms) }\n"
     "    exit { move a -> pinned drop b[0] @ host }\n"
     "  }\n"
@@ -106,7 +106,7 @@ Test(lang_bytecode, round_trip_file)
     char *a = rplan_disasm_string(p, 0), *c = rplan_disasm_string(q, 0);
     cr_assert_str_eq(a, c);
     cr_assert(strstr(a, "; 14: body { run k.f(a, b[1], 3, 2 KiB, 5 ms) }"));
-    cr_assert(strstr(a, "; rplan bytecode 1.1"), "%s", a);
+    cr_assert(strstr(a, "; rplan bytecode 1.2"), "%s", a);
     cr_assert(strstr(a, "source synth(4) seeded k.gen(77) keep pinned"), "%s", a);
     cr_assert(rplan_is_bytecode(b, n));
     cr_assert_str_eq(rplan_source_name(q), "small.rplan");
@@ -133,7 +133,7 @@ Test(lang_bytecode, framing_errors)
     b[8] = 2;
     cr_assert_eq(rplan_load_mem(b, n, "x.rpc", &p, d), FHR_E_INVALID);
     cr_assert_str_eq(rplan_diags_get(d, 2)->message,
-                     "unsupported bytecode version 2.1 (this reader knows 1.1)");
+                     "unsupported bytecode version 2.2 (this reader knows 1.2)");
     cr_assert_eq(rplan_load_mem("#!rplan", 7, "x.rpc", &p, d), FHR_E_INVALID);
     char *s = rplan_diags_render_string(d);
     cr_assert(strstr(s, "x.rpc: error: not a bytecode file"), "%s", s);

@@ -2,6 +2,7 @@
  * acquire, consumer streams, release that never waits, protection until the consumer
  * event completes and is reaped, cross-thread release, and misuse. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 #include "backend_gate.h"
 
 /* The emulated backend with its stream_wait_event calls recorded: which stream was made
@@ -56,7 +57,7 @@ Test(threads_lease, copy_stays_protected_until_consumer_work_completes)
     cr_assert_null(fhr_lease_value(l, h));
     cr_assert_eq(fhr_lease_release(l, &e), FHR_E_LEASE, "second release");
     for (int i = 0; i < 3; i++) {
-        fhr_reap(m);
+        t_reap(m);
         cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_E_PROTECTED);
         cr_assert(strstr(e.message, "pending consumer event"), "%s", e.message);
         fhr_location host = fhr_loc_host();
@@ -79,7 +80,7 @@ Test(threads_lease, copy_stays_protected_until_consumer_work_completes)
     fhr_snapshot_free(s);
     gate_open(&g);
     cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
-    cr_assert_eq(fhr_reap(m), 1);
+    cr_assert_eq(t_reap(m), 1);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_OK, "%s", e.message);
     fhr_lease_destroy(l);
     fhr_stream_destroy(b, cs);
@@ -105,11 +106,11 @@ Test(threads_lease, every_consumer_stream_protects)
     cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
     cr_assert_eq(fhr_lease_add_consumer_stream(l, s1, NULL), FHR_E_LEASE, "after release");
     cr_assert_eq(fhr_stream_sync(b, s1, NULL), FHR_OK); /* s1 done, s2 still gated */
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_E_PROTECTED);
     gate_open(&g);
     cr_assert_eq(fhr_stream_sync(b, s2, NULL), FHR_OK);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_OK);
     fhr_lease_destroy(l);
     fhr_stream_destroy(b, s1);
@@ -140,7 +141,7 @@ Test(threads_lease, release_from_another_thread)
     pthread_join(t, &ret);
     cr_assert_eq((fhr_status)(intptr_t)ret, FHR_OK);
     cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_move(m, hs[1], fhr_loc_pinned(), NULL, NULL, NULL), FHR_OK);
     fhr_lease_destroy(l);
     fhr_stream_destroy(b, cs);
@@ -162,7 +163,7 @@ Test(threads_lease, acquire_never_materializes_and_waits_for_inflight_copies)
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
     cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), cs, &l, &e), FHR_E_STATE);
     cr_assert(strstr(e.message, "never materializes"), "%s", e.message);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 0);
     /* hold the transfer stream so the copy is still in flight at acquire */
     gate g;
     gate_init(&g);

@@ -1,6 +1,7 @@
 /* tests/unit/test_locations.c — text forms, lazy creation, and CUDA indexes the
  * process cannot see. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 Test(locations, parse_and_format)
 {
@@ -60,12 +61,12 @@ Test(locations, invisible_cuda_index_is_refused)
     cr_assert_null(m);
     m = new_manager(b, NULL, 0);
     fhr_handle h = adopt_n(m, 64, 1, FHR_REPLICABLE);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(1), NULL, &e), FHR_E_LOCATION);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(61), NULL, NULL), FHR_E_LOCATION);
     cr_assert_eq(fhr_ensure(m, h, (fhr_location){FHR_LOC_CUDA, 62}, NULL, NULL), FHR_E_LOCATION);
     cr_assert_eq(fhr_ensure(m, h, (fhr_location){FHR_LOC_INVALID, 0}, NULL, NULL), FHR_E_LOCATION);
-    cr_assert_eq(fhr_state_version(m), v);
+    cr_assert_eq(t_state_version(m), v);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     cr_assert_null(fhr_snapshot_loc(s, fhr_loc_cuda(1)), "a refused location was created");

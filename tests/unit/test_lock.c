@@ -4,6 +4,7 @@
 #include "gated_backend.h"
 #include "mgr_helpers.h"
 #include "cuda/counter_gen.h"
+#include "tests/unit/observe.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -53,7 +54,7 @@ static void *probe_main(void *arg)
     }
     p->ensure = fhr_ensure(p->m, p->other, p->to, NULL, NULL);
     p->drop = fhr_drop(p->m, p->other, p->to, NULL);
-    p->v_after = fhr_state_version(p->m);
+    p->v_after = t_state_version(p->m);
     pthread_mutex_lock(&p->mu);
     p->done = 1;
     pthread_cond_broadcast(&p->cv);
@@ -154,7 +155,7 @@ Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
     fhr_handle x = adopt_n(m, nx, 31, FHR_EXCLUSIVE);
     fhr_handle y = adopt_n(m, ny, 32, FHR_REPLICABLE);
     gated_arm_copies(b, fhr_loc_cuda(0));
-    uint64_t v0 = fhr_state_version(m);
+    uint64_t v0 = t_state_version(m);
 
     mover mv = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
     pthread_t t;
@@ -188,16 +189,16 @@ Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
     fhr_lease_destroy(rd.l);
     fhr_stream_sync(b, c, NULL);
     fhr_stream_destroy(b, c);
-    fhr_reap(m);
+    t_reap(m);
     probe_check(&p);
     cr_assert_eq(p.v_before, v0, "nothing of the unfinished move is visible");
     cr_assert_not(p.blocked_visible, "the copy being made showed in a snapshot");
     cr_assert_eq(squeezed, FHR_E_BUDGET, "the copy in flight did not hold its charge");
     cr_assert(strstr(e.message, "short"), "%s", e.message);
     cr_assert_eq(mv.st, FHR_OK);
-    cr_assert_gt(fhr_state_version(m), p.v_after, "the move's commit moved the version");
-    cr_assert_eq(fhr_is_resident(m, x, fhr_loc_cuda(0)), 1);
-    cr_assert_eq(fhr_is_resident(m, x, fhr_loc_host()), 0);
+    cr_assert_gt(t_state_version(m), p.v_after, "the move's commit moved the version");
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_host()), 0);
     cr_assert(resident_has_pattern(m, x, fhr_loc_cuda(0), 31, nx));
     check_accounting(m);
     fhr_error_clear(&e);
@@ -571,7 +572,7 @@ Test(threads_lock, destroys_inside_a_load_change_nothing_until_it_ends)
     cr_assert_eq(holds, 0);
     cr_assert_eq(reserved, 0, "the scope destroyed in the load kept its headroom");
     fhr_stream_sync(b, c, NULL);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_drop(m, x, fhr_loc_cuda(0), NULL), FHR_OK);
     /* the destroyed scope left the stack: a new one has no parent */
     fhr_scope *sc2;
@@ -629,7 +630,7 @@ Test(threads_lock, a_generator_blocked_in_a_device_copy_holds_no_lock)
     fhr_handle x;
     cr_assert_eq(fhr_adopt(m, &v, &o, &x, NULL), FHR_OK);
     fhr_handle y = adopt_n(m, ny, 42, FHR_REPLICABLE);
-    uint64_t v0 = fhr_state_version(m);
+    uint64_t v0 = t_state_version(m);
 
     mover mv = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
     pthread_t t;
@@ -651,7 +652,7 @@ Test(threads_lock, a_generator_blocked_in_a_device_copy_holds_no_lock)
     cr_assert_eq(squeezed, FHR_E_BUDGET, "the copy in flight did not hold its whole charge");
     cr_assert_eq(mv.st, FHR_OK);
     cr_assert_eq(gg.calls, 1);
-    cr_assert_eq(fhr_is_resident(m, x, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_cuda(0)), 1);
 
     fhr_stream *cs;
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
@@ -669,7 +670,7 @@ Test(threads_lock, a_generator_blocked_in_a_device_copy_holds_no_lock)
     fhr_lease_destroy(l);
     fhr_stream_sync(b, cs, NULL);
     fhr_stream_destroy(b, cs);
-    fhr_reap(m);
+    t_reap(m);
     check_accounting(m);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);

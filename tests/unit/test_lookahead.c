@@ -3,6 +3,7 @@
  * for unequal sizes and unequal restore costs (keys whose device copies regenerate part
  * of their bytes): the heuristic's gap in bytes over the link, never below the optimum. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 #include "fheplan/controller.h"
 
 #include <stdio.h>
@@ -126,7 +127,7 @@ static run_result run_trace_regen(const int *trace, int t, const uint64_t *size,
     for (int i = 0; i < t; i++) {
         fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0)};
         fhr_request req = {"use", &rq, 1, NULL, 0, (uint64_t)i + 1};
-        int had = fhr_is_resident(m, rq.handle, rq.at);
+        int had = t_is_resident(m, rq.handle, rq.at);
         fhr_use *u = NULL;
         fhr_error e;
         fhr_error_init(&e);
@@ -139,7 +140,7 @@ static run_result run_trace_regen(const int *trace, int t, const uint64_t *size,
             r.loads++;
         /* the bytes each copy moved, as the manager recorded them */
         fhr_trace_entry tr[64];
-        size_t nt = fhr_trace_read(m, tr, 64);
+        size_t nt = t_trace_read(m, tr, 64);
         for (size_t j = 0; j < nt; j++)
             if (tr[j].seq > last_seq && (tr[j].kind == FHR_TR_ENSURE || tr[j].kind == FHR_TR_MOVE) &&
                 tr[j].to.kind == FHR_LOC_CUDA) {
@@ -150,7 +151,7 @@ static run_result run_trace_regen(const int *trace, int t, const uint64_t *size,
             last_seq = tr[nt - 1].seq;
         cr_assert_eq(fhr_use_end(u, FHR_OK, NULL), FHR_OK);
         fhr_use_destroy(u);
-        fhr_reap(m);
+        t_reap(m);
     }
     fhr_stream_destroy(b, cs);
     fhr_controller_destroy(c);

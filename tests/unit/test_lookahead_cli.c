@@ -13,16 +13,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tests/unit/tmpdir.h"
+
 #ifndef FHEPLAN_CLI
 #define FHEPLAN_CLI "build/fheplan"
 #endif
 
 static char *run_out(const char *args, int *rc)
 {
-    char o[] = "/tmp/fheplan-la-XXXXXX";
-    int fd = mkstemp(o);
-    cr_assert(fd >= 0);
-    close(fd);
+    const char *o = tmp_path("stdout");
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "NO_COLOR=1 %s %s >%s 2>/dev/null </dev/null", FHEPLAN_CLI, args, o);
     int st = system(cmd);

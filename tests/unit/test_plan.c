@@ -1,6 +1,7 @@
 /* tests/unit/test_plan.c — plans and explain: immutability, a dry run that changes
  * nothing, infeasibility named by phase, action index, handle, location and bytes. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 static fhr_action A(fhr_action_kind k, fhr_handle h, fhr_location at)
 {
@@ -120,7 +121,7 @@ Test(plan, infeasible_plan_names_the_failing_action)
         cr_assert_eq(ex.action_index, cases[i].idx);
         fhr_plan_destroy(p);
     }
-    cr_assert_eq(fhr_is_resident(m, x, fhr_loc_host()), 1, "explain discarded for real");
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_host()), 1, "explain discarded for real");
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
@@ -163,12 +164,12 @@ Test(plan, execute_actions_reports_and_refuses_infeasible)
     fhr_action more[] = {A(FHR_ACT_ENSURE, c, fhr_loc_host()), A(FHR_ACT_ENSURE, c, fhr_loc_cuda(0))};
     fhr_error e;
     fhr_error_init(&e);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     cr_assert_eq(fhr_execute_actions(m, more, 2, NULL, 0, &r, &e), FHR_E_INFEASIBLE);
     cr_assert_eq(e.cause, FHR_E_BUDGET);
     cr_assert_eq(e.action_index, 1);
     cr_assert_eq(e.bytes_short, 20);
-    cr_assert_eq(fhr_state_version(m), v, "preflight must reject before the first action");
+    cr_assert_eq(t_state_version(m), v, "preflight must reject before the first action");
     fhr_error_clear(&e);
     fhr_stream_destroy(b, ts);
     fhr_manager_destroy(m);

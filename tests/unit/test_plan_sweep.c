@@ -9,6 +9,7 @@
  * half in every device copy; nothing stays reserved or
  * leased. Leaks show under `make sanitize` and `make valgrind`. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 #include "fheplan/vm.h"
 #include "cuda/counter_gen.h"
 
@@ -87,7 +88,7 @@ static void check_value_content(vrun *R, size_t i)
     fhr_backend *b = R->fault;
     for (int slot = 0; slot < 3; slot++) {
         fhr_location loc = fhr_loc_from_slot(slot);
-        if (fhr_is_resident(m, h, loc) != 1)
+        if (t_is_resident(m, h, loc) != 1)
             continue;
         fhr_stream *cs = NULL;
         if (loc.kind == FHR_LOC_CUDA)
@@ -135,7 +136,7 @@ static void check_value_content(vrun *R, size_t i)
             fhr_stream_sync(b, cs, NULL);
             fhr_stream_destroy(b, cs);
         }
-        fhr_reap(m);
+        t_reap(m);
     }
 }
 
@@ -143,7 +144,7 @@ static void check_state(vrun *R, const char *what)
 {
     fhr_manager *m = rplan_vm_manager(R->vm);
     cr_assert_not_null(m);
-    fhr_reap(m);
+    t_reap(m);
     check_accounting(m);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);

@@ -3,6 +3,7 @@
  * drop versus move down the chain, explored_states, and determinism over 1000 random
  * manager states and requests decided by two fresh managers. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 /* ---- handmade snapshots -------------------------------------------------------------- */
 
@@ -356,9 +357,9 @@ Test(policy, determinism_1000_random_states)
         fhr_status sb = fhr_decide(b.c, &rb, &db, &eb);
         cr_assert_eq(sa, sb, "seed %llu: %s / %s", (unsigned long long)seed, ea.message, eb.message);
         if (sa == FHR_OK) {
-            uint64_t v = fhr_state_version(a.m);
+            uint64_t v = t_state_version(a.m);
             cr_assert_eq(fhr_decide(a.c, &ra, &da2, NULL), FHR_OK);
-            cr_assert_eq(fhr_state_version(a.m), v, "decide changed the state");
+            cr_assert_eq(t_state_version(a.m), v, "decide changed the state");
             char *ja = fhr_decision_json(da), *jb = fhr_decision_json(db), *ja2 = fhr_decision_json(da2);
             cr_assert_str_eq(ja, jb, "seed %llu", (unsigned long long)seed);
             cr_assert_str_eq(ja, ja2, "seed %llu", (unsigned long long)seed);

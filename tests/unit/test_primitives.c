@@ -2,6 +2,7 @@
  * primitive table, replica modes, recoverability, sources, and bit-exact contents. */
 #include "gated_backend.h"
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 Test(primitives, ensure_keeps_replicas_and_copies_bit_exact)
 {
@@ -12,12 +13,12 @@ Test(primitives, ensure_keeps_replicas_and_copies_bit_exact)
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(1), NULL, NULL), FHR_OK);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(1), NULL, NULL), FHR_OK, "ensure is idempotent");
-    cr_assert_eq(fhr_state_version(m), v);
+    cr_assert_eq(t_state_version(m), v);
     fhr_location locs[] = {fhr_loc_host(), fhr_loc_pinned(), fhr_loc_cuda(0), fhr_loc_cuda(1)};
     for (int i = 0; i < 4; i++) {
-        cr_assert_eq(fhr_is_resident(m, h, locs[i]), 1);
+        cr_assert_eq(t_is_resident(m, h, locs[i]), 1);
         cr_assert(resident_has_pattern(m, h, locs[i], 9, n), "slot %d differs", i);
     }
     check_accounting(m);
@@ -34,9 +35,9 @@ Test(primitives, ensure_on_exclusive_is_refused)
     fhr_error_init(&e);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, &e), FHR_E_REPLICA);
     cr_assert(strstr(e.message, "EXCLUSIVE; use move"), "%s", e.message);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 0);
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), NULL, NULL, &e), FHR_OK);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 0);
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 1, 64));
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
@@ -54,13 +55,13 @@ Test(primitives, move_with_explicit_source)
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), &cuda, NULL, &e), FHR_E_STATE);
     cr_assert(strstr(e.message, "no copy at cuda:0"), "%s", e.message);
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), &pinned, NULL, &e), FHR_OK);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_pinned()), 0);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 1);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_pinned()), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 1);
     /* destination already there: the move just removes the source */
     fhr_location host = fhr_loc_host();
     cr_assert_eq(fhr_move(m, h, fhr_loc_cuda(0), &host, NULL, &e), FHR_OK);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 0);
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 5, 128));
     check_accounting(m);
     fhr_manager_destroy(m);
@@ -77,7 +78,7 @@ Test(primitives, drop_rules)
     cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), &e), FHR_E_STATE);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_host(), &e), FHR_E_PRESERVE);
     cr_assert(strstr(e.message, "last copy of a MUST_PRESERVE"), "%s", e.message);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 1);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_host(), &e), FHR_OK);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_E_PRESERVE);
@@ -99,7 +100,7 @@ Test(primitives, reconstructible_reloads_through_its_source)
     cr_assert(resident_has_pattern(m, h, fhr_loc_cuda(0), 77, 5000));
     cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), NULL), FHR_OK, "the last copy of a "
                  "RECONSTRUCTIBLE value may be dropped");
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_cuda(0)), 0);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
     cr_assert_eq(ps.loads, 2);
     cr_assert(resident_has_pattern(m, h, fhr_loc_pinned(), 77, 5000));
@@ -135,14 +136,14 @@ Test(primitives, failing_or_lying_source_changes_nothing)
     pat_source liar = {.n = 64, .seed = 1, .wrong_size = 1};
     fhr_handle h1 = register_pat(m, &bad, FHR_REPLICABLE);
     fhr_handle h2 = register_pat(m, &liar, FHR_REPLICABLE);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     fhr_error e;
     fhr_error_init(&e);
     cr_assert_eq(fhr_ensure(m, h1, fhr_loc_cuda(0), NULL, &e), FHR_E_SOURCE);
     cr_assert(strstr(e.message, "synthetic failure"), "%s", e.message);
     cr_assert_eq(fhr_ensure(m, h2, fhr_loc_cuda(0), NULL, &e), FHR_E_SOURCE);
     cr_assert(strstr(e.message, "65 bytes, the spec says 64"), "%s", e.message);
-    cr_assert_eq(fhr_state_version(m), v);
+    cr_assert_eq(t_state_version(m), v);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->used_bytes, 0);
@@ -198,7 +199,7 @@ Test(primitives, status_comes_from_the_failure_not_from_the_error_struct)
     cr_assert_not_null(b);
     fhr_manager *m = new_manager(b, NULL, 0);
     fhr_handle x = adopt_n(m, 4096, 3, FHR_REPLICABLE);
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     gated_fail_records_silently(b, 1); /* the copy's ready event cannot be recorded */
     cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, NULL), FHR_E_BACKEND);
     fhr_error e;
@@ -206,8 +207,8 @@ Test(primitives, status_comes_from_the_failure_not_from_the_error_struct)
     e.status = FHR_E_BUDGET; /* left over from an earlier call */
     gated_fail_records_silently(b, 1);
     cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, &e), FHR_E_BACKEND);
-    cr_assert_eq(fhr_state_version(m), v, "a failed ensure changed the state");
-    cr_assert_eq(fhr_is_resident(m, x, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(t_state_version(m), v, "a failed ensure changed the state");
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_cuda(0)), 0);
     check_accounting(m);
 
     cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
@@ -224,7 +225,7 @@ Test(primitives, status_comes_from_the_failure_not_from_the_error_struct)
     cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
     fhr_lease_destroy(l);
     fhr_stream_sync(b, c, NULL);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_drop(m, x, fhr_loc_cuda(0), NULL), FHR_OK);
     fhr_stream_destroy(b, c);
     fhr_error_clear(&e);

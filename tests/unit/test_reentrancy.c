@@ -1,6 +1,7 @@
 /* tests/unit/test_reentrancy.c — while a source load runs, every other call on the
  * manager fails at once, from the loading thread and from others; the id stays. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 #include <pthread.h>
 
@@ -78,6 +79,24 @@ Test(threads_reentrancy, every_call_fails_fast_while_load_runs)
     cr_assert_eq(fhr_set_budget(m, fhr_loc_pinned(), 1, NULL), FHR_E_REENTRANT);
     cr_assert_eq(fhr_trace_set_capacity(m, 4, NULL), FHR_E_REENTRANT);
     cr_assert_eq(fhr_manager_id(m), bl.self_id, "the id stays readable");
+    /* the observers' one error channel: a status, never a zero that reads as real */
+    int res = 7;
+    uint64_t ver = 7;
+    size_t nr = 7, nt = 7;
+    char *tj = (char *)&res;
+    fhr_trace_entry te[2];
+    fhr_error_clear(&e);
+    cr_assert_eq(fhr_is_resident(m, bl.other, fhr_loc_host(), &res, &e), FHR_E_REENTRANT);
+    cr_assert(res == 0 && strstr(e.message, "is_resident: refused while a source load"), "%s",
+              e.message);
+    cr_assert_eq(fhr_state_version(m, &ver, NULL), FHR_E_REENTRANT);
+    cr_assert_eq(ver, 0);
+    cr_assert_eq(fhr_reap(m, &nr, NULL), FHR_E_REENTRANT);
+    cr_assert_eq(nr, 0);
+    cr_assert_eq(fhr_trace_read(m, te, 2, &nt, NULL), FHR_E_REENTRANT);
+    cr_assert_eq(nt, 0);
+    cr_assert_eq(fhr_trace_json(m, &tj, NULL), FHR_E_REENTRANT);
+    cr_assert_null(tj);
     fhr_plan *p = NULL;
     fhr_action act = {FHR_ACT_ENSURE, bl.other, fhr_loc_pinned(), 0, {0, 0}};
     fhr_plan_desc d = {"p", NULL, 0, &act, 1, NULL, 0, NULL, 0};
@@ -93,8 +112,8 @@ Test(threads_reentrancy, every_call_fails_fast_while_load_runs)
     pthread_join(t, NULL);
     cr_assert_eq(la.st, FHR_OK);
     cr_assert_eq(bl.self_status, FHR_E_REENTRANT);
-    cr_assert_eq(fhr_is_resident(m, h, fhr_loc_host()), 1);
-    cr_assert_eq(fhr_is_resident(m, bl.other, fhr_loc_pinned()), 0, "a refused call changed state");
+    cr_assert_eq(t_is_resident(m, h, fhr_loc_host()), 1);
+    cr_assert_eq(t_is_resident(m, bl.other, fhr_loc_pinned()), 0, "a refused call changed state");
     cr_assert_eq(fhr_scope_enter(sc, NULL), FHR_OK);
     cr_assert_eq(fhr_scope_exit(sc, FHR_OK, NULL), FHR_OK);
     fhr_scope_destroy(sc);

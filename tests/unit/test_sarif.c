@@ -90,6 +90,39 @@ Test(rules, every_failing_plan_message_has_a_rule)
     cr_assert_str_eq(rplan_rule_of_dry_run("no such thing at all")->id, "RP608");
 }
 
+/* The messages of check's own proofs and limits (most only bytecode or a plan too large for
+ * tests/plans/fail can raise) each have their rule. */
+Test(rules, the_verifier_and_limit_messages_have_rules)
+{
+    static const struct {
+        const char *msg, *id;
+    } cases[] = {
+        {"constants 'A' and 'B' are defined in terms of each other (a cycle)", "RP307"},
+        {"'B' is used before its declaration (constants are declared before they are used)",
+         "RP307"},
+        {"byte 0xff in a string is not UTF-8 text (control bytes and ill-formed sequences are "
+         "refused)", "RP101"},
+        {"invalid character '\xc3\xa9' (names and keywords are ASCII; other text goes in a "
+         "string)", "RP101"},
+        {"stages are nested too deeply (at most 32 levels)", "RP203"},
+        {"the loops here unroll to more than 1000000 iterations (at most 1000000 iterations "
+         "and 1000000 instructions in all)", "RP407"},
+        {"loop of 2^64 iterations is too long (at most 1000000)", "RP407"},
+        {"bad arguments to the built-in kernel 'ckks.keyswitch': it takes "
+         "ckks.keyswitch(ciphertext, key [, batch])", "RP406"},
+        {"run touch: argument 'y' has no copy at cuda:0, where the body runs", "RP603"},
+        {"run touch: argument 'y' is not required at cuda:0, where the body runs", "RP603"},
+        {"verify of 'ct': its content comes from a file; only synth and zero content can be "
+         "recomputed", "RP404"},
+        {"value 3: source position 4294967280:65535 is outside the embedded source (4 lines)",
+         "RP702"},
+        {"string at offset 12: byte 0xff at 3 is not UTF-8", "RP702"},
+        {"program of 2000000 instructions is too long (at most 1000000)", "RP702"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        cr_assert_str_eq(rplan_rule_of(cases[i].msg)->id, cases[i].id, "\"%s\"", cases[i].msg);
+}
+
 Test(rules, ids_unique_and_listed_in_the_manual)
 {
     char *page = slurp("man/fheplan-diagnose.7");

@@ -2,6 +2,7 @@
  * before reservations, single use, failed entry, body and exit both failing, nesting,
  * and runtime failures that keep the committed prefix with a partial report. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 static fhr_action A(fhr_action_kind k, fhr_handle h, fhr_location at)
 {
@@ -24,9 +25,9 @@ Test(scope, runtime_order_in_trace_and_report)
     fhr_plan *p;
     cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_OK);
     fhr_scope *sc;
-    uint64_t v = fhr_state_version(m);
+    uint64_t v = t_state_version(m);
     cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
-    cr_assert_eq(fhr_state_version(m), v, "creating a scope touched the manager");
+    cr_assert_eq(t_state_version(m), v, "creating a scope touched the manager");
     fhr_error e;
     fhr_error_init(&e);
     cr_assert_eq(fhr_scope_enter(sc, &e), FHR_OK, "%s", e.message);
@@ -54,7 +55,7 @@ Test(scope, runtime_order_in_trace_and_report)
     free(rj);
     /* trace order: enter, drop (reclaim), reserve, ensure (enter), drop (exit), unreserve, exit */
     fhr_trace_entry t[32];
-    size_t n = fhr_trace_read(m, t, 32);
+    size_t n = t_trace_read(m, t, 32);
     fhr_trace_kind want[] = {FHR_TR_SCOPE_ENTER, FHR_TR_DROP, FHR_TR_RESERVE, FHR_TR_ENSURE,
                              FHR_TR_DROP, FHR_TR_UNRESERVE, FHR_TR_SCOPE_EXIT};
     cr_assert_geq(n, 7);
@@ -96,9 +97,9 @@ Test(scope, failed_entry_consumes_and_close_is_a_noop)
     cr_assert_not_null(e.partial_report);
     cr_assert_eq(fhr_report_ntransitions(e.partial_report), 1, "the committed prefix");
     cr_assert(fhr_handle_equal(fhr_report_transition(e.partial_report, 0)->handle, w));
-    cr_assert_eq(fhr_is_resident(m, w, fhr_loc_cuda(0)), 1, "no rollback");
+    cr_assert_eq(t_is_resident(m, w, fhr_loc_cuda(0)), 1, "no rollback");
     fhr_scope_close(sc); /* no-op: must not run the exit drop */
-    cr_assert_eq(fhr_is_resident(m, w, fhr_loc_cuda(0)), 1);
+    cr_assert_eq(t_is_resident(m, w, fhr_loc_cuda(0)), 1);
     cr_assert_eq(fhr_scope_exit(sc, FHR_OK, NULL), FHR_E_SCOPE);
     cr_assert_eq(fhr_scope_enter(sc, NULL), FHR_E_SCOPE);
     fhr_snapshot *s;
@@ -211,13 +212,13 @@ Test(scope, nested_stages_and_stale_version)
 
     fhr_scope *st;
     cr_assert_eq(fhr_scope_create(m, p2, NULL, 0, &st, NULL), FHR_OK);
-    fhr_scope_expect_version(st, fhr_state_version(m));
+    fhr_scope_expect_version(st, t_state_version(m));
     cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), NULL), FHR_OK); /* intervening mutation */
     fhr_error e;
     fhr_error_init(&e);
     cr_assert_eq(fhr_scope_enter(st, &e), FHR_E_STALE);
     cr_assert(strstr(e.message, "decide again"), "%s", e.message);
-    cr_assert_eq(fhr_is_resident(m, w, fhr_loc_cuda(0)), 0, "a stale scope was replanned");
+    cr_assert_eq(t_is_resident(m, w, fhr_loc_cuda(0)), 0, "a stale scope was replanned");
     fhr_scope_destroy(st);
     fhr_plan_destroy(p1);
     fhr_plan_destroy(p2);
@@ -252,7 +253,7 @@ Test(scope, leases_taken_with_the_enter_actions)
     cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_E_PROTECTED, "leased at entry");
     cr_assert_eq(fhr_scope_exit(sc, FHR_OK, &e), FHR_OK, "%s", e.message);
     cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "exit released the lease");
     fhr_scope_destroy(sc);
 
@@ -260,7 +261,7 @@ Test(scope, leases_taken_with_the_enter_actions)
     cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
     cr_assert_eq(fhr_scope_add_lease(sc, &x, 1, fhr_loc_cuda(0), cs, &e), FHR_OK);
     cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_STATE);
-    cr_assert_eq(fhr_is_resident(m, w, fhr_loc_cuda(0)), 1, "committed enter actions stay");
+    cr_assert_eq(t_is_resident(m, w, fhr_loc_cuda(0)), 1, "committed enter actions stay");
     cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "no lease was left behind");
     cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_SCOPE);
     fhr_scope_destroy(sc);
@@ -305,7 +306,7 @@ Test(scope, a_lease_that_cannot_end_fails_the_exit)
     fhr_backend_fault_arm(fb, FHR_FAULT_EVENT, 0);
     fhr_scope_destroy(sc);
     cr_assert_eq(fhr_stream_sync(fb, cs, NULL), FHR_OK);
-    fhr_reap(m);
+    t_reap(m);
     cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "destroy ended the lease: %s",
                  e.message);
     check_accounting(m);

@@ -1,6 +1,7 @@
 /* tests/unit/test_snapshot.c — snapshots: state versions bumped by every mutation,
  * the JSON document parsed back with cJSON field by field, and the bounded trace. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 #include <cjson/cJSON.h>
 
@@ -99,28 +100,28 @@ Test(snapshot, every_mutation_bumps_the_version)
 {
     fhr_backend *b = emu_backend(1);
     fhr_manager *m = new_manager(b, NULL, 0);
-    uint64_t v0 = fhr_state_version(m);
+    uint64_t v0 = t_state_version(m);
     fhr_handle h = adopt_n(m, 64, 1, FHR_REPLICABLE);
-    uint64_t v1 = fhr_state_version(m);
+    uint64_t v1 = t_state_version(m);
     cr_assert_gt(v1, v0);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
-    uint64_t v2 = fhr_state_version(m);
+    uint64_t v2 = t_state_version(m);
     cr_assert_gt(v2, v1);
     fhr_hold *hd;
     cr_assert_eq(fhr_hold_acquire(m, &h, 1, fhr_loc_pinned(), &hd, NULL), FHR_OK);
-    uint64_t v3 = fhr_state_version(m);
+    uint64_t v3 = t_state_version(m);
     cr_assert_gt(v3, v2);
     cr_assert_eq(fhr_hold_release(hd, NULL), FHR_OK);
-    uint64_t v4 = fhr_state_version(m);
+    uint64_t v4 = t_state_version(m);
     cr_assert_gt(v4, v3);
     fhr_hold_destroy(hd);
     cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), NULL), FHR_OK);
-    cr_assert_gt(fhr_state_version(m), v4);
+    cr_assert_gt(t_state_version(m), v4);
     fhr_snapshot *s;
-    uint64_t before = fhr_state_version(m);
+    uint64_t before = t_state_version(m);
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     fhr_snapshot_free(s);
-    cr_assert_eq(fhr_state_version(m), before, "observing is not a mutation");
+    cr_assert_eq(t_state_version(m), before, "observing is not a mutation");
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
@@ -137,7 +138,7 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
         cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), NULL), FHR_OK);
     }
     fhr_trace_entry t[8];
-    size_t n = fhr_trace_read(m, t, 8);
+    size_t n = t_trace_read(m, t, 8);
     cr_assert_eq(n, 4);
     cr_assert_eq(t[3].kind, FHR_TR_DROP);
     cr_assert_eq(t[2].kind, FHR_TR_ENSURE);
@@ -145,7 +146,7 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
     cr_assert(fhr_loc_equal(t[2].from, fhr_loc_host()));
     cr_assert(fhr_loc_equal(t[2].to, fhr_loc_pinned()));
     cr_assert_lt(t[0].seq, t[3].seq);
-    char *j = fhr_trace_json(m);
+    char *j = t_trace_json(m);
     cJSON *root = cJSON_Parse(j);
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(root, "entries")), 4);
     cr_assert_eq(num(root, "recorded"), 7);
@@ -155,7 +156,7 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
     fhr_error_init(&te);
     cr_assert_eq(fhr_trace_set_capacity(m, SIZE_MAX / 2, &te), FHR_E_NOMEM, "%s", te.message);
     cr_assert(strstr(te.message, "unchanged"), "%s", te.message);
-    cr_assert_eq(fhr_trace_read(m, t, 8), 4, "a failed resize lost the trace");
+    cr_assert_eq(t_trace_read(m, t, 8), 4, "a failed resize lost the trace");
     cr_assert_eq(t[3].kind, FHR_TR_DROP);
     fhr_manager *m2 = NULL;
     fhr_manager_config big = {b, NULL, 0, SIZE_MAX / 4};
@@ -163,7 +164,7 @@ Test(snapshot, trace_is_bounded_and_can_be_off)
     cr_assert_null(m2);
     cr_assert_eq(fhr_trace_set_capacity(m, 0, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(m, h, fhr_loc_pinned(), NULL, NULL), FHR_OK);
-    cr_assert_eq(fhr_trace_read(m, t, 8), 0);
+    cr_assert_eq(t_trace_read(m, t, 8), 0);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }

@@ -6,6 +6,7 @@
  * operations, seeded per thread. Uses only Test() and cr_assert* (it also runs under
  * TSan through tests/tsan/); worker threads record failures, the test thread asserts. */
 #include "mgr_helpers.h"
+#include "tests/unit/observe.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -106,7 +107,7 @@ static int tick(worker *w)
  * question while a source load runs.) */
 static void check_version(worker *w)
 {
-    uint64_t v = fhr_state_version(w->S->m);
+    uint64_t v = t_state_version(w->S->m);
     if (v == 0)
         return;
     if (v < w->last_version)
@@ -145,7 +146,7 @@ static void check_protected(worker *w, size_t i, fhr_location loc, const char *b
 {
     stress *S = w->S;
     for (;;) {
-        int r = fhr_is_resident(S->m, S->h[i], loc);
+        int r = t_is_resident(S->m, S->h[i], loc);
         if (r == 1) {
             atomic_fetch_add(&S->residency_checks, 1);
             return;
@@ -240,7 +241,7 @@ static void *lease_thread(void *arg)
             fail(S, "thread %d: a second release was not refused", w->id);
         fhr_lease_destroy(l);
         if (rnd(w) % 8 == 0)
-            fhr_reap(S->m);
+            t_reap(S->m);
         check_version(w);
     }
     return NULL;
@@ -310,7 +311,7 @@ static void *mover_thread(void *arg)
         default:
             op = "priority";
             st = fhr_set_priority(S->m, S->h[i], (int32_t)(rnd(w) % 10), &e);
-            fhr_reap(S->m);
+            t_reap(S->m);
             break;
         }
         check_version(w);
@@ -455,7 +456,7 @@ Test(threads_stress, leases_holds_moves_snapshots)
         fhr_stream_sync(S.b, w[i].consumer, NULL);
         fhr_stream_destroy(S.b, w[i].consumer);
     }
-    fhr_reap(S.m);
+    t_reap(S.m);
     fprintf(stderr,
             "threads_stress: %llu operations: %llu leases, %llu holds, %llu placements "
             "(%llu refused), %llu snapshots (%llu refused during loads), %llu residency and "
