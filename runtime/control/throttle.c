@@ -64,14 +64,30 @@ fhr_status fhr_use_begin_opts(fhr_controller *c, const fhr_request *req,
             idle = n ? 0 : idle + 1;
             continue;
         }
-        st = fhr_use_decision(c, d, consumer, nconsumer, transfer, ntransfer, out, err);
+        fhr_error e2;
+        fhr_error_init(&e2);
+        st = fhr_use_decision(c, d, consumer, nconsumer, transfer, ntransfer, out, &e2);
         if (st == FHR_OK) {
+            fhr_error_clear(&e2);
             use_adopt_decision(*out, d, waits);
             return FHR_OK;
         }
         fhr_decision_destroy(d);
-        if (st == FHR_E_STALE && ++stale < MAX_STALE)
+        /* Stale, or refused by preflight for budget: another thread's copy, admitted after
+         * this decision and still in flight, holds bytes it counted on (the state version
+         * moves when a copy commits). Preflight refuses before any action, so nothing
+         * changed: decide again. */
+        if ((st == FHR_E_STALE || (st == FHR_E_INFEASIBLE && e2.cause == FHR_E_BUDGET)) &&
+            ++stale < MAX_STALE) {
+            fhr_error_clear(&e2);
             continue;
+        }
+        if (err) {
+            fhr_error_clear(err);
+            *err = e2;
+        } else {
+            fhr_error_clear(&e2);
+        }
         return st;
     }
 }

@@ -60,9 +60,14 @@ static void *engine_main(void *arg)
         fhr_requirement rq = {t->keys[(i * 5 + t->seed) % TKEYS], fhr_loc_cuda(0)};
         fhr_request req = {"rot", &rq, 1, NULL, 0, 0};
         fhr_use *u = NULL;
-        t->st = fhr_use_begin_opts(t->c, &req, &cons, 1, NULL, 0, &wait, &u, NULL);
-        if (t->st != FHR_OK)
+        fhr_error e;
+        fhr_error_init(&e);
+        t->st = fhr_use_begin_opts(t->c, &req, &cons, 1, NULL, 0, &wait, &u, &e);
+        if (t->st != FHR_OK) {
+            fprintf(stderr, "engine thread (seed %d), use %d: %s\n", t->seed, i, e.message);
+            fhr_error_clear(&e);
             break;
+        }
         fhr_launch_host(t->b, native, busy_kernel, NULL, NULL);
         t->st = fhr_use_end(u, FHR_OK, NULL);
         t->waits += fhr_report_waits(fhr_use_report(u));
