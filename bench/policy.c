@@ -4,55 +4,16 @@
  * the manager's explain), and its parts measured alone. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-static double now_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e6 + (double)ts.tv_nsec * 1e-3;
-}
-
-static int cmp(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+#include "bench/host_bench.h"
 
 static void check(fhr_status st, const fhr_error *e, const char *what)
 {
-    if (st != FHR_OK) {
-        fprintf(stderr, "policy: %s: %s\n", what, e ? e->message : fhr_status_name(st));
-        exit(1);
-    }
+    bench_check("policy", st, e, what);
 }
-
-static void nofree(void *c, void *p, size_t n) { (void)c; (void)n; free(p); }
 
 static fhr_handle adopt(fhr_manager *m, size_t n, int32_t prio, fhr_error *e)
 {
-    fhr_ckks_meta meta;
-    memset(&meta, 0, sizeof meta);
-    fhr_value *v;
-    check(fhr_value_create(fhr_loc_host(), &meta, &v, e), e, "value_create");
-    void *p = calloc(1, n);
-    size_t bi;
-    check(fhr_value_add_buffer(v, p, n, nofree, NULL, &bi, e), e, "add_buffer");
-    check(fhr_value_add_field(v, "data", bi, 0, n, e), e, "add_field");
-    fhr_adopt_opts o = {FHR_REPLICABLE, NULL, prio};
-    fhr_handle h;
-    check(fhr_adopt(m, &v, &o, &h, e), e, "adopt");
-    return h;
+    return bench_adopt("policy", m, fhr_loc_host(), n, prio, e);
 }
 
 int main(int argc, char **argv)
