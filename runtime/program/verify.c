@@ -10,6 +10,7 @@
 
 #include "base/units.h"
 #include "runtime/program/program.h"
+#include "base/error.h"
 
 typedef struct hold {
     uint32_t v;
@@ -435,21 +436,13 @@ RULE(require)
             return FHR_E_INFEASIBLE;
         }
     }
-    if (s->nreq == s->capreq) {
-        size_t nc = s->capreq ? s->capreq * 2 : 16;
-        uint32_t *a = realloc(s->req_v, nc * sizeof *a);
-        if (a)
-            s->req_v = a;
-        uint8_t *b = realloc(s->req_s, nc);
-        if (b)
-            s->req_s = b;
-        long *c = realloc(s->req_at, nc * sizeof *c);
-        if (c)
-            s->req_at = c;
-        if (!a || !b || !c)
-            return FHR_E_NOMEM;
-        s->capreq = nc;
-    }
+    /* three arrays of one length: each grows with its own copy of the capacity */
+    size_t c1 = s->capreq, c2 = s->capreq, c3 = s->capreq;
+    if (!fhr_grow((void **)&s->req_v, &c1, s->nreq, sizeof *s->req_v, 16) ||
+        !fhr_grow((void **)&s->req_s, &c2, s->nreq, sizeof *s->req_s, 16) ||
+        !fhr_grow((void **)&s->req_at, &c3, s->nreq, sizeof *s->req_at, 16))
+        return FHR_E_NOMEM;
+    s->capreq = c1;
     s->req_v[s->nreq] = in->x;
     s->req_s[s->nreq] = in->a;
     s->req_at[s->nreq] = s->pc;
@@ -515,18 +508,11 @@ static fhr_status note_enter(V *s, const rp_ins *in)
     if (s->scope != RPLAN_OP_PLAN || s->phase != FHR_PHASE_ENTER ||
         fhr_loc_from_slot(in->a).kind != FHR_LOC_CUDA)
         return FHR_OK;
-    if (s->nent == s->capent) {
-        size_t nc = s->capent ? s->capent * 2 : 16;
-        uint32_t *a = realloc(s->ent_v, nc * sizeof *a);
-        if (a)
-            s->ent_v = a;
-        uint8_t *b = realloc(s->ent_s, nc);
-        if (b)
-            s->ent_s = b;
-        if (!a || !b)
-            return FHR_E_NOMEM;
-        s->capent = nc;
-    }
+    size_t c1 = s->capent, c2 = s->capent;
+    if (!fhr_grow((void **)&s->ent_v, &c1, s->nent, sizeof *s->ent_v, 16) ||
+        !fhr_grow((void **)&s->ent_s, &c2, s->nent, sizeof *s->ent_s, 16))
+        return FHR_E_NOMEM;
+    s->capent = c1;
     s->ent_v[s->nent] = in->x;
     s->ent_s[s->nent++] = in->a;
     return FHR_OK;
