@@ -35,14 +35,14 @@ $(PHANTOM_OUT)/adapter.o: examples/phantom/adapter.cu examples/phantom/adapter.h
 
 $(PHANTOM_OUT)/bsgs.o: examples/phantom/bsgs.c examples/phantom/adapter.h include/fheplan/cuda.h
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -c $< -o $@
 
 # cudart is linked statically (libPhantom.so carries its own static copy as well): the GPU
 # host needs only its driver, libPhantom.so and the shared libraries ldd lists.
 $(PHANTOM_BIN): $(PHANTOM_OUT)/adapter.o $(PHANTOM_OUT)/bsgs.o $(BUILD)/libfheplan.a $(PHANTOM_LIB)
 	$(CXX) -o $@ $(PHANTOM_OUT)/adapter.o $(PHANTOM_OUT)/bsgs.o $(BUILD)/libfheplan.a \
 	  -L$(PHANTOM_BUILD)/lib -lPhantom -Wl,-rpath,'$$ORIGIN/lib:$(abspath $(PHANTOM_BUILD)/lib)' \
-	  $(LDLIBS)
+	  $(ALL_LDFLAGS) $(ALL_LDLIBS)
 
 phantom-example: phantom-patch $(PHANTOM_BIN) $(BUILD)/fheplan
 	@echo "phantom-example: built $(PHANTOM_BIN); run it on a GPU host (see examples/phantom/README.md)"

@@ -33,6 +33,36 @@ int ph_use_key(int pass, int u);
 
 /* Copies key k (as Phantom made it) into dst (pinned host memory, ph_key_bytes). */
 int ph_export_key(ph_engine *e, int k, void *dst, char *msg, size_t cap);
+
+/* ---- seeded keys: each part's a half is Phantom's uniform sample from a 64-byte seed --- */
+#define PH_SEED_BYTES 64   /* Phantom's prng_seed_byte_count */
+#define PH_MAX_PARTS 8
+size_t ph_key_parts(const ph_engine *e); /* dnum */
+size_t ph_half_bytes(const ph_engine *e); /* one half of one part: QP*N words */
+/* Copies key k's b halves into b_dst (ph_key_parts halves, part i at i*ph_half_bytes) and
+ * the seed each part's a half was sampled from at key generation into seeds
+ * (PH_SEED_BYTES per part, through the patched accessor part_seed_a). */
+int ph_export_seeded(ph_engine *e, int k, void *b_dst, uint8_t *seeds, char *msg, size_t cap);
+/* Phantom's own sampler (sample_uniform_poly_wrap over the key context, all QP moduli):
+ * writes one a half (nbytes == ph_half_bytes) at device address dst from a seed of
+ * PH_SEED_BYTES host bytes, enqueued on `stream` (a cudaStream_t) only, never waiting.
+ * Thread-safe. */
+int ph_sample_a(ph_engine *e, void *stream, void *dst, size_t nbytes, const void *seed,
+                size_t seed_len, char *msg, size_t cap);
+/* Phantom's sampler into a device scratch buffer, one key's a halves at a time on a
+ * stream of its own: bytes per second, best of reps. */
+int ph_sample_rate(ph_engine *e, const uint8_t *seeds, int reps, double *bytes_per_s,
+                   char *msg, size_t cap);
+/* Keeps a device copy of every key's a halves as Phantom generated them (before
+ * ph_release_keys), for ph_verify_a. */
+int ph_keep_reference(ph_engine *e, char *msg, size_t cap);
+/* Enqueues on cudaStreamPerThread a word-by-word comparison of the a halves of a device
+ * key laid out as ph_export_key writes it with Phantom's own (ph_keep_reference),
+ * counting the differing words of key k. */
+int ph_verify_a(ph_engine *e, int k, const void *device_key, char *msg, size_t cap);
+/* Waits for cudaStreamPerThread, then the differing words counted per key since the
+ * last call (and resets the counts). */
+int ph_verify_counts(ph_engine *e, uint64_t mismatches[PH_KEYS], char *msg, size_t cap);
 /* Frees Phantom's own key parts (the patched accessor); the pointer tables stay. */
 int ph_release_keys(ph_engine *e, char *msg, size_t cap);
 /* Points key k's table at a device copy laid out as ph_export_key writes it, in stream

@@ -1,7 +1,9 @@
 /* examples/phantom/bsgs.c — the C driver: a BSGS linear transform (n1 = n2 = 8, 14 rotation
  * keys of 180 MiB) on 4 ciphertexts, twice, computed by Phantom with its own resident keys,
  * then with the keys streamed by fheplan through cuda:0 budgets, through the public API
- * only; prints every acceptance check and writes results.json.
+ * only, each budget first with whole keys and then with seeded keys (the b halves in pinned
+ * memory, the a halves regenerated on the device by Phantom's own sampler from the seeds
+ * captured at key generation); prints every acceptance check and writes results.json.
  *
  * usage: phantom-bsgs [--out DIR] [--fheplan PATH] [--budgets K,K,...] [--reps N]
  * Budgets are counted in keys (0: all 14). DIR defaults to $OUT, else ".". */
@@ -23,13 +25,6 @@
 
 static char msg[512];
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 #define PH(call)                                                                               \
     do {                                                                                       \
         if ((call) != 0) {                                                                     \
@@ -47,20 +42,119 @@ static void fhr_check(fhr_status st, const fhr_error *e, const char *what)
     }
 }
 
+/* ---- seeded keys ----------------------------------------------------------------------- */
+
+/* The name under which the driver registers Phantom's sampler with each manager; the
+ * seeded .rplan names it too (`seeded phantom.uniform(...)`). */
+#define PH_GENERATOR "phantom.uniform"
+
+static size_t nparts, half_bytes;                         /* dnum; QP*N words in bytes */
+static uint8_t key_seeds[PH_KEYS][PH_MAX_PARTS * PH_SEED_BYTES]; /* per key, per part */
+static void *pinned_b[PH_KEYS];                           /* per key: its b halves only */
+
+static fhr_status gen_fail(fhr_error *err, fhr_status st, const char *what)
+{
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s: %s", PH_GENERATOR, what);
+    }
+    return st;
+}
+
+/* The generator: Phantom's own sampler, on the stream fheplan hands over (its copy
+ * stream: the b halves' copies are queued there before it). ctx is the engine. */
+static fhr_status phantom_uniform(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
+                                  void *dst, size_t nbytes, const void *seed, size_t seed_len,
+                                  fhr_error *err)
+{
+    cudaStream_t cs;
+    int dev = -1;
+    fhr_status st = fhr_stream_cuda(b, s, &cs, &dev, err);
+    if (st != FHR_OK)
+        return st;
+    if (at.kind != FHR_LOC_CUDA || dev != (int)at.index)
+        return gen_fail(err, FHR_E_LOCATION, "a half is generated on the device of its stream only");
+    char m[256];
+    if (ph_sample_a((ph_engine *)ctx, (void *)cs, dst, nbytes, seed, seed_len, m, sizeof m) != 0)
+        return gen_fail(err, FHR_E_BACKEND, m);
+    return FHR_OK;
+}
+
+/* Key k as a seeded fheplan value at pinned: fields b0, a0, b1, a1, ... in Phantom's part
+ * order; the b fields are the pinned export, the a fields regenerable from the part's
+ * seed (kept with the value, on the host) and held by no host copy. A device copy is one
+ * buffer with the fields in declaration order: Phantom's own [b | a] part layout. */
+static void seeded_value(int k, fhr_value **out)
+{
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_value *v = NULL;
+    size_t bi;
+    fhr_check(fhr_value_create(fhr_loc_pinned(), NULL, &v, &err), &err, "seeded value");
+    fhr_check(fhr_value_add_buffer(v, pinned_b[k], nparts * half_bytes, NULL, NULL, &bi, &err),
+              &err, "b halves");
+    for (size_t i = 0; i < nparts; i++) {
+        char name[24];
+        snprintf(name, sizeof name, "b%zu", i);
+        fhr_check(fhr_value_add_field(v, name, bi, i * half_bytes, half_bytes, &err), &err, "b field");
+        snprintf(name, sizeof name, "a%zu", i);
+        fhr_check(fhr_value_add_regenerable(v, name, half_bytes, PH_GENERATOR,
+                                            key_seeds[k] + i * PH_SEED_BYTES, PH_SEED_BYTES, 0,
+                                            &err),
+                  &err, "a field");
+    }
+    *out = v;
+}
+
+/* The base of a device copy of a seeded key, after checking that its fields lie as
+ * Phantom's parts do (part i's b at 2i halves, its a right after); NULL otherwise. */
+static void *seeded_base(const fhr_value *dv)
+{
+    char *base = NULL;
+    for (size_t i = 0; dv && i < 2 * nparts; i++) {
+        char name[24];
+        void *p;
+        size_t n;
+        snprintf(name, sizeof name, "%c%zu", i % 2 ? 'a' : 'b', i / 2);
+        if (fhr_value_field(dv, name, &p, &n) != FHR_OK || n != half_bytes)
+            return NULL;
+        if (i == 0)
+            base = p;
+        else if ((char *)p != base + i * half_bytes)
+            return NULL;
+    }
+    return base;
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 /* ---- the sequence as a plan, and fheplan check's prediction --------------------------- */
 
-static int write_rplan(const char *path, uint64_t key_bytes, int budget_keys)
+/* The sequence as a plan; seeded: each key is declared `seeded` by Phantom's sampler, so
+ * that its second half (the a halves, as the driver lays them out) is regenerated on the
+ * device instead of copied (the plan's 8-byte seed stands for the 64-byte seeds: `check`
+ * runs no generator, it counts the bytes). */
+static int write_rplan(const char *path, uint64_t key_bytes, int budget_keys, int seeded)
 {
     FILE *f = fopen(path, "w");
     if (!f)
         return -1;
     fprintf(f, "# The key uses of examples/phantom/bsgs.c: a BSGS linear transform, n1 = n2 = 8,\n"
-               "# two passes; each request is one key's rotations of all %d ciphertexts.\n"
+               "# two passes; each request is one key's rotations of all %d ciphertexts.\n%s"
                "rplan 1\n\nbudget cuda:0 %llu B\n\n"
-               "value rk[%d] = %llu B replicable at pinned init synth(100 + i)\n\n"
+               "value rk[%d] = %llu B replicable at pinned init synth(100 + i)%s\n\n"
                "policy keys = lookahead(cuda:0 -> pinned)\n\nstage \"bsgs\" {\n",
-            NCT, (unsigned long long)(key_bytes * (uint64_t)budget_keys), PH_KEYS,
-            (unsigned long long)key_bytes);
+            NCT,
+            seeded ? "# Seeded keys: pinned memory holds the b halves, the device regenerates the\n"
+                     "# a halves with Phantom's sampler (registered as " PH_GENERATOR ").\n"
+                   : "",
+            (unsigned long long)(key_bytes * (uint64_t)budget_keys), PH_KEYS,
+            (unsigned long long)key_bytes, seeded ? " seeded " PH_GENERATOR "(1000 + i)" : "");
     for (int p = 0; p < PH_PASSES; p++)
         for (int u = 0; u < PH_USES; u++)
             fprintf(f, "  request \"pass%d-step%d\" using keys { require rk[%d] @ cuda:0 }\n", p,
@@ -69,14 +163,25 @@ static int write_rplan(const char *path, uint64_t key_bytes, int budget_keys)
     return fclose(f);
 }
 
-/* Runs `fheplan check --json PATH` and returns its predicted bytes (-1 on failure). */
-static double predicted_bytes(const char *fheplan, const char *path)
+/* What `fheplan check` predicts for a plan: bytes over PCIe, bytes regenerated on the
+ * device, and the time at the measured pinned and generation rates (-1: no prediction). */
+typedef struct check_pred {
+    double moved, regen, s;
+} check_pred;
+
+/* Runs `fheplan check --json --pinned-gbps P --gen-gbps G PATH`. */
+static check_pred predicted(const char *fheplan, const char *path, double pinned_gbps,
+                            double gen_gbps)
 {
+    check_pred none = {-1, -1, -1};
+    if (!path)
+        return none;
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' check --json '%s'", fheplan, path);
+    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.3f --gen-gbps %.3f '%s'",
+             fheplan, pinned_gbps, gen_gbps, path);
     FILE *p = popen(cmd, "r");
     if (!p)
-        return -1;
+        return none;
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     size_t got;
@@ -87,15 +192,19 @@ static double predicted_bytes(const char *fheplan, const char *path)
     }
     int rc = pclose(p);
     if (!buf)
-        return -1;
+        return none;
     buf[len] = 0;
     cJSON *j = cJSON_Parse(buf);
     free(buf);
     const cJSON *files = cJSON_GetObjectItem(j, "files");
     const cJSON *f0 = cJSON_GetArrayItem(files, 0);
     const cJSON *b = cJSON_GetObjectItem(f0, "bytes_moved");
+    const cJSON *g = cJSON_GetObjectItem(f0, "bytes_regenerated");
+    const cJSON *t = cJSON_GetObjectItem(f0, "predicted_s");
     const cJSON *ok = cJSON_GetObjectItem(f0, "feasible");
-    double v = rc == 0 && cJSON_IsTrue(ok) && cJSON_IsNumber(b) ? b->valuedouble : -1;
+    check_pred v = none;
+    if (rc == 0 && cJSON_IsTrue(ok) && cJSON_IsNumber(b) && cJSON_IsNumber(g) && cJSON_IsNumber(t))
+        v = (check_pred){b->valuedouble, g->valuedouble, t->valuedouble};
     cJSON_Delete(j);
     return v;
 }
@@ -104,8 +213,12 @@ static double predicted_bytes(const char *fheplan, const char *path)
 
 typedef struct run_out {
     double pass_s[PH_PASSES];
-    uint64_t bytes[PH_PASSES]; /* host to device */
+    uint64_t bytes[PH_PASSES]; /* host to device (over PCIe) */
+    uint64_t regen[PH_PASSES]; /* generated on the device instead (seeded keys) */
     uint64_t loads, evictions, waits, peak_charged, peak_pool, peak_reserved, granule;
+    uint64_t pinned_peak;      /* fheplan's peak charge at pinned: the keys' host copies */
+    /* seeded verification run: a-half checks per key, differing words in all of them */
+    uint64_t checks[PH_KEYS], mismatched;
     uint64_t *words;
     size_t nwords;
     double max_err;
@@ -207,6 +320,8 @@ static void sample_peaks(fhr_manager *m, run_out *r)
     fhr_error err;
     fhr_error_init(&err);
     fhr_check(fhr_snapshot_take(m, &s, &err), &err, "snapshot");
+    const fhr_loc_stats *lp = fhr_snapshot_loc(s, fhr_loc_pinned());
+    r->pinned_peak = lp ? lp->peak_used_bytes : 0;
     const fhr_loc_stats *ls = fhr_snapshot_loc(s, fhr_loc_cuda(0));
     if (ls) {
         r->peak_charged = ls->peak_charged_bytes;
@@ -221,9 +336,13 @@ static void sample_peaks(fhr_manager *m, run_out *r)
 
 /* The transform with every key leased from fheplan, through the public API alone: a view
  * of cudaStreamPerThread (Phantom's stream) is the consumer stream; fheplan's own stream
- * carries the copies; FHR_USE_WAIT throttles when the budget forces it. */
+ * carries the copies; FHR_USE_WAIT throttles when the budget forces it. seeded: the keys
+ * are seeded values (pinned b halves, a halves by Phantom's sampler on the copy stream);
+ * verify: every lease's a halves are also compared with Phantom's own on the GPU (a run
+ * for checking, not for timing). */
 static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinned,
-                         uint64_t key_bytes, int budget_keys, run_out *r)
+                         uint64_t key_bytes, int budget_keys, int seeded, int verify,
+                         run_out *r)
 {
     memset(r, 0, sizeof *r);
     fhr_error err;
@@ -232,14 +351,22 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
     fhr_manager_config cfg = {b, &bud, 1, 0};
     fhr_manager *m = NULL;
     fhr_check(fhr_manager_create(&cfg, &m, &err), &err, "manager");
+    if (seeded)
+        fhr_check(fhr_generator_register(m, PH_GENERATOR, phantom_uniform, e, &err), &err,
+                  "register Phantom's sampler");
     fhr_handle keys[PH_KEYS];
     for (int k = 0; k < PH_KEYS; k++) {
         fhr_value *v = NULL;
         size_t bi;
-        fhr_check(fhr_value_create(fhr_loc_pinned(), NULL, &v, &err), &err, "value");
-        /* the pinned export stays ours (no free function): the manager only reads it */
-        fhr_check(fhr_value_add_buffer(v, pinned[k], key_bytes, NULL, NULL, &bi, &err), &err, "buffer");
-        fhr_check(fhr_value_add_field(v, "key", bi, 0, key_bytes, &err), &err, "field");
+        if (seeded) {
+            seeded_value(k, &v);
+        } else {
+            fhr_check(fhr_value_create(fhr_loc_pinned(), NULL, &v, &err), &err, "value");
+            /* the pinned export stays ours (no free function): the manager only reads it */
+            fhr_check(fhr_value_add_buffer(v, pinned[k], key_bytes, NULL, NULL, &bi, &err), &err,
+                      "buffer");
+            fhr_check(fhr_value_add_field(v, "key", bi, 0, key_bytes, &err), &err, "field");
+        }
         char label[32];
         snprintf(label, sizeof label, "rot%d", ph_key_step(k));
         fhr_adopt_opts o = {FHR_REPLICABLE, label, 0};
@@ -276,13 +403,26 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
             ev_rec(pev[p].b[u]); /* after the lease's wait for the key's copy */
             void *dev;
             size_t n;
-            fhr_check(fhr_value_field(fhr_use_value(use, keys[k], fhr_loc_cuda(0)), "key", &dev, &n),
-                      NULL, "leased key");
+            const fhr_value *lv = fhr_use_value(use, keys[k], fhr_loc_cuda(0));
+            if (seeded) {
+                if (!(dev = seeded_base(lv))) {
+                    fprintf(stderr, "phantom-bsgs: a leased seeded key is not laid out as "
+                                    "Phantom's parts\n");
+                    exit(2);
+                }
+                if (verify) { /* ordered after the lease's wait for the copy and generation */
+                    PH(ph_verify_a(e, k, dev, msg, sizeof msg));
+                    r->checks[k]++;
+                }
+            } else {
+                fhr_check(fhr_value_field(lv, "key", &dev, &n), NULL, "leased key");
+            }
             PH(ph_bind_key(e, k, dev, msg, sizeof msg));
             PH(ph_pass_use(e, p, u, msg, sizeof msg));
             fhr_check(fhr_use_end(use, FHR_OK, &err), &err, "use end");
             const fhr_report *rep = fhr_use_report(use);
             r->bytes[p] += fhr_report_bytes(rep, FHR_DIR_H2D);
+            r->regen[p] += fhr_report_regen_bytes(rep);
             r->loads += fhr_report_count(rep, FHR_DIR_H2D);
             r->evictions += fhr_report_evictions(rep);
             r->waits += fhr_report_waits(rep);
@@ -300,6 +440,12 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
         pass_breakdown(p, 1, r);
     }
     sample_peaks(m, r);
+    if (verify) {
+        uint64_t mism[PH_KEYS];
+        PH(ph_verify_counts(e, mism, msg, sizeof msg));
+        for (int k = 0; k < PH_KEYS; k++)
+            r->mismatched += mism[k];
+    }
     PH(ph_results(e, &r->words, &r->nwords, msg, sizeof msg));
     PH(ph_check_slots(e, &r->max_err, msg, sizeof msg));
     fhr_controller_destroy(c);
@@ -308,6 +454,181 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
 }
 
 static const char *verdict(int ok) { return ok ? "PASS" : "FAIL"; }
+
+/* Every key once through fheplan's own copy path (fhr_manager_value_to on a stream fheplan
+ * made, Phantom's sampler registered): the device copy's a halves against Phantom's own,
+ * word by word. Returns the differing words; *generated: the bytes generated. */
+static uint64_t regen_against_phantom(ph_engine *e, uint64_t *generated)
+{
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_backend *b = NULL;
+    fhr_check(fhr_backend_cuda_create(&b, &err), &err, "cuda backend");
+    fhr_manager_config cfg = {b, NULL, 0, 0};
+    fhr_manager *m = NULL;
+    fhr_check(fhr_manager_create(&cfg, &m, &err), &err, "manager");
+    fhr_check(fhr_generator_register(m, PH_GENERATOR, phantom_uniform, e, &err), &err,
+              "register Phantom's sampler");
+    fhr_stream *s = NULL;
+    fhr_check(fhr_stream_create(b, fhr_loc_cuda(0), &s, &err), &err, "stream");
+    uint64_t diff = 0, mism[PH_KEYS];
+    *generated = 0;
+    for (int k = 0; k < PH_KEYS; k++) {
+        fhr_value *v = NULL, *dv = NULL;
+        seeded_value(k, &v);
+        fhr_check(fhr_manager_value_to(m, v, fhr_loc_cuda(0), s, &dv, &err), &err, "device copy");
+        fhr_check(fhr_stream_sync(b, s, &err), &err, "copy stream");
+        void *base = seeded_base(dv);
+        if (!base) {
+            fprintf(stderr, "phantom-bsgs: a seeded key's device copy is not laid out as "
+                            "Phantom's parts\n");
+            exit(2);
+        }
+        *generated += fhr_value_generated_nbytes(dv);
+        PH(ph_verify_a(e, k, base, msg, sizeof msg));
+        PH(ph_verify_counts(e, mism, msg, sizeof msg)); /* waits: dv may go after it */
+        diff += mism[k];
+        fhr_value_destroy(dv);
+        fhr_value_destroy(v);
+    }
+    fhr_stream_destroy(b, s);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+    return diff;
+}
+
+static double sum_ms(const double *v, int n)
+{
+    double t = 0;
+    for (int i = 0; i < n; i++)
+        t += v[i];
+    return t;
+}
+
+/* One budget with seeded keys, after its unseeded run `plain` in the same process: a
+ * verification run (every lease's a halves compared with Phantom's own), then the timed
+ * repetitions; prints the checks against resident keys, `fheplan check` and the unseeded
+ * run, and writes them as the budget's "seeded" object. Returns 1 when every check passed
+ * (times are reported, not judged). */
+static int seeded_budget(ph_engine *e, FILE *js, const char *outdir, const char *fheplan,
+                         int nk, uint64_t key_bytes, double bw, double gen_rate, int reps,
+                         const run_out *ref, const run_out *plain, check_pred plain_pred)
+{
+    char plan[2048];
+    snprintf(plan, sizeof plan, "%s/bsgs-%dkeys-seeded.rplan", outdir, nk);
+    check_pred pr = predicted(fheplan, write_rplan(plan, key_bytes, nk, 1) == 0 ? plan : NULL,
+                              bw / 1e9, gen_rate / 1e9);
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_check(fhr_backend_cuda_create(&b, &err), &err, "cuda backend");
+    fhr_stream *view = NULL;
+    fhr_check(fhr_stream_wrap_cuda(b, 0, cudaStreamPerThread, &view, &err), &err, "wrap");
+    run_out v, r;
+    run_streamed(e, b, view, NULL, key_bytes, nk, 1, 1, &v);
+    memset(&r, 0, sizeof r);
+    for (int rep = 0; rep < reps; rep++) {
+        free(r.words);
+        run_streamed(e, b, view, NULL, key_bytes, nk, 1, 0, &r);
+    }
+    uint64_t budget = key_bytes * (uint64_t)nk, moved = r.bytes[0] + r.bytes[1];
+    uint64_t regen = r.regen[0] + r.regen[1], plain_moved = plain->bytes[0] + plain->bytes[1];
+    uint64_t b_bytes = (uint64_t)PH_KEYS * nparts * half_bytes, checks = 0;
+    int keys_checked = 0;
+    for (int k = 0; k < PH_KEYS; k++) {
+        checks += v.checks[k];
+        keys_checked += v.checks[k] > 0;
+    }
+    int same = r.nwords == ref->nwords && !memcmp(r.words, ref->words, r.nwords * sizeof *r.words) &&
+               v.nwords == ref->nwords && !memcmp(v.words, ref->words, v.nwords * sizeof *v.words);
+    int verified = v.mismatched == 0 && keys_checked == PH_KEYS;
+    int slots_ok = r.max_err < TOLERANCE && v.max_err < TOLERANCE;
+    int peak_ok = r.peak_charged <= budget && r.peak_pool <= budget;
+    uint64_t g = r.granule, held_limit = g ? (budget + g - 1) / g * g : budget;
+    int held_ok = r.peak_reserved <= held_limit;
+    int pinned_ok = r.pinned_peak == b_bytes;
+    int bytes_ok = pr.moved >= 0 && (double)moved == pr.moved && (double)regen == pr.regen &&
+                   v.bytes[0] + v.bytes[1] == moved && v.regen[0] + v.regen[1] == regen;
+    printf("  seeded keys (pinned memory holds the b halves; Phantom's sampler regenerates the a "
+           "halves on fheplan's copy stream):\n");
+    printf("    results bit-identical to resident keys: %s\n", verdict(same));
+    printf("    a halves bit-exact against Phantom's own at every lease of a verification run "
+           "(%llu checks, %d of %d keys, %llu differing words): %s\n", (unsigned long long)checks,
+           keys_checked, PH_KEYS, (unsigned long long)v.mismatched, verdict(verified));
+    printf("    decrypted slots within %.3g of the host transform: %s\n", r.max_err, verdict(slots_ok));
+    printf("    fheplan peak %.3f GiB charged, %.3f GiB handed out by its pool at most, %.3f GiB "
+           "held (limit %.3f GiB); budget %.3f GiB: %s\n", (double)r.peak_charged / (1 << 30),
+           (double)r.peak_pool / (1 << 30), (double)r.peak_reserved / (1 << 30),
+           (double)held_limit / (1 << 30), (double)budget / (1 << 30),
+           verdict(peak_ok && held_ok));
+    printf("    pinned: fheplan's key copies take %.3f GiB, the b halves (whole keys: %.3f GiB): "
+           "%s\n", (double)r.pinned_peak / (1 << 30), (double)plain->pinned_peak / (1 << 30),
+           verdict(pinned_ok));
+    printf("    bytes over PCIe %llu (%.3fx the unseeded %llu), regenerated on cuda:0 %llu (%llu "
+           "loads, %llu evictions); fheplan check predicts %.0f and %.0f: %s\n",
+           (unsigned long long)moved, plain_moved ? (double)moved / (double)plain_moved : 0.0,
+           (unsigned long long)plain_moved, (unsigned long long)regen, (unsigned long long)r.loads,
+           (unsigned long long)r.evictions, pr.moved, pr.regen, verdict(bytes_ok));
+    printf("    fheplan check's time for the keys' traffic at the measured rates: %.2f ms (unseeded "
+           "%.2f ms)\n", pr.s * 1e3, plain_pred.s * 1e3);
+    printf("    host waits the budget forced: %llu (unseeded %llu)\n", (unsigned long long)r.waits,
+           (unsigned long long)plain->waits);
+    fprintf(js, ", \"seeded\": {\"bit_identical\": %s, \"a_checks\": %llu, \"keys_checked\": %d,"
+                " \"a_mismatched_words\": %llu, \"max_err\": %.3g, \"peak_charged\": %llu,"
+                " \"peak_pool\": %llu, \"peak_pool_held\": %llu, \"pinned_bytes\": %llu,"
+                " \"unseeded_pinned_bytes\": %llu, \"bytes\": %llu, \"regenerated\": %llu,"
+                " \"unseeded_bytes\": %llu, \"predicted\": %.0f, \"predicted_regenerated\": %.0f,"
+                " \"predicted_ms\": %.3f, \"unseeded_predicted_ms\": %.3f, \"loads\": %llu,"
+                " \"evictions\": %llu, \"waits\": %llu, \"unseeded_waits\": %llu, \"passes\": [",
+            same ? "true" : "false", (unsigned long long)checks, keys_checked,
+            (unsigned long long)v.mismatched, r.max_err, (unsigned long long)r.peak_charged,
+            (unsigned long long)r.peak_pool, (unsigned long long)r.peak_reserved,
+            (unsigned long long)r.pinned_peak, (unsigned long long)plain->pinned_peak,
+            (unsigned long long)moved, (unsigned long long)regen, (unsigned long long)plain_moved,
+            pr.moved, pr.regen, pr.s * 1e3, plain_pred.s * 1e3, (unsigned long long)r.loads,
+            (unsigned long long)r.evictions, (unsigned long long)r.waits,
+            (unsigned long long)plain->waits);
+    for (int p = 0; p < PH_PASSES; p++) {
+        double xfer = (double)r.bytes[p] / bw, gen = (double)r.regen[p] / gen_rate;
+        double bound = ref->pass_s[p] > xfer ? ref->pass_s[p] : xfer;
+        /* the pass's first key, when not resident: its b halves' copy, then its generation */
+        double first = r.first_load[p] ? (double)b_bytes / PH_KEYS / bw +
+                                             (double)b_bytes / PH_KEYS / gen_rate : 0;
+        double yard = ref->pass_s[p] + first > xfer ? ref->pass_s[p] + first : xfer;
+        double stall = sum_ms(r.stall_ms[p], PH_USES), work = sum_ms(r.work_ms[p], PH_USES);
+        double pstall = sum_ms(plain->stall_ms[p], PH_USES), pwork = sum_ms(plain->work_ms[p], PH_USES);
+        double rwork = sum_ms(ref->work_ms[p], PH_USES);
+        printf("    pass %d: %.2f ms seeded, %.2f ms unseeded (%.3fx), %.2f ms resident; %.2f ms of "
+               "transfers, %.2f ms of generation; %.3fx max(resident, transfers), %.3fx with the "
+               "first key's copy and generation added\n", p + 1, r.pass_s[p] * 1e3,
+               plain->pass_s[p] * 1e3, r.pass_s[p] / plain->pass_s[p], ref->pass_s[p] * 1e3,
+               xfer * 1e3, gen * 1e3, r.pass_s[p] / bound, r.pass_s[p] / yard);
+        printf("      breakdown: the GPU waited %.2f ms for keys (unseeded %.2f ms); the uses' work "
+               "%+.2f ms against resident keys (unseeded %+.2f ms); the host spent %.2f ms in "
+               "fhr_use_begin, %llu forced waits (unseeded %.2f ms, %llu)\n", stall, pstall,
+               work - rwork, pwork - rwork, r.host_wait_ms[p], (unsigned long long)r.pass_waits[p],
+               plain->host_wait_ms[p], (unsigned long long)plain->pass_waits[p]);
+        fprintf(js, "%s{\"ms\": %.3f, \"unseeded_ms\": %.3f, \"resident_ms\": %.3f,"
+                    " \"bytes\": %llu, \"regenerated\": %llu, \"transfer_ms\": %.3f,"
+                    " \"generation_ms\": %.3f, \"ratio\": %.4f, \"ratio_exact\": %.4f,"
+                    " \"vs_unseeded\": %.4f, \"gpu_wait_ms\": %.3f, \"unseeded_gpu_wait_ms\": %.3f,"
+                    " \"work_ms\": %.3f, \"unseeded_work_ms\": %.3f, \"resident_work_ms\": %.3f,"
+                    " \"host_in_begin_ms\": %.3f, \"unseeded_host_in_begin_ms\": %.3f,"
+                    " \"waits\": %llu, \"unseeded_waits\": %llu}",
+                p ? ", " : "", r.pass_s[p] * 1e3, plain->pass_s[p] * 1e3, ref->pass_s[p] * 1e3,
+                (unsigned long long)r.bytes[p], (unsigned long long)r.regen[p], xfer * 1e3,
+                gen * 1e3, r.pass_s[p] / bound, r.pass_s[p] / yard, r.pass_s[p] / plain->pass_s[p],
+                stall, pstall, work, pwork, rwork, r.host_wait_ms[p], plain->host_wait_ms[p],
+                (unsigned long long)r.pass_waits[p], (unsigned long long)plain->pass_waits[p]);
+    }
+    int ok = same && verified && slots_ok && peak_ok && held_ok && pinned_ok && bytes_ok;
+    fprintf(js, "], \"pass\": %s}", ok ? "true" : "false");
+    free(v.words);
+    free(r.words);
+    fhr_stream_destroy(b, view);
+    fhr_backend_destroy(b);
+    return ok;
+}
 
 int main(int argc, char **argv)
 {
@@ -363,6 +684,35 @@ int main(int argc, char **argv)
         }
         PH(ph_export_key(e, k, pinned[k], msg, sizeof msg));
     }
+    /* Seeded keys: the b halves (pinned) and the seed of each part's a half, captured from
+     * Phantom's key generation; Phantom's own a halves kept on the device as the reference. */
+    nparts = ph_key_parts(e);
+    half_bytes = ph_half_bytes(e);
+    if (nparts > PH_MAX_PARTS || 2 * nparts * half_bytes != key_bytes) {
+        fprintf(stderr, "phantom-bsgs: a key of %zu parts is not [b | a] halves of %zu bytes\n",
+                nparts, half_bytes);
+        return 2;
+    }
+    for (int k = 0; k < PH_KEYS; k++) {
+        if (cudaHostAlloc(&pinned_b[k], nparts * half_bytes, cudaHostAllocDefault) != cudaSuccess) {
+            fprintf(stderr, "phantom-bsgs: cudaHostAlloc of a key's b halves failed\n");
+            return 2;
+        }
+        PH(ph_export_seeded(e, k, pinned_b[k], key_seeds[k], msg, sizeof msg));
+    }
+    PH(ph_keep_reference(e, msg, sizeof msg));
+    double gen_rate;
+    PH(ph_sample_rate(e, key_seeds[0], 8, &gen_rate, msg, sizeof msg));
+    printf("Phantom's sampler: one key's a halves (%zu parts, %.1f MiB) in %.3f ms, %.1f GB/s (best "
+           "of 8); copying them from pinned memory takes %.3f ms\n", nparts,
+           (double)(nparts * half_bytes) / (1 << 20), (double)(nparts * half_bytes) / gen_rate * 1e3,
+           gen_rate / 1e9, (double)(nparts * half_bytes) / bw * 1e3);
+    uint64_t setup_gen = 0, setup_diff = regen_against_phantom(e, &setup_gen);
+    int setup_ok = setup_diff == 0 && setup_gen == (uint64_t)PH_KEYS * nparts * half_bytes;
+    printf("seeded keys, one device copy each through fhr_manager_value_to: the a halves of all %d "
+           "keys (%zu parts, %.2f GiB generated) from the seeds captured at key generation, %llu "
+           "words differ from Phantom's own: %s\n", PH_KEYS, PH_KEYS * nparts,
+           (double)setup_gen / (1 << 30), (unsigned long long)setup_diff, verdict(setup_ok));
 
     /* Phantom's own resident keys: the reference results and the compute time. */
     run_out ref;
@@ -415,15 +765,22 @@ int main(int argc, char **argv)
     }
     fprintf(js, "{\"key_bytes\": %llu, \"pinned_gbps\": %.3f, \"resident_pass_ms\": [%.3f, %.3f],"
                 " \"resident_max_err\": %.3g, \"control_pass_ms\": [%.3f, %.3f],"
-                " \"copy_slowdown_ms_per_gb\": %.4f, \"budgets\": [",
+                " \"copy_slowdown_ms_per_gb\": %.4f, \"gen_gbps\": %.3f, \"seeded_setup\":"
+            " {\"parts\": %zu, \"generated\": %llu, \"a_mismatched_words\": %llu,"
+            " \"pass\": %s}, \"budgets\": [",
             (unsigned long long)key_bytes, bw / 1e9, ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3,
-            ref.max_err, ctl_ms[0], ctl_ms[1], slow_per_byte * 1e12);
+            ref.max_err, ctl_ms[0], ctl_ms[1], slow_per_byte * 1e12, gen_rate / 1e9,
+            PH_KEYS * nparts, (unsigned long long)setup_gen, (unsigned long long)setup_diff,
+            setup_ok ? "true" : "false");
     int all_ok = self_err < TOLERANCE && ref.max_err < TOLERANCE, all_exact = all_ok;
+    int seeded_ok = setup_ok;
     for (int bi = 0; bi < nbudgets; bi++) {
         int nk = budgets[bi] > 0 && budgets[bi] < PH_KEYS ? budgets[bi] : PH_KEYS;
         char plan[2048];
         snprintf(plan, sizeof plan, "%s/bsgs-%dkeys.rplan", outdir, nk);
-        double predicted = write_rplan(plan, key_bytes, nk) == 0 ? predicted_bytes(fheplan, plan) : -1;
+        check_pred pp = predicted(fheplan, write_rplan(plan, key_bytes, nk, 0) == 0 ? plan : NULL,
+                                  bw / 1e9, gen_rate / 1e9);
+        double predicted = pp.moved;
         /* a backend per budget: its private pool's high-water mark is this budget's alone */
         fhr_backend *b = NULL;
         fhr_error err;
@@ -436,7 +793,7 @@ int main(int argc, char **argv)
         for (int rep = 0; rep < reps; rep++) {
             free(r.words);
             /* the last repetition is the one reported; the pool's marks cover them all */
-            run_streamed(e, b, view, pinned, key_bytes, nk, &r);
+            run_streamed(e, b, view, pinned, key_bytes, nk, 0, 0, &r);
         }
         uint64_t budget = key_bytes * (uint64_t)nk, moved = r.bytes[0] + r.bytes[1];
         int same = r.nwords == ref.nwords && !memcmp(r.words, ref.words, r.nwords * sizeof *r.words);
@@ -536,21 +893,30 @@ int main(int argc, char **argv)
             exact = exact && ratio_exact <= RATIO_LIMIT;
         }
         all_exact = all_exact && exact;
-        fprintf(js, "]}");
+        fprintf(js, "]");
         all_ok = all_ok && ok;
-        free(r.words);
         fhr_stream_destroy(b, view);
         fhr_backend_destroy(b);
+        /* the same budget with seeded keys, against this unseeded run */
+        seeded_ok = seeded_budget(e, js, outdir, fheplan, nk, key_bytes, bw, gen_rate, reps, &ref,
+                                  &r, pp) && seeded_ok;
+        fprintf(js, "}");
+        free(r.words);
     }
-    fprintf(js, "], \"all_pass\": %s, \"all_pass_exact_yardstick\": %s}\n",
-            all_ok ? "true" : "false", all_exact ? "true" : "false");
+    fprintf(js, "], \"all_pass\": %s, \"all_pass_exact_yardstick\": %s, \"all_seeded_pass\": %s}\n",
+            all_ok ? "true" : "false", all_exact ? "true" : "false", seeded_ok ? "true" : "false");
     fclose(js);
+    printf("\nseeded keys, every budget: results bit-identical, a halves bit-exact against "
+           "Phantom's own, PCIe and regenerated bytes as fheplan check predicts, pinned holding "
+           "the b halves, peaks within the budget: %s\n", verdict(seeded_ok));
     printf("\nall checks, times against the issue's bound: %s; against the exact yardstick "
            "(the first key's load added): %s (results in %s)\n", verdict(all_ok),
            verdict(all_exact), path);
     free(ref.words);
-    for (int k = 0; k < PH_KEYS; k++)
+    for (int k = 0; k < PH_KEYS; k++) {
         cudaFreeHost(pinned[k]);
+        cudaFreeHost(pinned_b[k]);
+    }
     ph_destroy(e);
-    return all_ok ? 0 : 1;
+    return all_ok && seeded_ok ? 0 : 1;
 }
