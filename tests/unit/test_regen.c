@@ -359,3 +359,114 @@ Test(regen, source_specs_with_regenerable_bytes_are_checked)
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
+
+/* An engine's key of several parts, as examples/phantom/bsgs.c declares it: fields b0, a0,
+ * b1, a1, ... where each a is regenerable from its own 64-byte seed by a generator that
+ * works on the native stream it is handed. The device copy must be the engine's part
+ * layout (one buffer, the fields in declaration order) with each a made from its own seed. */
+#define PARTS 3
+#define HALF 1024
+#define ESEED 64
+
+typedef struct parts_gen {
+    int calls, bad_stream;
+    size_t seed_len;
+} parts_gen;
+
+static uint8_t part_byte(const unsigned char *seed, size_t j)
+{
+    return (uint8_t)(seed[j % ESEED] ^ (j / ESEED) * 31u);
+}
+
+static fhr_status engine_parts(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
+                               void *dst, size_t n, const void *seed, size_t seed_len,
+                               fhr_error *err)
+{
+    parts_gen *g = ctx;
+    void *native = NULL;
+    int dev = -1;
+    fhr_status st = fhr_stream_native(b, s, &native, &dev, err);
+    if (st != FHR_OK)
+        return st;
+    g->calls++;
+    g->seed_len = seed_len;
+    g->bad_stream += !native || dev != (int)at.index;
+    for (size_t j = 0; j < n; j++) /* emulated device memory is host memory */
+        ((uint8_t *)dst)[j] = part_byte(seed, j);
+    return FHR_OK;
+}
+
+Test(regen, engine_key_parts_interleave_with_a_64_byte_seed_each)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    parts_gen g = {0, 0, 0};
+    cr_assert_eq(fhr_generator_register(m, "engine.uniform", engine_parts, &g, NULL), FHR_OK);
+    unsigned char seeds[PARTS][ESEED];
+    for (int i = 0; i < PARTS; i++)
+        for (int j = 0; j < ESEED; j++)
+            seeds[i][j] = (unsigned char)(17 * i + 3 * j + 1);
+    fhr_value *v = NULL;
+    size_t bi;
+    cr_assert_eq(fhr_value_create(fhr_loc_pinned(), NULL, &v, NULL), FHR_OK);
+    cr_assert_eq(fhr_value_alloc_buffer(v, b, PARTS * HALF, NULL, &bi, NULL), FHR_OK);
+    for (int i = 0; i < PARTS; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "b%d", i);
+        cr_assert_eq(fhr_value_add_field(v, name, bi, (size_t)i * HALF, HALF, NULL), FHR_OK);
+        void *p;
+        cr_assert_eq(fhr_value_field(v, name, &p, NULL), FHR_OK);
+        for (size_t j = 0; j < HALF; j++)
+            ((uint8_t *)p)[j] = pat(40 + i, j);
+        snprintf(name, sizeof name, "a%d", i);
+        cr_assert_eq(fhr_value_add_regenerable(v, name, HALF, "engine.uniform", seeds[i], ESEED,
+                                               0, NULL),
+                     FHR_OK);
+    }
+    fhr_adopt_opts o = {FHR_REPLICABLE, "key", 0};
+    fhr_handle h;
+    cr_assert_eq(fhr_adopt(m, &v, &o, &h, NULL), FHR_OK);
+    cr_assert_eq(used_at(m, fhr_loc_pinned()), PARTS * HALF, "pinned holds the b halves only");
+
+    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_report *r = NULL;
+    cr_assert_eq(fhr_execute_actions(m, &a, 1, NULL, 0, &r, NULL), FHR_OK);
+    cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), PARTS * HALF, "the b halves cross the link");
+    cr_assert_eq(fhr_report_regen_bytes(r), PARTS * HALF, "the a halves are generated");
+    fhr_report_free(r);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), cs, &l, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    cr_assert_eq(g.calls, PARTS);
+    cr_assert_eq(g.seed_len, ESEED);
+    cr_assert_eq(g.bad_stream, 0, "the generator gets a native stream of its device");
+    const fhr_value *dv = fhr_lease_value(l, h);
+    uint8_t *base = NULL;
+    for (int i = 0; i < 2 * PARTS; i++) {
+        char name[8];
+        void *p;
+        size_t n;
+        snprintf(name, sizeof name, "%c%d", i % 2 ? 'a' : 'b', i / 2);
+        cr_assert_eq(fhr_value_field(dv, name, &p, &n), FHR_OK, "%s", name);
+        cr_assert_eq(n, HALF);
+        if (i == 0)
+            base = p;
+        cr_assert_eq((uint8_t *)p, base + (size_t)i * HALF, "%s lies at half %d", name, i);
+        for (size_t j = 0; j < HALF; j++)
+            cr_assert_eq(((uint8_t *)p)[j], i % 2 ? part_byte(seeds[i / 2], j) : pat(40 + i / 2, j),
+                         "%s byte %zu", name, j);
+    }
+    fhr_snapshot *s;
+    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
+    cr_assert_eq(copy_at(s, h, fhr_loc_cuda(0))->charged_nbytes, 2 * PARTS * HALF);
+    cr_assert_eq(copy_at(s, h, fhr_loc_cuda(0))->restore_nbytes, PARTS * HALF);
+    fhr_snapshot_free(s);
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    fhr_stream_destroy(b, cs);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
