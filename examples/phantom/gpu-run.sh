@@ -1,8 +1,8 @@
 #!/bin/sh
 # examples/phantom/gpu-run.sh — runs the bundled Phantom example on a GPU host that has no
 # network and no build tools: the CUDA backend's GPU suite, then every budget (4 keys, 8
-# keys, all 14) in one process, writing the logs, results.json and the .rplan files
-# checked by `fheplan check` into $OUT.
+# keys, all 14), each with whole keys and then with seeded keys, in one process, writing
+# the logs, results.json and the .rplan files checked by `fheplan check` into $OUT.
 #   OUT=/some/dir sh .gpu/phantom/gpu-run.sh
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
@@ -24,7 +24,8 @@ if [ -x "$here/gpu" ]; then
 fi
 "$here/phantom-bsgs" --out "$out" --fheplan "$here/fheplan" --budgets 4,8,0 --reps 2 \
     2>&1 | tee "$out/phantom-bsgs.log" || rc=$?
-# tee hides the program's status: the log's last line says whether every check passed
+# tee hides the program's status: the log's last lines say whether every check passed
 grep -q '^all checks, times against the issue.s bound: PASS' "$out/phantom-bsgs.log" || rc=1
+grep -q '^seeded keys, every budget: .*: PASS$' "$out/phantom-bsgs.log" || rc=1
 echo "gpu-run: results in $out (status $rc)"
 exit "$rc"
