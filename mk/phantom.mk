@@ -1,5 +1,5 @@
 # mk/phantom.mk — the Phantom example (examples/phantom/): `make phantom-example
-# PHANTOM_SRC=DIR` patches the user's Phantom tree (two header accessors), builds it with
+# PHANTOM_SRC=DIR` patches the user's Phantom tree (three header accessors), builds it with
 # CMake when its library is missing, compiles our adapter and driver and links them with
 # libfheplan.a; `make phantom-bundle` also gathers a GPU-host bundle in .gpu/phantom.
 # Phantom (GPLv3) is never copied into this repository nor linked into libfheplan.

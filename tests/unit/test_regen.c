@@ -411,7 +411,7 @@ Test(regen, engine_key_parts_interleave_with_a_64_byte_seed_each)
     cr_assert_eq(fhr_value_create(fhr_loc_pinned(), NULL, &v, NULL), FHR_OK);
     cr_assert_eq(fhr_value_alloc_buffer(v, b, PARTS * HALF, NULL, &bi, NULL), FHR_OK);
     for (int i = 0; i < PARTS; i++) {
-        char name[8];
+        char name[16];
         snprintf(name, sizeof name, "b%d", i);
         cr_assert_eq(fhr_value_add_field(v, name, bi, (size_t)i * HALF, HALF, NULL), FHR_OK);
         void *p;
@@ -445,7 +445,7 @@ Test(regen, engine_key_parts_interleave_with_a_64_byte_seed_each)
     const fhr_value *dv = fhr_lease_value(l, h);
     uint8_t *base = NULL;
     for (int i = 0; i < 2 * PARTS; i++) {
-        char name[8];
+        char name[16];
         void *p;
         size_t n;
         snprintf(name, sizeof name, "%c%d", i % 2 ? 'a' : 'b', i / 2);
