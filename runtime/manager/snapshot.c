@@ -16,6 +16,66 @@ typedef struct snap_block {
     char *labels;
 } snap_block;
 
+size_t snap_fill_locs(const fhr_manager *m, fhr_loc_stats *locs)
+{
+    size_t n = 0;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        const locacct *a = &m->loc[i];
+        if (!a->present)
+            continue;
+        fhr_loc_stats *ls = &locs[n++];
+        memset(ls, 0, sizeof *ls);
+        ls->loc = fhr_loc_from_slot(i);
+        ls->used_bytes = a->used;
+        ls->reserved_bytes = a->reserved;
+        ls->peak_used_bytes = a->peak_used;
+        ls->peak_charged_bytes = a->peak_charged;
+        ls->has_budget = a->has_budget;
+        ls->budget_bytes = a->has_budget ? a->budget : 0;
+        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
+        ls->remaining_budget_bytes =
+            a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
+    }
+    return n;
+}
+
+void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
+{
+    vi->handle = mgr_handle(m, v);
+    vi->mode = v->mode;
+    vi->recoverability = v->recov;
+    vi->priority = v->priority;
+    vi->spec_storage_nbytes = v->charge;
+    vi->logical_nbytes = v->logical;
+    vi->regen_nbytes = v->regen;
+    vi->meta = NULL;
+}
+
+size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
+{
+    size_t unready = 0;
+    for (uint64_t bits = v->present; bits; bits &= bits - 1) {
+        mat *x = v->mats[__builtin_ctzll(bits)];
+        fhr_copy_info *ci = out++;
+        ci->loc = x->loc;
+        ci->storage_nbytes = x->storage;
+        int sl = fhr_loc_slot(x->loc);
+        ci->charged_nbytes = VAL_CHARGE(v, sl);
+        ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
+        if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
+            ev_unref(m, x->ready);
+            x->ready = NULL;
+        }
+        ci->ready = !x->ready;
+        unready += !ci->ready;
+        ci->leases = x->leases;
+        ci->holds = x->holds;
+        ci->pending_events = x->pending;
+        ci->last_use = x->last_use;
+    }
+    return unready;
+}
+
 static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *err)
 {
     if (!out)
@@ -44,29 +104,14 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
     s->manager_id = m->id;
     s->state_version = m->version;
     s->clock = m->clock;
-    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
-        const locacct *a = &m->loc[i];
-        if (!a->present)
-            continue;
-        fhr_loc_stats *ls = &s->locs[s->nlocs++];
-        ls->loc = fhr_loc_from_slot(i);
-        ls->used_bytes = a->used;
-        ls->reserved_bytes = a->reserved;
-        ls->peak_used_bytes = a->peak_used;
-        ls->peak_charged_bytes = a->peak_charged;
-        ls->has_budget = a->has_budget;
-        ls->budget_bytes = a->has_budget ? a->budget : 0;
-        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
-        ls->remaining_budget_bytes =
-            a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
-    }
+    s->nlocs = snap_fill_locs(m, s->locs);
     sb->labels[0] = '\0';
     for (uint64_t i = 1; i < m->next_serial; i++) {
         const val *v = m->vals[i];
         if (!v)
             continue;
         fhr_value_info *vi = &s->values[s->nvalues];
-        vi->handle = mgr_handle(m, v);
+        snap_fill_value(m, v, vi);
         vi->label = NULL; /* set below: NULL marks a label stored in order */
         if (v->label[0]) {
             size_t len = strlen(v->label) + 1;
@@ -77,41 +122,17 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
         } else {
             vi->label = "";
         }
-        vi->mode = v->mode;
-        vi->recoverability = v->recov;
-        vi->priority = v->priority;
-        vi->spec_storage_nbytes = v->charge;
-        vi->logical_nbytes = v->logical;
-        vi->regen_nbytes = v->regen;
-        vi->meta = NULL;
         if (full) {
             sb->metas[s->nvalues] = v->meta;
             vi->meta = &sb->metas[s->nvalues];
         }
-        vi->ncopies = 0;
+        vi->ncopies = (size_t)__builtin_popcountll(v->present);
         vi->copies = NULL;
-        for (uint64_t bits = v->present; bits; bits &= bits - 1) {
-            mat *x = v->mats[__builtin_ctzll(bits)];
-            if (!fhr_grow((void **)&s->copies_, &capcopies, ncopies, sizeof(fhr_copy_info),
-                          capcopies))
-                goto nomem;
-            fhr_copy_info *ci = &s->copies_[ncopies++];
-            vi->ncopies++;
-            ci->loc = x->loc;
-            ci->storage_nbytes = x->storage;
-            int sl = fhr_loc_slot(x->loc);
-            ci->charged_nbytes = VAL_CHARGE(v, sl);
-            ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
-            if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
-                ev_unref(m, x->ready);
-                x->ready = NULL;
-            }
-            ci->ready = !x->ready;
-            ci->leases = x->leases;
-            ci->holds = x->holds;
-            ci->pending_events = x->pending;
-            ci->last_use = x->last_use;
-        }
+        if (vi->ncopies && !fhr_grow((void **)&s->copies_, &capcopies, ncopies + vi->ncopies - 1,
+                                     sizeof(fhr_copy_info), capcopies))
+            goto nomem;
+        snap_fill_copies(m, v, s->copies_ + ncopies);
+        ncopies += vi->ncopies;
         s->nvalues++;
     }
     fhr_copy_info *cp = s->copies_;
