@@ -7,20 +7,25 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define INLINE_COPIES 3
+#define INLINE_COPIES 2
 
-/* What stands behind values[i]: its copies (inline when few) and its label. */
-typedef struct centry {
+/* What stands behind values[i]: its copies, in hot[i] when they are few (a policy scans
+ * them all, so they lie densely), else in cold[i].more; its label in cold[i]. */
+typedef struct chot {
     fhr_copy_info inl[INLINE_COPIES];
+} chot;
+
+typedef struct ccold {
     fhr_copy_info *more;
     size_t capmore;
     char label[sizeof ((val *)0)->label];
-} centry;
+} ccold;
 
 struct mgr_snapcache {
-    fhr_snapshot s;                   /* values[] and ent[] run in parallel */
+    fhr_snapshot s;                   /* values[], hot[] and cold[] run in parallel */
     fhr_loc_stats locs[FHR_LOC_SLOTS];
-    centry *ent;
+    chot *hot;
+    ccold *cold;
     size_t cap;
     int valid;                        /* 0: the next refresh walks every value */
     uint64_t manager_id;
@@ -49,8 +54,9 @@ void mgr_snapcache_destroy(mgr_snapcache *c)
     if (!c)
         return;
     for (size_t i = 0; i < c->s.nvalues; i++)
-        free(c->ent[i].more);
-    free(c->ent);
+        free(c->cold[i].more);
+    free(c->hot);
+    free(c->cold);
     free(c->s.values);
     free(c->unready);
     free(c->work);
@@ -75,10 +81,14 @@ static int room(mgr_snapcache *c, size_t n)
     if (!v)
         return 0;
     c->s.values = v;
-    centry *e = realloc(c->ent, ncap * sizeof *e);
+    chot *h = realloc(c->hot, ncap * sizeof *h);
+    if (!h)
+        return 0;
+    c->hot = h;
+    ccold *e = realloc(c->cold, ncap * sizeof *e);
     if (!e)
         return 0;
-    c->ent = e;
+    c->cold = e;
     c->cap = ncap;
     return 1;
 }
@@ -101,7 +111,7 @@ static size_t lower_bound(const mgr_snapcache *c, uint64_t serial)
 static int fill(fhr_manager *m, mgr_snapcache *c, size_t i, const val *v)
 {
     fhr_value_info *vi = &c->s.values[i];
-    centry *e = &c->ent[i];
+    ccold *e = &c->cold[i];
     size_t n = (size_t)__builtin_popcountll(v->present);
     if (n > INLINE_COPIES && n > e->capmore) {
         fhr_copy_info *p = realloc(e->more, n * sizeof *p);
@@ -114,7 +124,7 @@ static int fill(fhr_manager *m, mgr_snapcache *c, size_t i, const val *v)
     memcpy(e->label, v->label, sizeof e->label);
     vi->label = e->label;
     vi->ncopies = n;
-    vi->copies = n > INLINE_COPIES ? e->more : e->inl;
+    vi->copies = n > INLINE_COPIES ? e->more : c->hot[i].inl;
     if (snap_fill_copies(m, v, vi->copies)) {
         if (!fhr_grow((void **)&c->unready, &c->capunready, c->nunready, sizeof *c->unready, 16))
             return 0;
@@ -128,16 +138,16 @@ static int fill(fhr_manager *m, mgr_snapcache *c, size_t i, const val *v)
 static void repoint(mgr_snapcache *c, size_t from)
 {
     for (size_t i = from; i < c->s.nvalues; i++) {
-        c->s.values[i].label = c->ent[i].label;
-        c->s.values[i].copies = c->s.values[i].ncopies > INLINE_COPIES ? c->ent[i].more
-                                                                       : c->ent[i].inl;
+        c->s.values[i].label = c->cold[i].label;
+        c->s.values[i].copies = c->s.values[i].ncopies > INLINE_COPIES ? c->cold[i].more
+                                                                       : c->hot[i].inl;
     }
 }
 
 static int rebuild(fhr_manager *m, mgr_snapcache *c)
 {
     for (size_t i = 0; i < c->s.nvalues; i++)
-        free(c->ent[i].more);
+        free(c->cold[i].more);
     c->s.nvalues = 0;
     c->nunready = 0;
     c->last_full = 1;
@@ -148,8 +158,8 @@ static int rebuild(fhr_manager *m, mgr_snapcache *c)
         if (!v)
             continue;
         size_t i = c->s.nvalues++;
-        c->ent[i].more = NULL;
-        c->ent[i].capmore = 0;
+        c->cold[i].more = NULL;
+        c->cold[i].capmore = 0;
         if (!fill(m, c, i, v))
             return 0;
     }
@@ -193,15 +203,17 @@ static int catch_up(fhr_manager *m, mgr_snapcache *c)
             moved = c->cap != cap ? 0 : i < moved ? i : moved; /* reallocated: all moved */
             memmove(&c->s.values[i + 1], &c->s.values[i],
                     (c->s.nvalues - i) * sizeof *c->s.values);
-            memmove(&c->ent[i + 1], &c->ent[i], (c->s.nvalues - i) * sizeof *c->ent);
+            memmove(&c->hot[i + 1], &c->hot[i], (c->s.nvalues - i) * sizeof *c->hot);
+            memmove(&c->cold[i + 1], &c->cold[i], (c->s.nvalues - i) * sizeof *c->cold);
             c->s.nvalues++;
-            c->ent[i].more = NULL;
-            c->ent[i].capmore = 0;
+            c->cold[i].more = NULL;
+            c->cold[i].capmore = 0;
         } else if (!v && have) { /* discarded */
-            free(c->ent[i].more);
+            free(c->cold[i].more);
             memmove(&c->s.values[i], &c->s.values[i + 1],
                     (c->s.nvalues - i - 1) * sizeof *c->s.values);
-            memmove(&c->ent[i], &c->ent[i + 1], (c->s.nvalues - i - 1) * sizeof *c->ent);
+            memmove(&c->hot[i], &c->hot[i + 1], (c->s.nvalues - i - 1) * sizeof *c->hot);
+            memmove(&c->cold[i], &c->cold[i + 1], (c->s.nvalues - i - 1) * sizeof *c->cold);
             c->s.nvalues--;
             moved = i < moved ? i : moved;
             continue;
