@@ -176,6 +176,8 @@ static int cmp_serial(const void *a, const void *b)
 static int catch_up(fhr_manager *m, mgr_snapcache *c)
 {
     size_t nlog = (size_t)(m->chseq - c->seq), n = nlog + c->nunready;
+    if (!n)
+        return 1;
     if (n > c->capwork) {
         uint64_t *w = realloc(c->work, n * sizeof *w);
         if (!w)
@@ -185,7 +187,8 @@ static int catch_up(fhr_manager *m, mgr_snapcache *c)
     }
     for (size_t k = 0; k < nlog; k++)
         c->work[k] = m->chlog[(c->seq + k) & (MGR_CHLOG_CAP - 1)];
-    memcpy(c->work + nlog, c->unready, c->nunready * sizeof *c->work);
+    if (c->nunready)
+        memcpy(c->work + nlog, c->unready, c->nunready * sizeof *c->work);
     c->nunready = 0;
     qsort(c->work, n, sizeof *c->work, cmp_serial);
     size_t moved = SIZE_MAX; /* the first entry that moved */
