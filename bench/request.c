@@ -1,9 +1,11 @@
 /* bench/request.c — the host cost of one request through the controller at 10, 100, 1,000
  * and 10,000 resident values: decide + placement + lease + release (fhr_use_begin, then
  * fhr_use_end), for a request whose value is already resident and for one that loads (and
- * evicts), on the model backend (nothing is copied: only the host's work is timed). Beside
- * them, measured in the same run as yardsticks: a bare placement snapshot, and a manual
- * fhr_ensure + lease + release of the same value. Medians of many calls. */
+ * evicts), on the model backend (nothing is copied: only the host's work is timed), and the
+ * loading request in parts: decide (of which the manager's explain, timed again alone) and
+ * the use of the decision (scope entry: the eviction and the load; the lease; release and
+ * exit). Beside them, measured in the same run as yardsticks: a bare placement snapshot,
+ * and a manual fhr_ensure + lease + release of the same value. Medians of many calls. */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "bench/host_bench.h"
@@ -84,8 +86,33 @@ static void manual_once(bench *k, fhr_handle h, fhr_error *e)
     fhr_lease_destroy(l);
 }
 
-/* run in this order: the loads case last, since it changes what is resident */
-enum { RESIDENT, MANUAL, SNAPSHOT, LOADS, NCASES };
+/* The loading request in parts, on the same cycle: decide, explain alone, use + end. */
+static void loads_in_parts(bench *k, fhr_handle h, double *dt, fhr_error *e)
+{
+    fhr_requirement rq = {h, fhr_loc_cuda(0)};
+    fhr_request req = {"bench", &rq, 1, NULL, 0, 0};
+    fhr_stream_map cons = {fhr_loc_cuda(0), k->s};
+    fhr_decision *d = NULL;
+    fhr_use *u = NULL;
+    fhr_explanation ex;
+    double t0 = now_us();
+    check(fhr_decide(k->c, &req, &d, e), e, "decide");
+    double t1 = now_us();
+    check(fhr_explain(k->m, fhr_decision_plan(d), &ex, e), e, "explain");
+    double t2 = now_us();
+    check(fhr_use_decision(k->c, d, &cons, 1, NULL, 0, &u, e), e, "use_decision");
+    check(fhr_use_end(u, FHR_OK, e), e, "use_end");
+    double t3 = now_us();
+    fhr_use_destroy(u);
+    fhr_decision_destroy(d);
+    dt[0] = t1 - t0;
+    dt[1] = t2 - t1;
+    dt[2] = t3 - t2;
+}
+
+/* run in this order: the loads cases last, since they change what is resident */
+enum { RESIDENT, MANUAL, SNAPSHOT, LOADS, PARTS, NCASES };
+enum { P_DECIDE, P_EXPLAIN, P_USE, NPARTS };
 
 int main(int argc, char **argv)
 {
@@ -101,21 +128,35 @@ int main(int argc, char **argv)
         printf("[");
     else
         printf("| resident values | use, resident (median us) | use, loads and evicts | "
-               "snapshot alone | ensure + lease by hand |\n|---:|---:|---:|---:|---:|\n");
+               "snapshot alone | ensure + lease by hand | loads: decide | of which explain | "
+               "loads: use + end | resident / by hand | loads / snapshot |\n"
+               "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
     for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
         size_t n = sizes[z];
         bench k;
         bench_open(&k, n, &e);
         int reps = n >= 10000 ? 101 : 1001;
-        double *t = malloc((size_t)reps * sizeof *t), med[NCASES];
+        double *t = malloc((size_t)reps * sizeof *t), med[NCASES], pmed[NPARTS];
+        double *pt[NPARTS];
+        for (int p = 0; p < NPARTS; p++)
+            pt[p] = malloc((size_t)reps * sizeof *pt[p]);
+        size_t next = n; /* the loads cycle: h[n], h[0], h[1], ... */
         for (int c = 0; c < NCASES; c++) {
             for (int r = -3; r < reps; r++) { /* three warm-up calls */
                 /* resident: a value on cuda:0; loads: cycling through all n + 1 values
                  * under LRU, every request misses (the least recently used is the next) */
-                fhr_handle h = c == LOADS ? k.h[(n + (size_t)(r + 3)) % (n + 1)]
-                                          : k.h[(size_t)(r + 3) % n];
+                fhr_handle h = k.h[(size_t)(r + 3) % n];
+                if (c == LOADS || c == PARTS) {
+                    h = k.h[next];
+                    next = (next + 1) % (n + 1);
+                }
                 double t0 = now_us();
-                if (c == RESIDENT || c == LOADS) {
+                if (c == PARTS) {
+                    double dt[NPARTS];
+                    loads_in_parts(&k, h, dt, &e);
+                    for (int p = 0; p < NPARTS && r >= 0; p++)
+                        pt[p][r] = dt[p];
+                } else if (c == RESIDENT || c == LOADS) {
                     use_once(&k, h, &e);
                 } else if (c == SNAPSHOT) {
                     fhr_snapshot *s;
@@ -129,7 +170,7 @@ int main(int argc, char **argv)
                     t[r] = t1 - t0;
                 fhr_reap(k.m, NULL, NULL);
             }
-            med[c] = median(t, reps);
+            med[c] = c == PARTS ? 0 : median(t, reps);
             if (c == SNAPSHOT) {
                 /* h[n] is the only value not resident; using h[0..n-1] in order makes h[0]
                  * the least recently used, so the loads case, which starts at h[n] and goes
@@ -138,13 +179,21 @@ int main(int argc, char **argv)
                     use_once(&k, k.h[i], &e);
             }
         }
+        for (int p = 0; p < NPARTS; p++)
+            pmed[p] = median(pt[p], reps);
         if (json)
             printf("%s{\"values\":%zu,\"use_resident_us\":%.2f,\"use_load_us\":%.2f,"
-                   "\"snapshot_us\":%.2f,\"manual_us\":%.2f,\"reps\":%d}",
-                   z ? "," : "", n, med[RESIDENT], med[LOADS], med[SNAPSHOT], med[MANUAL], reps);
+                   "\"snapshot_us\":%.2f,\"manual_us\":%.2f,\"load_decide_us\":%.2f,"
+                   "\"load_explain_us\":%.2f,\"load_use_us\":%.2f,\"reps\":%d}",
+                   z ? "," : "", n, med[RESIDENT], med[LOADS], med[SNAPSHOT], med[MANUAL],
+                   pmed[P_DECIDE], pmed[P_EXPLAIN], pmed[P_USE], reps);
         else
-            printf("| %zu | %.2f | %.2f | %.2f | %.2f |\n", n, med[RESIDENT], med[LOADS],
-                   med[SNAPSHOT], med[MANUAL]);
+            printf("| %zu | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f |\n", n,
+                   med[RESIDENT], med[LOADS], med[SNAPSHOT], med[MANUAL], pmed[P_DECIDE],
+                   pmed[P_EXPLAIN], pmed[P_USE], med[RESIDENT] / med[MANUAL],
+                   med[LOADS] / med[SNAPSHOT]);
+        for (int p = 0; p < NPARTS; p++)
+            free(pt[p]);
         free(t);
         bench_close(&k);
     }

@@ -8,11 +8,13 @@
 #include "fheplan/controller.h"
 #include "runtime/control/policy.h"
 #include "runtime/manager/query.h"
+#include "runtime/manager/snapshot_cache.h"
 #include "runtime/control/use.h"
 #include "runtime/manager/report.h"
 #include "base/error.h"
 
 #include <cjson/cJSON.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +22,12 @@
 struct fhr_controller {
     fhr_manager *m;
     fhr_policy *p;
+    /* The built-in policies decide over a placement snapshot kept up to date from the
+     * manager's change log (snapshot_cache.c): a request that loads re-reads only what
+     * changed since the last one. One decide at a time uses it; another decide meanwhile
+     * takes a fresh snapshot instead, which holds the same. */
+    pthread_mutex_t cache_lock;
+    mgr_snapcache *cache;
 };
 
 struct fhr_decision {
@@ -65,12 +73,25 @@ fhr_status fhr_controller_create(fhr_manager *m, fhr_policy *p, fhr_controller *
     *out = calloc(1, sizeof **out);
     if (!*out)
         return fhr_fail(err, FHR_E_NOMEM, "controller_create: out of host memory");
+    if (fhr_policy_is_tiered(p) && mgr_snapcache_create(&(*out)->cache, err) != FHR_OK) {
+        free(*out);
+        *out = NULL;
+        return FHR_E_NOMEM;
+    }
+    pthread_mutex_init(&(*out)->cache_lock, NULL);
     (*out)->m = m;
     (*out)->p = p;
     return FHR_OK;
 }
 
-void fhr_controller_destroy(fhr_controller *c) { free(c); }
+void fhr_controller_destroy(fhr_controller *c)
+{
+    if (!c)
+        return;
+    mgr_snapcache_destroy(c->cache);
+    pthread_mutex_destroy(&c->cache_lock);
+    free(c);
+}
 
 fhr_manager *controller_manager(const fhr_controller *c) { return c->m; }
 
@@ -168,7 +189,9 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
     fhr_decision *d = calloc(1, sizeof *d);
     if (!d)
         return fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
-    fhr_snapshot *snap = NULL;
+    fhr_snapshot *snap = NULL; /* a fresh one, owned here */
+    const fhr_snapshot *view = NULL;
+    int cached = 0;            /* view is the controller's cache, whose lock is held */
     fhr_action *reclaim = NULL;
     fhr_status st = req_check(req, &d->reqs, &d->nreqs, err);
     if (st != FHR_OK)
@@ -191,16 +214,25 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
         d->out.feasible = 1;
         d->out.explored_states = 1;
     } else {
-        if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) != FHR_OK)
+        cached = c->cache && pthread_mutex_trylock(&c->cache_lock) == 0;
+        if (cached)
+            st = mgr_snapcache_refresh(c->m, c->cache, &view, err);
+        else if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) == FHR_OK)
+            view = snap;
+        if (st != FHR_OK)
             goto fail;
-        d->manager_id = snap->manager_id;
-        d->version = snap->state_version;
-        if ((st = req_check_state(snap, d->name, d->reqs, d->nreqs, err)) != FHR_OK)
+        d->manager_id = view->manager_id;
+        d->version = view->state_version;
+        if ((st = req_check_state(view, d->name, d->reqs, d->nreqs, err)) != FHR_OK)
             goto fail;
         fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations,
                              req->position};
-        if ((st = fhr_policy_decide(c->p, snap, &clean, &d->out, err)) != FHR_OK)
+        if ((st = fhr_policy_decide(c->p, view, &clean, &d->out, err)) != FHR_OK)
             goto fail;
+        if (cached) { /* the policy's output holds no pointer into the view */
+            pthread_mutex_unlock(&c->cache_lock);
+            cached = 0;
+        }
     }
     reclaim = malloc((d->out.nevictions ? d->out.nevictions : 1) * sizeof *reclaim);
     if (!reclaim) {
@@ -238,6 +270,8 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
     *out = d;
     return FHR_OK;
 fail:
+    if (cached)
+        pthread_mutex_unlock(&c->cache_lock);
     free(reclaim);
     fhr_snapshot_free(snap);
     fhr_decision_destroy(d);

@@ -182,6 +182,12 @@ static int has_room(const model *md, int slot, uint64_t n)
     return want <= md->budget[slot] && n <= md->budget[slot] - want;
 }
 
+/* fhr_loc_equal, inlined: the candidate scan asks it once per copy of every value. */
+static inline int same_loc(fhr_location a, fhr_location b)
+{
+    return a.kind == b.kind && (a.kind != FHR_LOC_CUDA || a.index == b.index);
+}
+
 static unsigned protect_bits(const fhr_copy_info *c, int required)
 {
     unsigned r = 0;
@@ -338,14 +344,16 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             const fhr_value_info *vi = &snap->values[i];
             for (size_t c = 0; c < vi->ncopies; c++) {
                 const fhr_copy_info *ci = &vi->copies[c];
-                if (!fhr_loc_equal(ci->loc, here))
+                if (!same_loc(ci->loc, here))
                     continue;
-                cand k = {{0, 0, 0}, vi->handle.serial, (uint32_t)i, (uint32_t)c};
-                rank(rctx, req, vi, ci, k.k);
-                if (protect_bits(ci, vs[i].required))
-                    cs[nv - 1 - np++] = k;
-                else
-                    cs[nc++] = k;
+                /* ranked in place: a candidate built on the stack and copied stalls on
+                 * reading back what rank() just stored, several times this whole loop */
+                cand *k = protect_bits(ci, vs[i].required) ? &cs[nv - 1 - np++] : &cs[nc++];
+                k->k[0] = k->k[1] = k->k[2] = 0;
+                k->serial = vi->handle.serial;
+                k->vi = (uint32_t)i;
+                k->ci = (uint32_t)c;
+                rank(rctx, req, vi, ci, k->k);
                 break;
             }
         }

@@ -124,6 +124,7 @@ fhr_status lease_acquire_locked(fhr_manager *m, const fhr_handle *hs, size_t n, 
     for (size_t i = 0; i < n; i++) {
         l->mats[i]->leases++;
         l->mats[i]->last_use = ++m->clock;
+        mgr_changed(m, l->mats[i]->serial);
         l->hs[i] = hs[i];
         mgr_trace(m, FHR_TR_ACQUIRE, hs[i], at, at, 0, consumer, NULL);
     }
@@ -153,8 +154,10 @@ void lease_waits_finish(fhr_manager *m, lease_waits *w)
 
 void lease_abandon_locked(fhr_lease *l)
 {
-    for (size_t i = 0; i < l->n; i++)
+    for (size_t i = 0; i < l->n; i++) {
         l->mats[i]->leases--;
+        mgr_changed(l->m, l->mats[i]->serial);
+    }
     l->m->version++;
     lease_free(l);
 }
@@ -225,6 +228,7 @@ static fhr_status push_pending(fhr_manager *m, mat *x, evref *e)
         return FHR_E_NOMEM;
     e->refs++;
     x->pending++;
+    mgr_changed(m, x->serial);
     m->pend[m->npend++] = (pending_ref){x, e};
     return FHR_OK;
 }
@@ -263,6 +267,7 @@ fhr_status lease_release_locked(fhr_lease *l, fhr_error *err)
                 push_pending(m, l->mats[i], ev[c]);
         for (size_t i = 0; i < l->n; i++) {
             l->mats[i]->leases--;
+            mgr_changed(m, l->mats[i]->serial);
             mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0,
                       l->ncons ? l->cons[0] : NULL, NULL);
         }
@@ -304,6 +309,7 @@ static void lease_sync_done(fhr_manager *m, mgr_chore *c)
     fhr_lease *l = (fhr_lease *)((char *)c - offsetof(fhr_lease, chore));
     for (size_t i = 0; i < l->n; i++) {
         l->mats[i]->leases--;
+        mgr_changed(m, l->mats[i]->serial);
         mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0, l->ncons ? l->cons[0] : NULL,
                   NULL);
     }
@@ -363,6 +369,7 @@ fhr_status fhr_hold_acquire(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_
         if ((st = resolve(m, hs, n, at, "hold", hd->mats, err)) == FHR_OK) {
             for (size_t i = 0; i < n; i++) {
                 hd->mats[i]->holds++;
+                mgr_changed(m, hd->mats[i]->serial);
                 hd->hs[i] = hs[i];
                 mgr_trace(m, FHR_TR_HOLD, hs[i], at, at, 0, NULL, NULL);
             }
@@ -395,6 +402,7 @@ fhr_status fhr_hold_release(fhr_hold *hd, fhr_error *err)
     } else {
         for (size_t i = 0; i < hd->n; i++) {
             hd->mats[i]->holds--;
+            mgr_changed(hd->m, hd->mats[i]->serial);
             mgr_trace(hd->m, FHR_TR_UNHOLD, hd->hs[i], hd->at, hd->at, 0, NULL, NULL);
         }
         hd->released = 1;
@@ -410,6 +418,7 @@ static void hold_deferred_destroy(fhr_manager *m, mgr_deferred *d)
     if (!hd->released) {
         for (size_t i = 0; i < hd->n; i++) {
             hd->mats[i]->holds--;
+            mgr_changed(m, hd->mats[i]->serial);
             mgr_trace(m, FHR_TR_UNHOLD, hd->hs[i], hd->at, hd->at, 0, NULL, NULL);
         }
         mgr_bump(m);

@@ -426,6 +426,7 @@ size_t mgr_reap(fhr_manager *m)
         pending_ref *p = &m->pend[i];
         if (ev_done(m, p->e)) {
             p->m->pending--;
+            mgr_changed(m, p->m->serial);
             ev_unref(m, p->e);
             m->pend[i] = m->pend[--m->npend];
             n++; /* only relaxes protection: no decision goes stale, so no version bump */
@@ -499,6 +500,7 @@ static void publish_val(fhr_manager *m, val *v)
     m->vals[v->serial] = v;
     m->next_serial++;
     m->nlive++;
+    mgr_changed(m, v->serial);
     mgr_bump(m);
 }
 
@@ -550,6 +552,7 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     x->value = cv;
     x->storage = fhr_value_storage_nbytes(cv);
     x->last_use = ++m->clock;
+    x->serial = v->serial;
     v->mats[slot] = x;
     v->present = 1ULL << slot;
     m->loc[slot].present = 1;
@@ -648,6 +651,7 @@ fhr_status fhr_set_priority(fhr_manager *m, fhr_handle h, int32_t priority, fhr_
     val *v;
     if ((st = mgr_lookup(m, h, "set_priority", &v, err)) == FHR_OK) {
         v->priority = priority;
+        mgr_changed(m, v->serial);
         mgr_bump(m);
     }
     mgr_leave(m);

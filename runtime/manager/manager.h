@@ -42,6 +42,7 @@ typedef struct mat {
     size_t nreads, capreads;
     uint32_t leases, holds, pending;
     uint64_t last_use;
+    uint64_t serial;    /* its value's (for the change log) */
     uint64_t storage;   /* actual bytes held (fixed for the copy's life) */
     mgr_chore chore;    /* its free, once removed */
     fhr_stream *free_on;
@@ -78,6 +79,8 @@ typedef struct locacct {
     uint64_t peak_used, peak_charged;
 } locacct;
 
+#define MGR_CHLOG_CAP 4096 /* a power of two */
+
 typedef struct pending_ref { /* a consumer event protecting one copy */
     mat *m;
     evref *e;
@@ -106,6 +109,11 @@ struct fhr_manager {
     fhr_trace_entry *trace;
     size_t trace_cap, trace_len, trace_head;
     uint64_t trace_seq;
+    /* change log: the serial of every value whose placement record (the snapshot's view of
+     * it and its copies) changed, in order; entry k is chlog[k % MGR_CHLOG_CAP], the last
+     * one chseq - 1. snapshot_cache.c catches up from it instead of walking every value. */
+    uint64_t chlog[MGR_CHLOG_CAP];
+    uint64_t chseq;
     /* active scopes, innermost last, for stage paths */
     fhr_scope **scopes;
     size_t nscopes, capscopes;
@@ -165,6 +173,22 @@ void mgr_bump(fhr_manager *m);
 void mgr_trace(fhr_manager *m, fhr_trace_kind k, fhr_handle h, fhr_location from,
                fhr_location to, uint64_t nbytes, fhr_stream *s, const char *label);
 fhr_handle mgr_handle(const fhr_manager *m, const val *v);
+/* Lock held: the placement record of value `serial` changed (a copy came or went; its
+ * leases, holds, pending events, last use or priority changed; it was published or
+ * discarded). Every such change calls this, or a snapshot cache goes stale. */
+static inline void mgr_changed(fhr_manager *m, uint64_t serial)
+{
+    m->chlog[m->chseq++ & (MGR_CHLOG_CAP - 1)] = serial;
+}
+
+/* snapshot.c: the parts of a placement snapshot, shared with snapshot_cache.c (lock held).
+ * Per-location figures into locs (room for FHR_LOC_SLOTS), returning how many. */
+size_t snap_fill_locs(const fhr_manager *m, fhr_loc_stats *locs);
+/* v's record except label, meta and copies. */
+void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi);
+/* v's copies in slot order into out (room for one per present bit); returns how many are
+ * still in flight (ready 0). Forgets ready markers known complete. */
+size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out);
 
 /* events (ev_new touches no manager state: it may run without the lock) */
 fhr_status ev_new(fhr_manager *m, fhr_stream *s, evref **out, fhr_error *err);

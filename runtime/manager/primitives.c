@@ -78,6 +78,7 @@ static void remove_mat(fhr_manager *m, val *v, int slot)
     mat *x = v->mats[slot];
     v->mats[slot] = NULL;
     v->present &= ~(1ULL << slot);
+    mgr_changed(m, v->serial);
     acct_release(&m->loc[slot], VAL_CHARGE(v, slot));
     if (mgr_stream(m, x->loc, &x->free_on, NULL) != FHR_OK)
         x->free_on = NULL;
@@ -234,8 +235,10 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     x->value = nv;
     x->ready = ready;
     x->last_use = ++m->clock;
+    x->serial = v->serial;
     v->mats[slot] = x;
     v->present |= 1ULL << slot;
+    mgr_changed(m, v->serial);
     acct_charge(&m->loc[slot], charge);
     return FHR_OK;
 }
@@ -265,8 +268,10 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
         return st;
     if (eff.noop) {
         mat *x = v->mats[fhr_loc_slot(a->at)];
-        if (x)
+        if (x) {
             x->last_use = ++m->clock;
+            mgr_changed(m, v->serial);
+        }
         return FHR_OK;
     }
     fhr_transition tr;
@@ -283,6 +288,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
                 remove_mat(m, v, sl);
         m->vals[v->serial] = NULL;
         m->nlive--;
+        mgr_changed(m, v->serial);
         mgr_bump(m);
         release_source(m, v);
         tr.to = (fhr_location){FHR_LOC_INVALID, 0};

@@ -5,6 +5,7 @@
 #include "base/error.h"
 
 #include <cjson/cJSON.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +15,96 @@ typedef struct snap_block {
     fhr_snapshot s;
     fhr_ckks_meta *metas;
     char *labels;
+    size_t cap_locs, cap_values, cap_copies, cap_labels, cap_metas;
 } snap_block;
+
+/* The memory of the snapshot freed last, kept for the next take (one, of at most
+ * SPARE_MAX_VALUES values). Freeing a snapshot of many values hands its pages back to the
+ * kernel (the allocator trims the top of the heap) and the next take faults them in again,
+ * under the manager's lock: at 1,000 values that costs more than the walk itself. */
+#define SPARE_MAX_VALUES 65536
+static _Atomic(snap_block *) spare;
+
+static void block_free(snap_block *sb)
+{
+    free(sb->metas);
+    free(sb->labels);
+    free(sb->s.copies_);
+    free(sb->s.values);
+    free(sb->s.locs);
+    free(sb);
+}
+
+/* At least n elements in *p (its contents are not kept). */
+static int reserve(void **p, size_t *cap, size_t n, size_t elem)
+{
+    if (n <= *cap && *p)
+        return 1;
+    free(*p);
+    *p = malloc(n * elem);
+    *cap = *p ? n : 0;
+    return *p != NULL;
+}
+
+size_t snap_fill_locs(const fhr_manager *m, fhr_loc_stats *locs)
+{
+    size_t n = 0;
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        const locacct *a = &m->loc[i];
+        if (!a->present)
+            continue;
+        fhr_loc_stats *ls = &locs[n++];
+        memset(ls, 0, sizeof *ls);
+        ls->loc = fhr_loc_from_slot(i);
+        ls->used_bytes = a->used;
+        ls->reserved_bytes = a->reserved;
+        ls->peak_used_bytes = a->peak_used;
+        ls->peak_charged_bytes = a->peak_charged;
+        ls->has_budget = a->has_budget;
+        ls->budget_bytes = a->has_budget ? a->budget : 0;
+        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
+        ls->remaining_budget_bytes =
+            a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
+    }
+    return n;
+}
+
+void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
+{
+    vi->handle = mgr_handle(m, v);
+    vi->mode = v->mode;
+    vi->recoverability = v->recov;
+    vi->priority = v->priority;
+    vi->spec_storage_nbytes = v->charge;
+    vi->logical_nbytes = v->logical;
+    vi->regen_nbytes = v->regen;
+    vi->meta = NULL;
+}
+
+size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
+{
+    size_t unready = 0;
+    for (uint64_t bits = v->present; bits; bits &= bits - 1) {
+        mat *x = v->mats[__builtin_ctzll(bits)];
+        fhr_copy_info *ci = out++;
+        ci->loc = x->loc;
+        ci->storage_nbytes = x->storage;
+        int sl = fhr_loc_slot(x->loc);
+        ci->charged_nbytes = VAL_CHARGE(v, sl);
+        ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
+        if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
+            ev_unref(m, x->ready);
+            x->ready = NULL;
+        }
+        ci->ready = !x->ready;
+        unready += !ci->ready;
+        ci->leases = x->leases;
+        ci->holds = x->holds;
+        ci->pending_events = x->pending;
+        ci->last_use = x->last_use;
+    }
+    return unready;
+}
 
 static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *err)
 {
@@ -27,91 +117,60 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
     /* One pass over the values (each a separate allocation: the walk is what a snapshot
      * costs), into arrays that grow as needed; a second pass over the dense result sets
      * the copy and label pointers. */
-    size_t nlocs = 0, capcopies = 2 * m->nlive + 4, caplabel = 64, ncopies = 0, nlabel = 1;
+    size_t nlocs = 0, ncopies = 0, nlabel = 1, nv = m->nlive ? m->nlive : 1;
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         nlocs += m->loc[i].present;
-    snap_block *sb = calloc(1, sizeof *sb);
+    snap_block *sb = atomic_exchange(&spare, NULL);
+    if (!sb)
+        sb = calloc(1, sizeof *sb);
     fhr_snapshot *s = sb ? &sb->s : NULL;
     if (s) {
-        s->locs = calloc(nlocs ? nlocs : 1, sizeof *s->locs);
-        s->values = malloc((m->nlive ? m->nlive : 1) * sizeof *s->values);
-        s->copies_ = malloc(capcopies * sizeof(fhr_copy_info));
-        sb->labels = malloc(caplabel);
-        sb->metas = full ? malloc((m->nlive ? m->nlive : 1) * sizeof *sb->metas) : NULL;
+        s->nlocs = s->nvalues = 0;
+        int ok = reserve((void **)&s->locs, &sb->cap_locs, nlocs ? nlocs : 1, sizeof *s->locs);
+        ok = ok && reserve((void **)&s->values, &sb->cap_values, nv, sizeof *s->values);
+        ok = ok && reserve((void **)&s->copies_, &sb->cap_copies, 2 * m->nlive + 4,
+                           sizeof(fhr_copy_info));
+        ok = ok && reserve((void **)&sb->labels, &sb->cap_labels, 64, 1);
+        if (full)
+            ok = ok && reserve((void **)&sb->metas, &sb->cap_metas, nv, sizeof *sb->metas);
+        if (!ok)
+            goto nomem;
     }
-    if (!s || !s->locs || !s->values || !s->copies_ || !sb->labels || (full && !sb->metas))
+    if (!s)
         goto nomem;
     s->manager_id = m->id;
     s->state_version = m->version;
     s->clock = m->clock;
-    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
-        const locacct *a = &m->loc[i];
-        if (!a->present)
-            continue;
-        fhr_loc_stats *ls = &s->locs[s->nlocs++];
-        ls->loc = fhr_loc_from_slot(i);
-        ls->used_bytes = a->used;
-        ls->reserved_bytes = a->reserved;
-        ls->peak_used_bytes = a->peak_used;
-        ls->peak_charged_bytes = a->peak_charged;
-        ls->has_budget = a->has_budget;
-        ls->budget_bytes = a->has_budget ? a->budget : 0;
-        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
-        ls->remaining_budget_bytes =
-            a->has_budget ? (committed < a->budget ? a->budget - committed : 0) : 0;
-    }
+    s->nlocs = snap_fill_locs(m, s->locs);
     sb->labels[0] = '\0';
     for (uint64_t i = 1; i < m->next_serial; i++) {
         const val *v = m->vals[i];
         if (!v)
             continue;
         fhr_value_info *vi = &s->values[s->nvalues];
-        vi->handle = mgr_handle(m, v);
+        snap_fill_value(m, v, vi);
         vi->label = NULL; /* set below: NULL marks a label stored in order */
         if (v->label[0]) {
             size_t len = strlen(v->label) + 1;
-            if (!fhr_grow((void **)&sb->labels, &caplabel, nlabel + len - 1, 1, 64))
+            if (!fhr_grow((void **)&sb->labels, &sb->cap_labels, nlabel + len - 1, 1, 64))
                 goto nomem;
             memcpy(sb->labels + nlabel, v->label, len);
             nlabel += len;
         } else {
             vi->label = "";
         }
-        vi->mode = v->mode;
-        vi->recoverability = v->recov;
-        vi->priority = v->priority;
-        vi->spec_storage_nbytes = v->charge;
-        vi->logical_nbytes = v->logical;
-        vi->regen_nbytes = v->regen;
-        vi->meta = NULL;
         if (full) {
             sb->metas[s->nvalues] = v->meta;
             vi->meta = &sb->metas[s->nvalues];
         }
-        vi->ncopies = 0;
+        vi->ncopies = (size_t)__builtin_popcountll(v->present);
         vi->copies = NULL;
-        for (uint64_t bits = v->present; bits; bits &= bits - 1) {
-            mat *x = v->mats[__builtin_ctzll(bits)];
-            if (!fhr_grow((void **)&s->copies_, &capcopies, ncopies, sizeof(fhr_copy_info),
-                          capcopies))
-                goto nomem;
-            fhr_copy_info *ci = &s->copies_[ncopies++];
-            vi->ncopies++;
-            ci->loc = x->loc;
-            ci->storage_nbytes = x->storage;
-            int sl = fhr_loc_slot(x->loc);
-            ci->charged_nbytes = VAL_CHARGE(v, sl);
-            ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
-            if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
-                ev_unref(m, x->ready);
-                x->ready = NULL;
-            }
-            ci->ready = !x->ready;
-            ci->leases = x->leases;
-            ci->holds = x->holds;
-            ci->pending_events = x->pending;
-            ci->last_use = x->last_use;
-        }
+        if (vi->ncopies && !fhr_grow((void **)&s->copies_, &sb->cap_copies,
+                                     ncopies + vi->ncopies - 1, sizeof(fhr_copy_info),
+                                     sb->cap_copies))
+            goto nomem;
+        snap_fill_copies(m, v, s->copies_ + ncopies);
+        ncopies += vi->ncopies;
         s->nvalues++;
     }
     fhr_copy_info *cp = s->copies_;
@@ -151,13 +210,9 @@ void fhr_snapshot_free(fhr_snapshot *s)
 {
     if (!s)
         return;
-    snap_block *sb = (snap_block *)s;
-    free(sb->metas);
-    free(sb->labels);
-    free(s->copies_);
-    free(s->values);
-    free(s->locs);
-    free(sb);
+    snap_block *sb = (snap_block *)s, *none = NULL;
+    if (sb->cap_values > SPARE_MAX_VALUES || !atomic_compare_exchange_strong(&spare, &none, sb))
+        block_free(sb);
 }
 
 const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc)

@@ -503,3 +503,86 @@ Test(controller, met_requests_decide_as_the_full_path)
     fhr_policy_destroy(mp); /* its ctx is r.p, destroyed by rig_free (no destroy op) */
     rig_free(&r);
 }
+
+/* A request that loads decides over the controller's placement snapshot, caught up from the
+ * manager's change log rather than taken afresh; what it decides must be byte for byte what
+ * a fresh snapshot decides, through a run of requests that load and evict, with values
+ * adopted and discarded, priorities changed, copies held and leased between them. */
+Test(controller, loading_requests_decide_as_the_full_path)
+{
+    fhr_budget bud = {fhr_loc_cuda(0), 64 * 4};
+    fhr_location tiers[] = {fhr_loc_pinned()};
+    fhr_tier_chain ch = {fhr_loc_cuda(0), tiers, 1};
+    rig r = rig_new(&bud, 1, &ch, 1);
+    fhr_policy_ops ops = {"tiered_lru", mirror_decide, NULL};
+    fhr_policy *mp;
+    fhr_controller *mc;
+    cr_assert_eq(fhr_policy_create(&ops, r.p, &mp, NULL), FHR_OK);
+    cr_assert_eq(fhr_controller_create(r.m, mp, &mc, NULL), FHR_OK);
+    fhr_handle hs[24];
+    size_t nh = 0, evicting = 0;
+    for (; nh < 8; nh++)
+        hs[nh] = adopt_n(r.m, 64, nh, nh % 3 ? FHR_REPLICABLE : FHR_EXCLUSIVE);
+    fhr_hold *hold = NULL;
+    fhr_lease *lease = NULL;
+    for (int step = 0; step < 80; step++) {
+        fhr_handle h = hs[(size_t)step * 5 % nh];
+        if (step % 7 == 3)
+            (void)fhr_set_priority(r.m, hs[(size_t)step % nh], step % 3, NULL);
+        if (step % 11 == 5 && nh < 24) {
+            hs[nh] = adopt_n(r.m, 64, nh, FHR_REPLICABLE);
+            nh++;
+        }
+        if (step % 13 == 6) {
+            if (hold) {
+                cr_assert_eq(fhr_hold_release(hold, NULL), FHR_OK);
+                fhr_hold_destroy(hold);
+                hold = NULL;
+            } else if (fhr_hold_acquire(r.m, &hs[(size_t)step % nh], 1, fhr_loc_cuda(0), &hold,
+                                        NULL) != FHR_OK) {
+                hold = NULL;
+            }
+        }
+        if (step % 9 == 4) {
+            if (lease) {
+                cr_assert_eq(fhr_lease_release(lease, NULL), FHR_OK);
+                fhr_lease_destroy(lease);
+                lease = NULL;
+            } else if (fhr_acquire(r.m, &hs[(size_t)step * 3 % nh], 1, fhr_loc_pinned(), NULL,
+                                   &lease, NULL) != FHR_OK) {
+                lease = NULL;
+            }
+        }
+        if (step % 17 == 8 && !fhr_handle_equal(hs[(size_t)step % nh], h))
+            (void)fhr_discard(r.m, hs[(size_t)step % nh], NULL); /* later requests for it fail */
+        fhr_requirement need = {h, fhr_loc_cuda(0)};
+        fhr_reservation ws = {fhr_loc_cuda(0), 64, "ws"};
+        fhr_request req = {"load", &need, 1, &ws, step % 4 == 0, 0};
+        fhr_decision *fast = NULL, *full = NULL;
+        fhr_error e1, e2;
+        fhr_error_init(&e1);
+        fhr_error_init(&e2);
+        fhr_status s1 = fhr_decide(r.c, &req, &fast, &e1);
+        fhr_status s2 = fhr_decide(mc, &req, &full, &e2);
+        cr_assert_eq(s1, s2, "step %d: %s / %s", step, e1.message, e2.message);
+        cr_assert_str_eq(e1.message, e2.message, "step %d", step);
+        if (s1 == FHR_OK) {
+            char *j1 = fhr_decision_json(fast), *j2 = fhr_decision_json(full);
+            cr_assert_str_eq(j1, j2, "step %d", step);
+            free(j1);
+            free(j2);
+            evicting += fhr_decision_nevictions(fast) > 0;
+            if (fhr_decision_feasible(fast))
+                use_ok(&r, fast);
+        }
+        fhr_decision_destroy(fast);
+        fhr_decision_destroy(full);
+    }
+    cr_assert_geq(evicting, 20, "only %zu of the requests evicted", evicting);
+    fhr_lease_destroy(lease);
+    fhr_hold_destroy(hold);
+    check_accounting(r.m);
+    fhr_controller_destroy(mc);
+    fhr_policy_destroy(mp);
+    rig_free(&r);
+}
