@@ -82,19 +82,29 @@ static void fail(stress *S, const char *fmt, ...)
     atomic_store(&S->stop, 1);
 }
 
+/* Whether every kind of operation has happened at least once. */
+static int every_kind_ran(stress *S)
+{
+    return atomic_load(&S->leases) && atomic_load(&S->holds) && atomic_load(&S->moves) &&
+           atomic_load(&S->snapshots);
+}
+
 /* Counts one operation of w; 0 once the run must end. */
 static int tick(worker *w)
 {
     stress *S = w->S;
-    if (++w->ops > MAX_OPS || atomic_load(&S->stop))
+    if (atomic_load(&S->stop))
+        return 0;
+    /* the per-thread cap, like the time cap, waits until every kind of operation happened
+     * (on a loaded machine a holder can spend its whole quota refused while values move) */
+    if (++w->ops > MAX_OPS && every_kind_ran(S))
         return 0;
     atomic_fetch_add(&S->ops, 1);
     if ((w->ops & 15) == 0) {
         /* the time cap ends the run once every kind of operation happened at least once
          * (a loaded machine may need longer for that), and 30 s later regardless */
         uint64_t t = now_ns();
-        int all = atomic_load(&S->leases) && atomic_load(&S->holds) &&
-                  atomic_load(&S->moves) && atomic_load(&S->snapshots);
+        int all = every_kind_ran(S);
         if ((t >= S->t_end_ns && all) || t >= S->t_end_ns + 30000000000ULL) {
             atomic_store(&S->stop, 1);
             return 0;
