@@ -9,7 +9,7 @@
 
 #define STAGING_ALIGN ((size_t)4096)           /* chunk sizes are multiples of a page */
 #define STAGING_MIN_CHUNK ((size_t)256 << 10)  /* default smallest chunk */
-#define STAGING_MAX_CHUNK ((size_t)8 << 20)    /* default largest chunk: the slot size */
+#define STAGING_MAX_CHUNK ((size_t)4 << 20)    /* default largest chunk: the slot size */
 #define STAGING_DEFAULT_MAX_THREADS 16         /* the core count is capped at this */
 #define STAGING_THREADS_LIMIT 64
 #define STAGING_CHUNK_LIMIT ((size_t)1 << 30)
