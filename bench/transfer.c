@@ -1,6 +1,7 @@
-/* bench/transfer.c — transfer bandwidth through the backend against raw CUDA in the same
- * run, host memcpy bandwidth by thread count, and CPU cost per copy enqueue. */
+/* bench/transfer.c — transfer bandwidth through the backend against raw CUDA and the best
+ * host memcpy of the same run, a sweep of the staging shape, and CPU cost per enqueue. */
 #include "fheplan/backend.h"
+#include "cuda/staging_pipeline.h"
 
 #include <cuda_runtime_api.h>
 #include <pthread.h>
@@ -11,6 +12,8 @@
 
 #define SKIPPED 77
 #define MAX_REPS 64
+#define MAX_SIZES 16
+#define MAX_TEAM 256
 
 typedef struct bench {
     fhr_backend *b;
@@ -21,7 +24,15 @@ typedef struct bench {
     size_t max;
     int reps;
     int json;
+    int sweep;
+    int host_only;
     int first_row;
+    int cores;
+    /* the yardstick: the best host memcpy over 1..cores threads, per size */
+    size_t sizes[MAX_SIZES];
+    int nsizes;
+    double best_host[MAX_SIZES];
+    int best_threads[MAX_SIZES];
 } bench;
 
 static double now(void)
@@ -133,65 +144,138 @@ static double enqueue_cost(bench *k, dir d, path p, size_t n)
     return median(t, k->reps);
 }
 
-/* ---- host memcpy with T threads ---------------------------------------------------- */
+/* ---- host memcpy with T threads ------------------------------------------------------
+ * A team of persistent threads (the caller is one of them) released together by a
+ * barrier for each copy, so that a measurement counts the copy, not thread creation. */
 
-typedef struct slice {
-    void *dst;
-    const void *src;
-    size_t n;
-} slice;
+typedef struct team team;
+typedef struct member {
+    team *t;
+    int idx;
+} member;
 
-static void *copy_slice(void *arg)
+struct team {
+    int n;
+    pthread_barrier_t start, done;
+    unsigned char *dst;
+    const unsigned char *src;
+    size_t len;
+    int stop;
+    pthread_t th[MAX_TEAM];
+    member m[MAX_TEAM];
+};
+
+static void team_slice(team *t, int i)
 {
-    slice *s = arg;
-    memcpy(s->dst, s->src, s->n);
-    return NULL;
+    size_t part = t->len / (size_t)t->n, off = (size_t)i * part;
+    memcpy(t->dst + off, t->src + off, i == t->n - 1 ? t->len - off : part);
 }
 
-static double host_memcpy(bench *k, unsigned char *dst, int threads, size_t n)
+static void *team_main(void *arg)
 {
-    double t[MAX_REPS];
-    for (int r = 0; r < k->reps + 1; r++) {
-        pthread_t th[8];
-        slice sl[8];
-        size_t part = n / (size_t)threads;
-        double t0 = now();
-        for (int i = 0; i < threads; i++) {
-            size_t off = (size_t)i * part;
-            sl[i] = (slice){dst + off, k->pageable + off, i == threads - 1 ? n - off : part};
-            pthread_create(&th[i], NULL, copy_slice, &sl[i]);
-        }
-        for (int i = 0; i < threads; i++)
-            pthread_join(th[i], NULL);
-        if (r > 0) /* the first round is warm-up */
-            t[r - 1] = now() - t0;
+    member *m = arg;
+    team *t = m->t;
+    for (;;) {
+        pthread_barrier_wait(&t->start);
+        if (t->stop)
+            return NULL;
+        team_slice(t, m->idx);
+        pthread_barrier_wait(&t->done);
     }
-    return (double)n / median(t, k->reps) / 1e9;
+}
+
+static void team_start(team *t, int n)
+{
+    t->n = n;
+    t->stop = 0;
+    pthread_barrier_init(&t->start, NULL, (unsigned)n);
+    pthread_barrier_init(&t->done, NULL, (unsigned)n);
+    for (int i = 1; i < n; i++) {
+        t->m[i] = (member){t, i};
+        if (pthread_create(&t->th[i], NULL, team_main, &t->m[i]) != 0)
+            die("pthread_create", "cannot start a host memcpy thread");
+    }
+}
+
+static void team_copy(team *t, unsigned char *dst, const unsigned char *src, size_t len)
+{
+    t->dst = dst;
+    t->src = src;
+    t->len = len;
+    pthread_barrier_wait(&t->start);
+    team_slice(t, 0);
+    pthread_barrier_wait(&t->done);
+}
+
+static void team_stop(team *t)
+{
+    t->stop = 1;
+    pthread_barrier_wait(&t->start);
+    for (int i = 1; i < t->n; i++)
+        pthread_join(t->th[i], NULL);
+    pthread_barrier_destroy(&t->start);
+    pthread_barrier_destroy(&t->done);
+}
+
+/* Median bandwidth of a pageable -> pageable memcpy of n bytes by the team. */
+static double host_memcpy(bench *k, team *t, unsigned char *dst, size_t n)
+{
+    double v[MAX_REPS];
+    team_copy(t, dst, k->pageable, n); /* warm-up */
+    for (int r = 0; r < k->reps; r++) {
+        double t0 = now();
+        team_copy(t, dst, k->pageable, n);
+        v[r] = now() - t0;
+    }
+    return (double)n / median(v, k->reps) / 1e9;
 }
 
 /* ---- output ------------------------------------------------------------------------ */
 
-static void row(bench *k, const char *what, size_t n, double ours, double raw, const char *unit)
+/* One result row; json_extra (", \"key\": value" pairs) and text_extra may be "". */
+static void row_x(bench *k, const char *what, size_t n, double ours, double raw, const char *unit,
+                  const char *json_extra, const char *text_extra)
 {
     double ratio = raw > 0 ? ours / raw : 0;
     if (k->json) {
         printf("%s\n  {\"case\": \"%s\", \"bytes\": %zu, \"backend\": %.4f, \"raw\": %.4f, "
-               "\"ratio\": %.4f, \"unit\": \"%s\"}",
-               k->first_row ? "" : ",", what, n, ours, raw, ratio, unit);
+               "\"ratio\": %.4f, \"unit\": \"%s\"%s}",
+               k->first_row ? "" : ",", what, n, ours, raw, ratio, unit, json_extra);
         k->first_row = 0;
     } else {
-        printf("%-34s %10zu KiB %10.2f %10.2f %7.3f  %s\n", what, n >> 10, ours, raw, ratio, unit);
+        printf("%-40s %10zu KiB %10.2f %10.2f %7.3f  %s%s%s\n", what, n >> 10, ours, raw, ratio,
+               unit, *text_extra ? "  " : "", text_extra);
     }
+}
+
+static void row(bench *k, const char *what, size_t n, double ours, double raw, const char *unit)
+{
+    row_x(k, what, n, ours, raw, unit, "", "");
+}
+
+/* The yardstick row of a staged copy of n bytes: the best host memcpy at that size. */
+static void row_vs_host(bench *k, const char *what, size_t n, double ours, const char *json_more,
+                        const char *text_more)
+{
+    int i = 0;
+    while (i < k->nsizes - 1 && k->sizes[i] != n)
+        i++;
+    char js[256], tx[256];
+    snprintf(js, sizeof js, ", \"host_threads\": %d%s", k->best_threads[i], json_more);
+    snprintf(tx, sizeof tx, "(best host memcpy: %d thread%s)%s%s", k->best_threads[i],
+             k->best_threads[i] > 1 ? "s" : "", *text_more ? " " : "", text_more);
+    row_x(k, what, n, ours, k->best_host[i], "GB/s", js, tx);
 }
 
 static void run_bandwidth(bench *k)
 {
     if (!k->json)
-        printf("%-34s %14s %10s %10s %7s\n", "case (backend vs raw)", "size", "backend", "raw",
+        printf("%-40s %14s %10s %10s %7s\n", "case (backend vs raw)", "size", "backend", "raw",
                "ratio");
     for (int d = PIN_TO_DEV; d <= DEV_TO_PAGE; d++) {
         path raw = d == PIN_TO_DEV || d == DEV_TO_PIN ? RAW_ASYNC : RAW_SYNC;
-        for (size_t n = 64u << 10; n <= k->max; n *= 4) {
+        for (int i = 0; i < k->nsizes; i++) {
+            size_t n = k->sizes[i];
             char what[64];
             snprintf(what, sizeof what, "%s%s", dir_names[d],
                      raw == RAW_SYNC ? " (raw: cudaMemcpy)" : "");
@@ -201,25 +285,50 @@ static void run_bandwidth(bench *k)
     }
 }
 
+/* The yardstick first: at every size, host memcpy with 1..cores threads; the best. */
 static void run_host(bench *k)
 {
     unsigned char *dst = malloc(k->max);
     if (!dst)
         die("malloc", "no memory for the host memcpy target");
     memset(dst, 1, k->max);
-    double best = 0, four = 0;
-    for (int t = 1; t <= 8; t *= 2) {
-        double bw = host_memcpy(k, dst, t, k->max);
-        char what[64];
-        snprintf(what, sizeof what, "host memcpy %d thread%s", t, t > 1 ? "s" : "");
-        row(k, what, k->max, bw, 0, "GB/s");
-        best = bw > best ? bw : best;
-        four = t == 4 ? bw : four;
+    for (int t = 1; t <= k->cores; t++) {
+        team tm;
+        team_start(&tm, t);
+        for (int i = 0; i < k->nsizes; i++) {
+            double bw = host_memcpy(k, &tm, dst, k->sizes[i]);
+            if (bw > k->best_host[i]) {
+                k->best_host[i] = bw;
+                k->best_threads[i] = t;
+            }
+            /* the whole curve at the largest size, the best at every size below */
+            if (i == k->nsizes - 1) {
+                char what[64];
+                snprintf(what, sizeof what, "host memcpy %d thread%s", t, t > 1 ? "s" : "");
+                row(k, what, k->sizes[i], bw, 0, "GB/s");
+            }
+        }
+        team_stop(&tm);
     }
     free(dst);
-    double staged = bandwidth(k, PAGE_TO_DEV, BACKEND, k->max);
-    row(k, "pageable->cuda vs host memcpy x4", k->max, staged, four, "GB/s");
-    row(k, "pageable->cuda vs best host memcpy", k->max, staged, best, "GB/s");
+    for (int i = 0; i < k->nsizes; i++) {
+        char js[64], tx[64];
+        snprintf(js, sizeof js, ", \"host_threads\": %d", k->best_threads[i]);
+        snprintf(tx, sizeof tx, "(%d thread%s)", k->best_threads[i],
+                 k->best_threads[i] > 1 ? "s" : "");
+        row_x(k, "best host memcpy", k->sizes[i], k->best_host[i], 0, "GB/s", js, tx);
+    }
+}
+
+/* The staged paths against the yardstick, at every size. */
+static void run_staged_vs_host(bench *k)
+{
+    for (int i = 0; i < k->nsizes; i++)
+        row_vs_host(k, "pageable->cuda vs best host memcpy", k->sizes[i],
+                    bandwidth(k, PAGE_TO_DEV, BACKEND, k->sizes[i]), "", "");
+    for (int i = 0; i < k->nsizes; i++)
+        row_vs_host(k, "cuda->pageable vs best host memcpy", k->sizes[i],
+                    bandwidth(k, DEV_TO_PAGE, BACKEND, k->sizes[i]), "", "");
 }
 
 static void run_enqueue(bench *k)
@@ -236,7 +345,7 @@ static void run_enqueue(bench *k)
 static void usage(void)
 {
     fprintf(stderr, "usage: transfer [--json] [--reps N (5..64, default 7)] [--max-mib M "
-                    "(default 1024)]\n");
+                    "(default 1024)] [--staging-sweep] [--host-only]\n");
     exit(2);
 }
 
@@ -245,63 +354,198 @@ static void parse_args(bench *k, int argc, char **argv)
     k->reps = 7;
     k->max = (size_t)1 << 30;
     for (int i = 1; i < argc; i++) {
+        char *end = NULL;
         if (strcmp(argv[i], "--json") == 0)
             k->json = 1;
+        else if (strcmp(argv[i], "--staging-sweep") == 0)
+            k->sweep = 1;
+        else if (strcmp(argv[i], "--host-only") == 0)
+            k->host_only = 1;
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
-            k->reps = atoi(argv[++i]);
+            k->reps = (int)strtol(argv[++i], &end, 10);
         else if (strcmp(argv[i], "--max-mib") == 0 && i + 1 < argc)
-            k->max = (size_t)atol(argv[++i]) << 20;
+            k->max = (size_t)strtoul(argv[++i], &end, 10) << 20;
         else
             usage();
+        if (end && *end)
+            usage();
     }
-    if (k->reps < 5 || k->reps > MAX_REPS || k->max < (64u << 10))
+    if (k->reps < 5 || k->reps > MAX_REPS || k->max < (64u << 10) || k->max > ((size_t)64 << 30))
         usage();
+    for (size_t n = 64u << 10; n <= k->max && k->nsizes < MAX_SIZES; n *= 4)
+        k->sizes[k->nsizes++] = n;
+    k->cores = staging_cores();
+    if (k->cores > MAX_TEAM)
+        k->cores = MAX_TEAM;
+}
+
+/* A backend of the current environment (FHEPLAN_COPY_THREADS, FHEPLAN_STAGING_CHUNK)
+ * with k->max bytes on cuda:0 and, unless no_pinned, in the pinned pool. */
+static void open_backend(bench *k, int no_pinned)
+{
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_status st = fhr_backend_cuda_create(&k->b, &err);
+    if (st == FHR_E_UNSUPPORTED) {
+        fprintf(stderr, "transfer: skipped: %s\n", err.message);
+        exit(SKIPPED);
+    }
+    if (st != FHR_OK)
+        die("backend", err.message);
+    if (fhr_stream_create(k->b, fhr_loc_cuda(0), &k->s, &err) != FHR_OK ||
+        k->b->ops->alloc(k->b, fhr_loc_cuda(0), k->max, k->s, &k->dev, &err) != FHR_OK ||
+        (!no_pinned &&
+         k->b->ops->alloc(k->b, fhr_loc_pinned(), k->max, k->s, &k->pin, &err) != FHR_OK))
+        die("setup", err.message);
+    if (k->pin)
+        memset(k->pin, 3, k->max);
+    if (fhr_stream_sync(k->b, k->s, &err) != FHR_OK)
+        die("setup", err.message);
+}
+
+static void close_backend(bench *k)
+{
+    k->b->ops->free(k->b, fhr_loc_cuda(0), k->dev, k->max, k->s);
+    if (k->pin)
+        k->b->ops->free(k->b, fhr_loc_pinned(), k->pin, k->max, k->s);
+    fhr_stream_destroy(k->b, k->s);
+    fhr_backend_destroy(k->b);
+    k->b = NULL;
+    k->s = NULL;
+    k->dev = k->pin = NULL;
 }
 
 static void setup(bench *k)
 {
-    fhr_error err;
-    fhr_error_init(&err);
-    if (fhr_backend_cuda_create(&k->b, &err) != FHR_OK) {
-        fprintf(stderr, "transfer: skipped: %s\n", err.message);
-        exit(SKIPPED);
-    }
-    if (fhr_stream_create(k->b, fhr_loc_cuda(0), &k->s, &err) != FHR_OK ||
-        k->b->ops->alloc(k->b, fhr_loc_cuda(0), k->max, k->s, &k->dev, &err) != FHR_OK ||
-        k->b->ops->alloc(k->b, fhr_loc_pinned(), k->max, k->s, &k->pin, &err) != FHR_OK)
-        die("setup", err.message);
+    open_backend(k, 0);
     cu_check(cudaSetDevice(0), "cudaSetDevice");
     cu_check(cudaStreamCreateWithFlags(&k->raw, cudaStreamNonBlocking), "cudaStreamCreate");
     k->pageable = malloc(k->max);
     if (!k->pageable)
         die("malloc", "no memory for the pageable buffer");
     memset(k->pageable, 3, k->max); /* fault every page in before timing */
-    memset(k->pin, 3, k->max);
-    if (fhr_stream_sync(k->b, k->s, &err) != FHR_OK)
-        die("setup", err.message);
 }
 
 static void teardown(bench *k)
 {
-    k->b->ops->free(k->b, fhr_loc_cuda(0), k->dev, k->max, k->s);
-    k->b->ops->free(k->b, fhr_loc_pinned(), k->pin, k->max, k->s);
-    fhr_stream_destroy(k->b, k->s);
+    if (k->b)
+        close_backend(k);
     cudaStreamDestroy(k->raw);
-    fhr_backend_destroy(k->b);
     free(k->pageable);
+}
+
+/* ---- staging sweep ------------------------------------------------------------------
+ * Copy threads x chunk sizes, each a fresh backend (both are read when it is created),
+ * pageable <-> cuda at three sizes against the best host memcpy of this run. */
+
+static void run_sweep(bench *k)
+{
+    int threads[16], nt = 0;
+    const int cand[] = {1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64};
+    for (size_t i = 0; i < sizeof cand / sizeof *cand && nt < 15; i++)
+        if (cand[i] < k->cores && cand[i] <= STAGING_THREADS_LIMIT)
+            threads[nt++] = cand[i];
+    threads[nt++] = k->cores < STAGING_THREADS_LIMIT ? k->cores : STAGING_THREADS_LIMIT;
+    const char *chunks[] = {"", "256K", "1M", "4M", "16M", "64M"};
+    /* 4 MiB, 64 MiB, 1 GiB and the largest size, those that --max-mib leaves */
+    size_t sizes[4];
+    int nz = 0;
+    for (int i = 0; i < k->nsizes; i++)
+        if (k->sizes[i] == (size_t)4 << 20 || k->sizes[i] == (size_t)64 << 20 ||
+            k->sizes[i] == (size_t)1 << 30 || i == k->nsizes - 1)
+            sizes[nz++] = k->sizes[i];
+    double best[4][2] = {{0}};
+    char best_js[4][2][128] = {{""}}, best_tx[4][2][64] = {{""}};
+    char *old_t = getenv("FHEPLAN_COPY_THREADS"), *old_c = getenv("FHEPLAN_STAGING_CHUNK");
+    char keep_t[32] = "", keep_c[32] = "";
+    snprintf(keep_t, sizeof keep_t, "%s", old_t ? old_t : "");
+    snprintf(keep_c, sizeof keep_c, "%s", old_c ? old_c : "");
+    close_backend(k);
+    for (int t = 0; t < nt; t++) {
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+            char tv[16];
+            snprintf(tv, sizeof tv, "%d", threads[t]);
+            setenv("FHEPLAN_COPY_THREADS", tv, 1);
+            setenv("FHEPLAN_STAGING_CHUNK", chunks[c], 1);
+            open_backend(k, 1);
+            for (int z = 0; z < nz; z++) {
+                size_t n = sizes[z];
+                for (int d = 0; d < 2; d++) {
+                    double bw = bandwidth(k, d ? DEV_TO_PAGE : PAGE_TO_DEV, BACKEND, n);
+                    char what[64], js[128], tx[64];
+                    snprintf(what, sizeof what, "sweep %s", dir_names[d ? DEV_TO_PAGE : PAGE_TO_DEV]);
+                    snprintf(js, sizeof js, ", \"copy_threads\": %d, \"chunk\": \"%s\"",
+                             threads[t], *chunks[c] ? chunks[c] : "auto");
+                    snprintf(tx, sizeof tx, "threads %d chunk %s", threads[t],
+                             *chunks[c] ? chunks[c] : "auto");
+                    row_vs_host(k, what, n, bw, js, tx);
+                    if (bw > best[z][d]) {
+                        best[z][d] = bw;
+                        snprintf(best_js[z][d], sizeof best_js[z][d], "%s", js);
+                        snprintf(best_tx[z][d], sizeof best_tx[z][d], "%s", tx);
+                    }
+                }
+            }
+            close_backend(k);
+        }
+    }
+    for (int z = 0; z < nz; z++) {
+        size_t n = sizes[z];
+        for (int d = 0; d < 2 && best[z][d] > 0; d++) {
+            char what[64];
+            snprintf(what, sizeof what, "sweep best %s", dir_names[d ? DEV_TO_PAGE : PAGE_TO_DEV]);
+            row_vs_host(k, what, n, best[z][d], best_js[z][d], best_tx[z][d]);
+        }
+    }
+    /* back to the caller's environment */
+    if (*keep_t)
+        setenv("FHEPLAN_COPY_THREADS", keep_t, 1);
+    else
+        unsetenv("FHEPLAN_COPY_THREADS");
+    if (*keep_c)
+        setenv("FHEPLAN_STAGING_CHUNK", keep_c, 1);
+    else
+        unsetenv("FHEPLAN_STAGING_CHUNK");
 }
 
 int main(int argc, char **argv)
 {
     bench k = {.first_row = 1};
     parse_args(&k, argc, argv);
-    setup(&k);
+    staging_shape sh;
+    fhr_error err;
+    fhr_error_init(&err);
+    if (staging_shape_parse(getenv("FHEPLAN_COPY_THREADS"), getenv("FHEPLAN_STAGING_CHUNK"),
+                            k.cores, &sh, &err) != FHR_OK)
+        die("environment", err.message);
+    if (k.host_only) { /* the yardstick alone: no GPU needed */
+        k.pageable = malloc(k.max);
+        if (!k.pageable)
+            die("malloc", "no memory for the pageable buffer");
+        memset(k.pageable, 3, k.max);
+    } else {
+        setup(&k);
+    }
     if (k.json)
-        printf("{\"reps\": %d, \"copy_threads_env\": \"%s\", \"rows\": [", k.reps,
+        printf("{\"reps\": %d, \"cores\": %d, \"copy_threads\": %d, \"chunk_min\": %zu, "
+               "\"chunk_max\": %zu, \"copy_threads_env\": \"%s\", \"rows\": [",
+               k.reps, k.cores, sh.threads, sh.min_chunk, sh.max_chunk,
                getenv("FHEPLAN_COPY_THREADS") ? getenv("FHEPLAN_COPY_THREADS") : "");
+    else
+        printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, medians of %d\n", k.cores,
+               sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10, k.reps);
+    run_host(&k); /* the yardstick first, before any staging thread exists */
+    if (k.host_only) {
+        if (k.json)
+            printf("\n]}\n");
+        free(k.pageable);
+        return 0;
+    }
     run_bandwidth(&k);
-    run_host(&k);
+    run_staged_vs_host(&k);
     run_enqueue(&k);
+    if (k.sweep)
+        run_sweep(&k);
     if (k.json)
         printf("\n]}\n");
     teardown(&k);

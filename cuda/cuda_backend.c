@@ -565,13 +565,6 @@ static const fhr_backend_ops cuda_ops = {
     .stream_native = cu_stream_native,
 };
 
-static int copy_threads_from_env(void)
-{
-    const char *v = getenv("FHEPLAN_COPY_THREADS");
-    int n = v ? atoi(v) : 0;
-    return n >= 1 && n <= 64 ? n : 4;
-}
-
 /* The pool's growth granule: it maps device memory in whole granules (32 MiB on the
  * drivers measured), so what it holds is what it hands out rounded up to one. Measured
  * once on the fresh pool (a 1-byte allocation), which is then trimmed back to nothing
@@ -639,13 +632,18 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
     c->base.impl = c;
     c->ndev = ndev;
     pthread_mutex_init(&c->peer_mu, NULL);
-    fhr_status st = setup_pools(c, err);
+    staging_shape shape;
+    fhr_status st = staging_shape_parse(getenv("FHEPLAN_COPY_THREADS"),
+                                        getenv("FHEPLAN_STAGING_CHUNK"), staging_cores(), &shape,
+                                        err);
+    if (!st)
+        st = setup_pools(c, err);
     if (!st)
         st = pin_pool_create(&c->pinned, err);
     if (!st)
-        st = copy_pool_create(copy_threads_from_env(), &c->copiers, err);
+        st = copy_pool_create(shape.threads, &c->copiers, err);
     if (!st)
-        st = stager_set_create(c->copiers, &c->stagers, err);
+        st = stager_set_create(c->copiers, &shape, &c->stagers, err);
     if (st) {
         cu_destroy(&c->base);
         return st;

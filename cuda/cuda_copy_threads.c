@@ -1,8 +1,6 @@
 /* cuda/cuda_copy_threads.c — the CUDA backend's persistent host copy threads: large host
- * memcpys cut into parallel slices; callable from CUDA host functions (it calls no CUDA). */
-#include "cuda/cuda_internal.h"
-
-#if FHEPLAN_HAVE_CUDA
+ * memcpys cut into parallel slices, or whole jobs for staging; calls no CUDA. */
+#include "cuda/copy_threads.h"
 #include "base/error.h"
 
 #include <pthread.h>
@@ -11,16 +9,7 @@
 
 /* ---- copy threads ------------------------------------------------------------------ */
 
-#define COPY_MAX_THREADS 64
 #define COPY_PARALLEL_MIN ((size_t)1 << 20) /* below this one memcpy is faster */
-
-typedef struct copy_task {
-    void *dst;
-    const void *src;
-    size_t n;
-    int *pending; /* the submitting call's counter, guarded by copy_pool.mu */
-    struct copy_task *next;
-} copy_task;
 
 struct copy_pool {
     pthread_mutex_t mu;
@@ -90,6 +79,35 @@ fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err)
 
 int copy_pool_threads(const copy_pool *cp) { return cp->nthreads; }
 
+/* Appends t to the queue; caller holds cp->mu. */
+static void enqueue(copy_pool *cp, copy_task *t)
+{
+    t->next = NULL;
+    if (cp->tail)
+        cp->tail->next = t;
+    else
+        cp->head = t;
+    cp->tail = t;
+}
+
+void copy_pool_submit(copy_pool *cp, copy_job *j, void *dst, const void *src, size_t n)
+{
+    pthread_mutex_lock(&cp->mu);
+    j->pending = 1;
+    j->task = (copy_task){dst, src, n, &j->pending, NULL};
+    enqueue(cp, &j->task);
+    pthread_cond_signal(&cp->work_cv);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+void copy_pool_wait(copy_pool *cp, copy_job *j)
+{
+    pthread_mutex_lock(&cp->mu);
+    while (j->pending > 0)
+        pthread_cond_wait(&cp->done_cv, &cp->mu);
+    pthread_mutex_unlock(&cp->mu);
+}
+
 /* Splits the copy into nthreads page-aligned slices: the caller copies the first one,
  * the pool the rest; returns when all are done. */
 void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n)
@@ -108,11 +126,7 @@ void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n)
         copy_task *t = &tasks[pending++];
         *t = (copy_task){(char *)dst + off, (const char *)src + off,
                          n - off < slice ? n - off : slice, &pending, NULL};
-        if (cp->tail)
-            cp->tail->next = t;
-        else
-            cp->head = t;
-        cp->tail = t;
+        enqueue(cp, t);
     }
     pthread_cond_broadcast(&cp->work_cv);
     pthread_mutex_unlock(&cp->mu);
@@ -133,5 +147,3 @@ void copy_pool_destroy(copy_pool *cp)
     pthread_mutex_destroy(&cp->mu);
     free(cp);
 }
-
-#endif

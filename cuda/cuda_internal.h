@@ -1,10 +1,12 @@
 /* cuda/cuda_internal.h — pieces shared by the real CUDA backend's files: error mapping,
- * the pinned host pool, the host copy-thread pool and pageable staging (internal). */
+ * the pinned host pool and pageable staging (internal; the copy threads have their own). */
 #ifndef FHEPLAN_CUDA_INTERNAL_H
 #define FHEPLAN_CUDA_INTERNAL_H
 
 #if FHEPLAN_HAVE_CUDA
 #include "fheplan/backend.h"
+#include "cuda/copy_threads.h"
+#include "cuda/staging_pipeline.h"
 
 #include <cuda_runtime_api.h>
 
@@ -31,20 +33,15 @@ void pin_release(pin_pool *pp, void *p, size_t nbytes);
 void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved);
 void pin_pool_destroy(pin_pool *pp);
 
-/* ---- host copy threads (cuda_copy_threads.c) -------------------------------------
- * A persistent pool of threads doing large host memcpys in parallel slices. Callable
- * from any thread, including CUDA host functions (it calls no CUDA). */
-typedef struct copy_pool copy_pool;
-fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err);
-void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n);
-int copy_pool_threads(const copy_pool *cp);
-void copy_pool_destroy(copy_pool *cp);
-
 /* ---- pageable staging (cuda_staging.c) ---------------------------------------------
- * Pageable host <-> device copies through per-device stagers (4 x 16 MiB pinned
- * buffers and an internal stream each), pipelining host memcpy with DMA. */
+ * Pageable host <-> device copies through per-device stagers (an internal stream and
+ * pinned slots each), the copy threads filling or draining slots while DMA runs; chunk
+ * size and slot count follow the copy's size (cuda/staging_pipeline.h). */
 typedef struct stager_set stager_set;
-fhr_status stager_set_create(copy_pool *cp, stager_set **out, fhr_error *err);
+fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_set **out,
+                             fhr_error *err);
+/* The pinned bytes every stager's slots hold now (freed by stager_set_destroy). */
+uint64_t stager_set_bytes(stager_set *set);
 /* Synchronous for the calling thread: waits for s's earlier work, runs the pipeline,
  * and returns once the host side is done. Device-to-host is complete on return;
  * for host-to-device, later work on s waits (cudaStreamWaitEvent) for the last DMA. */

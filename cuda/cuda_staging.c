@@ -1,5 +1,5 @@
-/* cuda/cuda_staging.c — the pageable <-> device pipeline of the CUDA backend: pinned
- * staging chunks, host memcpy of one chunk (copy threads) overlapping DMA of the last. */
+/* cuda/cuda_staging.c — the pageable <-> device pipeline of the CUDA backend: per-device
+ * stagers of pinned slots, copy threads filling or draining them while DMA runs. */
 #include "cuda/cuda_internal.h"
 
 #if FHEPLAN_HAVE_CUDA
@@ -9,46 +9,64 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- stagers ----------------------------------------------------------------------- */
-
-#define STAGE_CHUNK ((size_t)16 << 20)
-#define STAGE_BUFS 4
+/* ---- stagers ----------------------------------------------------------------------- *
+ * A stager belongs to one device and to one copy at a time: an internal DMA stream and
+ * up to STAGING_MAX_SLOTS pinned slots of shape.max_chunk bytes, each allocated when a
+ * copy first needs it and kept until stager_set_destroy. ev[i] is the last DMA touching
+ * slot i (armed[i]: recorded and not yet waited for); job[i] its host copy. */
 
 typedef struct stager {
     int dev;
-    cudaStream_t st;              /* internal DMA stream on dev */
-    cudaEvent_t done;             /* the last DMA of a host-to-device copy */
-    cudaEvent_t ev[STAGE_BUFS];   /* last DMA touching buf[i] */
-    int armed[STAGE_BUFS];        /* ev[i] has been recorded */
-    void *buf[STAGE_BUFS];
+    cudaStream_t st;
+    cudaEvent_t done; /* the last DMA of a host-to-device copy */
+    cudaEvent_t ev[STAGING_MAX_SLOTS];
+    int armed[STAGING_MAX_SLOTS];
+    void *buf[STAGING_MAX_SLOTS];
+    copy_job job[STAGING_MAX_SLOTS];
     struct stager *next;
 } stager;
 
 struct stager_set {
     copy_pool *cp;
-    pthread_mutex_t mu; /* idle list */
+    staging_shape shape;
+    pthread_mutex_t mu; /* idle list and bytes */
     stager *idle;
+    uint64_t bytes; /* pinned bytes of every slot allocated */
 };
 
-fhr_status stager_set_create(copy_pool *cp, stager_set **out, fhr_error *err)
+fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_set **out,
+                             fhr_error *err)
 {
     stager_set *set = calloc(1, sizeof *set);
     if (!set)
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for staging");
     set->cp = cp;
+    set->shape = *shape;
     pthread_mutex_init(&set->mu, NULL);
     *out = set;
     return FHR_OK;
 }
 
-static void stager_free(stager *g)
+uint64_t stager_set_bytes(stager_set *set)
 {
+    pthread_mutex_lock(&set->mu);
+    uint64_t b = set->bytes;
+    pthread_mutex_unlock(&set->mu);
+    return b;
+}
+
+/* Frees g and returns the pinned bytes it held. */
+static uint64_t stager_free(stager *g, size_t slot_bytes)
+{
+    uint64_t held = 0;
     cudaSetDevice(g->dev);
     if (g->st)
         cudaStreamSynchronize(g->st);
-    for (int i = 0; i < STAGE_BUFS; i++) {
-        if (g->buf[i])
+    for (int i = 0; i < STAGING_MAX_SLOTS; i++) {
+        if (g->buf[i]) {
             cudaFreeHost(g->buf[i]);
+            held += slot_bytes;
+        }
         if (g->ev[i])
             cudaEventDestroy(g->ev[i]);
     }
@@ -57,6 +75,7 @@ static void stager_free(stager *g)
     if (g->st)
         cudaStreamDestroy(g->st);
     free(g);
+    return held;
 }
 
 static fhr_status stager_init(stager *g, fhr_error *err)
@@ -64,12 +83,6 @@ static fhr_status stager_init(stager *g, fhr_error *err)
     CU_TRY(cudaSetDevice(g->dev), "cudaSetDevice (staging)");
     CU_TRY(cudaStreamCreateWithFlags(&g->st, cudaStreamNonBlocking), "cudaStreamCreate (staging)");
     CU_TRY(cudaEventCreateWithFlags(&g->done, cudaEventDisableTiming), "cudaEventCreate (staging)");
-    for (int i = 0; i < STAGE_BUFS; i++) {
-        CU_TRY(cudaEventCreateWithFlags(&g->ev[i], cudaEventDisableTiming),
-               "cudaEventCreate (staging)");
-        CU_TRY(cudaHostAlloc(&g->buf[i], STAGE_CHUNK, cudaHostAllocPortable),
-               "cudaHostAlloc (staging buffer)");
-    }
     return FHR_OK;
 }
 
@@ -92,7 +105,7 @@ static fhr_status stager_take(stager_set *set, int dev, stager **out, fhr_error 
     g->dev = dev;
     fhr_status st = stager_init(g, err);
     if (st) {
-        stager_free(g);
+        stager_free(g, set->shape.max_chunk);
         return st;
     }
     *out = g;
@@ -107,8 +120,24 @@ static void stager_put(stager_set *set, stager *g)
     pthread_mutex_unlock(&set->mu);
 }
 
-/* Waits until no DMA uses buf[b]. */
-static fhr_status buf_ready(stager *g, int b, fhr_error *err)
+/* Slot b's event and pinned buffer, made on first use. */
+static fhr_status slot_ready(stager_set *set, stager *g, int b, fhr_error *err)
+{
+    if (!g->ev[b])
+        CU_TRY(cudaEventCreateWithFlags(&g->ev[b], cudaEventDisableTiming),
+               "cudaEventCreate (staging slot)");
+    if (!g->buf[b]) {
+        CU_TRY(cudaHostAlloc(&g->buf[b], set->shape.max_chunk, cudaHostAllocPortable),
+               "cudaHostAlloc (staging slot)");
+        pthread_mutex_lock(&set->mu);
+        set->bytes += set->shape.max_chunk;
+        pthread_mutex_unlock(&set->mu);
+    }
+    return FHR_OK;
+}
+
+/* Waits until no DMA uses slot b. */
+static fhr_status dma_wait(stager *g, int b, fhr_error *err)
 {
     if (g->armed[b])
         CU_TRY(cudaEventSynchronize(g->ev[b]), "cudaEventSynchronize (staging)");
@@ -125,57 +154,94 @@ static fhr_status dma(stager *g, int b, void *dst, const void *src, size_t len,
     return FHR_OK;
 }
 
-static size_t chunk_len(size_t n, size_t i)
+/* ---- one copy through the pipeline (cuda/staging_pipeline.c orders the stages) ------ */
+
+typedef struct run {
+    stager_set *set;
+    stager *g;
+    const staging_plan *p;
+    char *dev;        /* device side */
+    char *host;       /* pageable side */
+} run;
+
+/* The host stage of chunk i: by the caller when the copy is one chunk, else a job. */
+static void host_copy(run *r, size_t i, int b, int to_slot)
 {
-    size_t off = i * STAGE_CHUNK;
-    return n - off < STAGE_CHUNK ? n - off : STAGE_CHUNK;
+    size_t off, len;
+    staging_chunk(r->p, i, &off, &len);
+    void *dst = to_slot ? r->g->buf[b] : r->host + off;
+    const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
+    if (r->p->inline_host) {
+        memcpy(dst, src, len);
+        r->g->job[b].pending = 0;
+    } else {
+        copy_pool_submit(r->set->cp, &r->g->job[b], dst, src, len);
+    }
 }
 
-static fhr_status to_device(stager_set *set, stager *g, char *dst, const char *src, size_t n,
-                            cudaStream_t s, fhr_error *err)
+static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
 {
-    size_t nch = (n + STAGE_CHUNK - 1) / STAGE_CHUNK;
-    for (size_t i = 0; i < nch; i++) {
-        int b = (int)(i % STAGE_BUFS);
-        size_t off = i * STAGE_CHUNK, len = chunk_len(n, i);
-        fhr_status st = buf_ready(g, b, err);
-        if (st)
-            return st;
-        copy_pool_memcpy(set->cp, g->buf[b], src + off, len);
-        st = dma(g, b, dst + off, g->buf[b], len, cudaMemcpyHostToDevice, err);
-        if (st)
-            return st;
-    }
-    CU_TRY(cudaEventRecord(g->done, g->st), "cudaEventRecord (staging done)");
-    CU_TRY(cudaStreamWaitEvent(s, g->done, 0), "cudaStreamWaitEvent (staging done)");
+    (void)i, (void)err;
+    run *r = ctx;
+    copy_pool_wait(r->set->cp, &r->g->job[b]);
     return FHR_OK;
 }
 
-static fhr_status to_host(stager_set *set, stager *g, char *dst, const char *src, size_t n,
-                          fhr_error *err)
+static void quiesce(void *ctx)
 {
-    size_t nch = (n + STAGE_CHUNK - 1) / STAGE_CHUNK;
-    fhr_status st = FHR_OK;
-    for (size_t i = 0; i < nch && i < STAGE_BUFS && !st; i++) {
-        int b = (int)i;
-        st = buf_ready(g, b, err);
-        if (!st)
-            st = dma(g, b, g->buf[b], src + i * STAGE_CHUNK, chunk_len(n, i),
-                     cudaMemcpyDeviceToHost, err);
-    }
-    for (size_t i = 0; i < nch && !st; i++) {
-        int b = (int)(i % STAGE_BUFS);
-        st = buf_ready(g, b, err);
-        if (st)
-            break;
-        copy_pool_memcpy(set->cp, dst + i * STAGE_CHUNK, g->buf[b], chunk_len(n, i));
-        size_t k = i + STAGE_BUFS;
-        if (k < nch)
-            st = dma(g, b, g->buf[b], src + k * STAGE_CHUNK, chunk_len(n, k),
-                     cudaMemcpyDeviceToHost, err);
-    }
+    run *r = ctx;
+    for (int b = 0; b < r->p->slots; b++)
+        copy_pool_wait(r->set->cp, &r->g->job[b]);
+}
+
+static fhr_status h2d_fill(void *ctx, size_t i, int b, fhr_error *err)
+{
+    run *r = ctx;
+    fhr_status st = slot_ready(r->set, r->g, b, err);
+    if (!st)
+        st = dma_wait(r->g, b, err); /* a DMA an earlier copy left in flight */
+    if (!st)
+        host_copy(r, i, b, 1);
     return st;
 }
+
+static fhr_status h2d_dma(void *ctx, size_t i, int b, fhr_error *err)
+{
+    run *r = ctx;
+    size_t off, len;
+    staging_chunk(r->p, i, &off, &len);
+    return dma(r->g, b, r->dev + off, r->g->buf[b], len, cudaMemcpyHostToDevice, err);
+}
+
+static fhr_status dma_wait_op(void *ctx, size_t i, int b, fhr_error *err)
+{
+    (void)i;
+    run *r = ctx;
+    return dma_wait(r->g, b, err);
+}
+
+static fhr_status d2h_dma(void *ctx, size_t i, int b, fhr_error *err)
+{
+    run *r = ctx;
+    fhr_status st = slot_ready(r->set, r->g, b, err);
+    if (!st)
+        st = dma_wait(r->g, b, err);
+    if (st)
+        return st;
+    size_t off, len;
+    staging_chunk(r->p, i, &off, &len);
+    return dma(r->g, b, r->g->buf[b], r->dev + off, len, cudaMemcpyDeviceToHost, err);
+}
+
+static fhr_status d2h_drain(void *ctx, size_t i, int b, fhr_error *err)
+{
+    (void)err;
+    host_copy(ctx, i, b, 0);
+    return FHR_OK;
+}
+
+static const staging_ops to_device_ops = {h2d_fill, host_wait, h2d_dma, dma_wait_op, quiesce};
+static const staging_ops to_host_ops = {d2h_dma, dma_wait_op, d2h_drain, host_wait, quiesce};
 
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
                        int to_dev, cudaStream_t s, fhr_error *err)
@@ -184,6 +250,9 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
     fhr_status st = stager_take(set, dev, &g, err);
     if (st)
         return st;
+    staging_plan p;
+    staging_plan_make(n, &set->shape, to_dev, &p);
+    run r = {set, g, &p, to_dev ? dst : (void *)src, to_dev ? (void *)src : dst};
     /* s may belong to another device (a host queue lives on device 0), so wait for its
      * earlier work with a stream sync rather than an event of dev. */
     cudaError_t e = cudaStreamSynchronize(s);
@@ -191,10 +260,15 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
         e = cudaSetDevice(dev);
     if (e != cudaSuccess)
         st = fhr_cuda_fail(err, e, "waiting for the stream before a staged copy");
-    else if (to_dev)
-        st = to_device(set, g, dst, src, n, s, err);
     else
-        st = to_host(set, g, dst, src, n, err);
+        st = staging_run(&p, !to_dev, to_dev ? &to_device_ops : &to_host_ops, &r, err);
+    if (!st && to_dev) {
+        e = cudaEventRecord(g->done, g->st);
+        if (e == cudaSuccess)
+            e = cudaStreamWaitEvent(s, g->done, 0);
+        if (e != cudaSuccess)
+            st = fhr_cuda_fail(err, e, "ordering the stream after a staged copy");
+    }
     stager_put(set, g);
     return st;
 }
@@ -206,7 +280,7 @@ void stager_set_destroy(stager_set *set)
     while (set->idle) {
         stager *g = set->idle;
         set->idle = g->next;
-        stager_free(g);
+        set->bytes -= stager_free(g, set->shape.max_chunk);
     }
     pthread_mutex_destroy(&set->mu);
     free(set);

@@ -165,6 +165,34 @@ Test(cuda_copy, three_mib_plus_7) { all_directions((3u << 20) + 7); }
 Test(cuda_copy, spans_three_chunks) { all_directions((40u << 20) + 13); }
 Test(cuda_copy, reuses_every_staging_buffer) { all_directions((100u << 20) + 1); }
 
+/* A fixed small chunk (Criterion forks each test, so the environment stays its own):
+ * sizes around a chunk and many trips through every slot. */
+static void small_chunks(const char *threads, size_t n)
+{
+    setenv("FHEPLAN_COPY_THREADS", threads, 1);
+    setenv("FHEPLAN_STAGING_CHUNK", "4K", 1);
+    all_directions(n);
+}
+
+Test(cuda_copy, fixed_chunk_minus_one) { small_chunks("3", 4095); }
+Test(cuda_copy, fixed_chunk_plus_one) { small_chunks("3", 4097); }
+Test(cuda_copy, fixed_chunk_many_trips) { small_chunks("5", (1u << 20) + 3); }
+Test(cuda_copy, one_thread_many_trips) { small_chunks("1", (256u << 10) + 1); }
+
+Test(cuda, bad_staging_environment_is_refused_by_name)
+{
+    setenv("FHEPLAN_STAGING_CHUNK", "3K", 1);
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_status st = fhr_backend_cuda_create(&b, &err);
+    if (st == FHR_E_UNSUPPORTED && !strstr(err.message, "FHEPLAN"))
+        cr_skip("%s", err.message);
+    cr_assert_eq(st, FHR_E_INVALID, "%s", err.message);
+    cr_assert(strstr(err.message, "FHEPLAN_STAGING_CHUNK") != NULL);
+    cr_assert_null(b);
+}
+
 static void fill_later(void *arg)
 {
     unsigned char *p = arg;

@@ -1,0 +1,42 @@
+/* cuda/copy_threads.h — the host copy-thread pool of the CUDA backend's staging: plain
+ * pthreads, no CUDA, so it runs (and is tested) in every build. Internal. */
+#ifndef FHEPLAN_COPY_THREADS_H
+#define FHEPLAN_COPY_THREADS_H
+
+#include "fheplan/backend.h"
+
+#include <stddef.h>
+
+#define COPY_MAX_THREADS 64
+
+/* One queued memcpy. `pending` is the counter of whoever waits for it (guarded by the
+ * pool's mutex). */
+typedef struct copy_task {
+    void *dst;
+    const void *src;
+    size_t n;
+    int *pending;
+    struct copy_task *next;
+} copy_task;
+
+/* A memcpy handed whole to one pool thread (copy_pool_submit), waited for with
+ * copy_pool_wait. The caller owns the storage and keeps it alive until the wait. */
+typedef struct copy_job {
+    copy_task task;
+    int pending; /* 1 from submit until a thread has finished the memcpy */
+} copy_job;
+
+/* A persistent pool of threads doing host memcpys. Callable from any thread, including
+ * CUDA host functions (it calls no CUDA). */
+typedef struct copy_pool copy_pool;
+fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err);
+/* One large memcpy cut into page-aligned slices over the threads; returns when done. */
+void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n);
+/* Queues j's memcpy of n bytes for one thread and returns at once. */
+void copy_pool_submit(copy_pool *cp, copy_job *j, void *dst, const void *src, size_t n);
+/* Returns once j (submitted, or never submitted: pending 0) is done. */
+void copy_pool_wait(copy_pool *cp, copy_job *j);
+int copy_pool_threads(const copy_pool *cp);
+void copy_pool_destroy(copy_pool *cp);
+
+#endif

@@ -1,0 +1,131 @@
+/* cuda/staging_pipeline.c — pageable staging without the device: its shape (threads and
+ * chunk sizes, from the environment), the chunk plan of one copy and the pipeline order. */
+#include "cuda/staging_pipeline.h"
+#include "base/error.h"
+
+#include <errno.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+int staging_cores(void)
+{
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+        return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)(n < 4096 ? n : 4096) : 1;
+}
+
+/* A whole decimal number, nothing else; -1 when v is not one or exceeds max. */
+static long long whole(const char *v, const char **end, long long max)
+{
+    if (*v < '0' || *v > '9')
+        return -1;
+    errno = 0;
+    char *e;
+    unsigned long long x = strtoull(v, &e, 10);
+    if (errno || x > (unsigned long long)max)
+        return -1;
+    *end = e;
+    return (long long)x;
+}
+
+static fhr_status parse_chunk(const char *v, size_t *out, fhr_error *err)
+{
+    const char *e = v;
+    long long x = whole(v, &e, (long long)STAGING_CHUNK_LIMIT);
+    unsigned shift = 0;
+    if (x >= 0 && *e) {
+        shift = *e == 'K' || *e == 'k' ? 10 : *e == 'M' || *e == 'm' ? 20 : *e == 'G' || *e == 'g' ? 30 : 99;
+        e++;
+        if (e[0] == 'i' && e[1] == 'B')
+            e += 2;
+    }
+    unsigned long long bytes = x >= 0 && shift < 64 ? (unsigned long long)x << shift : 0;
+    if (x < 0 || *e || shift >= 64 || (x > 0 && bytes >> shift != (unsigned long long)x) ||
+        bytes < STAGING_ALIGN || bytes > STAGING_CHUNK_LIMIT || bytes % STAGING_ALIGN)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_CHUNK: '%s' is not a chunk size (a multiple of 4 KiB "
+                        "from 4K to 1G; suffix K, M or G)",
+                        v);
+    *out = (size_t)bytes;
+    return FHR_OK;
+}
+
+fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
+                               staging_shape *out, fhr_error *err)
+{
+    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK};
+    if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
+        sh.threads = STAGING_DEFAULT_MAX_THREADS;
+    if (threads && *threads) {
+        const char *e = threads;
+        long long t = whole(threads, &e, STAGING_THREADS_LIMIT);
+        if (t < 1 || *e)
+            return fhr_fail(err, FHR_E_INVALID,
+                            "FHEPLAN_COPY_THREADS: '%s' is not a thread count (1 to %d)",
+                            threads, STAGING_THREADS_LIMIT);
+        sh.threads = (int)t;
+    }
+    if (chunk && *chunk) {
+        size_t c = 0;
+        fhr_status st = parse_chunk(chunk, &c, err);
+        if (st)
+            return st;
+        sh.min_chunk = sh.max_chunk = c;
+    }
+    *out = sh;
+    return FHR_OK;
+}
+
+void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p)
+{
+    size_t t = (size_t)(sh->threads < 1 ? 1 : sh->threads);
+    size_t want = n / (2 * t) + (n % (2 * t) != 0);
+    want = (want + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
+    size_t chunk = want < sh->min_chunk ? sh->min_chunk : want;
+    if (chunk > sh->max_chunk)
+        chunk = sh->max_chunk;
+    size_t chunks = n / chunk + (n % chunk != 0);
+    size_t slots = t + 2 < chunks ? t + 2 : chunks;
+    size_t lag = to_device ? 1 : t;
+    if (lag > slots - 1)
+        lag = slots - 1;
+    *p = (staging_plan){n, chunk, chunks, (int)slots, (int)lag, chunks == 1};
+}
+
+void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len)
+{
+    *off = i * p->chunk;
+    *len = p->n - *off < p->chunk ? p->n - *off : p->chunk;
+}
+
+fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,
+                       fhr_error *err)
+{
+    size_t nch = p->chunks, slots = (size_t)p->slots, lag = (size_t)p->lag;
+    fhr_status st = FHR_OK;
+    for (size_t i = 0; i < slots && i < nch && !st; i++)
+        st = ops->start_a(ctx, i, (int)i, err);
+    for (size_t i = 0; i < nch && !st; i++) {
+        int s = (int)(i % slots);
+        st = ops->wait_a(ctx, i, s, err);
+        if (!st)
+            st = ops->start_b(ctx, i, s, err);
+        /* recycle the slot of chunk j = i - lag for chunk j + slots, if there is one */
+        if (!st && i >= lag && i - lag + slots < nch) {
+            size_t j = i - lag;
+            st = ops->wait_b(ctx, j, (int)(j % slots), err);
+            if (!st)
+                st = ops->start_a(ctx, j + slots, (int)(j % slots), err);
+        }
+    }
+    /* the chunks whose slots were never recycled */
+    for (size_t j = nch > slots ? nch - slots : 0; wait_tail && j < nch && !st; j++)
+        st = ops->wait_b(ctx, j, (int)(j % slots), err);
+    if (st)
+        ops->quiesce(ctx);
+    return st;
+}

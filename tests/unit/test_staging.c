@@ -1,0 +1,627 @@
+/* tests/unit/test_staging.c — pageable staging without a GPU: the shape from the
+ * environment, the chunk plan by size, the pipeline's order, and real copies through it
+ * with the copy threads and the emulated device as the DMA engine. */
+#include "fheplan/backend.h"
+#include "base/error.h"
+#include "cuda/copy_threads.h"
+#include "cuda/staging_pipeline.h"
+
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KiB ((size_t)1 << 10)
+#define MiB ((size_t)1 << 20)
+#define GiB ((size_t)1 << 30)
+
+static staging_shape shape(int threads, size_t fixed_chunk)
+{
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK};
+    if (fixed_chunk)
+        sh.min_chunk = sh.max_chunk = fixed_chunk;
+    return sh;
+}
+
+/* ---- shape ------------------------------------------------------------------------- */
+
+Test(staging, shape_defaults_follow_the_cores)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 6, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.threads, 6);
+    cr_assert_eq(sh.min_chunk, STAGING_MIN_CHUNK);
+    cr_assert_eq(sh.max_chunk, STAGING_MAX_CHUNK);
+    cr_assert_eq(staging_shape_parse("", "", 128, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.threads, STAGING_DEFAULT_MAX_THREADS);
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 0, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.threads, 1);
+    cr_assert_geq(staging_cores(), 1);
+}
+
+Test(staging, shape_overrides)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse("64", "4K", 2, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.threads, 64);
+    cr_assert_eq(sh.min_chunk, 4 * KiB);
+    cr_assert_eq(sh.max_chunk, 4 * KiB);
+    cr_assert_eq(staging_shape_parse("1", "64KiB", 2, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.threads, 1);
+    cr_assert_eq(sh.max_chunk, 64 * KiB);
+    cr_assert_eq(staging_shape_parse(NULL, "8192", 2, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.max_chunk, 8192);
+    cr_assert_eq(staging_shape_parse(NULL, "16m", 2, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.max_chunk, 16 * MiB);
+    cr_assert_eq(staging_shape_parse(NULL, "1G", 2, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.max_chunk, GiB);
+}
+
+Test(staging, shape_refuses_bad_values_by_name)
+{
+    const char *threads[] = {"0", "65", "-1", "4x", " 4", "1e1", "99999999999999999999"};
+    const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
+                            "4KB", "4Ki", "K", "18446744073709551616"};
+    for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
+        staging_shape sh = {-7, 0, 0};
+        fhr_error err;
+        fhr_error_init(&err);
+        cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
+                     threads[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_COPY_THREADS") != NULL);
+        cr_assert(strstr(err.message, threads[i]) != NULL);
+        cr_assert_eq(sh.threads, -7); /* untouched */
+    }
+    for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
+        staging_shape sh = {-7, 0, 0};
+        fhr_error err;
+        fhr_error_init(&err);
+        cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
+                     chunks[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_CHUNK") != NULL);
+        cr_assert_eq(sh.threads, -7);
+    }
+}
+
+/* ---- plan -------------------------------------------------------------------------- */
+
+/* The chunks tile [0, n) exactly, each at most p.chunk, all but the last exactly it. */
+static void check_tiles(const staging_plan *p, size_t n)
+{
+    cr_assert_eq(p->n, n);
+    cr_assert_eq(p->chunk % STAGING_ALIGN, 0);
+    cr_assert_eq(p->chunks, n / p->chunk + (n % p->chunk != 0));
+    size_t off, len, end = 0;
+    staging_chunk(p, 0, &off, &len);
+    cr_assert_eq(off, 0);
+    staging_chunk(p, p->chunks - 1, &off, &len);
+    end = off + len;
+    cr_assert_eq(end, n);
+    cr_assert(len >= 1 && len <= p->chunk);
+    if (p->chunks > 1) {
+        staging_chunk(p, p->chunks - 2, &off, &len);
+        cr_assert_eq(len, p->chunk);
+    }
+    cr_assert(p->slots >= 1 && (size_t)p->slots <= p->chunks);
+    cr_assert(p->lag >= 0 && p->lag < p->slots);
+    cr_assert_eq(p->inline_host, p->chunks == 1);
+}
+
+Test(staging, plan_edges_with_a_fixed_chunk)
+{
+    staging_shape sh = shape(4, 64 * KiB);
+    size_t c = 64 * KiB;
+    size_t sizes[] = {1, 7, 4097, c - 1, c, c + 1, 2 * c - 1, 2 * c + 1, 6 * c, 6 * c + 1};
+    size_t want[] = {1, 1, 1, 1, 1, 2, 2, 3, 6, 7};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        for (int dir = 0; dir < 2; dir++) {
+            staging_plan p;
+            staging_plan_make(sizes[k], &sh, dir, &p);
+            check_tiles(&p, sizes[k]);
+            cr_assert_eq(p.chunk, c);
+            cr_assert_eq(p.chunks, want[k], "n %zu", sizes[k]);
+            cr_assert_eq((size_t)p.slots, want[k] < 6 ? want[k] : 6);
+        }
+    }
+}
+
+Test(staging, plan_adapts_to_size_and_threads)
+{
+    staging_shape sh = shape(8, 0);
+    staging_plan p;
+    staging_plan_make(64 * KiB, &sh, 1, &p); /* small: one chunk, copied inline */
+    check_tiles(&p, 64 * KiB);
+    cr_assert_eq(p.chunks, 1);
+    cr_assert_eq(p.inline_host, 1);
+    staging_plan_make(1 * MiB, &sh, 1, &p); /* the smallest chunk, so the threads share it */
+    check_tiles(&p, MiB);
+    cr_assert_eq(p.chunk, STAGING_MIN_CHUNK);
+    cr_assert_eq(p.chunks, 4);
+    staging_plan_make(16 * MiB, &sh, 1, &p); /* two chunks per thread */
+    check_tiles(&p, 16 * MiB);
+    cr_assert_eq(p.chunk, MiB);
+    cr_assert_eq(p.chunks, 16);
+    cr_assert_eq(p.slots, 10);
+    cr_assert_eq(p.lag, 1);
+    staging_plan_make(16 * MiB, &sh, 0, &p);
+    cr_assert_eq(p.lag, 8);
+    staging_plan_make(GiB, &sh, 1, &p); /* large: the slot size caps the chunk */
+    check_tiles(&p, GiB);
+    cr_assert_eq(p.chunk, STAGING_MAX_CHUNK);
+    cr_assert_eq(p.chunks, GiB / STAGING_MAX_CHUNK);
+    sh.threads = 1;
+    staging_plan_make(1 * MiB + 1, &sh, 0, &p);
+    check_tiles(&p, MiB + 1);
+    cr_assert_eq(p.chunk, 516 * KiB); /* half of it, rounded up to a page */
+    cr_assert_eq(p.slots, 2);
+    cr_assert_eq(p.lag, 1);
+}
+
+Test(staging, plan_multi_gib)
+{
+    staging_shape sh = shape(16, 0);
+    staging_plan p;
+    size_t n = 6 * GiB + 5;
+    staging_plan_make(n, &sh, 1, &p);
+    check_tiles(&p, n);
+    cr_assert_eq(p.chunk, STAGING_MAX_CHUNK);
+    cr_assert_eq(p.chunks, 6 * GiB / STAGING_MAX_CHUNK + 1);
+    size_t off, len;
+    staging_chunk(&p, p.chunks - 1, &off, &len);
+    cr_assert_eq(off, 6 * GiB);
+    cr_assert_eq(len, 5);
+    sh = shape(16, 4 * KiB);
+    staging_plan_make(n, &sh, 0, &p);
+    check_tiles(&p, n);
+    cr_assert_eq(p.chunks, 6 * GiB / (4 * KiB) + 1);
+    staging_plan_make(SIZE_MAX, &sh, 1, &p); /* no overflow at the top */
+    check_tiles(&p, SIZE_MAX);
+}
+
+/* ---- pipeline order (a recording mock) --------------------------------------------- */
+
+enum { A_STARTED = 1, A_DONE = 2, B_STARTED = 4, B_DONE = 8 };
+
+typedef struct mock {
+    const staging_plan *p;
+    unsigned char *state; /* per chunk */
+    long ops, fail_at;
+    int failed, quiesced, late_ops;
+    size_t a_out, b_out, max_a_out, max_b_out;
+    int bad;
+    size_t bad_chunk;
+    int to_device, threads;
+    size_t starved; /* host waits that found fewer host stages in flight than threads */
+} mock;
+
+/* At a wait for chunk i's host stage, every thread should have a chunk (or every
+ * remaining chunk be in flight). */
+static void check_busy(mock *m, size_t i, size_t out)
+{
+    size_t left = m->p->chunks - i, t = (size_t)m->threads;
+    if (!m->failed && out < (left < t ? left : t))
+        m->starved++;
+}
+
+static fhr_status step(mock *m, size_t i, int slot, int need, int set, fhr_error *err)
+{
+    if (m->failed) {
+        m->late_ops++;
+        return FHR_OK;
+    }
+    if (++m->ops == m->fail_at) {
+        m->failed = 1;
+        return fhr_fail(err, FHR_E_BACKEND, "injected failure %ld", m->ops);
+    }
+    if (i >= m->p->chunks || (size_t)slot != i % (size_t)m->p->slots ||
+        (m->state[i] & (need | set)) != need) {
+        if (!m->bad)
+            m->bad_chunk = i;
+        m->bad = 1;
+    }
+    m->state[i] |= (unsigned char)set;
+    return FHR_OK;
+}
+
+static fhr_status m_start_a(void *ctx, size_t i, int slot, fhr_error *err)
+{
+    mock *m = ctx;
+    size_t slots = (size_t)m->p->slots;
+    /* the slot's previous chunk must be entirely finished */
+    if (i >= slots && !(m->state[i - slots] & B_DONE) && !m->failed)
+        m->bad = 1;
+    fhr_status st = step(m, i, slot, 0, A_STARTED, err);
+    if (!st && !m->failed && ++m->a_out > m->max_a_out)
+        m->max_a_out = m->a_out;
+    return st;
+}
+
+static fhr_status m_wait_a(void *ctx, size_t i, int slot, fhr_error *err)
+{
+    mock *m = ctx;
+    if (m->to_device)
+        check_busy(m, i, m->a_out);
+    fhr_status st = step(m, i, slot, A_STARTED, A_DONE, err);
+    if (!st && !m->failed)
+        m->a_out--;
+    return st;
+}
+
+static fhr_status m_start_b(void *ctx, size_t i, int slot, fhr_error *err)
+{
+    mock *m = ctx;
+    fhr_status st = step(m, i, slot, A_STARTED | A_DONE, B_STARTED, err);
+    if (!st && !m->failed && ++m->b_out > m->max_b_out)
+        m->max_b_out = m->b_out;
+    return st;
+}
+
+static fhr_status m_wait_b(void *ctx, size_t i, int slot, fhr_error *err)
+{
+    mock *m = ctx;
+    if (!m->to_device)
+        check_busy(m, i, m->b_out);
+    fhr_status st = step(m, i, slot, A_STARTED | A_DONE | B_STARTED, B_DONE, err);
+    if (!st && !m->failed)
+        m->b_out--;
+    return st;
+}
+
+static void m_quiesce(void *ctx) { ((mock *)ctx)->quiesced++; }
+
+static const staging_ops mock_ops = {m_start_a, m_wait_a, m_start_b, m_wait_b, m_quiesce};
+
+static fhr_status run_mock(const staging_plan *p, int to_device, int threads, long fail_at,
+                           mock *m)
+{
+    int wait_tail = !to_device;
+    *m = (mock){.p = p, .fail_at = fail_at, .to_device = to_device, .threads = threads};
+    m->state = calloc(p->chunks, 1);
+    cr_assert_not_null(m->state);
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_status st = staging_run(p, wait_tail, &mock_ops, m, &err);
+    cr_assert_eq(st != FHR_OK, m->failed);
+    if (st)
+        cr_assert(strstr(err.message, "injected") != NULL);
+    return st;
+}
+
+static void check_order(size_t n, int threads, size_t chunk, int to_device)
+{
+    staging_shape sh = shape(threads, chunk);
+    staging_plan p;
+    staging_plan_make(n, &sh, to_device, &p);
+    mock m;
+    int wait_tail = !to_device;
+    cr_assert_eq(run_mock(&p, to_device, threads, 0, &m), FHR_OK);
+    cr_assert_eq(m.bad, 0, "n %zu threads %d chunk %zu: out of order at chunk %zu", n, threads,
+                 chunk, m.bad_chunk);
+    cr_assert_eq(m.quiesced, 0);
+    size_t last_unwaited = 0;
+    for (size_t i = 0; i < p.chunks; i++) {
+        int full = A_STARTED | A_DONE | B_STARTED | B_DONE;
+        if (wait_tail || !(m.state[i] & B_DONE))
+            cr_assert_eq(m.state[i] | (wait_tail ? 0 : B_DONE), full, "chunk %zu", i);
+        if (!(m.state[i] & B_DONE))
+            last_unwaited++;
+    }
+    /* only the last slots' worth of DMAs may be left in flight */
+    cr_assert_leq(last_unwaited, (size_t)p.slots);
+    /* parallelism: whenever the caller waits for a host stage, every copy thread has one */
+    cr_assert_eq(m.starved, 0, "n %zu threads %d dir %d: %zu waits with idle threads", n,
+                 threads, to_device, m.starved);
+    cr_assert_leq(m.max_a_out + m.max_b_out, 2 * (size_t)p.slots);
+    free(m.state);
+}
+
+Test(staging, pipeline_order_every_size)
+{
+    size_t c = 4 * KiB;
+    size_t sizes[] = {1, 3, c - 1, c, c + 1, 2 * c + 1, 7 * c - 1, 37 * c + 11, 200 * c};
+    int threads[] = {1, 2, 3, 8, 16};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+            for (int dir = 0; dir < 2; dir++)
+                check_order(sizes[k], threads[t], c, dir);
+    check_order(GiB + 1, 8, 0, 1);
+    check_order(GiB + 1, 8, 0, 0);
+}
+
+Test(staging, pipeline_order_multi_gib)
+{
+    /* 6 GiB in 64 KiB chunks: ~98k chunks through every slot many times over */
+    check_order(6 * GiB + 3, 16, 64 * KiB, 1);
+    check_order(6 * GiB + 3, 5, 64 * KiB, 0);
+}
+
+Test(staging, pipeline_stops_at_the_first_failure)
+{
+    for (int dir = 0; dir < 2; dir++) {
+        staging_shape sh = shape(3, 4 * KiB);
+        staging_plan p;
+        staging_plan_make(13 * 4 * KiB + 1, &sh, dir, &p);
+        mock m;
+        cr_assert_eq(run_mock(&p, dir, 3, 0, &m), FHR_OK);
+        long total = m.ops;
+        free(m.state);
+        for (long k = 1; k <= total; k++) {
+            cr_assert_eq(run_mock(&p, dir, 3, k, &m), FHR_E_BACKEND);
+            cr_assert_eq(m.quiesced, 1, "failure at op %ld", k);
+            cr_assert_eq(m.late_ops, 0, "ops after the failure at op %ld", k);
+            cr_assert_eq(m.ops, k);
+            free(m.state);
+        }
+    }
+}
+
+/* ---- real copies: copy threads fill and drain, the emulated device does the DMA ---- */
+
+typedef struct emu_run {
+    fhr_backend *b;
+    fhr_stream *s;
+    copy_pool *cp;
+    const staging_plan *p;
+    char *dev, *host;
+    void *slot[STAGING_MAX_SLOTS];
+    fhr_event *ev[STAGING_MAX_SLOTS];
+    int armed[STAGING_MAX_SLOTS];
+    copy_job job[STAGING_MAX_SLOTS];
+    size_t slot_bytes;
+} emu_run;
+
+static fhr_status e_dma_wait(void *ctx, size_t i, int b, fhr_error *err)
+{
+    (void)i;
+    emu_run *r = ctx;
+    fhr_status st = r->armed[b] ? r->b->ops->event_sync(r->b, r->ev[b], err) : FHR_OK;
+    r->armed[b] = 0;
+    return st;
+}
+
+static fhr_status e_slot(emu_run *r, int b, fhr_error *err)
+{
+    fhr_status st = FHR_OK;
+    if (!r->ev[b])
+        st = r->b->ops->event_create(r->b, &r->ev[b], err);
+    if (!st && !r->slot[b])
+        st = r->b->ops->alloc(r->b, fhr_loc_pinned(), r->slot_bytes, r->s, &r->slot[b], err);
+    if (!st)
+        st = e_dma_wait(r, 0, b, err);
+    return st;
+}
+
+static fhr_status e_dma(emu_run *r, size_t i, int b, int to_device, fhr_error *err)
+{
+    size_t off, len;
+    staging_chunk(r->p, i, &off, &len);
+    fhr_status st = to_device
+                        ? r->b->ops->copy(r->b, r->dev + off, fhr_loc_cuda(0), r->slot[b],
+                                          fhr_loc_pinned(), len, r->s, err)
+                        : r->b->ops->copy(r->b, r->slot[b], fhr_loc_pinned(), r->dev + off,
+                                          fhr_loc_cuda(0), len, r->s, err);
+    if (!st)
+        st = r->b->ops->event_record(r->b, r->ev[b], r->s, err);
+    if (!st)
+        r->armed[b] = 1;
+    return st;
+}
+
+static void e_host(emu_run *r, size_t i, int b, int to_slot)
+{
+    size_t off, len;
+    staging_chunk(r->p, i, &off, &len);
+    void *dst = to_slot ? r->slot[b] : r->host + off;
+    const void *src = to_slot ? (const void *)(r->host + off) : r->slot[b];
+    if (r->p->inline_host) {
+        memcpy(dst, src, len);
+        r->job[b].pending = 0;
+    } else {
+        copy_pool_submit(r->cp, &r->job[b], dst, src, len);
+    }
+}
+
+static fhr_status e_fill(void *ctx, size_t i, int b, fhr_error *err)
+{
+    fhr_status st = e_slot(ctx, b, err);
+    if (!st)
+        e_host(ctx, i, b, 1);
+    return st;
+}
+
+static fhr_status e_host_wait(void *ctx, size_t i, int b, fhr_error *err)
+{
+    (void)i, (void)err;
+    emu_run *r = ctx;
+    copy_pool_wait(r->cp, &r->job[b]);
+    return FHR_OK;
+}
+
+static fhr_status e_h2d(void *ctx, size_t i, int b, fhr_error *err) { return e_dma(ctx, i, b, 1, err); }
+
+static fhr_status e_d2h(void *ctx, size_t i, int b, fhr_error *err)
+{
+    fhr_status st = e_slot(ctx, b, err);
+    return st ? st : e_dma(ctx, i, b, 0, err);
+}
+
+static fhr_status e_drain(void *ctx, size_t i, int b, fhr_error *err)
+{
+    (void)err;
+    e_host(ctx, i, b, 0);
+    return FHR_OK;
+}
+
+static void e_quiesce(void *ctx)
+{
+    emu_run *r = ctx;
+    for (int b = 0; b < r->p->slots; b++)
+        copy_pool_wait(r->cp, &r->job[b]);
+}
+
+static const staging_ops emu_to_device = {e_fill, e_host_wait, e_h2d, e_dma_wait, e_quiesce};
+static const staging_ops emu_to_host = {e_d2h, e_dma_wait, e_drain, e_host_wait, e_quiesce};
+
+#define GUARD 64
+
+static unsigned char pattern(size_t i, unsigned seed) { return (unsigned char)(i * 131u + seed + (i >> 12)); }
+
+/* One staged copy of n bytes at host offset `mis` (alignment) through b; returns its
+ * status. The device side and the host side each have GUARD bytes either side. */
+static fhr_status staged_emu(fhr_backend *b, copy_pool *cp, const staging_shape *sh, size_t n,
+                             size_t mis, int to_device, fhr_error *err)
+{
+    staging_plan p;
+    staging_plan_make(n, sh, to_device, &p);
+    emu_run r = {.b = b, .cp = cp, .p = &p, .slot_bytes = sh->max_chunk};
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &r.s, NULL), FHR_OK);
+    size_t total = n + 2 * GUARD;
+    unsigned char *host = malloc(total + mis);
+    void *dev = NULL;
+    cr_assert_not_null(host);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), total, r.s, &dev, NULL), FHR_OK);
+    unsigned char *shadow = malloc(total);
+    cr_assert_not_null(shadow);
+    for (size_t i = 0; i < total; i++) {
+        host[mis + i] = pattern(i, 1);
+        shadow[i] = pattern(i, 2);
+    }
+    cr_assert_eq(b->ops->copy(b, dev, fhr_loc_cuda(0), shadow, fhr_loc_host(), total, r.s, NULL),
+                 FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK);
+    r.dev = (char *)dev + GUARD;
+    r.host = (char *)host + mis + GUARD;
+    fhr_status st = staging_run(&p, !to_device, to_device ? &emu_to_device : &emu_to_host, &r, err);
+    /* every host job has finished on return, whatever happened */
+    for (int s = 0; s < STAGING_MAX_SLOTS; s++)
+        cr_assert_eq(r.job[s].pending, 0);
+    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK); /* the DMAs left in flight */
+    cr_assert_eq(b->ops->copy(b, shadow, fhr_loc_host(), dev, fhr_loc_cuda(0), total, r.s, NULL),
+                 FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK);
+    for (size_t i = 0; i < total; i++) {
+        int inside = i >= GUARD && i < GUARD + n;
+        if (to_device) {
+            cr_assert_eq(host[mis + i], pattern(i, 1)); /* the source is never written */
+            if (!st && inside)
+                cr_assert_eq(shadow[i], pattern(i, 1), "n %zu byte %zu", n, i);
+            else if (!inside)
+                cr_assert_eq(shadow[i], pattern(i, 2), "n %zu guard %zu", n, i);
+        } else {
+            cr_assert_eq(shadow[i], pattern(i, 2));
+            if (!st && inside)
+                cr_assert_eq(host[mis + i], pattern(i, 2), "n %zu byte %zu", n, i);
+            else if (!inside)
+                cr_assert_eq(host[mis + i], pattern(i, 1), "n %zu guard %zu", n, i);
+        }
+    }
+    for (int s = 0; s < STAGING_MAX_SLOTS; s++) {
+        if (r.slot[s])
+            b->ops->free(b, fhr_loc_pinned(), r.slot[s], r.slot_bytes, r.s);
+        if (r.ev[s])
+            b->ops->event_destroy(b, r.ev[s]);
+    }
+    b->ops->free(b, fhr_loc_cuda(0), dev, total, r.s);
+    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK);
+    fhr_stream_destroy(b, r.s);
+    free(shadow);
+    free(host);
+    return st;
+}
+
+static fhr_backend *emu_backend(void)
+{
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_emu_create(1, 0, &b, NULL), FHR_OK);
+    return b;
+}
+
+Test(threads_staging, bytes_arrive_for_every_size_and_alignment)
+{
+    fhr_backend *b = emu_backend();
+    size_t c = 4 * KiB;
+    size_t sizes[] = {1, 7, c - 1, c, c + 1, 3 * c + 1, 16 * c + 13, 64 * c - 1};
+    int threads[] = {1, 3, 4};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        copy_pool *cp = NULL;
+        cr_assert_eq(copy_pool_create(threads[t], &cp, NULL), FHR_OK);
+        staging_shape sh = shape(threads[t], c);
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (size_t mis = 0; mis < 4; mis += 3)
+                for (int dir = 0; dir < 2; dir++)
+                    cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK);
+        copy_pool_destroy(cp);
+    }
+    fhr_backend_destroy(b);
+}
+
+Test(threads_staging, bytes_arrive_with_the_default_chunks)
+{
+    fhr_backend *b = emu_backend();
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(4, &cp, NULL), FHR_OK);
+    staging_shape sh = shape(4, 0);
+    size_t sizes[] = {64 * KiB, MiB + 1, 9 * MiB + 5};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int dir = 0; dir < 2; dir++)
+            cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], 1, dir, NULL), FHR_OK);
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_staging, a_failing_dma_waits_for_the_threads_and_writes_nothing_outside)
+{
+    fhr_backend *inner = emu_backend(), *b = NULL;
+    cr_assert_eq(fhr_backend_fault_create(inner, &b, NULL), FHR_OK);
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    staging_shape sh = shape(3, 4 * KiB);
+    size_t n = 11 * 4 * KiB + 5; /* 12 chunks */
+    for (int dir = 0; dir < 2; dir++) {
+        /* the harness makes one copy before the pipeline (the device's guard pattern);
+         * the pipeline's 12 DMAs are the copies 2 to 13 */
+        fhr_backend_fault_arm(b, FHR_FAULT_COPY, 1000);
+        cr_assert_eq(staged_emu(b, cp, &sh, n, 0, dir, NULL), FHR_OK);
+        cr_assert_eq(fhr_backend_fault_count(b, FHR_FAULT_COPY), 1 + 12 + 1);
+        for (uint64_t k = 2; k < 2 + 12; k++) {
+            fhr_backend_fault_arm(b, FHR_FAULT_COPY, k);
+            fhr_error err;
+            fhr_error_init(&err);
+            fhr_status st = staged_emu(b, cp, &sh, n, 0, dir, &err);
+            fhr_backend_fault_arm(b, FHR_FAULT_COPY, 0);
+            cr_assert_eq(st, FHR_E_BACKEND, "dir %d fault %llu", dir, (unsigned long long)k);
+        }
+    }
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
+}
+
+Test(threads_copy_pool, jobs_and_slices)
+{
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(4, &cp, NULL), FHR_OK);
+    cr_assert_eq(copy_pool_threads(cp), 4);
+    enum { N = 16, LEN = 3 * 4096 + 7 };
+    static unsigned char src[N][LEN], dst[N][LEN];
+    copy_job jobs[N];
+    for (int j = 0; j < N; j++)
+        for (int i = 0; i < LEN; i++)
+            src[j][i] = (unsigned char)(i ^ j);
+    for (int j = 0; j < N; j++)
+        copy_pool_submit(cp, &jobs[j], dst[j], src[j], LEN);
+    for (int j = N - 1; j >= 0; j--) {
+        copy_pool_wait(cp, &jobs[j]);
+        cr_assert_eq(jobs[j].pending, 0);
+        cr_assert_arr_eq(dst[j], src[j], LEN);
+    }
+    size_t big = 5 * MiB + 3;
+    unsigned char *a = malloc(big), *c = calloc(big, 1);
+    cr_assert(a && c);
+    for (size_t i = 0; i < big; i++)
+        a[i] = (unsigned char)(i * 7);
+    copy_pool_memcpy(cp, c, a, big);
+    cr_assert_arr_eq(c, a, big);
+    free(a);
+    free(c);
+    copy_pool_destroy(cp);
+}
