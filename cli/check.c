@@ -19,6 +19,7 @@ static void explain_opts(const cli *c, rplan_vm_opts *o)
     o->nbudget_override = c->nbudgets;
     o->unknown_as_touch = 1;
     o->policy_override = c->policy;
+    o->objective = c->objective;
     o->pinned_gbps = c->pinned_gbps;
     o->device_gbps = c->device_gbps;
     o->gen_gbps = c->gen_gbps;
