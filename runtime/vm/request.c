@@ -335,6 +335,24 @@ static double time_regret(const rplan_vm *vm, const fhr_decision *d, const req_p
     return best;
 }
 
+/* When the copies a decision evicts are free on the modelled timeline: the latest end of
+ * the model's bodies reading them, or t if later (objective bytes: the loads wait for
+ * MIN's victims, as the run's regret waits do). */
+static double victims_free(const rplan_vm *vm, const fhr_decision *d, double t)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        for (size_t i = 0; i < vm->nmflight; i++)
+            for (size_t k = 0; k < vm->mflight[i].nh; k++)
+                if (fhr_handle_equal(vm->mflight[i].hs[k], ev->action.handle) &&
+                    fhr_loc_equal(vm->mflight[i].at[k], at) && vm->mflight[i].end_s > t)
+                    t = vm->mflight[i].end_s;
+    }
+    return t;
+}
+
 /* The bytes a request brings onto devices over the link (copies and source loads). */
 static uint64_t link_bytes(const rplan_stage_report *t)
 {
@@ -463,7 +481,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
     if (!vm->explain)
         inflight_bound(vm, q.rq, q.nrq);
     int tobj = vm_objective_time(vm, rin->policy);
-    double t_issue = tobj ? vm_model_issue(vm) : 0;
+    double t_issue = vm_model_issue(vm);
     fhr_hold **holds = NULL;
     size_t nholds = 0;
     for (int attempt = 0;; attempt++) {
@@ -526,6 +544,8 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             inflight_wait_oldest(vm);
             continue;
         }
+        if (!tobj)
+            t_issue = victims_free(vm, d, t_issue);
         fhr_stream_map xs[FHR_LOC_SLOTS];
         const fhr_plan *plan = fhr_decision_plan(d);
         size_t nxs = transfer_map(vm, plan, xs);
@@ -561,9 +581,9 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             double model = 0, mend = 0;
             for (size_t k = 0; k < q.nruns; k++)
                 model += vm_model_body(vm, &q.runs[k]);
-            if (tobj)
-                st = vm_model_commit(vm, t_issue, link_bytes(&vm->total) - before, model, q.rq,
-                                     q.nrq, q.nruns > 0, &mend, err);
+            vm_model_advance(vm, t_issue);
+            st = vm_model_commit(vm, t_issue, link_bytes(&vm->total) - before, model, q.rq,
+                                 q.nrq, q.nruns > 0, &mend, err);
             if (st == FHR_OK && q.nruns)
                 inflight_push(vm, q.at[0], q.rq, q.nrq, model, mend);
         }

@@ -291,14 +291,19 @@ Test(lookahead_cli, objective_time_check_predicts_the_run_bytes, .timeout = 120)
                 snprintf(bud, sizeof bud, "--budget cuda:0=%llu", quarter);
             char extra[128];
             snprintf(extra, sizeof extra, "--objective time %s", bud);
-            double tl = 0, idle = 0, tl_min = 0;
+            double tl = 0, idle = 0, tl_min = 0, idle_min = 0;
             double predicted = check_lookahead(extra, plans[p], &tl, &idle);
-            double min = check_lookahead(bud, plans[p], &tl_min, NULL);
+            double min = check_lookahead(bud, plans[p], &tl_min, &idle_min);
             cr_assert_gt(tl, 0, "%s: the time objective reports its modelled timeline", plans[p]);
-            cr_assert_eq(tl_min, 0, "the default has no modelled timeline");
             cr_assert_geq(predicted, min, "%s %s: below MIN", plans[p], bud);
-            if (!bi) /* the plan's own budget: the objective trades bytes for time */
+            /* on the modelled timeline the time objective is never slower than MIN */
+            cr_assert_leq(tl, tl_min * (1 + 1e-9), "%s %s: %.6f s against MIN's %.6f s", plans[p],
+                          bud, tl, tl_min);
+            if (!bi) { /* the plan's own budget: bytes traded for the link's idle time */
                 cr_assert_gt(predicted, min, "%s: the time objective moves MIN's bytes", plans[p]);
+                cr_assert_lt(tl, tl_min, "%s: no faster than MIN on the model", plans[p]);
+                cr_assert_lt(idle, idle_min, "%s: the link's longest idle stretch", plans[p]);
+            }
             const char *modes[] = {"", "--prefetch 1"};
             for (size_t m = 0; m < 2; m++) {
                 char args[512];
