@@ -105,7 +105,8 @@ static int yardsticks(const rplan_program *p, const rplan_vm_report *rep, uint64
             body[nuse] = 0;
             for (size_t s = 0; s < rep->nstages; s++)
                 if (!strcmp(rep->stages[s].name, path) && rep->stages[s].requests)
-                    body[nuse] = rep->stages[s].body_s / (double)rep->stages[s].requests;
+                    body[nuse] = (rep->explain ? rep->stages[s].model_body_s : rep->stages[s].body_s) /
+                                 (double)rep->stages[s].requests;
             nuse++;
         } else if (!strcmp(op, "require") && nuse && in.loc.kind == FHR_LOC_CUDA) {
             rplan_value_info vi;
@@ -247,7 +248,7 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
             if (rep->ok && o.trace)
                 r->has_idle = link_idle(vm, &r->idle_max_s, &r->idle_sum_s) == 0;
             rc = rep->ok ? 0 : -1;
-            if (rep->ok && !explain)
+            if (rep->ok && (!explain || profile))
                 r->has_y = yardsticks(p, rep, budget, scale, &r->y) == 0;
             if (!rep->ok)
                 fprintf(stderr, "bootstrap bench (%s): %s\n", devname, rep->message);
@@ -263,13 +264,64 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
     return rc;
 }
 
+/* --model: no device; each cell's explain runs under both objectives with the profile
+ * given (default 55.5 GB/s pinned, the kernel model at 3000 GB/s): their modelled
+ * timelines (time, the link's longest idle stretch; plus the ciphertext's two trips, which
+ * the timeline leaves out) against the yardsticks computed from the modelled bodies.
+ * Deterministic: what `fheplan check --objective` reports per cell. */
+static int model_table(const char *src, const double profile[2])
+{
+    const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
+    printf("%-4s %-5s %-5s %10s %8s %9s %9s %9s %9s %9s %9s %9s %8s %8s\n", "keys", "batch",
+           "seq", "MIN GiB", "time/MIN", "bytes ms", "idle ms", "time ms", "idle ms", "lower ms",
+           "sched ms", "best ms", "bytes/b", "time/b");
+    int fails = 0;
+    for (size_t bi = 0; bi < 3; bi++) {
+        char *s1 = with_batch(src, batch[bi % 2]);
+        char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
+        if (bi == 2)
+            free(s1);
+        for (size_t pi = 0; s && pi < 4; pi++) {
+            uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
+            result rb, rt;
+            if (run_one(s, NULL, "model", budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES,
+                        1, 0, 1, profile, &rb) ||
+                run_one(s, NULL, "model", budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_TIME,
+                        1, 0, 1, profile, &rt) || !rb.has_y) {
+                fails++;
+                continue;
+            }
+            double best = rb.y.search_s < rb.y.best_s ? rb.y.search_s : rb.y.best_s;
+            /* the timeline leaves out the ciphertext's trips, the yardsticks' lead and tail */
+            double ct = 2.0 * (double)CT_BYTES / (profile[0] * 1e9);
+            rb.timeline_s += ct;
+            rt.timeline_s += ct;
+            printf("%3d%% %5d %-5s %10.2f %8.3f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %8.2f%s %8.3f "
+                   "%8.3f\n", pct[pi], batch[bi % 2], bi < 2 ? "once" : "twice",
+                   (double)rb.moved / (1 << 30), rb.moved ? (double)rt.moved / (double)rb.moved : 0,
+                   rb.timeline_s * 1e3, rb.timeline_idle_s * 1e3, rt.timeline_s * 1e3,
+                   rt.timeline_idle_s * 1e3, rb.y.bound_s * 1e3, rb.y.best_s * 1e3, best * 1e3,
+                   rb.y.search_exact ? "=" : " ", rb.timeline_s / best, rt.timeline_s / best);
+            fflush(stdout);
+        }
+        free(s);
+    }
+    return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
-    int json = 0, trace = 0;
+    int json = 0, trace = 0, model = 0;
+    double mprofile[2] = {55.5, 3000};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--model"))
+            model = 1;
+        else if ((!strcmp(argv[i], "--pinned-gbps") || !strcmp(argv[i], "--device-gbps")) &&
+                 i + 1 < argc && atof(argv[i + 1]) > 0)
+            mprofile[argv[i][2] == 'd'] = atof(argv[i + 1]), i++;
         else if (!strcmp(argv[i], "--trace"))
             trace = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -277,7 +329,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--plan") && i + 1 < argc)
             plan = argv[++i];
         else {
-            fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n");
+            fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n"
+                            "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n");
             return 2;
         }
     }
@@ -285,6 +338,11 @@ int main(int argc, char **argv)
     if (!src) {
         fprintf(stderr, "bootstrap: cannot read %s\n", plan);
         return 2;
+    }
+    if (model) {
+        int rc = model_table(src, mprofile);
+        free(src);
+        return rc;
     }
     fhr_backend *b = NULL;
     fhr_error e;

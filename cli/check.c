@@ -257,6 +257,13 @@ int cmd_check(cli *c)
                        fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
                        fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
             }
+            if (c->objective_set && rep->timeline_s > 0) {
+                char il[32];
+                printf("  modelled timeline (objective %s): %s, the link idle at most %s at once\n",
+                       c->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+                       fmt_time(rep->timeline_s, t, sizeof t),
+                       fmt_time(rep->timeline_idle_s, il, sizeof il));
+            }
             for (int k = 0; k < 2 && has_requests; k++) {
                 char g[32];
                 if (pok[k] && pregen[k])

@@ -39,6 +39,7 @@ typedef struct cli {
     int prefetch_set;
     unsigned prefetch;   /* --prefetch N (0: serial) */
     int objective;       /* --objective: an rplan_vm_objective (0: bytes) */
+    int objective_set;   /* --objective given: check prints the modelled timeline */
     double pinned_gbps, device_gbps, gen_gbps;
     int has_min_budget;
     fhr_location min_budget;

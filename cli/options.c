@@ -222,6 +222,7 @@ int parse_objective(cli *c, const char *arg)
         c->objective = RPLAN_OBJECTIVE_TIME;
     else
         return usage("bad --objective '%s' (want bytes or time)", arg);
+    c->objective_set = 1;
     return 0;
 }
 
