@@ -436,7 +436,8 @@ int main(int argc, char **argv)
                            "\"time_over_lower\": %.4f, \"time_over_schedule\": %.4f, "
                            "\"time_over_best_known\": %.4f, \"link_idle_max_s\": %.6f, "
                            "\"link_idle_sum_s\": %.6f, \"timeline_s\": %.6f, "
-                           "\"timeline_idle_s\": %.6f, \"sequence\": \"%s\"}",
+                           "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
+                           "\"model_device_gbps\": %.1f, \"sequence\": \"%s\"}",
                            first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
                            timeobj ? "time" : "bytes", r.time_s,
                            r.body_s, bound, ratio, (unsigned long long)r.moved,
@@ -449,7 +450,8 @@ int main(int argc, char **argv)
                            r.has_y ? r.time_s / r.y.bound_s : 0,
                            r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
                            r.has_idle ? r.idle_max_s : -1, r.has_idle ? r.idle_sum_s : -1,
-                           r.timeline_s, r.timeline_idle_s, seq);
+                           r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
+                           timeobj ? profile[1] : 0, seq);
                 else
                     printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
                            "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %s\n", pct[pi],

@@ -16,6 +16,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define VM_MODEL_AHEAD 256
+
 int vm_objective_time(const rplan_vm *vm, unsigned policy)
 {
     return vm->o.objective == RPLAN_OBJECTIVE_TIME && policy < vm->npols &&
@@ -140,6 +142,10 @@ fhr_status vm_model_commit(rplan_vm *vm, double t_issue, uint64_t bytes, double 
         vm->m_link = start + (double)bytes / (vm->m_gbps * 1e9);
         ready = vm->m_link;
     }
+    /* the modelled host runs at most VM_MODEL_AHEAD requests ahead of the bodies, as a
+     * run's host is bounded too: beyond, it waits for the oldest */
+    while (vm->nmflight >= VM_MODEL_AHEAD)
+        vm_model_advance(vm, vm->mflight[0].end_s);
     double s = vm->m_comp > ready ? vm->m_comp : ready;
     if (vm->m_host > s)
         s = vm->m_host;

@@ -502,7 +502,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (st)
             break;
         if (!fhr_decision_feasible(d)) {
-            if (tobj && vm->nmflight && attempt < 64) {
+            if (tobj && vm->nmflight) {
                 /* the model's oldest body frees what it reads: wait for it and decide
                  * again (the first to end, as bodies run in issue order) */
                 double end = vm->mflight[0].end_s;
@@ -511,6 +511,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                         end = vm->mflight[i].end_s;
                 t_issue = end > t_issue ? end : t_issue;
                 fhr_decision_destroy(d);
+                attempt--; /* not a retry: each model wait finishes a modelled body */
                 continue;
             }
             if (!vm->explain && waiting_helps(d) && attempt < 64) {
@@ -530,11 +531,12 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             fhr_decision_destroy(d);
             break;
         }
-        if (tobj && attempt < 64) {
+        if (tobj) {
             double until = time_regret(vm, d, &q, position, t_issue);
             if (until > t_issue) {
                 fhr_decision_destroy(d);
                 t_issue = until;
+                attempt--; /* as above: the held copy's bodies are finished at `until` */
                 continue;
             }
         } else if (!tobj && !vm->explain && vm->ninflight && attempt < 64 &&
