@@ -78,8 +78,9 @@ typedef struct rplan_vm_opts {
      * FHEPLAN_PINNED_GBPS or 55.5, never a measured one; bodies by the kernel model) and
      * waits for MIN's victim only when that idles the modelled link for less than
      * reloading the other victim takes; else it evicts the other one and loads it again
-     * later. Decisions depend on the model alone (the run waits for real work the model
-     * has finished), so explain mode predicts the run's bytes exactly on any device. */
+     * later. Decisions depend on the model alone (the run first waits for any real body
+     * the model has finished that still protects a copy the model does not hold), so
+     * explain mode predicts the run's bytes exactly on any device. */
     int objective;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
     void *progress_ctx;
