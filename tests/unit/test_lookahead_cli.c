@@ -280,7 +280,7 @@ static double check_lookahead(const char *extra, const char *plan, double *timel
     return b;
 }
 
-Test(lookahead_cli, objective_time_check_predicts_the_run_bytes, .timeout = 120)
+Test(lookahead_cli, objective_time_check_predicts_the_run_bytes)
 {
     const char *plans[] = {"plans/ckks-bootstrap.rplan", "plans/ckks-bootstrap-seeded.rplan"};
     unsigned long long quarter = (79ull * 180 / 4 + 45 + 150) << 20;
