@@ -52,7 +52,8 @@ LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
              $(patsubst $(GEN)/%.c,$(BUILD)/obj/gen/%.o,$(GEN_SRCS)) \
              $(patsubst %.cu,$(BUILD)/obj/%.cu.o,$(LIB_CU))
 CLI_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(CLI_SRCS))
-UNIT_OBJS  = $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_SRCS))
+UNIT_OBJS  = $(patsubst %.c,$(BUILD)/obj/%.o,$(UNIT_SRCS)) \
+             $(BUILD)/obj/bench/schedule.o  # test_schedule.c: the bench's yardsticks
 
 STATIC     = $(BUILD)/libfheplan.a
 SHARED     = $(BUILD)/libfheplan.so.$(VERSION)

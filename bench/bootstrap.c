@@ -1,12 +1,16 @@
 /* bench/bootstrap.c — the CKKS bootstrap key-streaming plan (plans/ckks-bootstrap.rplan)
  * under GPU budgets of 25, 50, 75 and 100% of its key set (100%: every key fits, from a
  * cold start), with 1 and 16 ciphertexts per key use, and at batch 1 also with the key
- * sequence run twice, under tiered LRU and lookahead (and lookahead without prefetch), in
- * one run. Each cell against three yardsticks of the same run: max(compute, MIN's bytes /
- * pinned bandwidth); a proven lower bound on any schedule of that key sequence, exact when
- * every key fits (bench/schedule.c); and a feasible schedule (MIN, loads as early as
- * possible). Needs a CUDA device (exit 77 without one); `--device emu` runs it scaled down
- * on the emulated device (for testing the bench). */
+ * sequence run twice, under tiered LRU and lookahead with both objectives (bytes: MIN;
+ * time: the modelled timeline, rplan_vm_opts.objective) and lookahead without prefetch,
+ * in one run. Each cell against the yardsticks of the same run: max(compute, MIN's bytes
+ * / pinned bandwidth); a proven lower bound on any schedule of that key sequence, exact
+ * when every key fits (bench/schedule.c); MIN's feasible schedule; and the best known
+ * schedule (the search over eviction decisions with the time objective). The time
+ * objective's bytes are checked against its explain run (check's prediction). --trace
+ * also reports the link's idle stretches from each run's trace. Needs a CUDA device (exit
+ * 77 without one); `--device emu` runs it scaled down on the emulated device. */
+#include <cjson/cJSON.h>
 #include "fheplan/file.h"
 #include "fheplan/residency.h"
 #include "fheplan/rplan.h"
@@ -62,7 +66,11 @@ static char *twice(const char *src)
 
 typedef struct result {
     int ok;
-    double time_s, body_s, pinned_gbps;
+    double time_s, body_s, pinned_gbps, model_body_s;
+    double timeline_s, timeline_idle_s; /* objective time: the modelled timeline */
+    double idle_max_s, idle_sum_s;      /* --trace: the link's longest idle stretch and all of
+                                           them, from its first transfer to its last */
+    int has_idle;
     uint64_t moved; /* bytes over PCIe (h2d + d2h + loads onto the device) */
     sched_out y;    /* yardsticks from this run's key sequence, bodies and bandwidth */
     int has_y;
@@ -97,7 +105,8 @@ static int yardsticks(const rplan_program *p, const rplan_vm_report *rep, uint64
             body[nuse] = 0;
             for (size_t s = 0; s < rep->nstages; s++)
                 if (!strcmp(rep->stages[s].name, path) && rep->stages[s].requests)
-                    body[nuse] = rep->stages[s].body_s / (double)rep->stages[s].requests;
+                    body[nuse] = (rep->explain ? rep->stages[s].model_body_s : rep->stages[s].body_s) /
+                                 (double)rep->stages[s].requests;
             nuse++;
         } else if (!strcmp(op, "require") && nuse && in.loc.kind == FHR_LOC_CUDA) {
             rplan_value_info vi;
@@ -107,12 +116,13 @@ static int yardsticks(const rplan_program *p, const rplan_vm_report *rep, uint64
     }
     uint64_t room = budget > CT_BYTES + WS_BYTES ? budget - CT_BYTES - WS_BYTES : 0;
     sched_in si = {key, body, nuse, (size_t)(room / KEY_BYTES), (double)KEY_BYTES / scale / bw,
-                   (double)CT_BYTES / scale / bw, (double)CT_BYTES / scale / bw};
+                   (double)CT_BYTES / scale / bw, (double)CT_BYTES / scale / bw, 0};
     rc = sched_yardsticks(&si, y);
     if (rc == 0 && (y->bound_s > y->best_s * (1 + 1e-9) ||
+                    y->bound_s > y->search_s * (1 + 1e-9) ||
                     (y->exact && y->best_s > y->bound_s * (1 + 1e-9)))) {
-        fprintf(stderr, "bootstrap bench: yardsticks disagree (bound %.6f, schedule %.6f)\n",
-                y->bound_s, y->best_s);
+        fprintf(stderr, "bootstrap bench: yardsticks disagree (bound %.6f, schedule %.6f, "
+                "search %.6f)\n", y->bound_s, y->best_s, y->search_s);
         rc = -1;
     }
 done:
@@ -121,13 +131,75 @@ done:
     return rc;
 }
 
+/* The idle stretches of cuda:0's transfer stream in the run's trace: the gaps between its
+ * transfer slices, from the first to the last. 0, or -1 without a trace. */
+static int link_idle(const rplan_vm *vm, double *max_s, double *sum_s)
+{
+    char *js = rplan_vm_trace_json(vm);
+    cJSON *j = js ? cJSON_Parse(js) : NULL;
+    free(js);
+    cJSON *ev = j ? cJSON_GetObjectItem(j, "traceEvents") : NULL;
+    if (!ev && cJSON_IsArray(j))
+        ev = j;
+    if (!ev) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    double tid = -1;
+    cJSON *e;
+    cJSON_ArrayForEach(e, ev) {
+        cJSON *ph = cJSON_GetObjectItem(e, "ph"), *args = cJSON_GetObjectItem(e, "args");
+        cJSON *nm = args ? cJSON_GetObjectItem(args, "name") : NULL;
+        if (cJSON_IsString(ph) && !strcmp(ph->valuestring, "M") && cJSON_IsString(nm) &&
+            !strcmp(nm->valuestring, "transfer stream cuda:0"))
+            tid = cJSON_GetObjectItem(e, "tid")->valuedouble;
+    }
+    size_t n = 0, cap = (size_t)cJSON_GetArraySize(ev);
+    double (*w)[2] = malloc((cap ? cap : 1) * sizeof *w);
+    if (!w) {
+        cJSON_Delete(j);
+        return -1;
+    }
+    cJSON_ArrayForEach(e, ev) {
+        cJSON *ph = cJSON_GetObjectItem(e, "ph"), *t = cJSON_GetObjectItem(e, "tid");
+        if (cJSON_IsString(ph) && !strcmp(ph->valuestring, "X") && cJSON_IsNumber(t) &&
+            t->valuedouble == tid) {
+            double ts = cJSON_GetObjectItem(e, "ts")->valuedouble;
+            w[n][0] = ts * 1e-6;
+            w[n++][1] = (ts + cJSON_GetObjectItem(e, "dur")->valuedouble) * 1e-6;
+        }
+    }
+    for (size_t a = 1; a < n; a++) /* by start (insertion: the trace is nearly sorted) */
+        for (size_t b = a; b > 0 && w[b][0] < w[b - 1][0]; b--) {
+            double t0 = w[b][0], t1 = w[b][1];
+            w[b][0] = w[b - 1][0], w[b][1] = w[b - 1][1];
+            w[b - 1][0] = t0, w[b - 1][1] = t1;
+        }
+    *max_s = *sum_s = 0;
+    double busy = n ? w[0][1] : 0;
+    for (size_t a = 1; a < n; a++) {
+        if (w[a][0] > busy) {
+            double gap = w[a][0] - busy;
+            *sum_s += gap;
+            if (gap > *max_s)
+                *max_s = gap;
+        }
+        if (w[a][1] > busy)
+            busy = w[a][1];
+    }
+    free(w);
+    cJSON_Delete(j);
+    return 0;
+}
+
 static uint64_t pcie_bytes(const rplan_stage_report *t)
 {
     return t->bytes[FHR_DIR_H2D] + t->bytes[FHR_DIR_D2H] + t->load_h2d_bytes;
 }
 
 static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_t budget,
-                   int policy, int serial, int explain, uint64_t scale, result *r)
+                   int policy, int serial, int objective, int explain, int trace, uint64_t scale,
+                   const double profile[2], result *r)
 {
     memset(r, 0, sizeof *r);
     fhr_budget bud = {fhr_loc_cuda(0), budget};
@@ -150,6 +222,10 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
     o.nbudget_override = 1;
     o.policy_override = policy;
     o.serial = serial;
+    o.objective = objective;
+    o.pinned_gbps = profile ? profile[0] : 0; /* the time objective's model (0: default) */
+    o.device_gbps = profile ? profile[1] : 0;
+    o.trace = trace && !explain;
     fhr_backend *mb = NULL;
     if (explain && fhr_backend_open("model:1", &mb, NULL) != FHR_OK)
         return -1;
@@ -164,10 +240,15 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
             r->ok = rep->ok;
             r->time_s = rep->total.time_s;
             r->body_s = rep->total.body_s;
+            r->model_body_s = rep->total.model_body_s;
             r->pinned_gbps = rep->pinned_gbps;
             r->moved = pcie_bytes(&rep->total);
+            r->timeline_s = rep->timeline_s;
+            r->timeline_idle_s = rep->timeline_idle_s;
+            if (rep->ok && o.trace)
+                r->has_idle = link_idle(vm, &r->idle_max_s, &r->idle_sum_s) == 0;
             rc = rep->ok ? 0 : -1;
-            if (rep->ok && !explain)
+            if (rep->ok && (!explain || profile))
                 r->has_y = yardsticks(p, rep, budget, scale, &r->y) == 0;
             if (!rep->ok)
                 fprintf(stderr, "bootstrap bench (%s): %s\n", devname, rep->message);
@@ -183,19 +264,73 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
     return rc;
 }
 
+/* --model: no device; each cell's explain runs under both objectives with the profile
+ * given (default 55.5 GB/s pinned, the kernel model at 3000 GB/s): their modelled
+ * timelines (time, the link's longest idle stretch; plus the ciphertext's two trips, which
+ * the timeline leaves out) against the yardsticks computed from the modelled bodies.
+ * Deterministic: what `fheplan check --objective` reports per cell. */
+static int model_table(const char *src, const double profile[2])
+{
+    const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
+    printf("%-4s %-5s %-5s %10s %8s %9s %9s %9s %9s %9s %9s %9s %8s %8s\n", "keys", "batch",
+           "seq", "MIN GiB", "time/MIN", "bytes ms", "idle ms", "time ms", "idle ms", "lower ms",
+           "sched ms", "best ms", "bytes/b", "time/b");
+    int fails = 0;
+    for (size_t bi = 0; bi < 3; bi++) {
+        char *s1 = with_batch(src, batch[bi % 2]);
+        char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
+        if (bi == 2)
+            free(s1);
+        for (size_t pi = 0; s && pi < 4; pi++) {
+            uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
+            result rb, rt;
+            if (run_one(s, NULL, "model", budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES,
+                        1, 0, 1, profile, &rb) ||
+                run_one(s, NULL, "model", budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_TIME,
+                        1, 0, 1, profile, &rt) || !rb.has_y) {
+                fails++;
+                continue;
+            }
+            double best = rb.y.search_s < rb.y.best_s ? rb.y.search_s : rb.y.best_s;
+            /* the timeline leaves out the ciphertext's trips, the yardsticks' lead and tail */
+            double ct = 2.0 * (double)CT_BYTES / (profile[0] * 1e9);
+            rb.timeline_s += ct;
+            rt.timeline_s += ct;
+            printf("%3d%% %5d %-5s %10.2f %8.3f %9.2f %9.2f %9.2f %9.2f %9.2f %9.2f %8.2f%s %8.3f "
+                   "%8.3f\n", pct[pi], batch[bi % 2], bi < 2 ? "once" : "twice",
+                   (double)rb.moved / (1 << 30), rb.moved ? (double)rt.moved / (double)rb.moved : 0,
+                   rb.timeline_s * 1e3, rb.timeline_idle_s * 1e3, rt.timeline_s * 1e3,
+                   rt.timeline_idle_s * 1e3, rb.y.bound_s * 1e3, rb.y.best_s * 1e3, best * 1e3,
+                   rb.y.search_exact ? "=" : " ", rb.timeline_s / best, rt.timeline_s / best);
+            fflush(stdout);
+        }
+        free(s);
+    }
+    return fails ? 1 : 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
-    int json = 0;
+    int json = 0, trace = 0, model = 0;
+    double mprofile[2] = {55.5, 3000};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
+        else if (!strcmp(argv[i], "--model"))
+            model = 1;
+        else if ((!strcmp(argv[i], "--pinned-gbps") || !strcmp(argv[i], "--device-gbps")) &&
+                 i + 1 < argc && atof(argv[i + 1]) > 0)
+            mprofile[argv[i][2] == 'd'] = atof(argv[i + 1]), i++;
+        else if (!strcmp(argv[i], "--trace"))
+            trace = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
             dev = argv[++i];
         else if (!strcmp(argv[i], "--plan") && i + 1 < argc)
             plan = argv[++i];
         else {
-            fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--json]\n");
+            fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n"
+                            "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n");
             return 2;
         }
     }
@@ -203,6 +338,11 @@ int main(int argc, char **argv)
     if (!src) {
         fprintf(stderr, "bootstrap: cannot read %s\n", plan);
         return 2;
+    }
+    if (model) {
+        int rc = model_table(src, mprofile);
+        free(src);
+        return rc;
     }
     fhr_backend *b = NULL;
     fhr_error e;
@@ -214,15 +354,18 @@ int main(int argc, char **argv)
     }
     uint64_t scale = strcmp(b->ops->name, "cuda") == 0 ? 1 : 64;
     const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
-    struct { int policy, serial; const char *name; } modes[] = {
-        {RPLAN_POLICY_TIERED_LRU, 0, "tiered_lru"},
-        {RPLAN_POLICY_LOOKAHEAD, 0, "lookahead"},
-        {RPLAN_POLICY_LOOKAHEAD, 1, "lookahead, no prefetch"},
+    struct { int policy, serial, objective; const char *name; } modes[] = {
+        {RPLAN_POLICY_TIERED_LRU, 0, RPLAN_OBJECTIVE_BYTES, "tiered_lru"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, "lookahead"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_TIME, "lookahead, time"},
+        {RPLAN_POLICY_LOOKAHEAD, 1, RPLAN_OBJECTIVE_BYTES, "lookahead, no prefetch"},
     };
+    const size_t nmodes = sizeof modes / sizeof modes[0];
     if (!json)
-        printf("%-4s %-5s %-24s %10s %10s %10s %8s %10s %8s %10s %10s %8s %8s %s\n", "keys", "batch",
-               "policy", "time ms", "compute", "bound ms", "ratio", "moved GiB", "/MIN",
-               "lower ms", "sched ms", "/lower", "/sched", "sequence");
+        printf("%-4s %-5s %-22s %9s %9s %9s %7s %9s %7s %9s %9s %9s %7s %7s %7s %7s %8s %8s %s\n",
+               "keys", "batch", "policy", "time ms", "compute", "bound ms", "ratio", "moved GiB",
+               "/MIN", "lower ms", "sched ms", "best ms", "/lower", "/sched", "/best", "=check",
+               "idle ms", "model ms", "sequence");
     else
         printf("[");
     int first = 1, fails = 0;
@@ -235,42 +378,92 @@ int main(int argc, char **argv)
         const char *seq = bi < 2 ? "once" : "twice";
         for (size_t pi = 0; s && pi < 4; pi++) {
             uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
-            result min;
-            if (run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0, 1, scale, &min) != 0) {
+            result min, pred; /* the explain runs: MIN's bytes, the time objective's */
+            if (run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, 1, 0,
+                        scale, NULL, &min) != 0) {
                 fails++;
                 continue;
             }
-            for (size_t mi = 0; mi < 3; mi++) {
+            /* the time objective's profile, from this cell's lookahead run (bytes): its
+             * measured pinned bandwidth, and the kernel model's device rate scaled so that
+             * the modelled bodies take the measured body time */
+            double profile[2] = {0, 0};
+            for (size_t mi = 0; mi < nmodes; mi++) {
                 result r;
-                if (run_one(s, b, dev, budget, modes[mi].policy, modes[mi].serial, 0, scale, &r)) {
+                int timeobj = modes[mi].objective == RPLAN_OBJECTIVE_TIME;
+                if (timeobj && (profile[0] <= 0 || profile[1] <= 0 ||
+                                run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0,
+                                        RPLAN_OBJECTIVE_TIME, 1, 0, scale, profile, &pred) != 0)) {
                     fails++;
                     continue;
+                }
+                if (run_one(s, b, dev, budget, modes[mi].policy, modes[mi].serial,
+                            modes[mi].objective, 0, trace, scale, timeobj ? profile : NULL, &r)) {
+                    fails++;
+                    continue;
+                }
+                if (modes[mi].policy == RPLAN_POLICY_LOOKAHEAD && !timeobj && !modes[mi].serial &&
+                    r.body_s > 0 && r.model_body_s > 0) {
+                    const char *env = getenv("FHEPLAN_DEVICE_GBPS");
+                    double base = env && atof(env) > 0 ? atof(env) : 3000;
+                    profile[0] = r.pinned_gbps;
+                    profile[1] = base * r.model_body_s / r.body_s;
                 }
                 double tb = r.pinned_gbps > 0 ? (double)min.moved / (r.pinned_gbps * 1e9) : 0;
                 double bound = r.body_s > tb ? r.body_s : tb;
                 double ratio = bound > 0 ? r.time_s / bound : 0;
                 double over = min.moved ? (double)r.moved / (double)min.moved : 0;
+                /* the time objective's bytes equal its explain run's (check's prediction) */
+                int same = !timeobj || r.moved == pred.moved;
+                if (!same) {
+                    fprintf(stderr, "bootstrap bench: %d%% batch %d %s: the run moved %llu bytes, "
+                            "check predicted %llu\n", pct[pi], batch[bi % 2], seq,
+                            (unsigned long long)r.moved, (unsigned long long)pred.moved);
+                    fails++;
+                }
+                double best = r.y.search_s < r.y.best_s ? r.y.search_s : r.y.best_s;
                 if (json)
                     printf("%s\n {\"key_set_pct\": %d, \"batch\": %d, \"policy\": \"%s\", "
+                           "\"objective\": \"%s\", "
                            "\"time_s\": %.6f, \"compute_s\": %.6f, \"bound_s\": %.6f, "
                            "\"ratio\": %.4f, \"bytes_moved\": %llu, \"min_bytes\": %llu, "
-                           "\"bytes_over_min\": %.4f, \"pinned_gbps\": %.2f, "
+                           "\"bytes_over_min\": %.4f, \"predicted_bytes\": %llu, "
+                           "\"pinned_gbps\": %.2f, "
                            "\"lower_bound_s\": %.6f, \"lower_bound_exact\": %s, "
-                           "\"schedule_s\": %.6f, \"time_over_lower\": %.4f, "
-                           "\"time_over_schedule\": %.4f, \"sequence\": \"%s\"}",
-                           first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name, r.time_s,
+                           "\"schedule_s\": %.6f, \"best_known_s\": %.6f, \"search_exact\": %s, "
+                           "\"search_loads\": %llu, \"min_loads\": %llu, "
+                           "\"schedule_idle_s\": %.6f, \"best_known_idle_s\": %.6f, "
+                           "\"time_over_lower\": %.4f, \"time_over_schedule\": %.4f, "
+                           "\"time_over_best_known\": %.4f, \"link_idle_max_s\": %.6f, "
+                           "\"link_idle_sum_s\": %.6f, \"timeline_s\": %.6f, "
+                           "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
+                           "\"model_device_gbps\": %.1f, \"sequence\": \"%s\"}",
+                           first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
+                           timeobj ? "time" : "bytes", r.time_s,
                            r.body_s, bound, ratio, (unsigned long long)r.moved,
-                           (unsigned long long)min.moved, over, r.pinned_gbps, r.y.bound_s,
-                           r.y.exact ? "true" : "false", r.y.best_s,
+                           (unsigned long long)min.moved, over,
+                           (unsigned long long)(timeobj ? pred.moved : min.moved), r.pinned_gbps,
+                           r.y.bound_s, r.y.exact ? "true" : "false", r.y.best_s, best,
+                           r.y.search_exact ? "true" : "false",
+                           (unsigned long long)r.y.search_loads, (unsigned long long)r.y.min_loads,
+                           r.y.min_idle_s, r.y.search_idle_s,
                            r.has_y ? r.time_s / r.y.bound_s : 0,
-                           r.has_y ? r.time_s / r.y.best_s : 0, seq);
+                           r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
+                           r.has_idle ? r.idle_max_s : -1, r.has_idle ? r.idle_sum_s : -1,
+                           r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
+                           timeobj ? profile[1] : 0, seq);
                 else
-                    printf("%3d%% %5d %-24s %10.2f %10.2f %10.2f %8.3f %10.2f %8.3f %9.2f%s %10.2f "
-                           "%8.3f %8.3f %s\n", pct[pi], batch[bi % 2], modes[mi].name, r.time_s * 1e3,
-                           r.body_s * 1e3, bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
+                    printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
+                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %s\n", pct[pi],
+                           batch[bi % 2], modes[mi].name, r.time_s * 1e3, r.body_s * 1e3,
+                           bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
                            r.y.bound_s * 1e3, r.y.exact ? "=" : " ", r.y.best_s * 1e3,
+                           best * 1e3, r.y.search_exact ? "=" : " ",
                            r.has_y ? r.time_s / r.y.bound_s : 0,
-                           r.has_y ? r.time_s / r.y.best_s : 0, seq);
+                           r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
+                           timeobj ? (same ? "yes" : "NO") : "-",
+                           r.has_idle ? r.idle_max_s * 1e3 : -1,
+                           timeobj ? r.timeline_s * 1e3 : -1, seq);
                 fflush(stdout);
                 first = 0;
             }

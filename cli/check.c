@@ -19,6 +19,7 @@ static void explain_opts(const cli *c, rplan_vm_opts *o)
     o->nbudget_override = c->nbudgets;
     o->unknown_as_touch = 1;
     o->policy_override = c->policy;
+    o->objective = c->objective;
     o->pinned_gbps = c->pinned_gbps;
     o->device_gbps = c->device_gbps;
     o->gen_gbps = c->gen_gbps;
@@ -255,6 +256,13 @@ int cmd_check(cli *c)
                        "GB/s pinned)\n",
                        fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
                        fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
+            }
+            if (c->objective_set && rep->timeline_s > 0) {
+                char il[32];
+                printf("  modelled timeline (objective %s): %s, the link idle at most %s at once\n",
+                       c->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+                       fmt_time(rep->timeline_s, t, sizeof t),
+                       fmt_time(rep->timeline_idle_s, il, sizeof il));
             }
             for (int k = 0; k < 2 && has_requests; k++) {
                 char g[32];

@@ -38,6 +38,8 @@ typedef struct cli {
     int policy;          /* 0 as written, else an rplan_policy_kind for every policy */
     int prefetch_set;
     unsigned prefetch;   /* --prefetch N (0: serial) */
+    int objective;       /* --objective: an rplan_vm_objective (0: bytes) */
+    int objective_set;   /* --objective given: check prints the modelled timeline */
     double pinned_gbps, device_gbps, gen_gbps;
     int has_min_budget;
     fhr_location min_budget;
@@ -68,11 +70,12 @@ int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
 int parse_gbps(const char *arg, double *out);
 /* 0 when spec is a documented --device: auto, cuda, emu or emu:N (N 1..62). */
 int check_device(const char *spec);
-/* The values of --budget, --scale, --policy, --prefetch and --world-size, into c (or
+/* The values of --budget, --scale, --policy, --objective, --prefetch and --world-size, into c (or
  * *out). 0, or usage()'s EX_USAGE_ with the message printed. */
 int parse_budget(cli *c, const char *arg);
 int parse_scale(cli *c, const char *arg);
 int parse_policy(cli *c, const char *arg);
+int parse_objective(cli *c, const char *arg);
 int parse_uint(const char *arg, const char *opt, unsigned *out);
 int parse_world_size(cli *c, const char *arg);
 

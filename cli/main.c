@@ -112,6 +112,12 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             NEED_ARG();
             if (!rc)
                 rc = parse_policy(&c, argv[++i]);
+        } else if (!strcmp(a, "--objective") && (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc)
+                rc = parse_objective(&c, argv[++i]);
+        } else if (!strncmp(a, "--objective=", 12) && (is_check || is_run)) {
+            rc = parse_objective(&c, a + 12);
         } else if (!strcmp(a, "--prefetch") && is_run) {
             NEED_ARG();
             if (!rc)

@@ -1,5 +1,6 @@
 /* cli/options.c — the words of the fheplan command line: the usage text, colour on stderr,
- * sizes, and the values of --budget, --scale, --policy, --prefetch and --world-size. */
+ * sizes, and the values of --budget, --scale, --policy, --objective, --prefetch and
+ * --world-size. */
 #include "cli/cli.h"
 
 #include <errno.h>
@@ -10,24 +11,25 @@
 
 /* One block per subcommand; the full usage is all of them. */
 static const char usage_check[] =
-    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json | --sarif]\n"
-    "                     FILE...\n";
+    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time]\n"
+    "                     [--min-budget LOC] [--pinned-gbps X] [--device-gbps X]\n"
+    "                     [--world-size N] [--json | --sarif] FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--device-gbps X]\n"
+    "                   [--policy KIND] [--objective bytes|time] [--prefetch N]\n"
+    "                   [--pinned-gbps X] [--device-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 
 const char usage_text[] =
-    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--gen-gbps X] [--world-size N]\n"
-    "                     [--json | --sarif] FILE...\n"
+    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time]\n"
+    "                     [--min-budget LOC] [--pinned-gbps X] [--device-gbps X]\n"
+    "                     [--gen-gbps X] [--world-size N] [--json | --sarif] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--device-gbps X]\n"
-    "                   [--gen-gbps X]\n"
+    "                   [--policy KIND] [--objective bytes|time] [--prefetch N]\n"
+    "                   [--pinned-gbps X] [--device-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
@@ -209,6 +211,18 @@ int parse_policy(cli *c, const char *arg)
         c->policy = 0;
     else
         return usage("bad --policy '%s' (want tiered_lru, lookahead or as-written)", arg);
+    return 0;
+}
+
+int parse_objective(cli *c, const char *arg)
+{
+    if (!strcmp(arg, "bytes"))
+        c->objective = RPLAN_OBJECTIVE_BYTES;
+    else if (!strcmp(arg, "time"))
+        c->objective = RPLAN_OBJECTIVE_TIME;
+    else
+        return usage("bad --objective '%s' (want bytes or time)", arg);
+    c->objective_set = 1;
     return 0;
 }
 

@@ -109,6 +109,7 @@ int cmd_run(cli *c)
     o.policy_override = c->policy;
     o.prefetch_depth = c->prefetch;
     o.serial = c->prefetch_set && c->prefetch == 0;
+    o.objective = c->objective;
     o.pinned_gbps = c->pinned_gbps;
     o.device_gbps = c->device_gbps;
     o.gen_gbps = c->gen_gbps;

@@ -72,6 +72,14 @@ typedef struct vm_run {
     size_t nvals;
 } vm_run;
 
+/* objective time: a request's bodies on the modelled timeline, with the copies they read */
+typedef struct vm_mflight {
+    fhr_handle hs[8];
+    fhr_location at[8];
+    size_t nh;
+    double end_s;
+} vm_mflight;
+
 struct rplan_vm {
     long setup_value; /* the value whose setup failed, -1 none */
     char bad_budget[200]; /* a budget at a device the backend lacks: the run's failure */
@@ -137,14 +145,24 @@ struct rplan_vm {
     struct vm_inflight {
         fhr_event *ev;
         fhr_handle hs[8];
+        fhr_location at[8]; /* where the bodies read them */
         size_t nh;
         double model_s; /* the bodies' modelled time */
+        double mend_s;  /* objective time: when the modelled timeline ends them */
     } *inflight;
     double pinned_gbps;        /* measured at the start of the run */
     size_t ninflight, capinflight;
     /* the known future, sorted by (serial, location slot, position), for next uses */
     fhr_future_use *future;
     size_t nfuture;
+    /* objective time (objective.c): the modelled timeline of the requests, in both modes */
+    vm_mflight *mflight;       /* bodies the model has not finished, in issue order */
+    size_t nmflight, capmflight;
+    double m_link, m_comp, m_host; /* when the link and the compute stream are free; the
+                                      host's modelled time (it moves only by waiting) */
+    double m_gbps;             /* the bandwidth profile of the model */
+    double m_idle;             /* longest idle stretch of the modelled link */
+    int m_loaded;              /* the modelled link has carried a load */
 };
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
@@ -225,5 +243,18 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
 fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
 void vm_requests_teardown(rplan_vm *vm);
+
+/* objective.c: the time objective's modelled timeline (see rplan_vm_opts.objective) */
+int vm_objective_time(const rplan_vm *vm, unsigned policy);
+void vm_model_reset(rplan_vm *vm);
+double vm_model_issue(const rplan_vm *vm);
+void vm_model_advance(rplan_vm *vm, double t);
+fhr_status vm_model_hold(rplan_vm *vm, const fhr_requirement *rq, size_t nrq, fhr_hold ***out,
+                         size_t *nout, fhr_error *err);
+void vm_model_unhold(fhr_hold **hs, size_t n);
+fhr_status vm_model_commit(rplan_vm *vm, double t_issue, uint64_t bytes, double model_s,
+                           const fhr_requirement *rq, size_t nrq, int has_body, double *end,
+                           fhr_error *err);
+void vm_model_free(rplan_vm *vm);
 
 #endif

@@ -71,6 +71,8 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
     stage_json(t, &r->total, r->explain);
     cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
     cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
+    cJSON_AddNumberToObject(t, "timeline_s", r->timeline_s);
+    cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
     cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
     cJSON_AddNumberToObject(t, "regen_s", r->regen_s);
     if (r->explain) {

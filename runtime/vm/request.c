@@ -11,7 +11,12 @@
  * transfers through events. The VM bounds how far ahead it runs (rplan_vm_opts
  * prefetch_depth, serial). When a decision is infeasible only because copies are still
  * read by bodies in flight, the VM (the application, not the policy) waits for the
- * oldest body, reaps, and decides again. */
+ * oldest body, reaps, and decides again.
+ *
+ * Objective time (rplan_vm_opts.objective, lookahead only): the decisions follow the
+ * modelled timeline of objective.c instead of the real bodies in flight, and a decision
+ * that evicts around a copy the model's bodies still read stands when waiting for them
+ * would idle the link longer than loading the other victim again takes. */
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
@@ -108,6 +113,7 @@ fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err)
     }
     if (st == FHR_OK && !future)
         st = build_future(vm, &future, &nfuture, err);
+    vm_model_reset(vm);
     if (future)
         qsort(future, nfuture, sizeof *future, future_cmp);
     vm->future = future;
@@ -128,6 +134,7 @@ void vm_requests_teardown(rplan_vm *vm)
     free(vm->inflight);
     free(vm->future);
     vm->future = NULL;
+    vm_model_free(vm);
     vm->ctls = NULL;
     vm->pols = NULL;
     vm->npols = vm->ninflight = 0;
@@ -149,7 +156,7 @@ typedef struct req_parts {
 /* Records the end of a request's bodies on its compute stream, with the values they
  * read. */
 static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
-                          double model_s)
+                          double model_s, double mend_s)
 {
     fhr_stream *s = vm->compute[fhr_loc_slot(loc)];
     fhr_event *ev = NULL;
@@ -165,8 +172,11 @@ static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement 
     f->ev = ev;
     f->nh = 0;
     f->model_s = model_s;
-    for (size_t i = 0; i < nrq && f->nh < 8; i++)
-        f->hs[f->nh++] = rq[i].handle;
+    f->mend_s = mend_s;
+    for (size_t i = 0; i < nrq && f->nh < 8; i++) {
+        f->hs[f->nh] = rq[i].handle;
+        f->at[f->nh++] = rq[i].at;
+    }
 }
 
 /* Waits for the oldest body in flight; 0 when none was. */
@@ -181,6 +191,40 @@ static int inflight_wait_oldest(rplan_vm *vm)
     vm->ninflight--;
     fhr_reap(vm->m, NULL, NULL);
     return 1;
+}
+
+/* Objective time: whether the model's bodies (still running at the model's time) or the
+ * request itself protect the copy of h at `at`. */
+static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq,
+                        fhr_handle h, fhr_location at)
+{
+    for (size_t j = 0; j < nrq; j++)
+        if (fhr_handle_equal(rq[j].handle, h) && fhr_loc_equal(rq[j].at, at))
+            return 1;
+    for (size_t i = 0; i < vm->nmflight; i++)
+        for (size_t k = 0; k < vm->mflight[i].nh; k++)
+            if (fhr_handle_equal(vm->mflight[i].hs[k], h) && fhr_loc_equal(vm->mflight[i].at[k], at))
+                return 1;
+    return 0;
+}
+
+/* Objective time: waits for every real body the modelled timeline has finished by t that
+ * reads a copy the model's holds and the request do not protect, then reaps, so that the
+ * decision sees exactly the model's protection (real bodies behind the model delay the
+ * host only when they would change a decision). */
+static void inflight_sync_model(rplan_vm *vm, const fhr_requirement *rq, size_t nrq, double t)
+{
+    for (;;) {
+        int behind = 0;
+        for (size_t i = 0; i < vm->ninflight && !behind; i++)
+            for (size_t k = 0; k < vm->inflight[i].nh && !behind; k++)
+                behind = vm->inflight[i].mend_s <= t &&
+                         !model_covers(vm, rq, nrq, vm->inflight[i].hs[k], vm->inflight[i].at[k]);
+        if (!behind)
+            break;
+        inflight_wait_oldest(vm);
+    }
+    fhr_reap(vm->m, NULL, NULL);
 }
 
 /* Values read by bodies in flight that the next request does not itself require. */
@@ -250,6 +294,69 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
             }
     }
     return 0;
+}
+
+/* Objective time: when a decision evicts a copy needed again while the model's bodies
+ * still read a copy needed later (MIN's victim, held), the modelled time to wait for the
+ * earliest such copy, if that idles the link (from t_issue) no longer than reloading the
+ * evicted copy at the profile's bandwidth would take; else 0 (the decision stands). */
+static double time_regret(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
+                          uint64_t position, double t_issue)
+{
+    double best = 0;
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        uint64_t nv = next_use(vm, ev->action.handle, at, position);
+        if (nv == UINT64_MAX)
+            continue;
+        double reload = (double)ev->nbytes / (vm->m_gbps * 1e9);
+        for (size_t i = 0; i < vm->nmflight; i++)
+            for (size_t k = 0; k < vm->mflight[i].nh; k++) {
+                fhr_handle h = vm->mflight[i].hs[k];
+                if (!fhr_loc_equal(vm->mflight[i].at[k], at))
+                    continue;
+                int needed = 0;
+                for (size_t j = 0; j < q->nrq && !needed; j++)
+                    needed = fhr_handle_equal(q->rq[j].handle, h) && fhr_loc_equal(q->rq[j].at, at);
+                if (needed || next_use(vm, h, at, position) <= nv)
+                    continue;
+                double end = 0; /* the copy is free once the last body reading it ends */
+                for (size_t i2 = 0; i2 < vm->nmflight; i2++)
+                    for (size_t k2 = 0; k2 < vm->mflight[i2].nh; k2++)
+                        if (fhr_handle_equal(vm->mflight[i2].hs[k2], h) &&
+                            fhr_loc_equal(vm->mflight[i2].at[k2], at) && vm->mflight[i2].end_s > end)
+                            end = vm->mflight[i2].end_s;
+                if (end - t_issue <= reload && (best == 0 || end < best))
+                    best = end;
+            }
+    }
+    return best;
+}
+
+/* When the copies a decision evicts are free on the modelled timeline: the latest end of
+ * the model's bodies reading them, or t if later (objective bytes: the loads wait for
+ * MIN's victims, as the run's regret waits do). */
+static double victims_free(const rplan_vm *vm, const fhr_decision *d, double t)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        for (size_t i = 0; i < vm->nmflight; i++)
+            for (size_t k = 0; k < vm->mflight[i].nh; k++)
+                if (fhr_handle_equal(vm->mflight[i].hs[k], ev->action.handle) &&
+                    fhr_loc_equal(vm->mflight[i].at[k], at) && vm->mflight[i].end_s > t)
+                    t = vm->mflight[i].end_s;
+    }
+    return t;
+}
+
+/* The bytes a request brings onto devices over the link (copies and source loads). */
+static uint64_t link_bytes(const rplan_stage_report *t)
+{
+    return t->bytes[FHR_DIR_H2D] + t->load_h2d_bytes;
 }
 
 /* An infeasible decision that waiting can fix: a short location whose protected copies
@@ -373,7 +480,21 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
     fhr_request req = {rin->str, q.rq, q.nrq, q.res, q.nres, position};
     if (!vm->explain)
         inflight_bound(vm, q.rq, q.nrq);
+    int tobj = vm_objective_time(vm, rin->policy);
+    double t_issue = vm_model_issue(vm);
+    fhr_hold **holds = NULL;
+    size_t nholds = 0;
     for (int attempt = 0;; attempt++) {
+        vm_model_unhold(holds, nholds);
+        holds = NULL;
+        nholds = 0;
+        if (tobj) {
+            vm_model_advance(vm, t_issue);
+            if (!vm->explain)
+                inflight_sync_model(vm, q.rq, q.nrq, t_issue);
+            if ((st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK)
+                break;
+        }
         fhr_decision *d = NULL;
         st = fhr_decide(vm->ctls[rin->policy], &req, &d, err);
         if (st == FHR_E_STALE && attempt < 8)
@@ -381,6 +502,18 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (st)
             break;
         if (!fhr_decision_feasible(d)) {
+            if (tobj && vm->nmflight) {
+                /* the model's oldest body frees what it reads: wait for it and decide
+                 * again (the first to end, as bodies run in issue order) */
+                double end = vm->mflight[0].end_s;
+                for (size_t i = 1; i < vm->nmflight; i++)
+                    if (vm->mflight[i].end_s < end)
+                        end = vm->mflight[i].end_s;
+                t_issue = end > t_issue ? end : t_issue;
+                fhr_decision_destroy(d);
+                attempt--; /* not a retry: each model wait finishes a modelled body */
+                continue;
+            }
             if (!vm->explain && waiting_helps(d) && attempt < 64) {
                 /* wait for the oldest body in flight; with none, once for every stream
                  * (work outside requests, plan bodies, may hold the copies) */
@@ -398,18 +531,30 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             fhr_decision_destroy(d);
             break;
         }
-        if (!vm->explain && vm->ninflight && attempt < 64 &&
-            strcmp(fhr_decision_policy(d), "lookahead") == 0 && regrets(vm, d, &q, position)) {
+        if (tobj) {
+            double until = time_regret(vm, d, &q, position, t_issue);
+            if (until > t_issue) {
+                fhr_decision_destroy(d);
+                t_issue = until;
+                attempt--; /* as above: the held copy's bodies are finished at `until` */
+                continue;
+            }
+        } else if (!tobj && !vm->explain && vm->ninflight && attempt < 64 &&
+                   strcmp(fhr_decision_policy(d), "lookahead") == 0 &&
+                   regrets(vm, d, &q, position)) {
             fhr_decision_destroy(d);
             inflight_wait_oldest(vm);
             continue;
         }
+        if (!tobj)
+            t_issue = victims_free(vm, d, t_issue);
         fhr_stream_map xs[FHR_LOC_SLOTS];
         const fhr_plan *plan = fhr_decision_plan(d);
         size_t nxs = transfer_map(vm, plan, xs);
         uint64_t version = fhr_decision_state_version(d);
         fhr_error e2;
         fhr_error_init(&e2);
+        uint64_t before = link_bytes(&vm->total);
         st = vm_exec_scope_plan(vm, plan, xs, nxs, 1, version, q.runs, q.nruns, q.at, 1, NULL,
                                 &e2);
         fhr_decision_destroy(d);
@@ -434,14 +579,19 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             } else {
                 fhr_error_clear(&e2);
             }
-        } else if (q.nruns) {
-            double model = 0;
+        } else {
+            double model = 0, mend = 0;
             for (size_t k = 0; k < q.nruns; k++)
                 model += vm_model_body(vm, &q.runs[k]);
-            inflight_push(vm, q.at[0], q.rq, q.nrq, model);
+            vm_model_advance(vm, t_issue);
+            st = vm_model_commit(vm, t_issue, link_bytes(&vm->total) - before, model, q.rq,
+                                 q.nrq, q.nruns > 0, &mend, err);
+            if (st == FHR_OK && q.nruns)
+                inflight_push(vm, q.at[0], q.rq, q.nrq, model, mend);
         }
         break;
     }
+    vm_model_unhold(holds, nholds);
     parts_free(&q);
     return st;
 }

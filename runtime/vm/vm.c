@@ -442,6 +442,8 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
     double busy = t->model_body_s + rep->regen_s;
     rep->predicted_s = busy > rep->transfer_s ? busy : rep->transfer_s;
+    rep->timeline_s = vm->m_comp > vm->m_link ? vm->m_comp : vm->m_link;
+    rep->timeline_idle_s = vm->m_idle;
     if (rep->ok && t->check_failures) {
         rep->ok = 0;
         rep->status = FHR_E_BACKEND;

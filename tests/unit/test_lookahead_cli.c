@@ -254,3 +254,77 @@ Test(lookahead_cli, seeded_keys_move_about_half_of_min)
     cr_assert_gt(num(t, "bytes_regenerated") * 256, 0.45 * min_bytes);
     cJSON_Delete(j);
 }
+
+/* The time objective: check and run share one path (the modelled timeline decides, the
+ * run waits for whatever real work the model has finished), so check's prediction is the
+ * run's bytes on the emulated device exactly, whatever the run's timing (with or without
+ * a prefetch bound), for the plain and the seeded plan at 25% of the key set and at the
+ * plan's own budget. There the objective trades bytes for time: more than MIN, a shorter
+ * modelled timeline than MIN's bytes would allow, and the default stays at MIN. */
+static double check_lookahead(const char *extra, const char *plan, double *timeline, double *idle)
+{
+    char args[512];
+    snprintf(args, sizeof args, "check --json %s %s", extra, plan);
+    cJSON *j = json_of(args, 0);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cJSON *la = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "policies"), 1);
+    cr_assert_str_eq(cJSON_GetObjectItem(la, "policy")->valuestring, "lookahead");
+    double b = num(la, "bytes_moved");
+    cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "report"), "totals");
+    cJSON *tl = cJSON_GetObjectItem(t, "timeline_s");
+    if (timeline)
+        *timeline = cJSON_IsNumber(tl) ? tl->valuedouble : 0;
+    if (idle)
+        *idle = cJSON_IsNumber(tl) ? num(t, "timeline_idle_s") : 0;
+    cJSON_Delete(j);
+    return b;
+}
+
+Test(lookahead_cli, objective_time_check_predicts_the_run_bytes)
+{
+    const char *plans[] = {"plans/ckks-bootstrap.rplan", "plans/ckks-bootstrap-seeded.rplan"};
+    unsigned long long quarter = (79ull * 180 / 4 + 45 + 150) << 20;
+    for (size_t p = 0; p < 2; p++)
+        for (int bi = 0; bi < 2; bi++) {
+            char bud[64] = "";
+            if (bi)
+                snprintf(bud, sizeof bud, "--budget cuda:0=%llu", quarter);
+            char extra[128];
+            snprintf(extra, sizeof extra, "--objective time %s", bud);
+            double tl = 0, idle = 0, tl_min = 0, idle_min = 0;
+            double predicted = check_lookahead(extra, plans[p], &tl, &idle);
+            double min = check_lookahead(bud, plans[p], &tl_min, &idle_min);
+            cr_assert_gt(tl, 0, "%s: the time objective reports its modelled timeline", plans[p]);
+            cr_assert_geq(predicted, min, "%s %s: below MIN", plans[p], bud);
+            /* on the modelled timeline the time objective is never slower than MIN */
+            cr_assert_leq(tl, tl_min * (1 + 1e-9), "%s %s: %.6f s against MIN's %.6f s", plans[p],
+                          bud, tl, tl_min);
+            if (!bi) { /* the plan's own budget: bytes traded for the link's idle time */
+                cr_assert_gt(predicted, min, "%s: the time objective moves MIN's bytes", plans[p]);
+                cr_assert_lt(tl, tl_min, "%s: no faster than MIN on the model", plans[p]);
+                cr_assert_lt(idle, idle_min, "%s: the link's longest idle stretch", plans[p]);
+            }
+            const char *modes[] = {"", "--prefetch 1"};
+            for (size_t m = 0; m < 2; m++) {
+                char args[512];
+                snprintf(args, sizeof args, "run --json --device emu --scale 256 %s %s %s", extra,
+                         modes[m], plans[p]);
+                cJSON *j = json_of(args, 0);
+                cJSON *t = cJSON_GetObjectItem(j, "totals");
+                cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "integrity"), "ok")));
+                /* the plans' sizes divide by 256 exactly: compare to the byte */
+                cr_assert_eq(num(t, "bytes_moved") * 256, predicted, "%s: run %.0f, check %.0f",
+                             args, num(t, "bytes_moved") * 256, predicted);
+                cJSON_Delete(j);
+            }
+        }
+}
+
+Test(lookahead_cli, objective_is_checked)
+{
+    int rc;
+    free(run_out("check --objective speed plans/ckks-bootstrap.rplan", &rc));
+    cr_assert_eq(rc, 64, "a bad --objective is a usage error");
+    free(run_out("run --objective --device emu plans/ckks-bootstrap.rplan", &rc));
+    cr_assert_neq(rc, 0);
+}
