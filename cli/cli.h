@@ -38,7 +38,7 @@ typedef struct cli {
     int policy;          /* 0 as written, else an rplan_policy_kind for every policy */
     int prefetch_set;
     unsigned prefetch;   /* --prefetch N (0: serial) */
-    double pinned_gbps, device_gbps, gen_gbps;
+    double pinned_gbps, device_gbps, gen_gbps, peer_gbps;
     int has_min_budget;
     fhr_location min_budget;
     uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */

@@ -11,23 +11,23 @@
 /* One block per subcommand; the full usage is all of them. */
 static const char usage_check[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--world-size N] [--json | --sarif]\n"
-    "                     FILE...\n";
+    "                     [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--world-size N]\n"
+    "                     [--json | --sarif] FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--device-gbps X]\n"
-    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
+    "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--peer-gbps X]\n"
+    "                   [--device-gbps X] [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 
 const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--min-budget LOC]\n"
-    "                     [--pinned-gbps X] [--device-gbps X] [--gen-gbps X] [--world-size N]\n"
-    "                     [--json | --sarif] FILE...\n"
+    "                     [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
+    "                     [--world-size N] [--json | --sarif] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--prefetch N] [--pinned-gbps X] [--device-gbps X]\n"
-    "                   [--gen-gbps X]\n"
+    "                   [--peer-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
