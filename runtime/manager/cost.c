@@ -82,3 +82,18 @@ int rules_pick_source(const rule_view *v, int to_slot)
     }
     return best;
 }
+
+int rules_load_instead(const rule_view *v, int src, int to)
+{
+    if (!v->has_src || src < 2 || to < 2)
+        return 0;
+    if (v->unsettled & (1ULL << src))
+        return 1;
+    fhr_link_rates dflt;
+    const fhr_link_rates *l = v->links;
+    if (!l) {
+        links_fill(NULL, &dflt);
+        l = &dflt;
+    }
+    return rules_copy_cost(v, l, 1, to, NULL) < rules_copy_cost(v, l, src, to, NULL);
+}

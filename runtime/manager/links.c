@@ -85,7 +85,10 @@ double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
         if (best < 0 || c < best)
             best = c;
     }
-    if (best < 0) /* no other copy: it would come back from pinned memory */
-        best = rules_copy_cost(&rv, &m->links, slot == 1 ? 0 : 1, slot, NULL);
+    if (best < 0 || (rv.has_src && slot >= 2)) { /* from pinned memory, or a load: as pinned */
+        double c = rules_copy_cost(&rv, &m->links, slot == 1 ? 0 : 1, slot, NULL);
+        if (best < 0 || c < best)
+            best = c;
+    }
     return best;
 }

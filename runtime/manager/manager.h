@@ -214,6 +214,10 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                        rule_effect *eff, fhr_error *err);
 /* The cost model (cost.c): the choice of a copy's source, the cheapest settled copy. */
 int rules_pick_source(const rule_view *v, int to_slot);
+/* 1 when a value with a source is better loaded onto device `to` than copied from the
+ * device copy at `src`: that copy is still being filled, or the peer link is slower than
+ * a load (costed as a copy from pinned memory). */
+int rules_load_instead(const rule_view *v, int src, int to);
 /* Bytes of regenerable fields a copy from slot `from` to `to` generates on `to`. */
 uint64_t rules_generated(const rule_view *rv, int from, int to);
 /* Seconds of one copy from `from` to `to`; *link_nbytes (may be NULL): bytes over the link. */

@@ -132,6 +132,10 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             eff->load = 1;
         } else {
             eff->src = rules_pick_source(v, at);
+            if (rules_load_instead(v, eff->src, at)) {
+                eff->src = -1;
+                eff->load = 1;
+            }
         }
         return check_create(v, at, locs, op, eff, err);
 

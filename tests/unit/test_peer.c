@@ -199,6 +199,47 @@ Test(peer, a_copy_in_flight_is_not_a_source_pinned_is_used)
     fhr_backend_destroy(b);
 }
 
+/* A value with a source whose only device copy is in flight is loaded instead; so is one
+ * whose peer link is slower than a load. */
+Test(peer, a_sourced_value_is_loaded_rather_than_wait_for_a_copy_in_flight)
+{
+    fhr_backend *b = emu_backend(2);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    pat_source ps = {N, 13, 0, 0, 0, 0};
+    fhr_handle h = register_pat(m, &ps, FHR_REPLICABLE);
+    fhr_stream *s0;
+    cr_assert_eq(fhr_stream_create(b, C0(), &s0, NULL), FHR_OK);
+    atomic_store(&gate_open, 0);
+    cr_assert_eq(fhr_launch_host(b, s0, wait_gate, NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(m, h, C0(), s0, NULL), FHR_OK);
+    cr_assert_eq(ps.loads, 1);
+    cr_assert_not(copy_at(m, h, C0()).ready);
+    cr_assert_eq(fhr_ensure(m, h, C1(), NULL, NULL), FHR_OK);
+    cr_assert_eq(last_entry(m).kind, FHR_TR_LOAD, "in flight: loaded, not copied");
+    cr_assert_eq(ps.loads, 2);
+    cr_assert_not(copy_at(m, h, C1()).copied);
+    atomic_store(&gate_open, 1);
+    fhr_stream_sync(b, s0, NULL);
+    cr_assert(resident_has_pattern(m, h, C1(), 13, N));
+    /* settled, and a fast peer link: copied */
+    cr_assert_eq(fhr_drop(m, h, C1(), NULL), FHR_OK);
+    settle(m, h, C0());
+    cr_assert_eq(fhr_ensure(m, h, C1(), NULL, NULL), FHR_OK);
+    cr_assert(fhr_loc_equal(last_entry(m).from, C0()));
+    cr_assert_eq(ps.loads, 2);
+    /* a peer link slower than a load: loaded */
+    fhr_link_rates slow = {0, 0, 5, 0};
+    cr_assert_eq(fhr_manager_set_links(m, &slow, NULL), FHR_OK);
+    cr_assert_eq(fhr_drop(m, h, C1(), NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(m, h, C1(), NULL, NULL), FHR_OK);
+    cr_assert_eq(last_entry(m).kind, FHR_TR_LOAD);
+    cr_assert_eq(ps.loads, 3);
+    check_accounting(m);
+    fhr_stream_destroy(b, s0);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
 /* The only other copy in flight is still used (waited for on the device). */
 Test(peer, a_copy_in_flight_is_used_when_it_is_the_only_one)
 {
