@@ -91,6 +91,13 @@ Test(peer, missing_copy_comes_from_the_other_device)
     fhr_copy_info ci = copy_at(m, h, C1());
     cr_assert(ci.copied);
     cr_assert(fhr_loc_equal(ci.source, C0()));
+    fhr_snapshot *sn = NULL;
+    cr_assert_eq(fhr_snapshot_take(m, &sn, NULL), FHR_OK);
+    char *js = fhr_snapshot_json(sn);
+    cr_assert(strstr(js, "\"source\":\"cuda:0\""), "%s", js);
+    cr_assert(strstr(js, "\"source\":null"), "the adopted host copy: %s", js);
+    free(js);
+    fhr_snapshot_free(sn);
     cr_assert(resident_has_pattern(m, h, C1(), 5, N));
     /* accounting on both devices */
     cr_assert_eq(used_at(m, C0()), N);
@@ -153,6 +160,39 @@ Test(peer, bad_rates_are_refused_and_change_nothing)
         fhr_manager_links(m, &after);
         cr_assert_eq(memcmp(&before, &after, sizeof before), 0);
     }
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+/* explain predicts the peer copy (bytes and count apart), the report names its source */
+Test(peer, explain_and_the_report_show_the_peer_source)
+{
+    fhr_backend *b = emu_backend(2);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle h = key_on_c0(m, 14), k = adopt_n(m, N, 15, FHR_REPLICABLE);
+    fhr_action acts[] = {{FHR_ACT_ENSURE, h, fhr_loc_cuda(1), 0, {0, 0}},
+                         {FHR_ACT_ENSURE, k, fhr_loc_cuda(1), 0, {0, 0}}};
+    fhr_plan_desc d = {"two", NULL, 0, acts, 2, NULL, 0, NULL, 0};
+    fhr_plan *pl = NULL;
+    cr_assert_eq(fhr_plan_create(&d, &pl, NULL), FHR_OK);
+    fhr_explanation ex;
+    cr_assert_eq(fhr_explain(m, pl, &ex, NULL), FHR_OK);
+    cr_assert(ex.feasible, "%s", ex.reason);
+    cr_assert_eq(ex.bytes_moved, 2 * N);
+    cr_assert_eq(ex.bytes_peer, N, "h from cuda:0, k from the host");
+    cr_assert_eq(ex.peer_copies, 1);
+    char *js = fhr_explanation_json(&ex);
+    cr_assert(strstr(js, "\"bytes_peer\":4096"), "%s", js);
+    free(js);
+    fhr_report *rep = NULL;
+    cr_assert_eq(fhr_execute_actions(m, acts, 2, NULL, 0, &rep, NULL), FHR_OK);
+    cr_assert_eq(fhr_report_ntransitions(rep), 2);
+    const fhr_transition *t0 = fhr_report_transition(rep, 0), *t1 = fhr_report_transition(rep, 1);
+    cr_assert(t0->has_from && fhr_loc_equal(t0->from, C0()));
+    cr_assert(t1->has_from && fhr_loc_equal(t1->from, fhr_loc_host()));
+    fhr_report_free(rep);
+    fhr_plan_destroy(pl);
+    check_accounting(m);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
