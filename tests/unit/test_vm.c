@@ -269,7 +269,7 @@ Test(vm, report_and_trace_json_parse)
  * devices (the two-GPU bootstrap uses cuda:1). */
 Test(vm, every_plan_in_plans_runs_on_emu)
 {
-    char files[32][256];
+    char files[32][512];
     size_t nfiles = 0;
     DIR *d = opendir("plans");
     cr_assert_not_null(d);
