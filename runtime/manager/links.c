@@ -73,9 +73,13 @@ fhr_status fhr_copy_cost(fhr_manager *m, fhr_handle h, fhr_location from, fhr_lo
 
 double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
 {
-    rule_view rv;
-    char nm[96];
-    mgr_rule_view(m, v, &rv, nm, sizeof nm);
+    rule_view rv = {0}; /* only what the cost needs: no names, no event queries */
+    rv.charge = v->charge;
+    rv.omit[0] = v->omit[0];
+    rv.omit[1] = v->omit[1];
+    rv.regen = v->regen;
+    rv.present = v->present;
+    rv.has_src = v->has_src;
     uint64_t others = rv.present & ~(1ULL << slot);
     double best = -1;
     for (int s = 0; s < FHR_LOC_SLOTS; s++) {
