@@ -47,7 +47,7 @@ double rules_copy_cost(const rule_view *rv, const fhr_link_rates *l, int from, i
 }
 
 /* The cheapest source among the copies other than `to_slot`. A copy that is protected as
- * a source (v->unsettled: the copy that fills it is still in flight) is a candidate only
+ * a source (v->unsettled: a device copy still being filled, for a device destination) is a candidate only
  * when every other one is too. Equal costs keep the fixed order pinned, devices by index,
  * pageable host, so the choice is deterministic for equal inputs. */
 int rules_pick_source(const rule_view *v, int to_slot)
@@ -55,7 +55,7 @@ int rules_pick_source(const rule_view *v, int to_slot)
     uint64_t cand = v->present & ~(to_slot >= 0 ? (1ULL << to_slot) : 0);
     if (!cand)
         return -1;
-    if (cand & ~v->unsettled)
+    if (to_slot >= 2 && (cand & ~v->unsettled)) /* a device copy in flight, for a device */
         cand &= ~v->unsettled;
     fhr_link_rates dflt;
     const fhr_link_rates *l = v->links;

@@ -27,7 +27,7 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, s
         const mat *x = v->mats[s];
         if (!x)
             continue;
-        if (x->ready && !ev_done(m, x->ready))
+        if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled: not a source while others are */
         const char *why = x->leases    ? "an active lease"
                           : x->holds   ? "a hold"
