@@ -1,5 +1,6 @@
 /* bench/transfer.c — transfer bandwidth through the backend against raw CUDA and the best
- * host memcpy of the same run, a sweep of the staging shape, and CPU cost per enqueue. */
+ * host memcpy of the same run, a sweep of the staging shape, CPU cost per enqueue, and with
+ * two devices the peer link (cuda:0 <-> cuda:1) and both devices loading at once. */
 #include "fheplan/backend.h"
 #include "cuda/staging_pipeline.h"
 
@@ -33,6 +34,11 @@ typedef struct bench {
     int nsizes;
     double best_host[MAX_SIZES];
     int best_threads[MAX_SIZES];
+    int two_only;       /* --two-gpu: only the two-device rows */
+    int ndev;
+    fhr_stream *s1;     /* backend stream on cuda:1 (two devices) */
+    cudaStream_t raw1;  /* raw stream on device 1 */
+    void *dev1, *pin1;  /* a buffer on cuda:1 and a second pinned one */
 } bench;
 
 static double now(void)
@@ -340,12 +346,94 @@ static void run_enqueue(bench *k)
         enqueue_cost(k, DEV_TO_PIN, RAW_ASYNC, n), "us");
 }
 
+/* ---- two devices ------------------------------------------------------------------- */
+
+/* Median GB/s of one peer copy of n bytes, from device `from` to the other. */
+static double peer_bandwidth(bench *k, int from, int raw, size_t n)
+{
+    double t[MAX_REPS];
+    void *dst = from == 0 ? k->dev1 : k->dev, *src = from == 0 ? k->dev : k->dev1;
+    fhr_location dl = fhr_loc_cuda(1 - from), sl = fhr_loc_cuda(from);
+    fhr_stream *s = from == 0 ? k->s1 : k->s; /* the destination's stream, as the manager */
+    cudaStream_t rs = from == 0 ? k->raw1 : k->raw;
+    for (int r = -1; r < k->reps; r++) {
+        double t0 = now();
+        if (raw) {
+            cu_check(cudaMemcpyPeerAsync(dst, 1 - from, src, from, n, rs), "cudaMemcpyPeerAsync");
+            cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+        } else {
+            fhr_error err;
+            fhr_error_init(&err);
+            if (k->b->ops->copy(k->b, dst, dl, src, sl, n, s, &err) != FHR_OK)
+                die("backend peer copy", err.message);
+            if (fhr_stream_sync(k->b, s, &err) != FHR_OK)
+                die("backend peer copy", err.message);
+        }
+        if (r >= 0) /* the first is a warm-up */
+            t[r] = now() - t0;
+    }
+    return (double)n / median(t, k->reps) / 1e9;
+}
+
+/* Median aggregate GB/s of pinned -> device copies of n bytes each onto both devices at
+ * once (two pinned buffers, two streams), or onto cuda:0 alone (both = 0). */
+static double pinned_both(bench *k, int both, size_t n)
+{
+    double t[MAX_REPS];
+    for (int r = -1; r < k->reps; r++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        double t0 = now();
+        if (k->b->ops->copy(k->b, k->dev, fhr_loc_cuda(0), k->pin, fhr_loc_pinned(), n, k->s,
+                            &err) != FHR_OK ||
+            (both && k->b->ops->copy(k->b, k->dev1, fhr_loc_cuda(1), k->pin1, fhr_loc_pinned(),
+                                     n, k->s1, &err) != FHR_OK))
+            die("backend copy", err.message);
+        if (fhr_stream_sync(k->b, k->s, &err) != FHR_OK ||
+            (both && fhr_stream_sync(k->b, k->s1, &err) != FHR_OK))
+            die("backend copy", err.message);
+        if (r >= 0)
+            t[r] = now() - t0;
+    }
+    return (double)(both ? 2 * n : n) / median(t, k->reps) / 1e9;
+}
+
+/* The peer link beside the host link, and what two devices loading at once get: the
+ * rows that explain a two-rank scaling below 2x (host memory bandwidth, a shared PCIe
+ * switch, or neither: then the ranks' own overheads). */
+static void run_two(bench *k)
+{
+    if (k->ndev < 2) {
+        fprintf(stderr, "transfer: peer and two-device rows skipped: %d CUDA device%s visible "
+                "(they need two)\n", k->ndev, k->ndev == 1 ? "" : "s");
+        return;
+    }
+    int ab = 0, ba = 0;
+    cudaDeviceCanAccessPeer(&ab, 0, 1);
+    cudaDeviceCanAccessPeer(&ba, 1, 0);
+    if (!k->json)
+        printf("peer access cuda:0<->cuda:1: %s\n", ab && ba ? "yes (direct: NVLink or the PCIe "
+               "switch)" : "no (the driver stages peer copies through host memory)");
+    for (size_t n = 64u << 10; n <= k->max; n *= 4) {
+        row(k, "cuda:0->cuda:1 (raw: MemcpyPeer)", n, peer_bandwidth(k, 0, 0, n),
+            peer_bandwidth(k, 0, 1, n), "GB/s");
+        row(k, "cuda:1->cuda:0 (raw: MemcpyPeer)", n, peer_bandwidth(k, 1, 0, n),
+            peer_bandwidth(k, 1, 1, n), "GB/s");
+    }
+    double one = pinned_both(k, 0, k->max), two = pinned_both(k, 1, k->max);
+    row(k, "pinned->cuda, one device", k->max, one, 0, "GB/s");
+    row(k, "pinned->cuda, two at once (sum)", k->max, two, 0, "GB/s");
+    row(k, "two devices at once vs one", k->max, two, one, "GB/s");
+    double peer = peer_bandwidth(k, 0, 0, k->max);
+    row(k, "peer vs pinned->cuda", k->max, peer, one, "GB/s");
+}
+
 /* ---- setup ------------------------------------------------------------------------- */
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: transfer [--json] [--reps N (5..64, default 7)] [--max-mib M "
-                    "(default 1024)] [--staging-sweep] [--host-only]\n");
+    fprintf(stderr, "usage: transfer [--json] [--two-gpu] [--reps N (5..64, default 7)] "
+                    "[--max-mib M (default 1024)] [--staging-sweep] [--host-only]\n");
     exit(2);
 }
 
@@ -361,6 +449,8 @@ static void parse_args(bench *k, int argc, char **argv)
             k->sweep = 1;
         else if (strcmp(argv[i], "--host-only") == 0)
             k->host_only = 1;
+        else if (strcmp(argv[i], "--two-gpu") == 0)
+            k->two_only = 1;
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             k->reps = (int)strtol(argv[++i], &end, 10);
         else if (strcmp(argv[i], "--max-mib") == 0 && i + 1 < argc)
@@ -424,6 +514,40 @@ static void setup(bench *k)
     if (!k->pageable)
         die("malloc", "no memory for the pageable buffer");
     memset(k->pageable, 3, k->max); /* fault every page in before timing */
+    k->ndev = k->b->ops->device_count(k->b);
+    if (k->two_only && k->ndev < 2) {
+        fprintf(stderr, "transfer: skipped: --two-gpu needs two CUDA devices, %d visible\n",
+                k->ndev);
+        exit(SKIPPED);
+    }
+    if (k->ndev >= 2) {
+        fhr_error err;
+        fhr_error_init(&err);
+        if (fhr_stream_create(k->b, fhr_loc_cuda(1), &k->s1, &err) != FHR_OK ||
+            k->b->ops->alloc(k->b, fhr_loc_cuda(1), k->max, k->s1, &k->dev1, &err) != FHR_OK ||
+            k->b->ops->alloc(k->b, fhr_loc_pinned(), k->max, k->s1, &k->pin1, &err) != FHR_OK)
+            die("setup (cuda:1)", err.message);
+        cu_check(cudaSetDevice(1), "cudaSetDevice");
+        cu_check(cudaStreamCreateWithFlags(&k->raw1, cudaStreamNonBlocking), "cudaStreamCreate");
+        cu_check(cudaSetDevice(0), "cudaSetDevice");
+        memset(k->pin1, 3, k->max);
+        if (fhr_stream_sync(k->b, k->s1, &err) != FHR_OK)
+            die("setup (cuda:1)", err.message);
+    }
+}
+
+/* Frees what the two-device rows used (nothing with one device). */
+static void close_two(bench *k)
+{
+    if (k->ndev < 2 || !k->s1)
+        return;
+    k->b->ops->free(k->b, fhr_loc_cuda(1), k->dev1, k->max, k->s1);
+    k->b->ops->free(k->b, fhr_loc_pinned(), k->pin1, k->max, k->s1);
+    fhr_stream_sync(k->b, k->s1, NULL);
+    fhr_stream_destroy(k->b, k->s1);
+    cudaStreamDestroy(k->raw1);
+    k->s1 = NULL;
+    k->dev1 = k->pin1 = NULL;
 }
 
 static void teardown(bench *k)
@@ -534,17 +658,22 @@ int main(int argc, char **argv)
     else
         printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, medians of %d\n", k.cores,
                sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10, k.reps);
-    run_host(&k); /* the yardstick first, before any staging thread exists */
+    if (!k.two_only)
+        run_host(&k); /* the yardstick first, before any staging thread exists */
     if (k.host_only) {
         if (k.json)
             printf("\n]}\n");
         free(k.pageable);
         return 0;
     }
-    run_bandwidth(&k);
-    run_staged_vs_host(&k);
-    run_enqueue(&k);
-    if (k.sweep)
+    if (!k.two_only) {
+        run_bandwidth(&k);
+        run_staged_vs_host(&k);
+        run_enqueue(&k);
+    }
+    run_two(&k);
+    close_two(&k); /* before the sweep, which opens backends of its own */
+    if (k.sweep && !k.two_only)
         run_sweep(&k);
     if (k.json)
         printf("\n]}\n");

@@ -23,6 +23,16 @@ static void explain_opts(const cli *c, rplan_vm_opts *o)
     o->pinned_gbps = c->pinned_gbps;
     o->device_gbps = c->device_gbps;
     o->gen_gbps = c->gen_gbps;
+    o->peer_gbps = c->peer_gbps;
+}
+
+/* How many devices the run touched (the peaks name every location it used). */
+static int devices_used(const rplan_vm_report *rep)
+{
+    int n = 0;
+    for (size_t i = 0; i < rep->total.npeaks; i++)
+        n += rep->total.peaks[i].loc.kind == FHR_LOC_CUDA;
+    return n;
 }
 
 static const char *policy_name(int kind)
@@ -43,7 +53,8 @@ static uint64_t moved_bytes(const rplan_stage_report *r)
 /* One quiet check of src with extra budget overrides and a policy: compile (with the
  * verifier's dry run) and the VM's explain run. 1 feasible, 0 rejected, -1 error. */
 static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                 int policy, double *predicted, uint64_t *moved, uint64_t *regen)
+                 int policy, double *predicted, uint64_t *moved, uint64_t *regen,
+                 uint64_t link[2])
 {
     fhr_budget bud[32];
     size_t nb = 0;
@@ -82,6 +93,10 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
                 *moved = moved_bytes(&rep->total);
             if (regen)
                 *regen = rep->total.regen_bytes;
+            if (link) {
+                link[0] = rep->pcie_bytes;
+                link[1] = rep->peer_bytes;
+            }
         }
     }
     rplan_vm_report_free(rep);
@@ -107,18 +122,18 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
 {
     memset(r, 0, sizeof *r);
     fhr_budget b = {loc, MIN_BUDGET_CEIL};
-    int f = probe(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL);
+    int f = probe(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL, NULL);
     if (f < 0)
         return -1;
     if (!f)
         return 0;
     uint64_t lo = 0, hi = MIN_BUDGET_CEIL; /* lo fails (or is 0), hi passes */
     b.nbytes = 0;
-    if (probe(c, in, &b, 1, c->policy, NULL, NULL, NULL) == 1)
+    if (probe(c, in, &b, 1, c->policy, NULL, NULL, NULL, NULL) == 1)
         hi = 0;
     while (hi && lo + 1 < hi) {
         b.nbytes = lo + (hi - lo) / 2;
-        int ok = probe(c, in, &b, 1, c->policy, NULL, NULL, NULL);
+        int ok = probe(c, in, &b, 1, c->policy, NULL, NULL, NULL, NULL);
         if (ok < 0)
             return -1;
         if (ok)
@@ -129,7 +144,7 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
     r->found = 1;
     r->feasible = hi;
     b.nbytes = hi;
-    probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL, NULL);
+    probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL, NULL, NULL);
     /* the predicted time falls as the budget grows: search [feasible, ceiling] */
     double limit = r->unbounded_s * 1.05;
     lo = hi;
@@ -140,7 +155,7 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
         while (lo + 1 < top) {
             double t = 0;
             b.nbytes = lo + (top - lo) / 2;
-            int ok = probe(c, in, &b, 1, c->policy, &t, NULL, NULL);
+            int ok = probe(c, in, &b, 1, c->policy, &t, NULL, NULL, NULL);
             if (ok < 0)
                 return -1;
             if (ok && t <= limit)
@@ -151,7 +166,7 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
     }
     r->near = top;
     b.nbytes = top;
-    probe(c, in, &b, 1, c->policy, &r->near_s, NULL, NULL);
+    probe(c, in, &b, 1, c->policy, &r->near_s, NULL, NULL, NULL);
     return 1;
 }
 
@@ -188,11 +203,12 @@ int cmd_check(cli *c)
         }
         /* what each built-in policy would move, and the predicted time */
         int kinds[2] = {RPLAN_POLICY_TIERED_LRU, RPLAN_POLICY_LOOKAHEAD};
-        uint64_t pmoved[2] = {0, 0}, pregen[2] = {0, 0};
+        uint64_t pmoved[2] = {0, 0}, pregen[2] = {0, 0}, plink[2][2] = {{0, 0}, {0, 0}};
         double ppred[2] = {0, 0};
         int pok[2] = {0, 0}, has_requests = rc == 0 && in.p && rplan_npolicies(in.p) > 0;
         for (int k = 0; k < 2 && has_requests; k++)
-            pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k], &pregen[k]) == 1;
+            pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k], &pregen[k],
+                           plink[k]) == 1;
         min_budget_result mb;
         int mbr = rc == 0 && c->has_min_budget ? min_budget(c, &in, c->min_budget, &mb) : 0;
         if (mbr < 0)
@@ -204,6 +220,8 @@ int cmd_check(cli *c)
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
                 cJSON_AddNumberToObject(fo, "bytes_regenerated", (double)rep->total.regen_bytes);
+                cJSON_AddNumberToObject(fo, "pcie_bytes", (double)rep->pcie_bytes);
+                cJSON_AddNumberToObject(fo, "peer_bytes", (double)rep->peer_bytes);
             }
             cJSON *pa = cJSON_AddArrayToObject(fo, "policies");
             for (int k = 0; k < 2 && has_requests; k++) {
@@ -212,6 +230,8 @@ int cmd_check(cli *c)
                 cJSON_AddBoolToObject(po, "feasible", pok[k]);
                 cJSON_AddNumberToObject(po, "bytes_moved", (double)pmoved[k]);
                 cJSON_AddNumberToObject(po, "bytes_regenerated", (double)pregen[k]);
+                cJSON_AddNumberToObject(po, "pcie_bytes", (double)plink[k][0]);
+                cJSON_AddNumberToObject(po, "peer_bytes", (double)plink[k][1]);
                 cJSON_AddNumberToObject(po, "predicted_s", ppred[k]);
                 cJSON_AddItemToArray(pa, po);
             }
@@ -264,9 +284,25 @@ int cmd_check(cli *c)
                        fmt_time(rep->timeline_s, t, sizeof t),
                        fmt_time(rep->timeline_idle_s, il, sizeof il));
             }
+            int multi = devices_used(rep) > 1; /* a peer link can carry copies */
+            if (multi) {
+                char p1[32], p2[32], t1[32], t2[32];
+                printf("  transfers: PCIe %s (%s at %.1f GB/s pinned), peer %s (%s at %.0f GB/s)\n",
+                       fmt_bytes(rep->pcie_bytes, p1, sizeof p1), fmt_time(rep->pcie_s, t1, sizeof t1),
+                       rep->pinned_gbps, fmt_bytes(rep->peer_bytes, p2, sizeof p2),
+                       fmt_time(rep->peer_s, t2, sizeof t2), rep->peer_gbps);
+            }
             for (int k = 0; k < 2 && has_requests; k++) {
-                char g[32];
-                if (pok[k] && pregen[k])
+                char g[32], p1[32], p2[32];
+                if (pok[k] && multi)
+                    printf("  policy %-10s would move %s (PCIe %s, peer %s)%s%s, predicted %s\n",
+                           policy_name(kinds[k]), fmt_bytes(pmoved[k], a, sizeof a),
+                           fmt_bytes(plink[k][0], p1, sizeof p1),
+                           fmt_bytes(plink[k][1], p2, sizeof p2),
+                           pregen[k] ? " and regenerate " : "",
+                           pregen[k] ? fmt_bytes(pregen[k], g, sizeof g) : "",
+                           fmt_time(ppred[k], t, sizeof t));
+                else if (pok[k] && pregen[k])
                     printf("  policy %-10s would move %s and regenerate %s, predicted %s\n",
                            policy_name(kinds[k]), fmt_bytes(pmoved[k], a, sizeof a),
                            fmt_bytes(pregen[k], g, sizeof g), fmt_time(ppred[k], t, sizeof t));

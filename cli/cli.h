@@ -40,7 +40,7 @@ typedef struct cli {
     unsigned prefetch;   /* --prefetch N (0: serial) */
     int objective;       /* --objective: an rplan_vm_objective (0: bytes) */
     int objective_set;   /* --objective given: check prints the modelled timeline */
-    double pinned_gbps, device_gbps, gen_gbps;
+    double pinned_gbps, device_gbps, gen_gbps, peer_gbps;
     int has_min_budget;
     fhr_location min_budget;
     uint32_t rank, world_size; /* the plan's rank constants (check --world-size, MPI) */

@@ -124,7 +124,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 rc = parse_uint(argv[++i], "--prefetch", &c.prefetch);
             c.prefetch_set = 1;
         } else if ((!strcmp(a, "--pinned-gbps") || !strcmp(a, "--device-gbps") ||
-                    !strcmp(a, "--gen-gbps")) &&
+                    !strcmp(a, "--gen-gbps") || !strcmp(a, "--peer-gbps")) &&
                    (is_check || is_run)) {
             NEED_ARG();
             if (!rc) {
@@ -133,8 +133,10 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                     fprintf(stderr, "fheplan: bad %s '%s' (want a positive number of GB/s, "
                             "at most 1e9)\n", a, argv[i]);
                     rc = usage(NULL, NULL);
-                } else if (a[2] == 'p')
+                } else if (!strcmp(a, "--pinned-gbps"))
                     c.pinned_gbps = v;
+                else if (!strcmp(a, "--peer-gbps"))
+                    c.peer_gbps = v;
                 else if (a[2] == 'g')
                     c.gen_gbps = v;
                 else

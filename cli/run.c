@@ -113,6 +113,7 @@ int cmd_run(cli *c)
     o.pinned_gbps = c->pinned_gbps;
     o.device_gbps = c->device_gbps;
     o.gen_gbps = c->gen_gbps;
+    o.peer_gbps = c->peer_gbps;
     o.trace = c->trace != NULL || c->timeline != NULL;
     o.progress = on_progress;
     o.progress_ctx = &ps;
@@ -164,6 +165,16 @@ int cmd_run(cli *c)
         print_stage(&rep->total, 0, 1);
         const rplan_stage_report *tt = &rep->total;
         uint64_t pcie = tt->bytes[FHR_DIR_H2D] + tt->bytes[FHR_DIR_D2H] + tt->load_h2d_bytes;
+        int ndev = 0;
+        for (size_t i = 0; i < tt->npeaks; i++)
+            ndev += tt->peaks[i].loc.kind == FHR_LOC_CUDA;
+        if (ndev > 1) { /* the links run side by side: the transfer bound is the slower */
+            char p1[32], p2[32], q1[32], q2[32];
+            printf("links: PCIe %s at %.1f GB/s pinned = %s, peer %s at %.0f GB/s = %s\n",
+                   fmt_bytes(rep->pcie_bytes, p1, sizeof p1), rep->pinned_gbps,
+                   fmt_time(rep->pcie_s, q1, sizeof q1), fmt_bytes(rep->peer_bytes, p2, sizeof p2),
+                   rep->peer_gbps, fmt_time(rep->peer_s, q2, sizeof q2));
+        }
         if (rep->regen_s > 0) {
             char g[32], gt[32];
             printf("lower bound: max(compute %s + regenerating %s at %.0f GB/s = %s, transfer %s "

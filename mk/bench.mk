@@ -31,3 +31,12 @@ bench-seeded: $(BENCH_SEEDED)
 .PHONY: bench-prefetch
 bench-prefetch: $(BUILD)/fheplan $(BUILD)/jsonq
 	sh bench/prefetch.sh $(BUILD)
+
+# The two-GPU measurements (bench/two-gpu.sh): the peer link beside pinned, the two-GPU
+# plan, two independent MPI ranks. Exit 77 (skipped) with fewer than two GPUs;
+# `make bench-two-gpu-emu` rehearses the script on the emulated device.
+.PHONY: bench-two-gpu bench-two-gpu-emu
+bench-two-gpu: $(BUILD)/fheplan $(BUILD)/jsonq bench-transfer
+	sh bench/two-gpu.sh $(BUILD)
+bench-two-gpu-emu: $(BUILD)/fheplan $(BUILD)/jsonq
+	sh bench/two-gpu.sh --emu $(BUILD)

@@ -186,6 +186,37 @@ FHR_API fhr_status fhr_generator_register(fhr_manager *m, const char *name,
  * Touches no manager state: a source load may call it. */
 FHR_API fhr_status fhr_manager_value_to(fhr_manager *m, const fhr_value *v, fhr_location to,
                                         fhr_stream *s, fhr_value **out, fhr_error *err);
+/* The cost model the manager chooses a copy's source by: rates in GB/s of each link.
+ * A copy from `from` to `to` costs (bytes over the link) / (the link's rate) + (bytes
+ * the destination regenerates) / gen_gbps; regenerable fields cross no link. 0 takes
+ * the default. Defaults: pinned 55.5 (pinned <-> device, measured on an H200),
+ * pageable 26 (pageable <-> device and host <-> pinned, measured), peer 450 (device <->
+ * device: NVLink 4's nominal rate per direction on H100/H200 SXM hosts, not a
+ * measurement of ours; bench/two-gpu.sh measures it), gen 496. */
+typedef struct fhr_link_rates {
+    double pinned_gbps;
+    double pageable_gbps;
+    double peer_gbps;
+    double gen_gbps;
+} fhr_link_rates;
+
+#define FHR_DEFAULT_PINNED_GBPS   55.5
+#define FHR_DEFAULT_PAGEABLE_GBPS 26.0
+#define FHR_DEFAULT_PEER_GBPS     450.0
+#define FHR_DEFAULT_GEN_GBPS      496.0
+
+/* Sets the link rates (0 fields take the defaults); FHR_E_INVALID for a negative or
+ * non-finite rate, which changes nothing. Callable at any time. */
+FHR_API fhr_status fhr_manager_set_links(fhr_manager *m, const fhr_link_rates *r,
+                                         fhr_error *err);
+/* The rates in force (defaults filled in). */
+FHR_API void fhr_manager_links(fhr_manager *m, fhr_link_rates *out);
+/* The cost model's time in seconds of one copy of h to `to` from `from`, and the bytes
+ * it moves over the link (NULL: not wanted); FHR_E_STATE when h has no copy at `from`. */
+FHR_API fhr_status fhr_copy_cost(fhr_manager *m, fhr_handle h, fhr_location from,
+                                 fhr_location to, double *seconds, uint64_t *link_nbytes,
+                                 fhr_error *err);
+
 /* Sets or replaces a strict budget (creating the location). Refused with
  * FHR_E_BUDGET if current used+reserved already exceeds it. */
 FHR_API fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes,
@@ -303,6 +334,11 @@ typedef struct fhr_copy_info {
     int ready;               /* 0 while the copy that fills it is in flight */
     uint32_t leases, holds, pending_events;
     uint64_t last_use;       /* logical clock */
+    double restore_s;        /* the cost model's time to bring this copy back if it went:
+                                from the cheapest other copy (a device copy over the peer
+                                link), or with none from pinned memory */
+    int copied;              /* 1: made by a copy from `source`; 0: adopted or loaded */
+    fhr_location source;     /* where it was copied from (when copied) */
 } fhr_copy_info;
 
 typedef struct fhr_value_info {
@@ -439,6 +475,8 @@ typedef struct fhr_explanation {
     uint64_t bytes_moved;   /* predicted transfer bytes (over the link) */
     uint64_t bytes_regenerated; /* predicted bytes generated on devices instead */
     uint64_t state_version; /* the state it was judged against */
+    uint64_t bytes_peer;    /* of bytes_moved: device to device copies (the peer link) */
+    uint64_t peer_copies;   /* how many copies take a device copy as their source */
 } fhr_explanation;
 
 /* Dry run of the whole plan (reclaim, reserve, enter, exit, release) against the

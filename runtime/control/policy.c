@@ -534,10 +534,12 @@ static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_
     return UINT64_MAX;
 }
 
-/* The objective is the bytes that cross the link, not the number of copies: a copy's
- * restore cost is what bringing it back would move (its charge less what the device
- * regenerates). A copy never used again ranks first; then the largest distance to the
- * next use weighted by the bytes it frees per byte of restore cost (Belady's order when
+/* The objective is the time the links take, not the number of copies: a copy's restore
+ * cost is the cost model's time to bring it back from its cheapest source (restore_s:
+ * over the peer link when another device holds it, else its charge less what the
+ * device regenerates over PCIe), or, in a snapshot without one, the bytes that would
+ * cross the link. A copy never used again ranks first; then the largest distance to the
+ * next use weighted by the bytes it frees per unit of restore cost (Belady's order when
  * that ratio is the same for all, e.g. equal sizes or all keys seeded alike); then larger
  * size, then lower priority. Without a position everything ranks as never used again. */
 static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
@@ -552,6 +554,10 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
     } else {
         uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
         unsigned __int128 w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
+        if (ci->restore_s > 0) { /* bytes freed per second of restore, times the distance */
+            long double t = (long double)(nu - req->position) * ci->charged_nbytes / ci->restore_s;
+            w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)t;
+        }
         k[0] = w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
     }
     k[1] = UINT64_MAX - ci->charged_nbytes;

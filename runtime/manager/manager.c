@@ -35,6 +35,7 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
         m->ndev = 0;
     m->id = fresh_id(m);
     m->next_serial = 1;
+    links_fill(NULL, &m->links);
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->claims_cv, NULL);
     fhr_status gst = gens_create(&m->gens, err);

@@ -44,6 +44,8 @@ typedef struct mat {
     uint64_t last_use;
     uint64_t serial;    /* its value's (for the change log) */
     uint64_t storage;   /* actual bytes held (fixed for the copy's life) */
+    int copied;         /* made by a copy from `source` (0: adopted or loaded) */
+    fhr_location source;
     mgr_chore chore;    /* its free, once removed */
     fhr_stream *free_on;
 } mat;
@@ -101,6 +103,7 @@ struct fhr_manager {
     uint64_t next_serial;     /* serials [1, next_serial) were issued */
     size_t nlive;
     locacct loc[FHR_LOC_SLOTS];
+    fhr_link_rates links;     /* the cost model's rates (cost.c), defaults filled in */
     fhr_stream *streams[FHR_LOC_SLOTS]; /* the manager's own stream per location */
     pending_ref *pend;
     size_t npend, cappend;
@@ -180,6 +183,9 @@ static inline void mgr_changed(fhr_manager *m, uint64_t serial)
 {
     m->chlog[m->chseq++ & (MGR_CHLOG_CAP - 1)] = serial;
 }
+/* Lock held: something every value's record reads changed (the link rates, which set each
+ * copy's restore_s): moving the log on by more than it holds makes every cache rebuild. */
+static inline void mgr_changed_all(fhr_manager *m) { m->chseq += MGR_CHLOG_CAP + 1; }
 
 /* snapshot.c: the parts of a placement snapshot, shared with snapshot_cache.c (lock held).
  * Per-location figures into locs (room for FHR_LOC_SLOTS), returning how many. */
@@ -218,6 +224,8 @@ typedef struct rule_view {
     uint64_t present;          /* copies by slot */
     uint64_t protected_;       /* copies that are leased, held or pending */
     const char *why[FHR_LOC_SLOTS]; /* protection reason per protected slot (may be NULL) */
+    uint64_t unsettled;        /* copies protected as a source: still being filled (cost.c) */
+    const fhr_link_rates *links; /* the cost model; NULL: the defaults */
 } rule_view;
 
 typedef struct rule_effect {
@@ -231,8 +239,22 @@ typedef struct rule_effect {
 
 fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *locs, int ndev,
                        rule_effect *eff, fhr_error *err);
-/* The deterministic source choice for a copy to `to` among `present` slots. */
-int rules_pick_source(uint64_t present, int to_slot);
+/* The cost model (cost.c): the choice of a copy's source, the cheapest settled copy. */
+int rules_pick_source(const rule_view *v, int to_slot);
+/* 1 when a value with a source is better loaded onto device `to` than copied from the
+ * device copy at `src`: that copy is still being filled, or the peer link is slower than
+ * a load (costed as a copy from pinned memory). */
+int rules_load_instead(const rule_view *v, int src, int to);
+/* Bytes of regenerable fields a copy from slot `from` to `to` generates on `to`. */
+uint64_t rules_generated(const rule_view *rv, int from, int to);
+/* Seconds of one copy from `from` to `to`; *link_nbytes (may be NULL): bytes over the link. */
+double rules_copy_cost(const rule_view *rv, const fhr_link_rates *l, int from, int to,
+                       uint64_t *link_nbytes);
+double links_rate(const fhr_link_rates *l, int from, int to);
+/* Lock held: the time to restore v's copy at slot from its cheapest other copy, or from
+ * pinned memory when it has none (the lookahead policy's restore cost). */
+double mgr_restore_cost(fhr_manager *m, const val *v, int slot);
+void links_fill(const fhr_link_rates *in, fhr_link_rates *out);
 
 /* primitives with the lock held (used by plans, scopes and the public wrappers); the
  * caller has claimed the value (mgr_claim). A copy or a load lets go of the lock while it

@@ -22,10 +22,13 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, s
     rv->omit[1] = v->omit[1];
     rv->regen = v->regen;
     rv->present = v->present;
+    rv->links = &m->links;
     for (int s = 0; s < FHR_LOC_SLOTS; s++) {
         const mat *x = v->mats[s];
         if (!x)
             continue;
+        if (s >= 2 && x->ready && !ev_done(m, x->ready))
+            rv->unsettled |= 1ULL << s; /* still being filled: not a source while others are */
         const char *why = x->leases    ? "an active lease"
                           : x->holds   ? "a hold"
                           : x->pending ? "a pending consumer event (not yet completed and reaped)"
@@ -223,6 +226,8 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     if (src) {
         tr->has_from = 1;
         tr->from = src->loc;
+        x->copied = 1;
+        x->source = src->loc;
         ready->refs++;
         src->reads[src->nreads++] = ready; /* room was made above */
     } else {

@@ -51,22 +51,6 @@ fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char
     return FHR_E_BUDGET;
 }
 
-/* Source preference for a copy to `to`: the same kind of memory first is never
- * possible (one copy per location), so: pinned (DMA-able), then CUDA devices by
- * index (peer copies), then pageable host. Deterministic for equal inputs. */
-int rules_pick_source(uint64_t present, int to_slot)
-{
-    uint64_t cand = present & ~(to_slot >= 0 ? (1ULL << to_slot) : 0);
-    if (!cand)
-        return -1;
-    if (cand & (1ULL << 1))
-        return 1;
-    for (int s = 2; s < FHR_LOC_SLOTS; s++)
-        if (cand & (1ULL << s))
-            return s;
-    return 0;
-}
-
 static fhr_status loc_ok(fhr_location loc, int ndev, const char *op, fhr_error *err)
 {
     int slot = fhr_loc_slot(loc);
@@ -147,7 +131,11 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                         v->name));
             eff->load = 1;
         } else {
-            eff->src = rules_pick_source(v->present, at);
+            eff->src = rules_pick_source(v, at);
+            if (rules_load_instead(v, eff->src, at)) {
+                eff->src = -1;
+                eff->load = 1;
+            }
         }
         return check_create(v, at, locs, op, eff, err);
 
@@ -177,7 +165,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             eff->noop = 1;
             return FHR_OK;
         } else {
-            from = rules_pick_source(v->present, at);
+            from = rules_pick_source(v, at);
         }
         if (v->protected_ & (1ULL << from))
             return refuse_protected(v, from, "move away", err);

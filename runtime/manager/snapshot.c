@@ -92,6 +92,9 @@ size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
         int sl = fhr_loc_slot(x->loc);
         ci->charged_nbytes = VAL_CHARGE(v, sl);
         ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
+        ci->restore_s = mgr_restore_cost(m, v, sl);
+        ci->copied = x->copied;
+        ci->source = x->source;
         if (x->ready && ev_done(m, x->ready)) { /* complete: forget the marker */
             ev_unref(m, x->ready);
             x->ready = NULL;
@@ -340,6 +343,11 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
             add_u64(co, "charged_nbytes", ci->charged_nbytes);
             add_u64(co, "restore_nbytes", ci->restore_nbytes);
             cJSON_AddBoolToObject(co, "ready", ci->ready);
+            if (ci->copied)
+                cJSON_AddStringToObject(co, "source", fhr_loc_format(ci->source, buf, sizeof buf));
+            else
+                cJSON_AddNullToObject(co, "source");
+            cJSON_AddNumberToObject(co, "restore_s", ci->restore_s);
             add_u64(co, "leases", ci->leases);
             add_u64(co, "holds", ci->holds);
             add_u64(co, "pending_events", ci->pending_events);

@@ -158,17 +158,6 @@ static fhr_status sim_get(sim *s, fhr_handle h, simval **out, fhr_error *err)
     return FHR_OK;
 }
 
-/* Bytes of regenerable fields a copy from slot `from` to `to` generates: all of them onto a
- * device from the host, otherwise the ones `to` keeps and `from` lacks. */
-static uint64_t sim_generated(const rule_view *rv, int from, int to)
-{
-    if (to >= 2 && from < 2)
-        return rv->regen;
-    uint64_t kept_to = rv->regen - (rv->charge - charge_at(rv->charge, rv->omit, to));
-    uint64_t kept_from = rv->regen - (rv->charge - charge_at(rv->charge, rv->omit, from));
-    return kept_to > kept_from ? kept_to - kept_from : 0;
-}
-
 static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
 {
     simval *sv;
@@ -195,15 +184,21 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
         uint64_t c = charge_at(sv->rv.charge, sv->rv.omit, eff.create);
         acct_charge(&s->loc[eff.create], c);
         sv->rv.present |= 1ULL << eff.create;
+        sv->rv.unsettled &= ~(1ULL << eff.create); /* the model completes every copy */
         if (eff.src >= 0) {
-            uint64_t gen = sim_generated(&sv->rv, eff.src, eff.create);
+            uint64_t gen = rules_generated(&sv->rv, eff.src, eff.create);
             s->ex->bytes_moved += c - gen;
             s->ex->bytes_regenerated += gen;
+            if (eff.src >= 2 && eff.create >= 2) { /* device to device: the peer link */
+                s->ex->bytes_peer += c - gen;
+                s->ex->peer_copies++;
+            }
         }
     }
     if (eff.remove >= 0) {
         acct_release(&s->loc[eff.remove], charge_at(sv->rv.charge, sv->rv.omit, eff.remove));
         sv->rv.present &= ~(1ULL << eff.remove);
+        sv->rv.unsettled &= ~(1ULL << eff.remove);
     }
     return FHR_OK;
 }
@@ -347,6 +342,8 @@ char *fhr_explanation_json(const fhr_explanation *e)
     }
     cJSON_AddNumberToObject(o, "bytes_moved", (double)e->bytes_moved);
     cJSON_AddNumberToObject(o, "bytes_regenerated", (double)e->bytes_regenerated);
+    cJSON_AddNumberToObject(o, "bytes_peer", (double)e->bytes_peer);
+    cJSON_AddNumberToObject(o, "peer_copies", (double)e->peer_copies);
     cJSON_AddNumberToObject(o, "state_version", (double)e->state_version);
     cJSON *pk = cJSON_AddArrayToObject(o, "peaks");
     for (size_t i = 0; i < e->npeaks; i++)

@@ -194,6 +194,7 @@ void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request);
 uint64_t vm_backing_nbytes(const rplan_value_info *vi);
 /* The device generation rate in GB/s (opts, FHEPLAN_GEN_GBPS, else the default). */
 double vm_gen_rate(const rplan_vm *vm);
+double vm_peer_rate(const rplan_vm *vm);
 void vm_sample_peaks(rplan_vm *vm);
 fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top);
 void vm_stage_close(rplan_vm *vm);

@@ -27,6 +27,9 @@ static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
         moved += r->bytes[d];
     cJSON_AddNumberToObject(o, "bytes_moved", (double)moved);
     cJSON_AddNumberToObject(o, "bytes_regenerated", (double)r->regen_bytes);
+    cJSON_AddNumberToObject(o, "pcie_bytes",
+                            (double)(r->bytes[FHR_DIR_H2D] + r->bytes[FHR_DIR_D2H] + r->load_h2d_bytes));
+    cJSON_AddNumberToObject(o, "peer_bytes", (double)r->bytes[FHR_DIR_D2D]);
     cJSON *c = cJSON_AddObjectToObject(o, "copies");
     for (int d = 0; d < FHR_DIR_NONE; d++)
         cJSON_AddNumberToObject(c, fhr_direction_name((fhr_direction)d), (double)r->copies[d]);
@@ -75,6 +78,9 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
     cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
     cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
     cJSON_AddNumberToObject(t, "regen_s", r->regen_s);
+    cJSON_AddNumberToObject(t, "peer_gbps", r->peer_gbps);
+    cJSON_AddNumberToObject(t, "pcie_s", r->pcie_s);
+    cJSON_AddNumberToObject(t, "peer_s", r->peer_s);
     if (r->explain) {
         cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
         cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);

@@ -70,6 +70,17 @@ double vm_gen_rate(const rplan_vm *vm)
     return 496.0;
 }
 
+/* Device <-> device bandwidth in GB/s: configured, FHEPLAN_PEER_GBPS, or the default. */
+double vm_peer_rate(const rplan_vm *vm)
+{
+    if (vm->o.peer_gbps > 0)
+        return vm->o.peer_gbps;
+    const char *env = getenv("FHEPLAN_PEER_GBPS");
+    if (env && atof(env) > 0)
+        return atof(env);
+    return FHR_DEFAULT_PEER_GBPS;
+}
+
 /* Pinned host -> device bandwidth in GB/s: configured, FHEPLAN_PINNED_GBPS, or one
  * measured copy (256 MiB on CUDA, 32 MiB on the emulated device). */
 double vm_pinned_bandwidth(rplan_vm *vm)

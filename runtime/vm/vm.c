@@ -336,6 +336,11 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
     } else {
         rep->pinned_gbps = vm->pinned_gbps = vm_pinned_bandwidth(vm);
+        /* the manager chooses sources by the same rates the report judges by */
+        fhr_link_rates lr = {vm->pinned_gbps, 0, vm_peer_rate(vm), vm_gen_rate(vm)};
+        st = fhr_manager_set_links(vm->m, &lr, &e);
+        if (st)
+            set_failure(vm, rep, st, -1, &e, NULL);
         if (!vm->explain) {
             vm_warm_up(vm);
             vm_sync_all(vm, NULL);
@@ -432,7 +437,12 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     }
     const rplan_stage_report *t = &rep->total;
     uint64_t pcie = t->bytes[FHR_DIR_H2D] + t->bytes[FHR_DIR_D2H] + t->load_h2d_bytes;
-    rep->transfer_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
+    rep->pcie_bytes = pcie;
+    rep->peer_bytes = t->bytes[FHR_DIR_D2D];
+    rep->peer_gbps = vm_peer_rate(vm);
+    rep->pcie_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
+    rep->peer_s = (double)rep->peer_bytes / (rep->peer_gbps * 1e9);
+    rep->transfer_s = rep->pcie_s > rep->peer_s ? rep->pcie_s : rep->peer_s;
     rep->lower_bound_s = t->body_s > rep->transfer_s ? t->body_s : rep->transfer_s;
     rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
     rep->gen_gbps = vm_gen_rate(vm);

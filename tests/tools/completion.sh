@@ -31,7 +31,7 @@ expect "emu emu:1 emu:2 emu:4 emu:8" fheplan run --device emu
 expect "lookahead" fheplan check --policy l
 expect "time" fheplan run --objective t
 expect "cuda:0= cuda:1= cuda:2= cuda:3=" fheplan check --budget cu
-expect "plans/ckks-bootstrap-seeded.rplan plans/ckks-bootstrap.rplan" fheplan check plans/ckks
+expect "plans/ckks-bootstrap-2gpu.rplan plans/ckks-bootstrap-seeded.rplan plans/ckks-bootstrap.rplan" fheplan check plans/ckks
 expect "emu:1 emu:2 emu:4 emu:8" fheplan run --device=emu:
 # every option offered is one the binary takes (usage errors exit 64 and name the option)
 for cmd in check run compile disasm fmt; do

@@ -388,6 +388,7 @@ Test(cli, numeric_options_parse_strictly)
         "check --budget cuda:0=-1GiB", "check --budget cuda:0=18446744073709551616",
         "check --budget cuda:0=1.GiB", "check --pinned-gbps 1e400", "check --pinned-gbps 0",
         "check --pinned-gbps nan", "check --device-gbps -5", "check --pinned-gbps 3x",
+        "check --peer-gbps 0", "run --peer-gbps -1", "check --peer-gbps 1e400",
         "run --prefetch -1", "run --prefetch 1000001", "check --world-size 0",
         "check --world-size 65537", "check --world-size +2", "run --device emu:0",
         "run --device emu:63", "run --device emu:1x", "run --device model:2",
@@ -401,7 +402,8 @@ Test(cli, numeric_options_parse_strictly)
         result_free(&r);
     }
     const char *good[] = {"check --budget cuda:0=4.5GiB", "check --budget cuda:0=18446744073709551615",
-                          "check --pinned-gbps 25.5", "check --world-size 2"};
+                          "check --pinned-gbps 25.5", "check --world-size 2",
+                          "check --peer-gbps 300"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         result r = run_cli(NULL, "%s plans/design-example.rplan", good[i]);
         cr_assert_eq(r.rc, 0, "%s: %s", good[i], r.err);

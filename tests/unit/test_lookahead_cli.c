@@ -328,3 +328,43 @@ Test(lookahead_cli, objective_is_checked)
     free(run_out("run --objective --device emu plans/ckks-bootstrap.rplan", &rc));
     cr_assert_neq(rc, 0);
 }
+
+/* The two-GPU bootstrap: check splits PCIe from peer bytes, per policy, and the split adds
+ * up; a peer link slower than a load sends every key over PCIe again (twice the one-GPU
+ * plan's bytes, as two independent ranks); the text shows the split. */
+Test(lookahead_cli, two_gpu_plan_splits_pcie_and_peer_bytes)
+{
+    cJSON *c = json_of("check --json plans/ckks-bootstrap-2gpu.rplan plans/ckks-bootstrap.rplan", 0);
+    cJSON *two = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "files"), 0);
+    cJSON *one = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "files"), 1);
+    double pcie = num(two, "pcie_bytes"), peer = num(two, "peer_bytes");
+    cr_assert_gt(peer, 0);
+    cr_assert_eq(pcie + peer, num(two, "bytes_moved"), "every byte crosses one of the two links");
+    cr_assert_eq(num(one, "peer_bytes"), 0);
+    cr_assert_lt(pcie, 2 * num(one, "pcie_bytes"), "shared keys cross PCIe less than twice");
+    for (int k = 0; k < 2; k++) {
+        cJSON *po = cJSON_GetArrayItem(cJSON_GetObjectItem(two, "policies"), k);
+        cr_assert_eq(num(po, "pcie_bytes") + num(po, "peer_bytes"), num(po, "bytes_moved"));
+        cr_assert_gt(num(po, "peer_bytes"), 0);
+    }
+    cJSON *la = cJSON_GetArrayItem(cJSON_GetObjectItem(two, "policies"), 1);
+    cr_assert_eq(num(la, "pcie_bytes"), pcie);
+    cJSON *tot = cJSON_GetObjectItem(cJSON_GetObjectItem(two, "report"), "totals");
+    cr_assert_eq(num(tot, "peer_gbps"), 450);
+    cr_assert_eq(num(tot, "peer_bytes"), peer);
+    double one_pcie = num(one, "pcie_bytes");
+    cJSON_Delete(c);
+    c = json_of("check --json --peer-gbps 20 plans/ckks-bootstrap-2gpu.rplan", 0);
+    two = cJSON_GetArrayItem(cJSON_GetObjectItem(c, "files"), 0);
+    cr_assert_eq(num(two, "peer_bytes"), 0);
+    cr_assert_eq(num(two, "pcie_bytes"), 2 * one_pcie, "a slow peer link: two ranks' bytes");
+    cJSON_Delete(c);
+    int rc;
+    char *out = run_out("check plans/ckks-bootstrap-2gpu.rplan", &rc);
+    cr_assert_eq(rc, 0);
+    cr_assert(strstr(out, "  transfers: PCIe 14.06 GiB"), "%s", out);
+    cr_assert(strstr(out, "peer 18.46 GiB (44.04 ms at 450 GB/s)"), "%s", out);
+    cr_assert(strstr(out, "policy lookahead  would move 32.52 GiB (PCIe 14.06 GiB, peer 18.46 GiB)"),
+              "%s", out);
+    free(out);
+}

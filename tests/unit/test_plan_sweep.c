@@ -30,7 +30,7 @@ static void vrun_start(vrun *R, const rplan_program *p, fhr_fault_kind kind, uin
 {
     memset(R, 0, sizeof *R);
     R->p = p;
-    cr_assert_eq(fhr_backend_fault_create(emu_backend(1), &R->fault, NULL), FHR_OK);
+    cr_assert_eq(fhr_backend_fault_create(emu_backend(2), &R->fault, NULL), FHR_OK);
     if (k)
         fhr_backend_fault_arm(R->fault, kind, k);
     rplan_vm_opts o = {0};

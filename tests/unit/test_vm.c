@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,15 +265,25 @@ Test(vm, report_and_trace_json_parse)
     rplan_program_free(p);
 }
 
+/* Every plan in plans/, read from the folder (a new plan is picked up), on two emulated
+ * devices (the two-GPU bootstrap uses cuda:1). */
 Test(vm, every_plan_in_plans_runs_on_emu)
 {
-    const char *files[] = {"plans/attention-tile.rplan", "plans/ckks-bootstrap.rplan",
-                           "plans/design-example.rplan", "plans/explicit-walkthrough.rplan",
-                           "plans/two-tenants.rplan"};
-    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+    char files[32][512];
+    size_t nfiles = 0;
+    DIR *d = opendir("plans");
+    cr_assert_not_null(d);
+    for (struct dirent *de; (de = readdir(d)) && nfiles < 32;) {
+        size_t l = strlen(de->d_name);
+        if (l > 6 && !strcmp(de->d_name + l - 6, ".rplan"))
+            snprintf(files[nfiles++], sizeof files[0], "plans/%s", de->d_name);
+    }
+    closedir(d);
+    cr_assert_geq(nfiles, 7, "plans/ holds %zu plans", nfiles);
+    for (size_t i = 0; i < nfiles; i++) {
         rplan_program *p = NULL;
         cr_assert_eq(rplan_compile_file(files[i], NULL, &p, NULL), FHR_OK, "%s", files[i]);
-        fhr_backend *b = open_backend("emu:1");
+        fhr_backend *b = open_backend("emu:2");
         rplan_vm_opts o = {0};
         o.scale = 1024;
         o.unknown_as_touch = 1;
