@@ -357,14 +357,29 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
                 break;
             }
         }
-        for (size_t i = nc / 2; i-- > 0;)
-            sift_down(cs, nc, i);
+        /* The least candidate first, by one linear pass: most requests evict one copy, and
+         * a heap of every candidate costs more than the pass. The rest become a heap only
+         * when a second victim is needed (the order is total, so the victims are the same). */
+        for (size_t i = 1; i < nc; i++)
+            if (cand_less(&cs[i], &cs[0])) {
+                cand t = cs[0];
+                cs[0] = cs[i];
+                cs[i] = t;
+            }
         size_t nskip = 0; /* skipped candidates kept right after the heap */
         size_t heap = nc;
+        int heaped = 0, popped = 0;
         while (shortb && heap) {
+            if (popped && !heaped) {
+                for (size_t i = heap / 2; i-- > 0;)
+                    sift_down(cs, heap, i);
+                heaped = 1;
+            }
             cand k = cs[0];
             cs[0] = cs[--heap];
-            sift_down(cs, heap, 0);
+            if (heaped)
+                sift_down(cs, heap, 0);
+            popped = 1;
             out->explored_states++;
             const fhr_value_info *vi = &snap->values[k.vi];
             const fhr_copy_info *ci = &vi->copies[k.ci];

@@ -74,7 +74,9 @@ fhr_status fhr_copy_cost(fhr_manager *m, fhr_handle h, fhr_location from, fhr_lo
 
 double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
 {
-    rule_view rv = {0}; /* only what the cost needs: no names, no event queries */
+    /* Only the fields the cost reads are set: a snapshot calls this for every copy, and
+     * clearing the whole view (its per-slot reasons) cost more than the snapshot itself. */
+    rule_view rv;
     rv.charge = v->charge;
     rv.omit[0] = v->omit[0];
     rv.omit[1] = v->omit[1];
@@ -83,9 +85,8 @@ double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
     rv.has_src = v->has_src;
     uint64_t others = rv.present & ~(1ULL << slot);
     double best = -1;
-    for (int s = 0; s < FHR_LOC_SLOTS; s++) {
-        if (!(others & (1ULL << s)))
-            continue;
+    for (uint64_t bits = others; bits; bits &= bits - 1) {
+        int s = __builtin_ctzll(bits);
         double c = rules_copy_cost(&rv, &m->links, s, slot, NULL);
         if (best < 0 || c < best)
             best = c;
