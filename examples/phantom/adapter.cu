@@ -278,34 +278,30 @@ extern "C" int ph_sample_a(ph_engine *e, void *stream, void *dst, size_t nbytes,
     return ce == cudaSuccess ? 0 : cuda_fail(msg, cap, "Phantom's sampler", ce);
 }
 
-extern "C" int ph_sample_rate(ph_engine *e, const uint8_t *seeds, int reps, double *bytes_per_s,
-                              char *msg, size_t cap)
+// The best of `reps` timings of `work` on a stream of its own, by events around it (ms);
+// work(stream) returns 0, or a failure code that ends the loop and lands in *rc.
+template <class Work>
+static cudaError_t best_of(int reps, float *best_ms, int *rc, Work work)
 {
-    size_t half = ph_half_bytes(e), total = half * e->dnum;
-    void *d = nullptr;
     cudaStream_t s = nullptr;
     cudaEvent_t a = nullptr, b = nullptr;
-    cudaError_t ce = cudaMalloc(&d, total);
-    if (ce == cudaSuccess)
-        ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+    cudaError_t ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
     if (ce == cudaSuccess)
         ce = cudaEventCreate(&a);
     if (ce == cudaSuccess)
         ce = cudaEventCreate(&b);
-    float best = 0;
-    int rc = 0;
-    for (int r = 0; ce == cudaSuccess && rc == 0 && r < reps; r++) {
+    *best_ms = 0;
+    *rc = 0;
+    for (int r = 0; ce == cudaSuccess && *rc == 0 && r < reps; r++) {
         float ms = 0;
         cudaEventRecord(a, s);
-        for (size_t i = 0; rc == 0 && i < e->dnum; i++)
-            rc = ph_sample_a(e, s, (char *)d + i * half, half, seeds + i * PH_SEED_BYTES,
-                             PH_SEED_BYTES, msg, cap);
+        *rc = work(s);
         cudaEventRecord(b, s);
         ce = cudaEventSynchronize(b);
         if (ce == cudaSuccess)
             ce = cudaEventElapsedTime(&ms, a, b);
-        if (ce == cudaSuccess && (best == 0 || ms < best))
-            best = ms;
+        if (ce == cudaSuccess && (*best_ms == 0 || ms < *best_ms))
+            *best_ms = ms;
     }
     if (a)
         cudaEventDestroy(a);
@@ -313,6 +309,25 @@ extern "C" int ph_sample_rate(ph_engine *e, const uint8_t *seeds, int reps, doub
         cudaEventDestroy(b);
     if (s)
         cudaStreamDestroy(s);
+    return ce;
+}
+
+extern "C" int ph_sample_rate(ph_engine *e, const uint8_t *seeds, int reps, double *bytes_per_s,
+                              char *msg, size_t cap)
+{
+    size_t half = ph_half_bytes(e), total = half * e->dnum;
+    void *d = nullptr;
+    cudaError_t ce = cudaMalloc(&d, total);
+    float best = 0;
+    int rc = 0;
+    if (ce == cudaSuccess)
+        ce = best_of(reps, &best, &rc, [&](cudaStream_t s) {
+            int r = 0;
+            for (size_t i = 0; r == 0 && i < e->dnum; i++)
+                r = ph_sample_a(e, s, (char *)d + i * half, half, seeds + i * PH_SEED_BYTES,
+                                PH_SEED_BYTES, msg, cap);
+            return r;
+        });
     cudaFree(d);
     if (rc != 0)
         return rc;
@@ -564,37 +579,18 @@ extern "C" int ph_pinned_bandwidth(size_t nbytes, int reps, double *bytes_per_s,
                                    size_t cap)
 {
     void *h = nullptr, *d = nullptr;
-    cudaStream_t s = nullptr;
-    cudaEvent_t a = nullptr, b = nullptr;
     cudaError_t ce = cudaHostAlloc(&h, nbytes, cudaHostAllocDefault);
     if (ce == cudaSuccess)
         ce = cudaMalloc(&d, nbytes);
-    if (ce == cudaSuccess)
-        ce = cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
-    if (ce == cudaSuccess)
-        ce = cudaEventCreate(&a);
-    if (ce == cudaSuccess)
-        ce = cudaEventCreate(&b);
-    if (ce == cudaSuccess)
-        memset(h, 1, nbytes);
     float best = 0;
-    for (int r = 0; ce == cudaSuccess && r < reps; r++) {
-        float ms = 0;
-        cudaEventRecord(a, s);
-        cudaMemcpyAsync(d, h, nbytes, cudaMemcpyHostToDevice, s);
-        cudaEventRecord(b, s);
-        ce = cudaEventSynchronize(b);
-        if (ce == cudaSuccess)
-            ce = cudaEventElapsedTime(&ms, a, b);
-        if (ce == cudaSuccess && (best == 0 || ms < best))
-            best = ms;
+    int rc = 0;
+    if (ce == cudaSuccess) {
+        memset(h, 1, nbytes);
+        ce = best_of(reps, &best, &rc, [&](cudaStream_t s) {
+            cudaMemcpyAsync(d, h, nbytes, cudaMemcpyHostToDevice, s);
+            return 0;
+        });
     }
-    if (a)
-        cudaEventDestroy(a);
-    if (b)
-        cudaEventDestroy(b);
-    if (s)
-        cudaStreamDestroy(s);
     cudaFree(d);
     cudaFreeHost(h);
     if (ce != cudaSuccess)

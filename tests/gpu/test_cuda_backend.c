@@ -1,25 +1,12 @@
 /* tests/gpu/test_cuda_backend.c — the real CUDA backend on a GPU: pools, copies in every
  * direction (staged pageable ones included), peer copies, events, ordering, observations. */
+#include "tests/gpu/gpu_backend.h"
 #include "fheplan/backend.h"
 #include "../unit/backend_gate.h"
 
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <stdio.h>
-
-/* Criterion forks each test, so every test creates its own backend (and CUDA context). */
-static fhr_backend *cuda_or_skip(void)
-{
-    fhr_backend *b = NULL;
-    fhr_error err;
-    fhr_error_init(&err);
-    fhr_status st = fhr_backend_cuda_create(&b, &err);
-    if (st == FHR_E_UNSUPPORTED)
-        cr_skip("%s", err.message);
-    cr_assert_eq(st, FHR_OK, "%s", err.message);
-    cr_assert_str_eq(b->ops->name, "cuda");
-    return b;
-}
 
 static fhr_stream *stream(fhr_backend *b, fhr_location loc)
 {

@@ -1,22 +1,11 @@
 /* tests/gpu/test_cuda_engine.c — the real CUDA backend beside an engine: fheplan's private
  * pool leaves the default pool alone, views of the engine's streams and the per-thread one. */
+#include "tests/gpu/gpu_backend.h"
 #include "fheplan/backend.h"
 #include "fheplan/cuda.h"
 
 #include <criterion/criterion.h>
 #include <string.h>
-
-static fhr_backend *cuda_or_skip(void)
-{
-    fhr_backend *b = NULL;
-    fhr_error err;
-    fhr_error_init(&err);
-    fhr_status st = fhr_backend_cuda_create(&b, &err);
-    if (st == FHR_E_UNSUPPORTED)
-        cr_skip("%s", err.message);
-    cr_assert_eq(st, FHR_OK, "%s", err.message);
-    return b;
-}
 
 static uint64_t pool_attr(cudaMemPool_t p, enum cudaMemPoolAttr a)
 {

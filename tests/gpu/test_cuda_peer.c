@@ -1,6 +1,7 @@
 /* tests/gpu/test_cuda_peer.c — two real GPUs under one manager: a missing copy on cuda:1
  * comes from cuda:0 over the peer link (cudaMemcpyPeerAsync on cuda:1's stream, after
  * cuda:0's ready event), bit for bit; the two-GPU bootstrap moves what check predicts. */
+#include "tests/gpu/gpu_backend.h"
 #include "fheplan/residency.h"
 #include "fheplan/rplan.h"
 #include "fheplan/vm.h"
@@ -11,13 +12,7 @@
 
 static fhr_backend *two_gpus_or_skip(void)
 {
-    fhr_backend *b = NULL;
-    fhr_error err;
-    fhr_error_init(&err);
-    fhr_status st = fhr_backend_cuda_create(&b, &err);
-    if (st == FHR_E_UNSUPPORTED)
-        cr_skip("%s", err.message);
-    cr_assert_eq(st, FHR_OK, "%s", err.message);
+    fhr_backend *b = cuda_or_skip();
     if (b->ops->device_count(b) < 2) {
         fhr_backend_destroy(b);
         cr_skip("needs two CUDA devices");

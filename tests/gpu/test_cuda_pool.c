@@ -1,5 +1,6 @@
 /* tests/gpu/test_cuda_pool.c — what fheplan's private pool holds from the device: its growth
  * granule, and keys of 180 MiB streamed through a budget under a throttled engine. */
+#include "tests/gpu/gpu_backend.h"
 #include "fheplan/residency.h"
 #include "fheplan/cuda.h"
 #include "cuda/kernels.h"
@@ -9,18 +10,6 @@
 #define MiB (1ull << 20)
 #define KEY (180 * MiB) /* a Phantom rotation key at N = 2^16, dnum 5 */
 #define NKEYS 14
-
-static fhr_backend *cuda_or_skip(void)
-{
-    fhr_backend *b = NULL;
-    fhr_error err;
-    fhr_error_init(&err);
-    fhr_status st = fhr_backend_cuda_create(&b, &err);
-    if (st == FHR_E_UNSUPPORTED)
-        cr_skip("%s", err.message);
-    cr_assert_eq(st, FHR_OK, "%s", err.message);
-    return b;
-}
 
 static fhr_observation observe(fhr_backend *b)
 {

@@ -1,23 +1,12 @@
 /* tests/gpu/test_cuda_regen.c — regenerable fields on a real GPU: the counter generator's
  * kernel against the host generator bit for bit, and a seeded value's device copy. */
+#include "tests/gpu/gpu_backend.h"
 #include "fheplan/residency.h"
 #include "cuda/counter_gen.h"
 
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
-
-static fhr_backend *cuda_or_skip(void)
-{
-    fhr_backend *b = NULL;
-    fhr_error err;
-    fhr_error_init(&err);
-    fhr_status st = fhr_backend_cuda_create(&b, &err);
-    if (st == FHR_E_UNSUPPORTED)
-        cr_skip("%s", err.message);
-    cr_assert_eq(st, FHR_OK, "%s", err.message);
-    return b;
-}
 
 static void device_matches_host(size_t n)
 {
