@@ -74,6 +74,7 @@ typedef struct result {
     uint64_t moved; /* bytes over PCIe (h2d + d2h + loads onto the device) */
     sched_out y;    /* yardsticks from this run's key sequence, bodies and bandwidth */
     int has_y;
+    int objective;  /* the objective the run took (auto: its choice) */
 } result;
 
 /* The yardsticks of one run (bench/schedule.c): its requests in program order, each the
@@ -245,6 +246,7 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
             r->moved = pcie_bytes(&rep->total);
             r->timeline_s = rep->timeline_s;
             r->timeline_idle_s = rep->timeline_idle_s;
+            r->objective = rep->objective;
             if (rep->ok && o.trace)
                 r->has_idle = link_idle(vm, &r->idle_max_s, &r->idle_sum_s) == 0;
             rc = rep->ok ? 0 : -1;
@@ -312,7 +314,7 @@ static int model_table(const char *src, const double profile[2])
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
-    int json = 0, trace = 0, model = 0;
+    int json = 0, trace = 0, model = 0, lookahead_only = 0;
     double mprofile[2] = {55.5, 3000};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
@@ -322,6 +324,8 @@ int main(int argc, char **argv)
         else if ((!strcmp(argv[i], "--pinned-gbps") || !strcmp(argv[i], "--device-gbps")) &&
                  i + 1 < argc && atof(argv[i + 1]) > 0)
             mprofile[argv[i][2] == 'd'] = atof(argv[i + 1]), i++;
+        else if (!strcmp(argv[i], "--lookahead-only"))
+            lookahead_only = 1;
         else if (!strcmp(argv[i], "--trace"))
             trace = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -330,6 +334,7 @@ int main(int argc, char **argv)
             plan = argv[++i];
         else {
             fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n"
+                            "                 [--lookahead-only]\n"
                             "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n");
             return 2;
         }
@@ -358,6 +363,7 @@ int main(int argc, char **argv)
         {RPLAN_POLICY_TIERED_LRU, 0, RPLAN_OBJECTIVE_BYTES, "tiered_lru"},
         {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, "lookahead"},
         {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_TIME, "lookahead, time"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_AUTO, "lookahead, auto"},
         {RPLAN_POLICY_LOOKAHEAD, 1, RPLAN_OBJECTIVE_BYTES, "lookahead, no prefetch"},
     };
     const size_t nmodes = sizeof modes / sizeof modes[0];
@@ -390,10 +396,13 @@ int main(int argc, char **argv)
             double profile[2] = {0, 0};
             for (size_t mi = 0; mi < nmodes; mi++) {
                 result r;
-                int timeobj = modes[mi].objective == RPLAN_OBJECTIVE_TIME;
+                /* time and auto: both follow the model, and check predicts their bytes */
+                int timeobj = modes[mi].objective != RPLAN_OBJECTIVE_BYTES;
+                if (lookahead_only && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD || modes[mi].serial))
+                    continue;
                 if (timeobj && (profile[0] <= 0 || profile[1] <= 0 ||
                                 run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0,
-                                        RPLAN_OBJECTIVE_TIME, 1, 0, scale, profile, &pred) != 0)) {
+                                        modes[mi].objective, 1, 0, scale, profile, &pred) != 0)) {
                     fails++;
                     continue;
                 }
@@ -439,7 +448,9 @@ int main(int argc, char **argv)
                            "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
                            "\"model_device_gbps\": %.1f, \"sequence\": \"%s\"}",
                            first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
-                           timeobj ? "time" : "bytes", r.time_s,
+                           modes[mi].objective == RPLAN_OBJECTIVE_AUTO
+                               ? (r.objective == RPLAN_OBJECTIVE_TIME ? "auto: time" : "auto: bytes")
+                           : timeobj ? "time" : "bytes", r.time_s,
                            r.body_s, bound, ratio, (unsigned long long)r.moved,
                            (unsigned long long)min.moved, over,
                            (unsigned long long)(timeobj ? pred.moved : min.moved), r.pinned_gbps,
@@ -452,10 +463,15 @@ int main(int argc, char **argv)
                            r.has_idle ? r.idle_max_s : -1, r.has_idle ? r.idle_sum_s : -1,
                            r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
                            timeobj ? profile[1] : 0, seq);
-                else
+                else {
+                    char nm[40];
+                    snprintf(nm, sizeof nm, "%s%s", modes[mi].name,
+                             modes[mi].objective != RPLAN_OBJECTIVE_AUTO ? ""
+                             : r.objective == RPLAN_OBJECTIVE_TIME       ? ": time"
+                                                                         : ": bytes");
                     printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
                            "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %s\n", pct[pi],
-                           batch[bi % 2], modes[mi].name, r.time_s * 1e3, r.body_s * 1e3,
+                           batch[bi % 2], nm, r.time_s * 1e3, r.body_s * 1e3,
                            bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
                            r.y.bound_s * 1e3, r.y.exact ? "=" : " ", r.y.best_s * 1e3,
                            best * 1e3, r.y.search_exact ? "=" : " ",
@@ -464,6 +480,7 @@ int main(int argc, char **argv)
                            timeobj ? (same ? "yes" : "NO") : "-",
                            r.has_idle ? r.idle_max_s * 1e3 : -1,
                            timeobj ? r.timeline_s * 1e3 : -1, seq);
+                }
                 fflush(stdout);
                 first = 0;
             }

@@ -280,9 +280,17 @@ int cmd_check(cli *c)
             if (c->objective_set && rep->timeline_s > 0) {
                 char il[32];
                 printf("  modelled timeline (objective %s): %s, the link idle at most %s at once\n",
-                       c->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+                       rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
                        fmt_time(rep->timeline_s, t, sizeof t),
                        fmt_time(rep->timeline_idle_s, il, sizeof il));
+            }
+            if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
+                char tb[32], tt[32];
+                printf("  objective auto: %s (modelled: bytes %s, time %s; time is taken when "
+                       "%.0f%% shorter)\n",
+                       rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+                       fmt_time(rep->auto_bytes_s, tb, sizeof tb),
+                       fmt_time(rep->auto_time_s, tt, sizeof tt), RPLAN_AUTO_GAIN * 100);
             }
             int multi = devices_used(rep) > 1; /* a peer link can carry copies */
             if (multi) {

@@ -11,12 +11,12 @@
 
 /* One block per subcommand; the full usage is all of them. */
 static const char usage_check[] =
-    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time]\n"
+    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
     "                     [--world-size N] [--json | --sarif] FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--policy KIND] [--objective bytes|time] [--prefetch N]\n"
+    "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
@@ -24,11 +24,11 @@ static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 
 const char usage_text[] =
-    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time]\n"
+    "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
     "                     [--gen-gbps X] [--world-size N] [--json | --sarif] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
-    "                   [--policy KIND] [--objective bytes|time] [--prefetch N]\n"
+    "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
@@ -220,8 +220,10 @@ int parse_objective(cli *c, const char *arg)
         c->objective = RPLAN_OBJECTIVE_BYTES;
     else if (!strcmp(arg, "time"))
         c->objective = RPLAN_OBJECTIVE_TIME;
+    else if (!strcmp(arg, "auto"))
+        c->objective = RPLAN_OBJECTIVE_AUTO;
     else
-        return usage("bad --objective '%s' (want bytes or time)", arg);
+        return usage("bad --objective '%s' (want bytes, time or auto)", arg);
     c->objective_set = 1;
     return 0;
 }

@@ -190,6 +190,12 @@ int cmd_run(cli *c)
                fmt_time(tt->body_s, t, sizeof t), fmt_bytes(pcie, a, sizeof a), rep->pinned_gbps,
                fmt_time(rep->transfer_s, lb, sizeof lb), fmt_time(rep->lower_bound_s, t2, sizeof t2),
                fmt_time(tt->time_s, t3, sizeof t3), rep->ratio);
+        if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
+            char tb[32], tm[32];
+            printf("objective auto: %s (modelled: bytes %s, time %s)\n",
+                   rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+                   fmt_time(rep->auto_bytes_s, tb, sizeof tb), fmt_time(rep->auto_time_s, tm, sizeof tm));
+        }
         printf("%s\n", rep->ok ? "ok" : "FAILED");
     }
     rplan_vm_report_free(rep);

@@ -151,6 +151,15 @@ FHR_API void fhr_controller_destroy(fhr_controller *c);
  * FHR_E_STALE when the manager changed between the snapshot and explain. */
 FHR_API fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **out,
                               fhr_error *err);
+/* fhr_decide as it would decide once the consumer work recorded on the copies in
+ * `settled` (handle, location) has completed: the policy sees them with no pending
+ * events, so a caller that will wait for that work anyway need not wait before deciding.
+ * Leases and holds still protect. A decision that evicts a settled copy whose work has
+ * not completed is infeasible (explanation status FHR_E_PROTECTED): wait for it, reap,
+ * and decide again. At most 65,536 entries; unknown ones are ignored. */
+FHR_API fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
+                                      const fhr_requirement *settled, size_t nsettled,
+                                      fhr_decision **out, fhr_error *err);
 FHR_API void fhr_decision_destroy(fhr_decision *d);
 FHR_API int fhr_decision_feasible(const fhr_decision *d);
 FHR_API uint64_t fhr_decision_state_version(const fhr_decision *d);

@@ -180,11 +180,50 @@ void fhr_decision_destroy(fhr_decision *d)
     free(d);
 }
 
+/* The copies of `settled` in a view, their pending-event counts set aside (saved) and
+ * zeroed for the policy; unsettle puts them back. Entries not in the view are skipped. */
+static void settle(const fhr_snapshot *v, const fhr_requirement *settled, size_t n,
+                   uint32_t *saved)
+{
+    for (size_t i = 0; i < n; i++) {
+        saved[i] = UINT32_MAX;
+        fhr_value_info *vi = (fhr_value_info *)fhr_snapshot_value(v, settled[i].handle);
+        for (size_t c = 0; vi && c < vi->ncopies; c++)
+            if (fhr_loc_equal(vi->copies[c].loc, settled[i].at)) {
+                saved[i] = vi->copies[c].pending_events;
+                vi->copies[c].pending_events = 0;
+            }
+    }
+}
+
+static void unsettle(const fhr_snapshot *v, const fhr_requirement *settled, size_t n,
+                     const uint32_t *saved)
+{
+    for (size_t i = n; i-- > 0;) { /* backwards: a repeated entry restores the first save */
+        fhr_value_info *vi = (fhr_value_info *)fhr_snapshot_value(v, settled[i].handle);
+        for (size_t c = 0; vi && saved[i] != UINT32_MAX && c < vi->ncopies; c++)
+            if (fhr_loc_equal(vi->copies[c].loc, settled[i].at))
+                vi->copies[c].pending_events = saved[i];
+    }
+}
+
 fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **out,
                       fhr_error *err)
 {
+    return fhr_decide_settled(c, req, NULL, 0, out, err);
+}
+
+fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
+                              const fhr_requirement *settled, size_t nsettled,
+                              fhr_decision **out, fhr_error *err)
+{
     if (!c || !out)
         return fhr_fail(err, FHR_E_INVALID, "decide: controller and out are required");
+    if (nsettled && !settled)
+        return fhr_fail(err, FHR_E_INVALID, "decide: %zu settled copies but no array", nsettled);
+    if (nsettled > 65536)
+        return fhr_fail(err, FHR_E_INVALID, "decide: %zu settled copies (at most 65536)",
+                        nsettled);
     *out = NULL;
     fhr_decision *d = calloc(1, sizeof *d);
     if (!d)
@@ -227,7 +266,18 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
             goto fail;
         fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations,
                              req->position};
-        if ((st = fhr_policy_decide(c->p, view, &clean, &d->out, err)) != FHR_OK)
+        uint32_t *saved = NULL;
+        if (nsettled && !(saved = malloc(nsettled * sizeof *saved))) {
+            st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
+            goto fail;
+        }
+        if (saved)
+            settle(view, settled, nsettled, saved);
+        st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
+        if (saved)
+            unsettle(view, settled, nsettled, saved);
+        free(saved);
+        if (st != FHR_OK)
             goto fail;
         if (cached) { /* the policy's output holds no pointer into the view */
             pthread_mutex_unlock(&c->cache_lock);

@@ -163,6 +163,7 @@ struct rplan_vm {
     double m_gbps;             /* the bandwidth profile of the model */
     double m_idle;             /* longest idle stretch of the modelled link */
     int m_loaded;              /* the modelled link has carried a load */
+    double auto_s[2];          /* objective auto: the bytes and time timelines modelled */
 };
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
@@ -247,6 +248,7 @@ void vm_requests_teardown(rplan_vm *vm);
 
 /* objective.c: the time objective's modelled timeline (see rplan_vm_opts.objective) */
 int vm_objective_time(const rplan_vm *vm, unsigned policy);
+void vm_objective_auto(rplan_vm *vm);
 void vm_model_reset(rplan_vm *vm);
 double vm_model_issue(const rplan_vm *vm);
 void vm_model_advance(rplan_vm *vm, double t);

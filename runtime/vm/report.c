@@ -75,6 +75,11 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
     cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
     cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
     cJSON_AddNumberToObject(t, "timeline_s", r->timeline_s);
+    cJSON_AddStringToObject(t, "objective", r->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes");
+    if (r->auto_bytes_s > 0 || r->auto_time_s > 0) {
+        cJSON_AddNumberToObject(t, "auto_bytes_s", r->auto_bytes_s);
+        cJSON_AddNumberToObject(t, "auto_time_s", r->auto_time_s);
+    }
     cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
     cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
     cJSON_AddNumberToObject(t, "regen_s", r->regen_s);

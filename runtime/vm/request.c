@@ -193,6 +193,23 @@ static int inflight_wait_oldest(rplan_vm *vm)
     return 1;
 }
 
+/* Drops the bodies that have ended from the front of the in-flight list. */
+static void inflight_drop_done(rplan_vm *vm)
+{
+    while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
+        vm->b->ops->event_destroy(vm->b, vm->inflight[0].ev);
+        memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
+        vm->ninflight--;
+    }
+}
+
+/* ... and reaps what they released, so the decision sees their copies free. */
+static void inflight_reap(rplan_vm *vm)
+{
+    inflight_drop_done(vm);
+    fhr_reap(vm->m, NULL, NULL);
+}
+
 /* Objective time: whether the model's bodies (still running at the model's time) or the
  * request itself protect the copy of h at `at`. */
 static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq,
@@ -208,23 +225,53 @@ static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nr
     return 0;
 }
 
-/* Objective time: waits for every real body the modelled timeline has finished by t that
- * reads a copy the model's holds and the request do not protect, then reaps, so that the
- * decision sees exactly the model's protection (real bodies behind the model delay the
- * host only when they would change a decision). */
-static void inflight_sync_model(rplan_vm *vm, const fhr_requirement *rq, size_t nrq, double t)
+/* Objective time: the copies real bodies in flight read that neither the model's bodies
+ * nor the request protect. The decision is made as if their work had completed
+ * (fhr_decide_settled), which is the model's view; the run waits only when the decision
+ * evicts one of them whose body has not ended (settled_evicted). */
+static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq,
+                                 fhr_requirement **out, size_t *n, fhr_error *err)
 {
-    for (;;) {
-        int behind = 0;
-        for (size_t i = 0; i < vm->ninflight && !behind; i++)
-            for (size_t k = 0; k < vm->inflight[i].nh && !behind; k++)
-                behind = vm->inflight[i].mend_s <= t &&
-                         !model_covers(vm, rq, nrq, vm->inflight[i].hs[k], vm->inflight[i].at[k]);
-        if (!behind)
-            break;
-        inflight_wait_oldest(vm);
+    *out = NULL;
+    *n = 0;
+    size_t cap = 0;
+    for (size_t i = 0; i < vm->ninflight; i++)
+        cap += vm->inflight[i].nh;
+    if (!cap)
+        return FHR_OK;
+    fhr_requirement *s = malloc(cap * sizeof *s);
+    if (!s)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    size_t k = 0;
+    for (size_t i = 0; i < vm->ninflight; i++)
+        for (size_t j = 0; j < vm->inflight[i].nh; j++) {
+            fhr_handle h = vm->inflight[i].hs[j];
+            fhr_location at = vm->inflight[i].at[j];
+            int dup = model_covers(vm, rq, nrq, h, at);
+            for (size_t x = 0; x < k && !dup; x++)
+                dup = fhr_handle_equal(s[x].handle, h) && fhr_loc_equal(s[x].at, at);
+            if (!dup)
+                s[k++] = (fhr_requirement){h, at};
+        }
+    *out = s;
+    *n = k;
+    return FHR_OK;
+}
+
+/* Whether a real body in flight still reads a copy the decision evicts. */
+static int settled_evicted(const rplan_vm *vm, const fhr_decision *d)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        for (size_t i = 0; i < vm->ninflight; i++)
+            for (size_t k = 0; k < vm->inflight[i].nh; k++)
+                if (fhr_handle_equal(vm->inflight[i].hs[k], ev->action.handle) &&
+                    fhr_loc_equal(vm->inflight[i].at[k], at))
+                    return 1;
     }
-    fhr_reap(vm->m, NULL, NULL);
+    return 0;
 }
 
 /* Values read by bodies in flight that the next request does not itself require. */
@@ -255,11 +302,7 @@ static size_t inflight_foreign(const rplan_vm *vm, const fhr_requirement *rq, si
  * beyond what the next request requires. Serial: no body in flight at all. */
 static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
 {
-    while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
-        vm->b->ops->event_destroy(vm->b, vm->inflight[0].ev);
-        memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
-        vm->ninflight--;
-    }
+    inflight_drop_done(vm);
     size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : SIZE_MAX;
     while (vm->ninflight && (vm->o.serial || vm->ninflight > 4096 ||
                              inflight_foreign(vm, rq, nrq) > limit))
@@ -488,19 +531,35 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         vm_model_unhold(holds, nholds);
         holds = NULL;
         nholds = 0;
+        fhr_requirement *settled = NULL;
+        size_t nsettled = 0;
         if (tobj) {
             vm_model_advance(vm, t_issue);
-            if (!vm->explain)
-                inflight_sync_model(vm, q.rq, q.nrq, t_issue);
-            if ((st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK)
+            if (!vm->explain) {
+                inflight_reap(vm);
+                if ((st = settled_copies(vm, q.rq, q.nrq, &settled, &nsettled, err)) != FHR_OK)
+                    break;
+            }
+            if ((st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK) {
+                free(settled);
                 break;
+            }
         }
         fhr_decision *d = NULL;
-        st = fhr_decide(vm->ctls[rin->policy], &req, &d, err);
+        st = fhr_decide_settled(vm->ctls[rin->policy], &req, settled, nsettled, &d, err);
+        free(settled);
         if (st == FHR_E_STALE && attempt < 8)
             continue;
         if (st)
             break;
+        if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
+            /* the model's decision evicts a copy a real body still reads: wait for the
+             * bodies that read it (in issue order), then decide again on the same view */
+            while (settled_evicted(vm, d) && inflight_wait_oldest(vm))
+                ;
+            fhr_decision_destroy(d);
+            continue;
+        }
         if (!fhr_decision_feasible(d)) {
             if (tobj && vm->nmflight) {
                 /* the model's oldest body frees what it reads: wait for it and decide

@@ -318,6 +318,8 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     fhr_error e;
     fhr_error_init(&e);
     vm->setup_value = -1;
+    if (!vm->bad_budget[0])
+        vm_objective_auto(vm); /* before any decision: it sets the objective */
     fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
                                       : vm_setup_values(vm, &e);
     if (st == FHR_OK)
@@ -453,6 +455,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     double busy = t->model_body_s + rep->regen_s;
     rep->predicted_s = busy > rep->transfer_s ? busy : rep->transfer_s;
     rep->timeline_s = vm->m_comp > vm->m_link ? vm->m_comp : vm->m_link;
+    rep->objective = vm->o.objective;
+    rep->auto_bytes_s = vm->auto_s[0];
+    rep->auto_time_s = vm->auto_s[1];
     rep->timeline_idle_s = vm->m_idle;
     if (rep->ok && t->check_failures) {
         rep->ok = 0;

@@ -320,11 +320,79 @@ Test(lookahead_cli, objective_time_check_predicts_the_run_bytes)
         }
 }
 
+/* Objective auto: the time objective only where the model says it gains more than
+ * RPLAN_AUTO_GAIN (10%), else MIN. The bootstrap plan at batch 4 gains about 6% on the
+ * model and stays at MIN's bytes; at batch 16 (bodies 4x longer, the link idle while
+ * EvalMod holds the budget) it gains about 16% and takes the time objective's decisions,
+ * which check predicts to the byte for a run on the emulated device. */
+static const char *objective_of(const cJSON *f)
+{
+    cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "report"), "totals");
+    cJSON *o = cJSON_GetObjectItem(t, "objective");
+    cr_assert(cJSON_IsString(o), "the report names its objective");
+    cr_assert_gt(num(t, "auto_bytes_s"), 0);
+    cr_assert_gt(num(t, "auto_time_s"), 0);
+    cr_assert_leq(num(t, "auto_time_s"), num(t, "auto_bytes_s") * (1 + 1e-9));
+    return o->valuestring;
+}
+
+Test(lookahead_cli, objective_auto_takes_time_only_where_the_model_gains)
+{
+    cJSON *j = json_of("check --json --objective auto plans/ckks-bootstrap.rplan", 0);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cr_assert_str_eq(objective_of(f), "bytes");
+    cJSON_Delete(j);
+    double plain_auto = check_lookahead("--objective auto", "plans/ckks-bootstrap.rplan", NULL, NULL);
+    cr_assert_eq(plain_auto, check_lookahead("", "plans/ckks-bootstrap.rplan", NULL, NULL),
+                 "auto kept bytes: MIN's bytes");
+
+    /* the same plan at batch 16 */
+    FILE *in = fopen("plans/ckks-bootstrap.rplan", "rb");
+    cr_assert_not_null(in);
+    const char *path = tmp_path("b16.rplan");
+    FILE *out = fopen(path, "wb");
+    cr_assert_not_null(out);
+    char line[512];
+    int replaced = 0;
+    while (fgets(line, sizeof line, in)) {
+        if (!strncmp(line, "const BATCH = 4", 15)) {
+            fputs("const BATCH = 16\n", out);
+            replaced = 1;
+        } else {
+            fputs(line, out);
+        }
+    }
+    fclose(in);
+    fclose(out);
+    cr_assert(replaced, "the plan declares its batch");
+    char args[1024];
+    snprintf(args, sizeof args, "check --json --objective auto %s", path);
+    j = json_of(args, 0);
+    f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cr_assert_str_eq(objective_of(f), "time");
+    cJSON *t = cJSON_GetObjectItem(cJSON_GetObjectItem(f, "report"), "totals");
+    cr_assert_lt(num(t, "auto_time_s"), 0.9 * num(t, "auto_bytes_s"));
+    cJSON_Delete(j);
+    double predicted = check_lookahead("--objective auto", path, NULL, NULL);
+    cr_assert_eq(predicted, check_lookahead("--objective time", path, NULL, NULL));
+    cr_assert_gt(predicted, check_lookahead("", path, NULL, NULL), "more bytes than MIN");
+    snprintf(args, sizeof args, "run --json --device emu --scale 256 --objective auto %s", path);
+    j = json_of(args, 0);
+    t = cJSON_GetObjectItem(j, "totals");
+    cr_assert_str_eq(cJSON_GetObjectItem(t, "objective")->valuestring, "time");
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(cJSON_GetObjectItem(t, "integrity"), "ok")));
+    cr_assert_eq(num(t, "bytes_moved") * 256, predicted, "run %.0f, check %.0f",
+                 num(t, "bytes_moved") * 256, predicted);
+    cJSON_Delete(j);
+}
+
 Test(lookahead_cli, objective_is_checked)
 {
     int rc;
     free(run_out("check --objective speed plans/ckks-bootstrap.rplan", &rc));
     cr_assert_eq(rc, 64, "a bad --objective is a usage error");
+    free(run_out("check --objective Auto plans/ckks-bootstrap.rplan", &rc));
+    cr_assert_eq(rc, 64, "objectives are lower case");
     free(run_out("run --objective --device emu plans/ckks-bootstrap.rplan", &rc));
     cr_assert_neq(rc, 0);
 }
