@@ -1,9 +1,11 @@
 /* tests/unit/test_lease.c — leases and holds on the emulated device: ready-only
  * acquire, consumer streams, release that never waits, protection until the consumer
- * event completes and is reaped, cross-thread release, and misuse. */
+ * event completes and is reaped, cross-thread release, misuse, and deciding as if the
+ * consumer work had ended (fhr_decide_settled). */
 #include "mgr_helpers.h"
 #include "tests/unit/observe.h"
 #include "backend_gate.h"
+#include "fheplan/controller.h"
 
 /* The emulated backend with its stream_wait_event calls recorded: which stream was made
  * to wait (the ops table is copied, so the backend itself is untouched). */
@@ -234,6 +236,89 @@ Test(threads_lease, host_lease_reads_finished_copy)
     for (size_t i = 0; i < n; i += 4099)
         cr_assert_eq(((uint8_t *)p)[i], pat(12, i));
     fhr_lease_destroy(l);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+/* fhr_decide_settled: a copy whose consumer work is still running is, for the policy, free
+ * when the caller names it as settled — the decision evicts it (tiered LRU: the oldest
+ * use) where fhr_decide evicts around it, the explanation refuses it until the work ends,
+ * and after the work and a reap the same decision is feasible. */
+
+Test(threads_lease, decide_settled_decides_as_after_the_work)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_budget bud = {fhr_loc_cuda(0), 2 * 4096};
+    fhr_manager *m = new_manager(b, &bud, 1);
+    fhr_handle old = adopt_n(m, 4096, 1, FHR_REPLICABLE), newer = adopt_n(m, 4096, 2, FHR_REPLICABLE),
+               want = adopt_n(m, 4096, 3, FHR_REPLICABLE);
+    cr_assert_eq(fhr_ensure(m, old, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    cr_assert_eq(fhr_ensure(m, newer, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    /* `old` is read by work that has not ended; `newer` is used after it (younger) */
+    fhr_lease *l;
+    cr_assert_eq(fhr_acquire(m, &old, 1, fhr_loc_cuda(0), cs, &l, NULL), FHR_OK);
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, cs, gate_wait, &g, NULL), FHR_OK);
+    gate_await_entered(&g, 1);
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    fhr_lease *l2;
+    cr_assert_eq(fhr_acquire(m, &newer, 1, fhr_loc_cuda(0), NULL, &l2, NULL), FHR_E_LEASE);
+    fhr_stream *s2;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &s2, NULL), FHR_OK);
+    cr_assert_eq(fhr_acquire(m, &newer, 1, fhr_loc_cuda(0), s2, &l2, NULL), FHR_OK);
+    cr_assert_eq(fhr_lease_release(l2, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, s2, NULL), FHR_OK);
+    t_reap(m);
+
+    fhr_location tiers[] = {fhr_loc_pinned()};
+    fhr_tier_chain ch = {fhr_loc_cuda(0), tiers, 1};
+    fhr_policy *p;
+    fhr_controller *c;
+    cr_assert_eq(fhr_policy_tiered_lru_create(&ch, 1, &p, NULL), FHR_OK);
+    cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
+    fhr_requirement rq = {want, fhr_loc_cuda(0)};
+    fhr_request req = {"load", &rq, 1, NULL, 0, 0};
+    fhr_decision *d;
+    cr_assert_eq(fhr_decide(c, &req, &d, NULL), FHR_OK);
+    cr_assert(fhr_decision_feasible(d));
+    cr_assert_eq(fhr_decision_nevictions(d), 1);
+    cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, newer),
+              "the pending copy is protected: the younger one goes");
+    fhr_decision_destroy(d);
+
+    fhr_requirement settled = {old, fhr_loc_cuda(0)};
+    cr_assert_eq(fhr_decide_settled(c, &req, &settled, 1, &d, NULL), FHR_OK);
+    cr_assert_eq(fhr_decision_nevictions(d), 1);
+    cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, old),
+              "settled: the least recently used copy goes, as after the work");
+    cr_assert(!fhr_decision_feasible(d), "not until the work has ended");
+    cr_assert_eq(fhr_decision_explanation(d)->status, FHR_E_PROTECTED);
+    fhr_decision_destroy(d);
+    /* the kept snapshot is as it was: a plain decision still protects the copy */
+    cr_assert_eq(fhr_decide(c, &req, &d, NULL), FHR_OK);
+    cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, newer));
+    fhr_decision_destroy(d);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_decide_settled(c, &req, NULL, 1, &d, &e), FHR_E_INVALID);
+    cr_assert(strstr(e.message, "settled"), "%s", e.message);
+
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, cs, NULL), FHR_OK);
+    cr_assert_eq(t_reap(m), 1);
+    cr_assert_eq(fhr_decide_settled(c, &req, &settled, 1, &d, NULL), FHR_OK);
+    cr_assert(fhr_decision_feasible(d), "after the work and a reap: the same decision, feasible");
+    cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, old));
+    fhr_decision_destroy(d);
+    fhr_controller_destroy(c);
+    fhr_policy_destroy(p);
+    fhr_lease_destroy(l);
+    fhr_lease_destroy(l2);
+    fhr_stream_destroy(b, cs);
+    fhr_stream_destroy(b, s2);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
