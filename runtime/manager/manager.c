@@ -400,6 +400,11 @@ fhr_status ev_new(fhr_manager *m, fhr_stream *s, evref **out, fhr_error *err)
         return st;
     }
     e->refs = 1;
+    e->stream = s;
+    /* atomic: copies record their ready event outside the lock. Should two threads record
+     * on one stream at once and take their numbers the other way round, a reap can only
+     * see a finished event later, never an unfinished one as finished. */
+    e->seq = __atomic_add_fetch(&m->ev_seq, 1, __ATOMIC_RELAXED);
     *out = e;
     return FHR_OK;
 }
@@ -420,25 +425,55 @@ void ev_unref(fhr_manager *m, evref *e)
     m->retired = e;
 }
 
+/* One reap's knowledge of streams with unfinished work: the earliest event found not done
+ * on each. Work on a stream completes in order, so an event recorded there later is not
+ * done either and need not be asked: a reap with hundreds of bodies in flight asks about
+ * one event per stream instead of every one (each query is a driver call). */
+#define REAP_STREAMS 32
+typedef struct reap_pass {
+    struct { fhr_stream *s; uint64_t seq; } open[REAP_STREAMS];
+    size_t n;
+} reap_pass;
+
+static int ev_done_in_pass(fhr_manager *m, evref *e, reap_pass *rp)
+{
+    if (e->done)
+        return 1;
+    size_t i = 0;
+    while (e->stream && i < rp->n && rp->open[i].s != e->stream)
+        i++;
+    if (e->stream && i < rp->n && rp->open[i].seq < e->seq)
+        return 0; /* behind unfinished work on its stream */
+    if (ev_done(m, e))
+        return 1;
+    if (e->stream && i < rp->n)
+        rp->open[i].seq = e->seq; /* an earlier unfinished one */
+    else if (e->stream && rp->n < REAP_STREAMS)
+        rp->open[rp->n].s = e->stream, rp->open[rp->n++].seq = e->seq;
+    return 0;
+}
+
 size_t mgr_reap(fhr_manager *m)
 {
-    size_t n = 0;
-    for (size_t i = 0; i < m->npend;) {
+    size_t n = 0, k = 0;
+    reap_pass rp;
+    rp.n = 0;
+    for (size_t i = 0; i < m->npend; i++) { /* in place, keeping the order */
         pending_ref *p = &m->pend[i];
-        if (ev_done(m, p->e)) {
+        if (ev_done_in_pass(m, p->e, &rp)) {
             p->m->pending--;
             mgr_changed(m, p->m->serial);
             ev_unref(m, p->e);
-            m->pend[i] = m->pend[--m->npend];
             n++; /* only relaxes protection: no decision goes stale, so no version bump */
         } else {
-            i++;
+            m->pend[k++] = *p;
         }
     }
+    m->npend = k;
     evref **pp = &m->retired;
     while (*pp) {
         evref *e = *pp;
-        if (ev_done(m, e)) {
+        if (ev_done_in_pass(m, e, &rp)) {
             *pp = e->next_retired;
             m->b->ops->event_destroy(m->b, e->ev);
             free(e);

@@ -16,6 +16,8 @@ typedef struct evref {
     unsigned refs;
     int done;
     struct evref *next_retired;
+    fhr_stream *stream; /* where it was recorded (events on one stream end in order) */
+    uint64_t seq;       /* the manager's record order */
 } evref;
 
 /* Work a call owes after it lets go of the lock: `work` runs without the lock (device
@@ -90,6 +92,7 @@ typedef struct pending_ref { /* a consumer event protecting one copy */
 
 struct fhr_manager {
     uint64_t id;
+    uint64_t ev_seq; /* events recorded so far (evref.seq) */
     fhr_backend *b;
     int ndev;
     pthread_mutex_t lock;

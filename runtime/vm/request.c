@@ -305,7 +305,7 @@ static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
     inflight_drop_done(vm);
     size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : SIZE_MAX;
     while (vm->ninflight && (vm->o.serial || vm->ninflight > 4096 ||
-                             inflight_foreign(vm, rq, nrq) > limit))
+                             (limit != SIZE_MAX && inflight_foreign(vm, rq, nrq) > limit)))
         inflight_wait_oldest(vm);
 }
 

@@ -322,3 +322,68 @@ Test(threads_lease, decide_settled_decides_as_after_the_work)
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
+
+/* A reap asks the device about one unfinished event per stream: work on a stream ends in
+ * order, so with 64 releases queued behind a gated body it asks once, not 64 times; a
+ * second stream's finished work is reaped meanwhile; once the gate opens all of it is. */
+static fhr_backend_ops query_ops;
+static int (*query_inner)(fhr_backend *, fhr_event *);
+static int queries;
+
+static int counting_query(fhr_backend *b, fhr_event *e)
+{
+    __atomic_add_fetch(&queries, 1, __ATOMIC_SEQ_CST);
+    return query_inner(b, e);
+}
+
+Test(threads_lease, reap_asks_one_unfinished_event_per_stream)
+{
+    fhr_backend *b = emu_backend(1);
+    query_ops = *b->ops;
+    query_inner = query_ops.event_query;
+    query_ops.event_query = counting_query;
+    b->ops = &query_ops;
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_stream *gated, *free_s;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &gated, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &free_s, NULL), FHR_OK);
+    enum { N = 64 };
+    fhr_handle h[N + 1];
+    fhr_lease *l[N + 1];
+    for (int i = 0; i <= N; i++) {
+        h[i] = adopt_n(m, 256, (uint64_t)i + 1, FHR_REPLICABLE);
+        cr_assert_eq(fhr_ensure(m, h[i], fhr_loc_cuda(0), NULL, NULL), FHR_OK);
+    }
+    gate g;
+    gate_init(&g);
+    cr_assert_eq(fhr_launch_host(b, gated, gate_wait, &g, NULL), FHR_OK);
+    gate_await_entered(&g, 1);
+    for (int i = 0; i < N; i++) {
+        cr_assert_eq(fhr_acquire(m, &h[i], 1, fhr_loc_cuda(0), gated, &l[i], NULL), FHR_OK);
+        cr_assert_eq(fhr_lease_release(l[i], NULL), FHR_OK);
+    }
+    cr_assert_eq(fhr_acquire(m, &h[N], 1, fhr_loc_cuda(0), free_s, &l[N], NULL), FHR_OK);
+    cr_assert_eq(fhr_lease_release(l[N], NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, free_s, NULL), FHR_OK);
+    __atomic_store_n(&queries, 0, __ATOMIC_SEQ_CST);
+    size_t reaped = 0;
+    cr_assert_eq(fhr_reap(m, &reaped, NULL), FHR_OK);
+    cr_assert_eq(reaped, 1, "the other stream's finished release");
+    int q = __atomic_load_n(&queries, __ATOMIC_SEQ_CST);
+    cr_assert_leq(q, 3, "%d event queries for 64 releases behind one unfinished body", q);
+    cr_assert_eq(fhr_drop(m, h[0], fhr_loc_cuda(0), NULL), FHR_E_PROTECTED);
+    cr_assert_eq(fhr_drop(m, h[N - 1], fhr_loc_cuda(0), NULL), FHR_E_PROTECTED);
+    cr_assert_eq(fhr_drop(m, h[N], fhr_loc_cuda(0), NULL), FHR_OK);
+    gate_open(&g);
+    cr_assert_eq(fhr_stream_sync(b, gated, NULL), FHR_OK);
+    cr_assert_eq(fhr_reap(m, &reaped, NULL), FHR_OK);
+    cr_assert_eq(reaped, N);
+    for (int i = 0; i < N; i++)
+        cr_assert_eq(fhr_drop(m, h[i], fhr_loc_cuda(0), NULL), FHR_OK);
+    for (int i = 0; i <= N; i++)
+        fhr_lease_destroy(l[i]);
+    fhr_stream_destroy(b, gated);
+    fhr_stream_destroy(b, free_s);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
