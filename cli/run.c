@@ -190,6 +190,24 @@ int cmd_run(cli *c)
                fmt_time(tt->body_s, t, sizeof t), fmt_bytes(pcie, a, sizeof a), rep->pinned_gbps,
                fmt_time(rep->transfer_s, lb, sizeof lb), fmt_time(rep->lower_bound_s, t2, sizeof t2),
                fmt_time(tt->time_s, t3, sizeof t3), rep->ratio);
+        uint64_t nw = 0;
+        for (int w = 0; w < RPLAN_WAITS; w++)
+            nw += rep->host_waits[w];
+        if (nw) {
+            static const char *const why[RPLAN_WAITS] = {"the prefetch bound", "MIN's victim",
+                                                         "room held by bodies",
+                                                         "settled copies evicted"};
+            printf("host waits for bodies in flight:");
+            const char *sep = " ";
+            for (int w = 0; w < RPLAN_WAITS; w++)
+                if (rep->host_waits[w]) {
+                    char tw[32];
+                    printf("%s%llu for %s (%s)", sep, (unsigned long long)rep->host_waits[w],
+                           why[w], fmt_time(rep->host_wait_s[w], tw, sizeof tw));
+                    sep = ", ";
+                }
+            printf("\n");
+        }
         if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
             char tb[32], tm[32];
             printf("objective auto: %s (modelled: bytes %s, time %s)\n",

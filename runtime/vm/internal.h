@@ -164,6 +164,8 @@ struct rplan_vm {
     double m_idle;             /* longest idle stretch of the modelled link */
     int m_loaded;              /* the modelled link has carried a load */
     double auto_s[2];          /* objective auto: the bytes and time timelines modelled */
+    uint64_t waits[RPLAN_WAITS];   /* host waits for bodies, by reason (RPLAN_WAIT_*) */
+    uint64_t wait_ns[RPLAN_WAITS];
 };
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
@@ -249,6 +251,7 @@ void vm_requests_teardown(rplan_vm *vm);
 /* objective.c: the time objective's modelled timeline (see rplan_vm_opts.objective) */
 int vm_objective_time(const rplan_vm *vm, unsigned policy);
 void vm_objective_auto(rplan_vm *vm);
+void vm_host_waited(rplan_vm *vm, int why, uint64_t t0);
 void vm_model_reset(rplan_vm *vm);
 double vm_model_issue(const rplan_vm *vm);
 void vm_model_advance(rplan_vm *vm, double t);

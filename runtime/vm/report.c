@@ -81,6 +81,16 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
         cJSON_AddNumberToObject(t, "auto_time_s", r->auto_time_s);
     }
     cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
+    if (!r->explain) {
+        static const char *const why[RPLAN_WAITS] = {"prefetch_bound", "min_victim", "room",
+                                                     "settled"};
+        cJSON *hw = cJSON_AddObjectToObject(t, "host_waits");
+        for (int w = 0; w < RPLAN_WAITS; w++) {
+            cJSON *o = cJSON_AddObjectToObject(hw, why[w]);
+            cJSON_AddNumberToObject(o, "count", (double)r->host_waits[w]);
+            cJSON_AddNumberToObject(o, "s", r->host_wait_s[w]);
+        }
+    }
     cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
     cJSON_AddNumberToObject(t, "regen_s", r->regen_s);
     cJSON_AddNumberToObject(t, "peer_gbps", r->peer_gbps);

@@ -180,12 +180,14 @@ static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement 
 }
 
 /* Waits for the oldest body in flight; 0 when none was. */
-static int inflight_wait_oldest(rplan_vm *vm)
+static int inflight_wait_oldest(rplan_vm *vm, int why)
 {
     if (!vm->ninflight)
         return 0;
     fhr_event *ev = vm->inflight[0].ev;
+    uint64_t t0 = vm_now_ns();
     vm->b->ops->event_sync(vm->b, ev, NULL);
+    vm_host_waited(vm, why, t0);
     vm->b->ops->event_destroy(vm->b, ev);
     memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
     vm->ninflight--;
@@ -306,7 +308,7 @@ static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
     size_t limit = vm->o.prefetch_depth ? vm->o.prefetch_depth : SIZE_MAX;
     while (vm->ninflight && (vm->o.serial || vm->ninflight > 4096 ||
                              (limit != SIZE_MAX && inflight_foreign(vm, rq, nrq) > limit)))
-        inflight_wait_oldest(vm);
+        inflight_wait_oldest(vm, RPLAN_WAIT_BOUND);
 }
 
 /* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
@@ -555,7 +557,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
             /* the model's decision evicts a copy a real body still reads: wait for the
              * bodies that read it (in issue order), then decide again on the same view */
-            while (settled_evicted(vm, d) && inflight_wait_oldest(vm))
+            while (settled_evicted(vm, d) && inflight_wait_oldest(vm, RPLAN_WAIT_SETTLED))
                 ;
             fhr_decision_destroy(d);
             continue;
@@ -576,9 +578,11 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             if (!vm->explain && waiting_helps(d) && attempt < 64) {
                 /* wait for the oldest body in flight; with none, once for every stream
                  * (work outside requests, plan bodies, may hold the copies) */
-                int waited = inflight_wait_oldest(vm);
+                int waited = inflight_wait_oldest(vm, RPLAN_WAIT_ROOM);
                 if (!waited && attempt == 0) {
+                    uint64_t t0 = vm_now_ns();
                     vm_sync_all(vm, NULL);
+                    vm_host_waited(vm, RPLAN_WAIT_ROOM, t0);
                     waited = 1;
                 }
                 if (waited) {
@@ -602,7 +606,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                    strcmp(fhr_decision_policy(d), "lookahead") == 0 &&
                    regrets(vm, d, &q, position)) {
             fhr_decision_destroy(d);
-            inflight_wait_oldest(vm);
+            inflight_wait_oldest(vm, RPLAN_WAIT_REGRET);
             continue;
         }
         if (!tobj)
@@ -619,7 +623,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         fhr_decision_destroy(d);
         if ((st == FHR_E_STALE && attempt < 8) ||
             (st == FHR_E_INFEASIBLE && e2.cause == FHR_E_PROTECTED && !vm->explain &&
-             attempt < 64 && inflight_wait_oldest(vm))) {
+             attempt < 64 && inflight_wait_oldest(vm, RPLAN_WAIT_ROOM))) {
             fhr_error_clear(&e2);
             continue;
         }

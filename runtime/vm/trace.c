@@ -30,6 +30,21 @@ fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, co
     return FHR_OK;
 }
 
+/* A host wait for a body in flight, begun at t0: counted by reason, and a slice on the
+ * host's track of the trace. */
+void vm_host_waited(rplan_vm *vm, int why, uint64_t t0)
+{
+    static const char *const names[RPLAN_WAITS] = {
+        "wait: prefetch bound", "wait: MIN's victim in flight", "wait: room held by bodies",
+        "wait: a settled copy evicted"};
+    uint64_t t1 = vm_now_ns();
+    if (why < 0 || why >= RPLAN_WAITS)
+        return;
+    vm->waits[why]++;
+    vm->wait_ns[why] += t1 - t0;
+    vm_add_slice(vm, t0, t1, 0, "wait", names[why]);
+}
+
 fhr_status vm_add_sample(rplan_vm *vm, uint64_t t, fhr_location loc, uint64_t charged,
                          int has_budget, uint64_t budget)
 {

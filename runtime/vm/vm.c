@@ -458,6 +458,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->objective = vm->o.objective;
     rep->auto_bytes_s = vm->auto_s[0];
     rep->auto_time_s = vm->auto_s[1];
+    for (int w = 0; w < RPLAN_WAITS; w++) {
+        rep->host_waits[w] = vm->waits[w];
+        rep->host_wait_s[w] = (double)vm->wait_ns[w] * 1e-9;
+    }
     rep->timeline_idle_s = vm->m_idle;
     if (rep->ok && t->check_failures) {
         rep->ok = 0;
