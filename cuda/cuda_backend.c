@@ -35,6 +35,7 @@ struct fhr_stream {
 struct fhr_event {
     pthread_mutex_t mu;
     int last;
+    int timed; /* its CUDA events capture completion times */
     cudaEvent_t ev[FHR_MAX_CUDA_DEVICES];
 };
 
@@ -389,6 +390,14 @@ static fhr_status cu_event_create(fhr_backend *b, fhr_event **out, fhr_error *er
     return FHR_OK;
 }
 
+static fhr_status cu_event_create_timed(fhr_backend *b, fhr_event **out, fhr_error *err)
+{
+    fhr_status st = cu_event_create(b, out, err);
+    if (st == FHR_OK)
+        (*out)->timed = 1;
+    return st;
+}
+
 static void cu_event_destroy(fhr_backend *b, fhr_event *e)
 {
     cu *c = C(b);
@@ -405,7 +414,8 @@ static fhr_status record_locked(fhr_event *e, fhr_stream *s, fhr_error *err)
 {
     CU_TRY(cudaSetDevice(s->dev), "cudaSetDevice");
     if (!e->ev[s->dev])
-        CU_TRY(cudaEventCreateWithFlags(&e->ev[s->dev], cudaEventDisableTiming),
+        CU_TRY(cudaEventCreateWithFlags(&e->ev[s->dev],
+                                        e->timed ? cudaEventDefault : cudaEventDisableTiming),
                "cudaEventCreateWithFlags");
     CU_TRY(cudaEventRecord(e->ev[s->dev], s->st), "cudaEventRecord");
     e->last = s->dev;
@@ -458,6 +468,23 @@ static fhr_status cu_event_sync(fhr_backend *b, fhr_event *e, fhr_error *err)
     cudaEvent_t ev = latest(e);
     if (ev)
         CU_TRY(cudaEventSynchronize(ev), "cudaEventSynchronize");
+    return FHR_OK;
+}
+
+static fhr_status cu_event_elapsed(fhr_backend *b, fhr_event *from, fhr_event *to,
+                                   double *seconds, fhr_error *err)
+{
+    (void)b;
+    if (!from || !to || !seconds)
+        return fhr_fail(err, FHR_E_INVALID, "cuda: event_elapsed needs two events and an out");
+    if (!from->timed || !to->timed)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "cuda: event_elapsed on an untimed event");
+    cudaEvent_t a = latest(from), z = latest(to);
+    if (!a || !z)
+        return fhr_fail(err, FHR_E_INVALID, "cuda: event_elapsed on an unrecorded event");
+    float ms = 0;
+    CU_TRY(cudaEventElapsedTime(&ms, a, z), "cudaEventElapsedTime");
+    *seconds = (double)ms * 1e-3;
     return FHR_OK;
 }
 
@@ -563,6 +590,8 @@ static const fhr_backend_ops cuda_ops = {
     .destroy = cu_destroy,
     .stream_wrap = cu_stream_wrap,
     .stream_native = cu_stream_native,
+    .event_create_timed = cu_event_create_timed,
+    .event_elapsed = cu_event_elapsed,
 };
 
 /* The pool's growth granule: it maps device memory in whole granules (32 MiB on the

@@ -4,14 +4,17 @@
 #include "base/error.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A completion marker: one per event_record. The record op sets done; waits and the
  * event hold references. All marker fields are guarded by emu.sync_mu. */
 typedef struct emu_marker {
     int done;
     int refs;
+    uint64_t done_ns; /* when the record op ran (CLOCK_MONOTONIC) */
 } emu_marker;
 
 typedef enum emu_op_kind { OP_COPY, OP_FREE, OP_HOST, OP_RECORD, OP_WAIT } emu_op_kind;
@@ -121,13 +124,17 @@ static void run_op(emu *e, emu_op *op)
     case OP_HOST:
         op->fn(op->dst);
         break;
-    case OP_RECORD:
+    case OP_RECORD: {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
         pthread_mutex_lock(&e->sync_mu);
+        op->marker->done_ns = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
         op->marker->done = 1;
         marker_unref_locked(op->marker);
         pthread_cond_broadcast(&e->sync_cv);
         pthread_mutex_unlock(&e->sync_mu);
         break;
+    }
     case OP_WAIT:
         pthread_mutex_lock(&e->sync_mu);
         while (!op->marker->done)
@@ -416,6 +423,25 @@ static fhr_status emu_event_sync(fhr_backend *b, fhr_event *ev, fhr_error *err)
     return FHR_OK;
 }
 
+/* Every emulated event captures its completion time. */
+static fhr_status emu_event_elapsed(fhr_backend *b, fhr_event *from, fhr_event *to,
+                                    double *seconds, fhr_error *err)
+{
+    emu *e = E(b);
+    if (!from || !to || !seconds)
+        return fhr_fail(err, FHR_E_INVALID, "emu: event_elapsed needs two events and an out");
+    pthread_mutex_lock(&e->sync_mu);
+    emu_marker *a = from->marker, *z = to->marker;
+    int ok = a && z && a->done && z->done;
+    double d = ok ? ((double)z->done_ns - (double)a->done_ns) * 1e-9 : 0;
+    pthread_mutex_unlock(&e->sync_mu);
+    if (!ok)
+        return fhr_fail(err, FHR_E_INVALID, "emu: event_elapsed on an event not recorded or "
+                        "not complete");
+    *seconds = d;
+    return FHR_OK;
+}
+
 static fhr_status emu_stream_wait_event(fhr_backend *b, fhr_stream *s, fhr_event *ev,
                                         fhr_error *err)
 {
@@ -547,6 +573,8 @@ static const fhr_backend_ops emu_ops = {
     .destroy = emu_destroy,
     .stream_wrap = emu_stream_wrap,
     .stream_native = emu_stream_native,
+    .event_create_timed = emu_event_create,
+    .event_elapsed = emu_event_elapsed,
 };
 
 fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend **out,

@@ -86,6 +86,21 @@ static fhr_status f_event_create(fhr_backend *b, fhr_event **out, fhr_error *err
     return IN(b)->ops->event_create(IN(b), out, err);
 }
 
+static fhr_status f_event_create_timed(fhr_backend *b, fhr_event **out, fhr_error *err)
+{
+    if (!IN(b)->ops->event_create_timed)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "fault: the inner backend has no timed events");
+    return IN(b)->ops->event_create_timed(IN(b), out, err);
+}
+
+static fhr_status f_event_elapsed(fhr_backend *b, fhr_event *from, fhr_event *to,
+                                  double *seconds, fhr_error *err)
+{
+    if (!IN(b)->ops->event_elapsed)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "fault: the inner backend has no timed events");
+    return IN(b)->ops->event_elapsed(IN(b), from, to, seconds, err);
+}
+
 static void f_event_destroy(fhr_backend *b, fhr_event *e)
 {
     IN(b)->ops->event_destroy(IN(b), e);
@@ -175,6 +190,8 @@ static const fhr_backend_ops fault_ops = {
     .destroy = f_destroy,
     .stream_wrap = f_stream_wrap,
     .stream_native = f_stream_native,
+    .event_create_timed = f_event_create_timed,
+    .event_elapsed = f_event_elapsed,
 };
 
 fhr_status fhr_backend_fault_create(fhr_backend *inner, fhr_backend **out, fhr_error *err)

@@ -80,6 +80,14 @@ typedef struct fhr_backend_ops {
     /* The native stream behind s and its device (views and own streams alike). */
     fhr_status (*stream_native)(fhr_backend *b, fhr_stream *s, void **native, int *device,
                                 fhr_error *err);
+    /* Optional (NULL, or FHR_E_UNSUPPORTED: not offered). An event whose records also
+     * capture when their work completed, as event_create's otherwise; and the time from
+     * the completion of `from`'s captured work to that of `to` (both recorded, complete,
+     * on streams of one device), in seconds. Body times come from these rather than
+     * from host functions, which stall a device stream for tens of microseconds. */
+    fhr_status (*event_create_timed)(fhr_backend *b, fhr_event **out, fhr_error *err);
+    fhr_status (*event_elapsed)(fhr_backend *b, fhr_event *from, fhr_event *to,
+                                double *seconds, fhr_error *err);
 } fhr_backend_ops;
 
 struct fhr_backend {

@@ -117,8 +117,9 @@ static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, 
 /* Before timing starts: the streams, scratch and counters of every location a body may
  * run at, and the first tally block, so that no run pays for creating them (a first
  * pinned allocation may map a whole pool arena). */
-void vm_warm_up(rplan_vm *vm)
+fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
 {
+    fhr_status st = FHR_OK;
     uint64_t slots = (1ULL << fhr_loc_slot(fhr_loc_pinned())) | (1ULL << fhr_loc_slot(fhr_loc_host()));
     for (size_t i = 0; i < vm->ninstr; i++)
         if (vm->ins[i].has_loc && fhr_loc_slot(vm->ins[i].loc) >= 0)
@@ -133,8 +134,29 @@ void vm_warm_up(rplan_vm *vm)
         if (loc.kind == FHR_LOC_CUDA && loc.index >= vm->b->ops->device_count(vm->b))
             continue;
         fhr_stream *s;
-        if (vm_compute_stream(vm, loc, &s, NULL) == FHR_OK)
+        if (vm_compute_stream(vm, loc, &s, NULL) == FHR_OK) {
             ensure_scratch(vm, loc, s, NULL);
+            /* the reference that times this device's bodies: recorded, waited for, and
+             * its completion taken as now */
+            fhr_event *ev = NULL;
+            if (st == FHR_OK && loc.kind == FHR_LOC_CUDA && !vm->tref[sl] &&
+                vm->b->ops->event_create_timed && vm->b->ops->event_elapsed &&
+                vm->b->ops->event_create_timed(vm->b, &ev, NULL) == FHR_OK) {
+                fhr_error e2;
+                fhr_error_init(&e2);
+                if ((st = vm->b->ops->event_record(vm->b, ev, s, &e2)) == FHR_OK &&
+                    (st = vm->b->ops->event_sync(vm->b, ev, &e2)) == FHR_OK) {
+                    vm->tref[sl] = ev;
+                    vm->tref_ns[sl] = vm_now_ns();
+                } else {
+                    char lb[16];
+                    vm->b->ops->event_destroy(vm->b, ev);
+                    fhr_fail(err, st, "warm-up of %s (the event that times its bodies): %.500s",
+                             fhr_loc_format(loc, lb, sizeof lb), e2.message);
+                }
+                fhr_error_clear(&e2);
+            }
+        }
         if (loc.kind == FHR_LOC_CUDA)
             vm_xfer_stream(vm, loc, NULL);
     }
@@ -143,6 +165,7 @@ void vm_warm_up(rplan_vm *vm)
         (void)t;
         vm->tally_used = 0; /* keep the block; the slot was not used */
     }
+    return st;
 }
 
 /* 1 when value i has a copy at loc (a failure reads as no copy: the lease then says why). */
@@ -167,6 +190,34 @@ fhr_location vm_body_location(rplan_vm *vm, const vm_run *r)
     for (size_t v = 0; v < r->nvals && all; v++)
         all = resident(vm, r->vals[v], pin);
     return all && r->nvals ? pin : fhr_loc_host();
+}
+
+/* A body on a device with a timing reference is timed by two device events (recorded
+ * around it on its stream: no host function stalls the stream); 0: use host functions. */
+static fhr_status mark_timed(rplan_vm *vm, vm_mark *mk, fhr_location loc, fhr_stream *s,
+                             int *timed, fhr_error *err)
+{
+    *timed = 0;
+    int sl = fhr_loc_slot(loc);
+    if (loc.kind != FHR_LOC_CUDA || sl < 0 || !vm->tref[sl])
+        return FHR_OK;
+    const fhr_backend_ops *o = vm->b->ops;
+    fhr_status st = o->event_create_timed(vm->b, &mk->ev0, err);
+    if (st == FHR_OK)
+        st = o->event_create_timed(vm->b, &mk->ev1, err);
+    if (st == FHR_OK)
+        st = o->event_record(vm->b, mk->ev0, s, err);
+    if (st != FHR_OK) {
+        if (mk->ev0)
+            o->event_destroy(vm->b, mk->ev0);
+        if (mk->ev1)
+            o->event_destroy(vm->b, mk->ev1);
+        mk->ev0 = mk->ev1 = NULL;
+        return st;
+    }
+    mk->slot = sl;
+    *timed = 1;
+    return FHR_OK;
 }
 
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
@@ -231,8 +282,12 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         vm_mark *mk = vm_new_mark(vm, 0, vm->b->ops->stream_id(vm->b, s), nm);
         if (!mk)
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-        else
-            st = vm->b->ops->launch_host(vm->b, s, vm_mark_begin, mk, err);
+        else {
+            int timed = 0; /* device events, no host round trip on the stream */
+            st = mark_timed(vm, mk, loc, s, &timed, err);
+            if (st == FHR_OK && !timed)
+                st = vm->b->ops->launch_host(vm->b, s, vm_mark_begin, mk, err);
+        }
         if (st)
             body_fail_keep(r, st, err);
         if (st == FHR_OK) {
@@ -246,7 +301,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);
-            } else if ((st = vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err))) {
+            } else if (mk->ev1 ? (st = vm->b->ops->event_record(vm->b, mk->ev1, s, err)) != FHR_OK
+                               : (st = vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err)) !=
+                                     FHR_OK) {
                 body_fail_keep(r, st, err);
             }
         }

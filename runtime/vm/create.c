@@ -170,8 +170,16 @@ void rplan_vm_destroy(rplan_vm *vm)
     }
     for (size_t i = 0; i < vm->nkerns; i++)
         free(vm->kerns[i].name);
-    for (size_t i = 0; i < vm->nmarks; i++)
+    for (size_t i = 0; i < vm->nmarks; i++) {
+        if (vm->marks[i]->ev0)
+            vm->b->ops->event_destroy(vm->b, vm->marks[i]->ev0);
+        if (vm->marks[i]->ev1)
+            vm->b->ops->event_destroy(vm->b, vm->marks[i]->ev1);
         free(vm->marks[i]);
+    }
+    for (int i = 0; i < FHR_LOC_SLOTS; i++)
+        if (vm->tref[i])
+            vm->b->ops->event_destroy(vm->b, vm->tref[i]);
     free(vm->marks);
     free(vm->slices);
     free(vm->samples);

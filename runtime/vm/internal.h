@@ -38,6 +38,8 @@ typedef struct vm_mark {
     size_t nstages;        /* every open stage record at the time */
     int stages[VM_MAX_STAGE_DEPTH + 1];
     char name[96];
+    fhr_event *ev0, *ev1;  /* timed events around a body on a device (else host functions) */
+    int slot;              /* the device location whose reference times them */
 } vm_mark;
 
 /* A host-side trace slice (scopes, submitted transitions). */
@@ -103,6 +105,10 @@ struct rplan_vm {
     fhr_stream *compute[FHR_LOC_SLOTS];
     fhr_stream *xfer[FHR_LOC_SLOTS];
     void *scratch[FHR_LOC_SLOTS];
+    /* per device location: a timed event completed at host time tref_ns (warm-up), from
+     * which the timed events around bodies get their host times */
+    fhr_event *tref[FHR_LOC_SLOTS];
+    uint64_t tref_ns[FHR_LOC_SLOTS];
     uint64_t *counter[FHR_LOC_SLOTS];  /* verify mismatch counters (2 words) at the location */
     size_t scratch_nbytes;
     uint64_t checks_total;
@@ -183,6 +189,7 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
 fhr_status vm_add_sample(rplan_vm *vm, uint64_t t, fhr_location loc, uint64_t charged,
                          int has_budget, uint64_t budget);
 void vm_mark_begin(void *arg);
+void vm_marks_time(rplan_vm *vm);
 void vm_mark_end(void *arg);
 
 /* stage.c: stage records, the accounting into every open one, verify-failure tallies. */
@@ -234,7 +241,7 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
 /* Predicted time of one body from the kernel model. */
 double vm_model_body(const rplan_vm *vm, const vm_run *r);
 /* Before timing starts: streams, scratch, counters and the first tally block. */
-void vm_warm_up(rplan_vm *vm);
+fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err);
 
 /* scope.c: one plan as a scope with its body (PLAN and REQUEST). */
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,

@@ -83,6 +83,27 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name)
     return mk;
 }
 
+/* After the final synchronisation: the host times of the bodies timed by device events,
+ * from their device's reference (a mark whose events cannot be read keeps no time). */
+void vm_marks_time(rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->nmarks; i++) {
+        vm_mark *mk = vm->marks[i];
+        if (!mk->ev0 || !mk->ev1 || !vm->tref[mk->slot])
+            continue;
+        double a = 0, z = 0;
+        if (vm->b->ops->event_elapsed(vm->b, vm->tref[mk->slot], mk->ev0, &a, NULL) == FHR_OK &&
+            vm->b->ops->event_elapsed(vm->b, vm->tref[mk->slot], mk->ev1, &z, NULL) == FHR_OK &&
+            a >= 0 && z >= a) {
+            mk->t0 = vm->tref_ns[mk->slot] + (uint64_t)(a * 1e9);
+            mk->t1 = vm->tref_ns[mk->slot] + (uint64_t)(z * 1e9);
+        }
+        vm->b->ops->event_destroy(vm->b, mk->ev0);
+        vm->b->ops->event_destroy(vm->b, mk->ev1);
+        mk->ev0 = mk->ev1 = NULL;
+    }
+}
+
 void vm_mark_begin(void *arg) { ((vm_mark *)arg)->t0 = vm_now_ns(); }
 void vm_mark_end(void *arg) { ((vm_mark *)arg)->t1 = vm_now_ns(); }
 

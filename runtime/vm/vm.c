@@ -343,8 +343,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         st = fhr_manager_set_links(vm->m, &lr, &e);
         if (st)
             set_failure(vm, rep, st, -1, &e, NULL);
-        if (!vm->explain) {
-            vm_warm_up(vm);
+        if (!vm->explain && st == FHR_OK) {
+            /* the timing reference of each device (its event record can fail) */
+            if ((st = vm_warm_up(vm, &e)) != FHR_OK)
+                set_failure(vm, rep, st, -1, &e, NULL);
             vm_sync_all(vm, NULL);
         }
         vm->t_begin = vm_now_ns();
@@ -408,6 +410,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         vm_stage_close(vm);
     if (!vm->explain)
         vm_sync_all(vm, NULL);
+    vm_marks_time(vm);
     vm_stage_resolve(vm);
     /* body times from the markers (streams are synchronised) */
     for (size_t i = 0; i < vm->nmarks; i++) {
