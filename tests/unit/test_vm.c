@@ -472,7 +472,9 @@ Test(vm, device_bodies_are_timed_by_events)
     cr_assert_eq(without - with, 2 * 4, "%d host functions with timed events, %d without",
                  with, without);
     cr_assert_geq(r->total.body_s, 3e-3, "body time from the events: %.6f s", r->total.body_s);
-    cr_assert_leq(r->total.body_s, r->total.time_s * 1.05 + 1e-3);
+    /* bodies on two streams may overlap, so their sum is bounded by twice the run */
+    cr_assert_leq(r->total.body_s, 2 * r->total.time_s + 1e-3, "%.6f s of bodies in %.6f s",
+                  r->total.body_s, r->total.time_s);
     cr_assert_geq(u->total.body_s, 3e-3, "without timed events, from host functions");
     rplan_vm_report_free(r);
     rplan_vm_report_free(u);
