@@ -121,10 +121,10 @@ test-layers: $(LIB_OBJS) $(CLI_OBJS)
 # only a GPU runs (tests/gpu, bench/) compiles whenever the CUDA toolkit is present.
 .PHONY: test-build
 TEST_EXTRA += test-build
-BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_POLICY) $(BENCH_REQUEST) $(BUILD)/bench/compile \
+BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_STAGING) $(BENCH_POLICY) $(BENCH_REQUEST) $(BUILD)/bench/compile \
              $(if $(filter 1,$(CUDA)),$(GPU_TEST) $(BENCH_TRANSFER))
 # every bench/*.c is some benchmark's (bench/compile is built straight from its source)
-BENCH_LINKED = $(patsubst $(BUILD)/obj/%.o,%.c,$(BENCH_BOOT_OBJ) $(BENCH_SEEDED_OBJ) \
+BENCH_LINKED = $(patsubst $(BUILD)/obj/%.o,%.c,$(BENCH_BOOT_OBJ) $(BENCH_SEEDED_OBJ) $(BENCH_STAGING_OBJ) \
                $(BENCH_POLICY_OBJ) $(BENCH_REQUEST_OBJ) $(BENCH_XFER_OBJ)) bench/compile.c
 test-build: $(BUILD_ONLY)
 	@cmd=$$($(MAKE) --no-print-directory -n -B CFLAGS=-O0 CPPFLAGS=-DFHR_USER_FLAG \

@@ -43,3 +43,16 @@ bench-two-gpu: $(BUILD)/fheplan $(BUILD)/jsonq bench-transfer
 bench-two-gpu-emu: $(BUILD)/fheplan $(BUILD)/jsonq
 	sh bench/two-gpu.sh --emu $(BUILD)
 
+# The host side of pageable staging on the emulated device (`make bench-staging`; no GPU):
+# the CUDA backend's chunk plan and pipeline, the emulated device doing the DMA.
+BENCH_STAGING     := $(BUILD)/bench/staging
+BENCH_STAGING_OBJ  = $(BUILD)/obj/bench/staging.o
+
+.PHONY: bench-staging
+
+$(BENCH_STAGING): $(BENCH_STAGING_OBJ) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_STAGING_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
+
+bench-staging: $(BENCH_STAGING)
+	$(BENCH_STAGING)
