@@ -121,8 +121,11 @@ test-layers: $(LIB_OBJS) $(CLI_OBJS)
 # only a GPU runs (tests/gpu, bench/) compiles whenever the CUDA toolkit is present.
 .PHONY: test-build
 TEST_EXTRA += test-build
-BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_POLICY) $(BENCH_REQUEST) $(BUILD)/bench/compile \
+BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_STAGING) $(BENCH_POLICY) $(BENCH_REQUEST) $(BUILD)/bench/compile \
              $(if $(filter 1,$(CUDA)),$(GPU_TEST) $(BENCH_TRANSFER))
+# every bench/*.c is some benchmark's (bench/compile is built straight from its source)
+BENCH_LINKED = $(patsubst $(BUILD)/obj/%.o,%.c,$(BENCH_BOOT_OBJ) $(BENCH_SEEDED_OBJ) $(BENCH_STAGING_OBJ) \
+               $(BENCH_POLICY_OBJ) $(BENCH_REQUEST_OBJ) $(BENCH_XFER_OBJ)) bench/compile.c
 test-build: $(BUILD_ONLY)
 	@cmd=$$($(MAKE) --no-print-directory -n -B CFLAGS=-O0 CPPFLAGS=-DFHR_USER_FLAG \
 	  $(BUILD)/obj/base/error.o | grep -e ' -c base/error.c'); \
@@ -133,7 +136,9 @@ test-build: $(BUILD_ONLY)
 	  *" $$f "*) ;; *) echo "test-build: $$f starts threads but is not in TSAN_UNIT"; exit 1;; esac; done
 	@for f in mk/*.mk; do case " $(MK_FILES) " in \
 	  *" $$f "*) ;; *) echo "test-build: $$f is not in MK_FILES (never included)"; exit 1;; esac; done
-	@echo "test-build: flags kept, TSan list complete, mk files included; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
+	@for f in bench/*.c; do case " $(BENCH_LINKED) " in \
+	  *" $$f "*) ;; *) echo "test-build: $$f is linked into no benchmark (mk/*.mk)"; exit 1;; esac; done
+	@echo "test-build: flags kept, TSan list complete, mk files included, every bench/*.c linked; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
 
 # Deliberate breaks the suite must notice (tests/mutants/mutants.tsv; about two minutes):
 # a copy of the tree, built once, each break rebuilt and its suites run. Not under SAN.

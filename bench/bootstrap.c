@@ -11,10 +11,7 @@
  * also reports the link's idle stretches from each run's trace. Needs a CUDA device (exit
  * 77 without one); `--device emu` runs it scaled down on the emulated device. */
 #include <cjson/cJSON.h>
-#include "fheplan/file.h"
-#include "fheplan/residency.h"
-#include "fheplan/rplan.h"
-#include "fheplan/vm.h"
+#include "bench/plan_runner.h"
 #include "bench/schedule.h"
 
 #include <stdio.h>
@@ -25,14 +22,6 @@
 #define KEY_BYTES ((uint64_t)180 << 20)   /* switching_key(2^16, 44, 3) */
 #define CT_BYTES ((uint64_t)45 << 20)     /* ciphertext(2^16, 44) */
 #define WS_BYTES ((uint64_t)150 << 20)    /* keyswitch_workspace(2^16, 44, 3) */
-
-/* The file's text, or NULL (the one reader of fheplan/file.h). */
-static char *slurp(const char *path)
-{
-    char *text;
-    size_t n;
-    return fhr_read_file(path, &text, &n, NULL) == FHR_OK ? text : NULL;
-}
 
 /* The plan with BATCH set to `batch` (the constant's line is replaced). */
 static char *with_batch(const char *src, int batch)
@@ -193,9 +182,23 @@ static int link_idle(const rplan_vm *vm, double *max_s, double *sum_s)
     return 0;
 }
 
-static uint64_t pcie_bytes(const rplan_stage_report *t)
+/* What a run's report and trace give beyond the figures: the yardsticks (runs, and explain
+ * runs with a profile) and the link's idle stretches (runs with a trace). */
+typedef struct inspect_ctx {
+    uint64_t budget, scale;
+    int yard, trace;
+    result *r;
+} inspect_ctx;
+
+static int inspect(void *ctx, const rplan_program *p, const rplan_vm_report *rep,
+                   const rplan_vm *vm)
 {
-    return t->bytes[FHR_DIR_H2D] + t->bytes[FHR_DIR_D2H] + t->load_h2d_bytes;
+    inspect_ctx *c = ctx;
+    if (c->trace)
+        c->r->has_idle = link_idle(vm, &c->r->idle_max_s, &c->r->idle_sum_s) == 0;
+    if (c->yard)
+        c->r->has_y = yardsticks(p, rep, c->budget, c->scale, &c->r->y) == 0;
+    return 0;
 }
 
 static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_t budget,
@@ -204,65 +207,21 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
 {
     memset(r, 0, sizeof *r);
     fhr_budget bud = {fhr_loc_cuda(0), budget};
-    rplan_compile_opts co = {.filename = "ckks-bootstrap.rplan", .budget_override = &bud,
-                             .nbudget_override = 1, .strip_source = 1};
-    rplan_program *p = NULL;
-    rplan_diags *d = rplan_diags_new();
-    if (rplan_compile(src, strlen(src), &co, &p, d) != FHR_OK) {
-        rplan_diags_render(d, stderr, 0);
-        rplan_diags_free(d);
-        return -1;
-    }
-    rplan_diags_free(d);
-    rplan_vm_opts o;
-    memset(&o, 0, sizeof o);
-    o.mode = explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
-    o.scale = scale;
-    fhr_budget sb = {fhr_loc_cuda(0), budget}; /* the VM scales overrides too */
-    o.budget_override = &sb;
-    o.nbudget_override = 1;
-    o.policy_override = policy;
-    o.serial = serial;
-    o.objective = objective;
-    o.pinned_gbps = profile ? profile[0] : 0; /* the time objective's model (0: default) */
-    o.device_gbps = profile ? profile[1] : 0;
-    o.trace = trace && !explain;
-    fhr_backend *mb = NULL;
-    if (explain && fhr_backend_open("model:1", &mb, NULL) != FHR_OK)
-        return -1;
-    rplan_vm *vm = NULL;
-    rplan_vm_report *rep = NULL;
-    fhr_error e;
-    fhr_error_init(&e);
-    int rc = -1;
-    if (rplan_vm_create(p, explain ? mb : b, &o, &vm, &e) == FHR_OK) {
-        rplan_vm_run(vm, &rep, &e);
-        if (rep) {
-            r->ok = rep->ok;
-            r->time_s = rep->total.time_s;
-            r->body_s = rep->total.body_s;
-            r->model_body_s = rep->total.model_body_s;
-            r->pinned_gbps = rep->pinned_gbps;
-            r->moved = pcie_bytes(&rep->total);
-            r->timeline_s = rep->timeline_s;
-            r->timeline_idle_s = rep->timeline_idle_s;
-            r->objective = rep->objective;
-            if (rep->ok && o.trace)
-                r->has_idle = link_idle(vm, &r->idle_max_s, &r->idle_sum_s) == 0;
-            rc = rep->ok ? 0 : -1;
-            if (rep->ok && (!explain || profile))
-                r->has_y = yardsticks(p, rep, budget, scale, &r->y) == 0;
-            if (!rep->ok)
-                fprintf(stderr, "bootstrap bench (%s): %s\n", devname, rep->message);
-        }
-    } else {
-        fprintf(stderr, "bootstrap bench: %s\n", e.message);
-    }
-    fhr_error_clear(&e);
-    rplan_vm_report_free(rep);
-    rplan_vm_destroy(vm);
-    fhr_backend_destroy(mb);
-    rplan_program_free(p);
+    bench_run_opts o = {.filename = "ckks-bootstrap.rplan", .budget = &bud, .explain = explain,
+                        .scale = scale, .policy = policy, .serial = serial,
+                        .objective = objective, .profile = profile, .trace = trace};
+    inspect_ctx ic = {budget, scale, !explain || profile, trace && !explain, r};
+    bench_figures f;
+    int rc = bench_run_plan("bootstrap bench", devname, src, b, &o, &f, inspect, &ic);
+    r->ok = f.ok;
+    r->time_s = f.time_s;
+    r->body_s = f.body_s;
+    r->model_body_s = f.model_body_s;
+    r->pinned_gbps = f.pinned_gbps;
+    r->moved = f.pcie;
+    r->timeline_s = f.timeline_s;
+    r->timeline_idle_s = f.timeline_idle_s;
+    r->objective = f.objective;
     return rc;
 }
 
@@ -339,7 +298,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char *src = slurp(plan);
+    char *src = bench_slurp(plan);
     if (!src) {
         fprintf(stderr, "bootstrap: cannot read %s\n", plan);
         return 2;
@@ -413,10 +372,8 @@ int main(int argc, char **argv)
                 }
                 if (modes[mi].policy == RPLAN_POLICY_LOOKAHEAD && !timeobj && !modes[mi].serial &&
                     r.body_s > 0 && r.model_body_s > 0) {
-                    const char *env = getenv("FHEPLAN_DEVICE_GBPS");
-                    double base = env && atof(env) > 0 ? atof(env) : 3000;
                     profile[0] = r.pinned_gbps;
-                    profile[1] = base * r.model_body_s / r.body_s;
+                    profile[1] = bench_device_gbps(r.body_s, r.model_body_s);
                 }
                 double tb = r.pinned_gbps > 0 ? (double)min.moved / (r.pinned_gbps * 1e9) : 0;
                 double bound = r.body_s > tb ? r.body_s : tb;

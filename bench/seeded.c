@@ -6,10 +6,7 @@
  * the seeded plan under lookahead's time objective (rplan_vm_opts.objective), its model
  * calibrated on the seeded runs of this process, its bytes checked against its explain run.
  * Needs a CUDA device (exit 77 without one); `--device emu` runs it scaled down. */
-#include "fheplan/file.h"
-#include "fheplan/residency.h"
-#include "fheplan/rplan.h"
-#include "fheplan/vm.h"
+#include "bench/plan_runner.h"
 #include "cuda/counter_gen.h"
 
 #include <stdio.h>
@@ -22,20 +19,6 @@ static double now_s(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-/* The file's text, or NULL (the one reader of fheplan/file.h). */
-static char *slurp(const char *path)
-{
-    char *text = NULL;
-    size_t n = 0;
-    return fhr_read_file(path, &text, &n, NULL) == FHR_OK ? text : NULL;
 }
 
 /* Median GB/s of generating n bytes at cuda:0 (reps runs after a warm-up), and whether
@@ -61,8 +44,7 @@ static int gen_rate(fhr_backend *b, size_t n, int reps, double *gbps, int *ident
         if (r >= 0)
             t[r] = now_s() - t0;
     }
-    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
-    *gbps = (double)n / t[reps / 2] / 1e9;
+    *gbps = (double)n / bench_middle(t, reps) / 1e9;
     size_t m = n > ((size_t)64 << 20) + 5 ? ((size_t)64 << 20) + 5 : n - 3;
     if (fhr_generator_counter(NULL, b, dev, s, d, m, seed, sizeof seed, &e) ||
         b->ops->copy(b, h, pin, d, dev, m, s, &e) || fhr_stream_sync(b, s, &e))
@@ -81,72 +63,15 @@ out:
     return rc;
 }
 
-typedef struct result {
-    int ok;
-    double time_s;
-    uint64_t pcie, regen, checks, seeded_checks, failures;
-    double body_s, model_body_s, pinned_gbps, timeline_idle_s;
-} result;
-
+/* One run of a plan (explain: on a model), under the time objective with this model
+ * {pinned, device GB/s} when profile is given. */
 static int run_plan(const char *path, const char *src, fhr_backend *b, int explain,
-                    uint64_t scale, double gen_gbps, const double *profile, result *r)
+                    uint64_t scale, double gen_gbps, const double *profile, bench_figures *r)
 {
-    memset(r, 0, sizeof *r);
-    rplan_compile_opts co = {.filename = path, .strip_source = 1};
-    rplan_program *p = NULL;
-    rplan_diags *d = rplan_diags_new();
-    if (rplan_compile(src, strlen(src), &co, &p, d) != FHR_OK) {
-        rplan_diags_render(d, stderr, 0);
-        rplan_diags_free(d);
-        return -1;
-    }
-    rplan_diags_free(d);
-    rplan_vm_opts o;
-    memset(&o, 0, sizeof o);
-    o.mode = explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
-    o.scale = scale;
-    o.gen_gbps = gen_gbps;
-    if (profile) { /* the time objective with this model (pinned, device GB/s) */
-        o.objective = RPLAN_OBJECTIVE_TIME;
-        o.pinned_gbps = profile[0];
-        o.device_gbps = profile[1];
-    }
-    fhr_backend *mb = NULL;
-    if (explain && fhr_backend_open("model:1", &mb, NULL) != FHR_OK)
-        return -1;
-    rplan_vm *vm = NULL;
-    rplan_vm_report *rep = NULL;
-    fhr_error e;
-    fhr_error_init(&e);
-    int rc = -1;
-    if (rplan_vm_create(p, explain ? mb : b, &o, &vm, &e) == FHR_OK) {
-        rplan_vm_run(vm, &rep, &e);
-        if (rep) {
-            const rplan_stage_report *t = &rep->total;
-            r->ok = rep->ok;
-            r->time_s = t->time_s;
-            r->pcie = t->bytes[FHR_DIR_H2D] + t->bytes[FHR_DIR_D2H] + t->load_h2d_bytes;
-            r->regen = t->regen_bytes;
-            r->checks = t->checks;
-            r->seeded_checks = t->regen_checks;
-            r->failures = t->check_failures;
-            r->body_s = t->body_s;
-            r->model_body_s = t->model_body_s;
-            r->pinned_gbps = rep->pinned_gbps;
-            r->timeline_idle_s = rep->timeline_idle_s;
-            rc = rep->ok ? 0 : -1;
-            if (!rep->ok)
-                fprintf(stderr, "seeded bench (%s): %s\n", path, rep->message);
-        }
-    } else {
-        fprintf(stderr, "seeded bench: %s\n", e.message);
-    }
-    fhr_error_clear(&e);
-    rplan_vm_report_free(rep);
-    rplan_vm_destroy(vm);
-    fhr_backend_destroy(mb);
-    rplan_program_free(p);
-    return rc;
+    bench_run_opts o = {.filename = path, .explain = explain, .scale = scale,
+                        .objective = profile ? RPLAN_OBJECTIVE_TIME : RPLAN_OBJECTIVE_BYTES,
+                        .profile = profile, .gen_gbps = gen_gbps};
+    return bench_run_plan("seeded bench", path, src, b, &o, r, NULL, NULL);
 }
 
 int main(int argc, char **argv)
@@ -166,7 +91,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    char *sp = slurp(plain), *ss = slurp(seeded);
+    char *sp = bench_slurp(plain), *ss = bench_slurp(seeded);
     if (!sp || !ss) {
         fprintf(stderr, "seeded: cannot read %s or %s (run from the repository root)\n", plain,
                 seeded);
@@ -186,12 +111,12 @@ int main(int argc, char **argv)
     size_t gen_n = cuda ? (size_t)90 << 20 : (size_t)8 << 20; /* the a halves of one key */
     if (gen_rate(b, gen_n, 9, &gbps, &identical) != 0)
         return 1;
-    result min, mins;
+    bench_figures min, mins;
     if (run_plan(plain, sp, b, 1, 1, gbps, NULL, &min) ||
         run_plan(seeded, ss, b, 1, 1, gbps, NULL, &mins))
         return 1;
     double tp[16], ts[16], tt[16];
-    result rp = {0}, rs = {0}, rt = {0}, pt = {0};
+    bench_figures rp = {0}, rs = {0}, rt = {0}, pt = {0};
     double profile[2] = {0, 0};
     for (int r = 0; r < reps; r++) { /* alternate, so drift hits all alike */
         if (run_plan(plain, sp, b, 0, scale, gbps, NULL, &rp) ||
@@ -200,11 +125,8 @@ int main(int argc, char **argv)
             break;
         }
         if (r == 0) { /* the model: this run's bandwidth, bodies scaled to the measured */
-            const char *env = getenv("FHEPLAN_DEVICE_GBPS");
-            double base = env && atof(env) > 0 ? atof(env) : 3000;
             profile[0] = rs.pinned_gbps;
-            profile[1] = rs.body_s > 0 && rs.model_body_s > 0 ? base * rs.model_body_s / rs.body_s
-                                                              : base;
+            profile[1] = bench_device_gbps(rs.body_s, rs.model_body_s);
             if (run_plan(seeded, ss, b, 1, scale, gbps, profile, &pt)) {
                 fails++;
                 break;
@@ -226,10 +148,7 @@ int main(int argc, char **argv)
     }
     if (fails)
         return 1;
-    qsort(tp, (size_t)reps, sizeof tp[0], cmp_double);
-    qsort(ts, (size_t)reps, sizeof ts[0], cmp_double);
-    qsort(tt, (size_t)reps, sizeof tt[0], cmp_double);
-    double tpm = tp[reps / 2], tsm = ts[reps / 2], ttm = tt[reps / 2];
+    double tpm = bench_middle(tp, reps), tsm = bench_middle(ts, reps), ttm = bench_middle(tt, reps);
     double bytes_ratio = rp.pcie ? (double)rs.pcie / (double)rp.pcie : 0;
     double min_ratio = min.pcie ? (double)rs.pcie * (double)scale / (double)min.pcie : 0;
     if (json) {

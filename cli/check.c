@@ -216,7 +216,7 @@ int cmd_check(cli *c)
         if (fo) {
             cJSON_AddBoolToObject(fo, "feasible", rc == 0);
             cJSON_AddItemToObject(fo, "diagnostics", input_diags_json(&in));
-            if (rep) {
+            if (rep && !rep->refused) { /* a refused dry run has only its error */
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
                 cJSON_AddNumberToObject(fo, "bytes_regenerated", (double)rep->total.regen_bytes);

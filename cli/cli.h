@@ -95,8 +95,9 @@ void input_free(input *in);
  * quiet_diags, in which case they stay in in->d for JSON). */
 int load_input(const cli *c, const char *path, input *in, int quiet_diags);
 /* Creates a VM for in's program on b and runs it; *vm_out (to destroy) and *rep (to
- * free) are set. A failure is shown at its source line unless --json. Returns EX_OK when
- * the report says ok, else an exit code. */
+ * free) are set. A failure is shown at its source line unless --json. A VM that cannot
+ * be made gives a refused report (rep->refused) and no VM. Returns EX_OK when the report
+ * says ok, else an exit code. */
 int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm **vm_out,
            rplan_vm_report **rep);
 

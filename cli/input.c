@@ -108,6 +108,19 @@ int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm *
     if (st) {
         if (!c->json)
             render_at(c, in, 0, 0, e.message);
+        /* refused before anything ran: a report that says so and carries the error, so
+         * that --json documents it like a refusal by rplan_vm_run */
+        *rep = calloc(1, sizeof **rep);
+        if (*rep) {
+            (*rep)->refused = 1;
+            (*rep)->explain = o->mode == RPLAN_VM_EXPLAIN;
+            (*rep)->scale = o->scale ? o->scale : 1;
+            (*rep)->instr = -1;
+            (*rep)->status = st;
+            snprintf((*rep)->device, sizeof (*rep)->device, "%s", b->ops->name);
+            snprintf((*rep)->message, sizeof (*rep)->message, "%s",
+                     e.message[0] ? e.message : fhr_status_name(st));
+        }
         fhr_error_clear(&e);
         return st == FHR_E_NOMEM ? EX_SOFTWARE_ : EX_FAIL;
     }

@@ -52,6 +52,29 @@ static uint64_t auto_scale(const rplan_program *p)
     return s;
 }
 
+/* --json when the device cannot be opened: the refused document of rplan_vm_report_json
+ * (ok false, refused true, the error), without a report's stages or totals. */
+static void print_refused_json(const cli *c, const char *spec, const fhr_error *e)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "ok", 0);
+    cJSON_AddStringToObject(o, "mode", "run");
+    cJSON_AddStringToObject(o, "device", spec);
+    cJSON_AddNumberToObject(o, "scale", c->scale ? (double)c->scale : 1);
+    cJSON_AddBoolToObject(o, "refused", 1);
+    cJSON *eo = cJSON_AddObjectToObject(o, "error");
+    cJSON_AddStringToObject(eo, "status", fhr_status_name(e->status));
+    cJSON_AddStringToObject(eo, "message", e->message);
+    cJSON_AddNumberToObject(eo, "line", 0);
+    cJSON_AddNumberToObject(eo, "col", 0);
+    cJSON_AddStringToObject(eo, "phase", fhr_phase_name(FHR_PHASE_NONE));
+    cJSON_AddStringToObject(eo, "scope", "");
+    cJSON_AddNullToObject(eo, "partial_report");
+    cJSON_AddStringToObject(o, "file", c->files[0]);
+    print_json(o);
+    cJSON_Delete(o);
+}
+
 int cmd_run(cli *c)
 {
     input in;
@@ -84,6 +107,8 @@ int cmd_run(cli *c)
     fhr_error_init(&e);
     if (fhr_backend_open(spec, &b, &e) != FHR_OK) {
         fprintf(stderr, "fheplan: cannot open device '%s': %s\n", spec, e.message);
+        if (c->json) /* refused: one document that says so, as for a plan refused below */
+            print_refused_json(c, spec, &e);
         fhr_error_clear(&e);
         input_free(&in);
         return e.status == FHR_E_INVALID ? EX_USAGE_ : EX_FAIL;
@@ -122,7 +147,10 @@ int cmd_run(cli *c)
     rc = run_vm(c, &in, b, &o, &vm, &rep);
     if (ps.shown)
         fputs("\r\033[K", stderr);
-    if (c->trace && vm) {
+    /* a run refused before its first statement prints its error only (above, or as the
+     * JSON document): no report, no trace, no timeline, and files already there stay */
+    int ran = vm && rep && !rep->refused;
+    if (c->trace && ran) {
         char *t = rplan_vm_trace_json(vm);
         if (!t)
             errno = ENOMEM;
@@ -134,7 +162,7 @@ int cmd_run(cli *c)
         }
         free(t);
     }
-    if (c->timeline && vm) {
+    if (c->timeline && ran) {
         char *t = rplan_vm_trace_json(vm);
         if (!t || timeline_write(c->timeline, c->files[0], rep, t) != 0) {
             fprintf(stderr, "fheplan: cannot write the timeline '%s': %s\n", c->timeline,
@@ -153,7 +181,7 @@ int cmd_run(cli *c)
             print_json(o2);
             cJSON_Delete(o2);
         }
-    } else if (rep) {
+    } else if (ran) {
         char t[32], a[32], lb[32], t2[32], t3[32];
         printf("fheplan run %s on %s%s", c->files[0], rep->device,
                scale > 1 ? " (sizes divided by " : "");

@@ -1,6 +1,7 @@
 /* cli/timeline.c — `fheplan run --timeline FILE.html`: the run's trace (rplan_vm_trace_json)
  * drawn as one self-contained HTML page of inline SVG: stages, streams, evictions, charges. */
 #include "cli/timeline.h"
+#include "cli/cli.h"
 #include "cli/format.h"
 
 #include <cjson/cJSON.h>
@@ -319,7 +320,11 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
         lvl[a] = order[lvl[a]];
     depth = nrows;
 
-    FILE *f = fopen(path, "w");
+    /* built in memory, then written atomically: a failure leaves no half-written page and
+     * the file that was there stays */
+    char *page = NULL;
+    size_t page_len = 0;
+    FILE *f = open_memstream(&page, &page_len);
     if (!f) {
         free(st0), free(st1), free(lvl), free(sev), free(sdep);
         cJSON_Delete(doc);
@@ -432,7 +437,14 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
     free(st0), free(st1), free(lvl), free(sev), free(sdep);
     cJSON_Delete(doc);
     int bad = ferror(f);
-    if (fclose(f) != 0 || bad)
+    if (fclose(f) != 0 || bad || !page) {
+        free(page);
+        errno = ENOMEM;
         return -1;
-    return 0;
+    }
+    int rc = write_atomic(path, page, page_len);
+    int saved = errno;
+    free(page);
+    errno = saved;
+    return rc;
 }

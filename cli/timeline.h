@@ -4,7 +4,8 @@
 
 #include "fheplan/vm.h"
 
-/* Writes path: one self-contained HTML file (inline SVG and CSS, nothing loaded from
+/* Writes path atomically (through a temporary file; "-" is standard output): one
+ * self-contained HTML file (inline SVG and CSS, nothing loaded from
  * elsewhere) drawing, over the run's time, the stages, one lane per stream with its
  * transfers and bodies, the host's plans and requests, the evictions, and per location
  * the charged bytes against the budget. trace_json is rplan_vm_trace_json's document;

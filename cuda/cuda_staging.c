@@ -164,14 +164,14 @@ typedef struct run {
     char *host;       /* pageable side */
 } run;
 
-/* The host stage of chunk i: by the caller when the copy is one chunk, else a job. */
+/* The host stage of chunk i: by the caller for the plan's own chunk, else a job. */
 static void host_copy(run *r, size_t i, int b, int to_slot)
 {
     size_t off, len;
     staging_chunk(r->p, i, &off, &len);
     void *dst = to_slot ? r->g->buf[b] : r->host + off;
     const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
-    if (r->p->inline_host) {
+    if (i == r->p->own) {
         memcpy(dst, src, len);
         r->g->job[b].pending = 0;
     } else {

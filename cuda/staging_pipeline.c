@@ -1,5 +1,5 @@
-/* cuda/staging_pipeline.c — pageable staging without the device: its shape (threads and
- * chunk sizes, from the environment), the chunk plan of one copy and the pipeline order. */
+/* cuda/staging_pipeline.c — pageable staging without the device: its shape (from the
+ * environment), one copy's chunk plan (threads by size, the ramp) and the pipeline order. */
 #include "cuda/staging_pipeline.h"
 #include "base/error.h"
 
@@ -57,7 +57,7 @@ static fhr_status parse_chunk(const char *v, size_t *out, fhr_error *err)
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err)
 {
-    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK};
+    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;
     if (threads && *threads) {
@@ -68,6 +68,7 @@ fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores
                             "FHEPLAN_COPY_THREADS: '%s' is not a thread count (1 to %d)",
                             threads, STAGING_THREADS_LIMIT);
         sh.threads = (int)t;
+        sh.fixed_threads = 1;
     }
     if (chunk && *chunk) {
         size_t c = 0;
@@ -82,24 +83,57 @@ fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores
 
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p)
 {
-    size_t t = (size_t)(sh->threads < 1 ? 1 : sh->threads);
+    size_t pool = (size_t)(sh->threads < 1 ? 1 : sh->threads), t = pool;
+    if (!sh->fixed_threads) { /* floor(log2(n / unit)), in 1..pool */
+        size_t lg = 0;
+        for (size_t u = n / STAGING_THREAD_UNIT; u > 1; u >>= 1)
+            lg++;
+        t = lg < 1 ? 1 : lg < pool ? lg : pool;
+    }
     size_t want = n / (2 * t) + (n % (2 * t) != 0);
     want = (want + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
     size_t chunk = want < sh->min_chunk ? sh->min_chunk : want;
     if (chunk > sh->max_chunk)
         chunk = sh->max_chunk;
-    size_t chunks = n / chunk + (n % chunk != 0);
+    /* the ramp: first, 2 first, ... while below the steady chunk, for a copy of more
+     * than one chunk whose chunk follows its size */
+    size_t first = chunk, ramp = 0, ramp_bytes = 0;
+    if (sh->min_chunk < sh->max_chunk && n > chunk && STAGING_FIRST_CHUNK < chunk) {
+        first = STAGING_FIRST_CHUNK;
+        while ((first << ramp) < chunk)
+            ramp++;
+        ramp_bytes = first * (((size_t)1 << ramp) - 1);
+    }
+    size_t chunks;
+    if (n <= ramp_bytes) { /* ends inside the ramp: the chunk holding byte n - 1 */
+        chunks = 0;
+        while (first * (((size_t)1 << chunks) - 1) < n)
+            chunks++;
+        ramp = chunks;
+    } else {
+        size_t rest = n - ramp_bytes;
+        chunks = ramp + rest / chunk + (rest % chunk != 0);
+    }
     size_t slots = t + 2 < chunks ? t + 2 : chunks;
     size_t lag = to_device ? 1 : t;
     if (lag > slots - 1)
         lag = slots - 1;
-    *p = (staging_plan){n, chunk, chunks, (int)slots, (int)lag, chunks == 1};
+    *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
+                        .threads = (int)t, .slots = (int)slots, .lag = (int)lag,
+                        .inline_host = chunks == 1, .own = to_device ? 0 : chunks - 1};
 }
 
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len)
 {
-    *off = i * p->chunk;
-    *len = p->n - *off < p->chunk ? p->n - *off : p->chunk;
+    size_t l;
+    if (i < p->ramp) {
+        *off = p->first * (((size_t)1 << i) - 1);
+        l = p->first << i;
+    } else {
+        *off = p->first * (((size_t)1 << p->ramp) - 1) + (i - p->ramp) * p->chunk;
+        l = p->chunk;
+    }
+    *len = p->n - *off < l ? p->n - *off : l;
 }
 
 fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,
@@ -108,7 +142,10 @@ fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *
     size_t nch = p->chunks, slots = (size_t)p->slots, lag = (size_t)p->lag;
     fhr_status st = FHR_OK;
     for (size_t i = 0; i < slots && i < nch && !st; i++)
-        st = ops->start_a(ctx, i, (int)i, err);
+        if (i != p->own)
+            st = ops->start_a(ctx, i, (int)i, err);
+    if (!st && p->own < slots && p->own < nch) /* the caller's own, once the threads have theirs */
+        st = ops->start_a(ctx, p->own, (int)p->own, err);
     for (size_t i = 0; i < nch && !st; i++) {
         int s = (int)(i % slots);
         st = ops->wait_a(ctx, i, s, err);

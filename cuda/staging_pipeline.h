@@ -8,8 +8,10 @@
 #include <stddef.h>
 
 #define STAGING_ALIGN ((size_t)4096)           /* chunk sizes are multiples of a page */
-#define STAGING_MIN_CHUNK ((size_t)256 << 10)  /* default smallest chunk */
+#define STAGING_MIN_CHUNK ((size_t)256 << 10)  /* default smallest steady chunk */
 #define STAGING_MAX_CHUNK ((size_t)4 << 20)    /* default largest chunk: the slot size */
+#define STAGING_FIRST_CHUNK ((size_t)64 << 10) /* the ramp's first chunk */
+#define STAGING_THREAD_UNIT ((size_t)1 << 20)  /* a copy of n bytes keeps log2(n / this) busy */
 #define STAGING_DEFAULT_MAX_THREADS 16         /* the core count is capped at this */
 #define STAGING_THREADS_LIMIT 64
 #define STAGING_CHUNK_LIMIT ((size_t)1 << 30)
@@ -19,6 +21,7 @@
 typedef struct staging_shape {
     int threads;
     size_t min_chunk, max_chunk; /* equal when FHEPLAN_STAGING_CHUNK fixes the chunk */
+    int fixed_threads;           /* FHEPLAN_COPY_THREADS: every copy keeps them all busy */
 } staging_shape;
 
 /* The cores this process may run on (its affinity mask), at least 1. */
@@ -30,20 +33,32 @@ int staging_cores(void);
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err);
 
-/* The plan of one copy of n bytes (n >= 1). */
+/* The plan of one copy of n bytes (n >= 1): `ramp` chunks of first, 2 first, 4 first, ...
+ * (each below `chunk`), then chunks of `chunk`, the last one possibly shorter. */
 typedef struct staging_plan {
     size_t n;
-    size_t chunk;  /* bytes per chunk; the last one may be shorter */
-    size_t chunks; /* ceil(n / chunk) */
+    size_t chunk;  /* the steady chunk */
+    size_t first;  /* the first chunk: STAGING_FIRST_CHUNK with a ramp, else chunk */
+    size_t ramp;   /* chunks before the steady ones (0: none) */
+    size_t chunks;
+    int threads;   /* copy threads the copy keeps busy */
     int slots;     /* staging slots the copy cycles through: min(chunks, threads + 2) */
     int lag;       /* how many chunks behind the first stage a slot is recycled */
     int inline_host; /* one chunk: the caller copies it itself, no hand-off */
+    size_t own;      /* the chunk whose host stage the caller does itself, not a thread:
+                        the first towards the device, the last from it */
 } staging_plan;
 
-/* Chunks: about two per thread, so that every thread has one and the DMA of the first
+/* Threads: the shape's when fixed, else floor(log2(n / STAGING_THREAD_UNIT)) (at least 1,
+ * at most the shape's): waking threads costs more than it saves on a small copy. The
+ * steady chunk: about two per thread, so that every thread has one and the DMA of one
  * overlaps the copy of the next, clamped to [min_chunk, max_chunk] and rounded up to a
- * page. to_device: the host stage comes first (fill, then DMA) and a slot is recycled
- * one chunk behind; otherwise (DMA, then drain) `threads` chunks behind. */
+ * page. A copy longer than one chunk with the chunk not fixed starts with a geometric ramp
+ * from STAGING_FIRST_CHUNK, doubling up to the steady chunk, so that the first DMA starts
+ * after one small host copy. to_device: the host stage comes first (fill, then DMA), a
+ * slot is recycled one chunk behind, and the caller fills the first chunk itself while the
+ * threads fill the next ones; otherwise (DMA, then drain) slots are recycled `threads`
+ * chunks behind and the caller drains the last chunk itself. */
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p);
 /* Offset and length of chunk i. */
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len);
@@ -60,7 +75,8 @@ typedef struct staging_ops {
 } staging_ops;
 
 /* Runs the pipeline: a(i) before b(i); slot s is used by chunk i + slots only after
- * b(i) was waited for; the first `slots` a-stages start at once. wait_tail: wait for the
+ * b(i) was waited for; the first `slots` a-stages start at once, the plan's own chunk
+ * last among them (the caller does it while the threads do the others). wait_tail: wait for the
  * b-stages of the last chunks too (otherwise the caller leaves them in flight). The
  * first failure stops it: quiesce runs and the error is returned. */
 fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,

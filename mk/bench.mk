@@ -1,8 +1,10 @@
 # mk/bench.mk — the bootstrap benchmarks: `make bench-bootstrap` (the plan under four budgets,
-# two batch sizes and both policies) and `make bench-seeded` (plain against seeded keys).
+# two batch sizes and both policies) and `make bench-seeded` (plain against seeded keys),
+# both running their plans through bench/plan_runner.c.
 
 BENCH_BOOT     := $(BUILD)/bench/bootstrap
-BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o $(BUILD)/obj/bench/schedule.o
+BENCH_BOOT_OBJ  = $(BUILD)/obj/bench/bootstrap.o $(BUILD)/obj/bench/schedule.o \
+                  $(BUILD)/obj/bench/plan_runner.o
 
 .PHONY: bench-bootstrap
 
@@ -16,7 +18,7 @@ bench-bootstrap: $(BENCH_BOOT)
 # The seeded-key benchmark (`make bench-seeded`): plain against seeded bootstrap keys in
 # one run, and the device rate of the built-in counter generator.
 BENCH_SEEDED     := $(BUILD)/bench/seeded
-BENCH_SEEDED_OBJ  = $(BUILD)/obj/bench/seeded.o
+BENCH_SEEDED_OBJ  = $(BUILD)/obj/bench/seeded.o $(BUILD)/obj/bench/plan_runner.o
 
 .PHONY: bench-seeded
 
@@ -40,3 +42,17 @@ bench-two-gpu: $(BUILD)/fheplan $(BUILD)/jsonq bench-transfer
 	sh bench/two-gpu.sh $(BUILD)
 bench-two-gpu-emu: $(BUILD)/fheplan $(BUILD)/jsonq
 	sh bench/two-gpu.sh --emu $(BUILD)
+
+# The host side of pageable staging on the emulated device (`make bench-staging`; no GPU):
+# the CUDA backend's chunk plan and pipeline, the emulated device doing the DMA.
+BENCH_STAGING     := $(BUILD)/bench/staging
+BENCH_STAGING_OBJ  = $(BUILD)/obj/bench/staging.o
+
+.PHONY: bench-staging
+
+$(BENCH_STAGING): $(BENCH_STAGING_OBJ) $(BUILD)/libfheplan.a
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_LDFLAGS) -o $@ $(BENCH_STAGING_OBJ) $(BUILD)/libfheplan.a $(ALL_LDLIBS)
+
+bench-staging: $(BENCH_STAGING)
+	$(BENCH_STAGING)

@@ -1,5 +1,5 @@
 /* runtime/vm/report.c — the run report's public side: rplan_vm_report_free and
- * rplan_vm_report_json (stage records, totals, the failure). */
+ * rplan_vm_report_json (stage records, totals, the failure; a refused run: the failure). */
 #include "runtime/vm/internal.h"
 #include "runtime/manager/peak_json.h"
 
@@ -64,47 +64,51 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
     cJSON_AddStringToObject(o, "mode", r->explain ? "explain" : "run");
     cJSON_AddStringToObject(o, "device", r->device);
     cJSON_AddNumberToObject(o, "scale", (double)r->scale);
-    cJSON *st = cJSON_AddArrayToObject(o, "stages");
-    for (size_t i = 0; i < r->nstages; i++) {
-        cJSON *s = cJSON_CreateObject();
-        stage_json(s, &r->stages[i], r->explain);
-        cJSON_AddItemToArray(st, s);
-    }
-    cJSON *t = cJSON_AddObjectToObject(o, "totals");
-    stage_json(t, &r->total, r->explain);
-    cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
-    cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
-    cJSON_AddNumberToObject(t, "timeline_s", r->timeline_s);
-    cJSON_AddStringToObject(t, "objective", r->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes");
-    if (r->auto_bytes_s > 0 || r->auto_time_s > 0) {
-        cJSON_AddNumberToObject(t, "auto_bytes_s", r->auto_bytes_s);
-        cJSON_AddNumberToObject(t, "auto_time_s", r->auto_time_s);
-    }
-    cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
-    if (!r->explain) {
-        static const char *const why[RPLAN_WAITS] = {"prefetch_bound", "min_victim", "room",
-                                                     "settled"};
-        cJSON *hw = cJSON_AddObjectToObject(t, "host_waits");
-        for (int w = 0; w < RPLAN_WAITS; w++) {
-            cJSON *o = cJSON_AddObjectToObject(hw, why[w]);
-            cJSON_AddNumberToObject(o, "count", (double)r->host_waits[w]);
-            cJSON_AddNumberToObject(o, "s", r->host_wait_s[w]);
+    cJSON_AddBoolToObject(o, "refused", r->refused);
+    if (!r->refused) { /* a refused run ran nothing: no stages or totals, only the error */
+        cJSON *st = cJSON_AddArrayToObject(o, "stages");
+        for (size_t i = 0; i < r->nstages; i++) {
+            cJSON *s = cJSON_CreateObject();
+            stage_json(s, &r->stages[i], r->explain);
+            cJSON_AddItemToArray(st, s);
         }
-    }
-    cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
-    cJSON_AddNumberToObject(t, "regen_s", r->regen_s);
-    cJSON_AddNumberToObject(t, "peer_gbps", r->peer_gbps);
-    cJSON_AddNumberToObject(t, "pcie_s", r->pcie_s);
-    cJSON_AddNumberToObject(t, "peer_s", r->peer_s);
-    if (r->explain) {
-        cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
-        cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
-    } else {
-        cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
-        cJSON_AddNumberToObject(t, "compute_s", r->total.body_s);
-        cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
-        cJSON_AddNumberToObject(t, "lower_bound_s", r->lower_bound_s);
-        cJSON_AddNumberToObject(t, "ratio", r->ratio);
+        cJSON *t = cJSON_AddObjectToObject(o, "totals");
+        stage_json(t, &r->total, r->explain);
+        cJSON_AddNumberToObject(t, "model_body_s", r->total.model_body_s);
+        cJSON_AddNumberToObject(t, "predicted_s", r->predicted_s);
+        cJSON_AddNumberToObject(t, "timeline_s", r->timeline_s);
+        cJSON_AddStringToObject(t, "objective",
+                                r->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes");
+        if (r->auto_bytes_s > 0 || r->auto_time_s > 0) {
+            cJSON_AddNumberToObject(t, "auto_bytes_s", r->auto_bytes_s);
+            cJSON_AddNumberToObject(t, "auto_time_s", r->auto_time_s);
+        }
+        cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
+        if (!r->explain) {
+            static const char *const why[RPLAN_WAITS] = {"prefetch_bound", "min_victim",
+                                                         "room", "settled"};
+            cJSON *hw = cJSON_AddObjectToObject(t, "host_waits");
+            for (int w = 0; w < RPLAN_WAITS; w++) {
+                cJSON *x = cJSON_AddObjectToObject(hw, why[w]);
+                cJSON_AddNumberToObject(x, "count", (double)r->host_waits[w]);
+                cJSON_AddNumberToObject(x, "s", r->host_wait_s[w]);
+            }
+        }
+        cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
+        cJSON_AddNumberToObject(t, "regen_s", r->regen_s);
+        cJSON_AddNumberToObject(t, "peer_gbps", r->peer_gbps);
+        cJSON_AddNumberToObject(t, "pcie_s", r->pcie_s);
+        cJSON_AddNumberToObject(t, "peer_s", r->peer_s);
+        if (r->explain) {
+            cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
+            cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
+        } else {
+            cJSON_AddNumberToObject(t, "pinned_gbps", r->pinned_gbps);
+            cJSON_AddNumberToObject(t, "compute_s", r->total.body_s);
+            cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
+            cJSON_AddNumberToObject(t, "lower_bound_s", r->lower_bound_s);
+            cJSON_AddNumberToObject(t, "ratio", r->ratio);
+        }
     }
     if (r->ok) {
         cJSON_AddNullToObject(o, "error");

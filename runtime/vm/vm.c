@@ -328,6 +328,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     const char *fail_scope = NULL;
     if (st) {
         set_failure(vm, rep, st, -1, &e, NULL);
+        rep->refused = 1;
         if (vm->bad_budget[0]) {
             rep->line = vm->bad_budget_line; /* at the budget's declaration */
             rep->col = vm->bad_budget_col;
@@ -341,8 +342,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         /* the manager chooses sources by the same rates the report judges by */
         fhr_link_rates lr = {vm->pinned_gbps, 0, vm_peer_rate(vm), vm_gen_rate(vm)};
         st = fhr_manager_set_links(vm->m, &lr, &e);
-        if (st)
+        if (st) {
             set_failure(vm, rep, st, -1, &e, NULL);
+            rep->refused = 1;
+        }
         if (!vm->explain && st == FHR_OK) {
             /* the timing reference of each device (its event record can fail) */
             if ((st = vm_warm_up(vm, &e)) != FHR_OK)

@@ -235,7 +235,8 @@ Test(cli, run_json_report_has_every_field)
     result r = run_cli(NULL, "run --json --device emu --scale 256 plans/two-tenants.rplan");
     cr_assert_eq(r.rc, 0, "%s", r.err);
     cJSON *j = parse_only_json(r.out);
-    const char *top[] = {"ok", "mode", "device", "scale", "stages", "totals", "error", "file"};
+    const char *top[] = {"ok",     "mode",  "device", "scale", "refused",
+                         "stages", "totals", "error", "file"};
     for (size_t i = 0; i < sizeof top / sizeof *top; i++)
         cr_assert_not_null(cJSON_GetObjectItem(j, top[i]), "%s", top[i]);
     cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "device")), "emu");
@@ -277,6 +278,76 @@ Test(cli, run_rejected_by_a_budget_override_exits_1_with_source_position_and_jso
     cJSON_Delete(j);
     result_free(&r);
     
+}
+
+/* A plan refused before its first statement (a budget at a device the backend does not
+ * have): the error only, no empty report; with --json one document that says refused and
+ * carries the error, no stages or totals; no trace or timeline, and files already at
+ * those paths are left as they were. */
+Test(cli, run_refused_before_it_starts_prints_the_error_only)
+{
+    write_file(tmp_path("two.rplan"), "rplan 1\nbudget cuda:1 1 MiB\n"
+                                         "value a = 64 KiB at pinned init synth(1)\n"
+                                         "plan \"p\" {\n  enter { ensure a @ cuda:0 }\n"
+                                         "  body { run verify(a) }\n}\n");
+    const char *trace = tmp_path("refused.json"), *page = tmp_path("refused.html");
+    unlink(trace);
+    unlink(page);
+    result r = run_cli("NO_COLOR=1", "run --device emu:1 --trace %s --timeline %s %s", trace,
+                       page, tmp_path("two.rplan"));
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "two.rplan:2:1: error: budget for cuda:1"), "%s", r.err);
+    cr_assert_str_eq(r.out, "", "a refused run printed a report: %s", r.out);
+    cr_assert(access(trace, F_OK) != 0, "a refused run wrote a trace");
+    cr_assert(access(page, F_OK) != 0, "a refused run wrote a timeline");
+    result_free(&r);
+
+    write_file(trace, "earlier trace\n");
+    write_file(page, "earlier page\n");
+    r = run_cli(NULL, "run --json --device emu:1 --trace %s --timeline %s %s", trace, page,
+                tmp_path("two.rplan"));
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cJSON *j = parse_only_json(r.out);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "ok")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "refused")));
+    cr_assert_null(cJSON_GetObjectItem(j, "stages"));
+    cr_assert_null(cJSON_GetObjectItem(j, "totals"));
+    cJSON *e = cJSON_GetObjectItem(j, "error");
+    cr_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(e, "message")), "cuda:1"));
+    cr_assert_eq(cJSON_GetObjectItem(e, "line")->valuedouble, 2);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(j, "file")), tmp_path("two.rplan"));
+    cJSON_Delete(j);
+    char *t = slurp_file(trace), *h = slurp_file(page);
+    cr_assert_str_eq(t, "earlier trace\n");
+    cr_assert_str_eq(h, "earlier page\n");
+    free(t);
+    free(h);
+    result_free(&r);
+
+    /* the same plan on a backend with the device runs, reports and is not refused */
+    r = run_cli(NULL, "run --json --device emu:2 %s", tmp_path("two.rplan"));
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    j = parse_only_json(r.out);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(j, "refused")));
+    cr_assert_not_null(cJSON_GetObjectItem(j, "totals"));
+    cJSON_Delete(j);
+    result_free(&r);
+}
+
+/* A device that cannot be opened under --json: one document saying refused, on stdout. */
+Test(cli, run_json_device_that_cannot_open_is_one_refused_document)
+{
+    result r = run_cli(NULL, "run --json --device cuda --scale 1024 plans/design-example.rplan");
+    if (r.rc == 0) { /* a GPU is visible: nothing to refuse */
+        result_free(&r);
+        return;
+    }
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cJSON *j = parse_only_json(r.out);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(j, "refused")));
+    cr_assert(cJSON_IsString(cJSON_GetObjectItem(cJSON_GetObjectItem(j, "error"), "message")));
+    cJSON_Delete(j);
+    result_free(&r);
 }
 
 Test(cli, compile_then_disasm_and_run_bytecode)

@@ -4,6 +4,7 @@
 #include "fheplan/backend.h"
 #include "base/error.h"
 #include "cuda/copy_threads.h"
+#include "cuda/staging_emu.h"
 #include "cuda/staging_pipeline.h"
 
 #include <criterion/criterion.h>
@@ -15,11 +16,20 @@
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
 
+/* FHEPLAN_COPY_THREADS=threads (every copy keeps them busy), and FHEPLAN_STAGING_CHUNK
+ * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
+    return sh;
+}
+
+/* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
+static staging_shape auto_shape(int threads)
+{
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0};
     return sh;
 }
 
@@ -30,6 +40,7 @@ Test(staging, shape_defaults_follow_the_cores)
     staging_shape sh;
     cr_assert_eq(staging_shape_parse(NULL, NULL, 6, &sh, NULL), FHR_OK);
     cr_assert_eq(sh.threads, 6);
+    cr_assert_eq(sh.fixed_threads, 0); /* each copy's count follows its size */
     cr_assert_eq(sh.min_chunk, STAGING_MIN_CHUNK);
     cr_assert_eq(sh.max_chunk, STAGING_MAX_CHUNK);
     cr_assert_eq(staging_shape_parse("", "", 128, &sh, NULL), FHR_OK);
@@ -44,6 +55,7 @@ Test(staging, shape_overrides)
     staging_shape sh;
     cr_assert_eq(staging_shape_parse("64", "4K", 2, &sh, NULL), FHR_OK);
     cr_assert_eq(sh.threads, 64);
+    cr_assert_eq(sh.fixed_threads, 1);
     cr_assert_eq(sh.min_chunk, 4 * KiB);
     cr_assert_eq(sh.max_chunk, 4 * KiB);
     cr_assert_eq(staging_shape_parse("1", "64KiB", 2, &sh, NULL), FHR_OK);
@@ -63,7 +75,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -73,7 +85,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -85,26 +97,57 @@ Test(staging, shape_refuses_bad_values_by_name)
 
 /* ---- plan -------------------------------------------------------------------------- */
 
-/* The chunks tile [0, n) exactly, each at most p.chunk, all but the last exactly it. */
+/* Chunk i's expected length before clipping at n: the ramp's first << i, then chunk. */
+static size_t nominal(const staging_plan *p, size_t i)
+{
+    return i < p->ramp ? p->first << i : p->chunk;
+}
+
+/* The chunks tile [0, n) exactly, in order, every byte once: each starts where the one
+ * before ended, on a page, with its nominal length (the last one clipped at n); the ramp
+ * doubles from `first` and stays below the steady chunk. Plans of more than 2^22 chunks
+ * are checked at both ends. */
 static void check_tiles(const staging_plan *p, size_t n)
 {
     cr_assert_eq(p->n, n);
     cr_assert_eq(p->chunk % STAGING_ALIGN, 0);
-    cr_assert_eq(p->chunks, n / p->chunk + (n % p->chunk != 0));
-    size_t off, len, end = 0;
-    staging_chunk(p, 0, &off, &len);
-    cr_assert_eq(off, 0);
-    staging_chunk(p, p->chunks - 1, &off, &len);
-    end = off + len;
-    cr_assert_eq(end, n);
-    cr_assert(len >= 1 && len <= p->chunk);
-    if (p->chunks > 1) {
-        staging_chunk(p, p->chunks - 2, &off, &len);
-        cr_assert_eq(len, p->chunk);
+    cr_assert_eq(p->first % STAGING_ALIGN, 0);
+    cr_assert(p->chunks >= 1);
+    cr_assert(p->ramp <= p->chunks);
+    if (p->ramp) {
+        cr_assert_eq(p->first, STAGING_FIRST_CHUNK);
+        cr_assert_lt(p->first << (p->ramp - 1), p->chunk);
+    } else {
+        cr_assert_eq(p->first, p->chunk);
     }
-    cr_assert(p->slots >= 1 && (size_t)p->slots <= p->chunks);
+    size_t lo = p->chunks, hi = 0, end = 0, off, len;
+    if (p->chunks > ((size_t)1 << 22)) { /* both ends only */
+        lo = 64;
+        hi = p->chunks - 64;
+    }
+    for (size_t i = 0; i < p->chunks; i++) {
+        if (i == lo) {
+            i = hi;
+            staging_chunk(p, i, &off, &len);
+            end = off;
+        }
+        staging_chunk(p, i, &off, &len);
+        cr_assert_eq(off, end, "chunk %zu starts at %zu, the one before ended at %zu", i, off, end);
+        cr_assert_eq(off % STAGING_ALIGN, 0, "chunk %zu", i);
+        cr_assert(len >= 1);
+        if (i + 1 < p->chunks)
+            cr_assert_eq(len, nominal(p, i), "chunk %zu of %zu", i, p->chunks);
+        else
+            cr_assert(len <= nominal(p, i));
+        end = off + len;
+    }
+    cr_assert_eq(end, n);
+    cr_assert(p->threads >= 1);
+    cr_assert_eq((size_t)p->slots, p->chunks < (size_t)p->threads + 2 ? p->chunks
+                                                                      : (size_t)p->threads + 2);
     cr_assert(p->lag >= 0 && p->lag < p->slots);
     cr_assert_eq(p->inline_host, p->chunks == 1);
+    cr_assert(p->own == 0 || p->own == p->chunks - 1);
 }
 
 Test(staging, plan_edges_with_a_fixed_chunk)
@@ -119,8 +162,11 @@ Test(staging, plan_edges_with_a_fixed_chunk)
             staging_plan_make(sizes[k], &sh, dir, &p);
             check_tiles(&p, sizes[k]);
             cr_assert_eq(p.chunk, c);
+            cr_assert_eq(p.ramp, 0); /* a fixed chunk: no ramp */
             cr_assert_eq(p.chunks, want[k], "n %zu", sizes[k]);
+            cr_assert_eq(p.threads, 4);
             cr_assert_eq((size_t)p.slots, want[k] < 6 ? want[k] : 6);
+            cr_assert_eq(p.own, dir ? 0 : want[k] - 1); /* the caller's: first in, last out */
         }
     }
 }
@@ -133,28 +179,115 @@ Test(staging, plan_adapts_to_size_and_threads)
     check_tiles(&p, 64 * KiB);
     cr_assert_eq(p.chunks, 1);
     cr_assert_eq(p.inline_host, 1);
-    staging_plan_make(1 * MiB, &sh, 1, &p); /* the smallest chunk, so the threads share it */
+    cr_assert_eq(p.ramp, 0);
+    staging_plan_make(STAGING_MIN_CHUNK, &sh, 1, &p); /* one chunk exactly: no ramp */
+    check_tiles(&p, STAGING_MIN_CHUNK);
+    cr_assert_eq(p.chunks, 1);
+    staging_plan_make(1 * MiB, &sh, 1, &p); /* the smallest chunk after 64K, 128K */
     check_tiles(&p, MiB);
     cr_assert_eq(p.chunk, STAGING_MIN_CHUNK);
-    cr_assert_eq(p.chunks, 4);
-    staging_plan_make(16 * MiB, &sh, 1, &p); /* two chunks per thread */
+    cr_assert_eq(p.first, 64 * KiB);
+    cr_assert_eq(p.ramp, 2);
+    cr_assert_eq(p.chunks, 2 + 4); /* 192K of ramp, then 3 x 256K and 64K */
+    staging_plan_make(16 * MiB, &sh, 1, &p); /* two chunks per thread after the ramp */
     check_tiles(&p, 16 * MiB);
     cr_assert_eq(p.chunk, MiB);
-    cr_assert_eq(p.chunks, 16);
+    cr_assert_eq(p.ramp, 4); /* 64K 128K 256K 512K */
+    cr_assert_eq(p.chunks, 4 + 16);
+    cr_assert_eq(p.threads, 8);
     cr_assert_eq(p.slots, 10);
     cr_assert_eq(p.lag, 1);
+    cr_assert_eq(p.own, 0);
     staging_plan_make(16 * MiB, &sh, 0, &p);
     cr_assert_eq(p.lag, 8);
+    cr_assert_eq(p.own, p.chunks - 1);
     staging_plan_make(GiB, &sh, 1, &p); /* large: the slot size caps the chunk */
     check_tiles(&p, GiB);
     cr_assert_eq(p.chunk, STAGING_MAX_CHUNK);
-    cr_assert_eq(p.chunks, GiB / STAGING_MAX_CHUNK);
+    cr_assert_eq(p.ramp, 6); /* 64K .. 2M */
+    cr_assert_eq(p.chunks, 6 + GiB / STAGING_MAX_CHUNK);
     sh.threads = 1;
     staging_plan_make(1 * MiB + 1, &sh, 0, &p);
     check_tiles(&p, MiB + 1);
     cr_assert_eq(p.chunk, 516 * KiB); /* half of it, rounded up to a page */
-    cr_assert_eq(p.slots, 2);
+    cr_assert_eq(p.ramp, 4);          /* 64K 128K 256K 512K (all below 516K), 64K + 1 */
+    cr_assert_eq(p.chunks, 5);
+    cr_assert_eq(p.slots, 3);
     cr_assert_eq(p.lag, 1);
+    /* a copy that ends inside the ramp: 64K 128K 256K, the last one clipped */
+    sh = shape(1, 0);
+    sh.min_chunk = 260 * KiB;
+    staging_plan_make(300 * KiB, &sh, 1, &p);
+    check_tiles(&p, 300 * KiB);
+    cr_assert_eq(p.chunk, 260 * KiB);
+    cr_assert_eq(p.chunks, 3);
+    cr_assert_eq(p.ramp, 3);
+    size_t off, len;
+    staging_chunk(&p, 2, &off, &len);
+    cr_assert_eq(off, 192 * KiB);
+    cr_assert_eq(len, 108 * KiB);
+}
+
+/* The default thread count: floor(log2(n / 1 MiB)), at least one, at most the pool's;
+ * FHEPLAN_COPY_THREADS fixes it. */
+Test(staging, plan_threads_follow_the_size)
+{
+    struct { size_t n; int pool, want; } c[] = {
+        {1, 16, 1},           {64 * KiB, 16, 1},     {MiB, 16, 1},        {2 * MiB - 1, 16, 1},
+        {2 * MiB, 16, 1},     {4 * MiB - 1, 16, 1},  {4 * MiB, 16, 2},    {8 * MiB, 16, 3},
+        {16 * MiB, 16, 4},    {64 * MiB, 16, 6},     {256 * MiB, 16, 8},  {GiB, 16, 10},
+        {64 * GiB, 16, 16},   {SIZE_MAX, 16, 16},    {GiB, 4, 4},         {64 * MiB, 1, 1},
+        {GiB, 64, 10},        {(size_t)1 << 62, 64, 42},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++)
+        for (int dir = 0; dir < 2; dir++) {
+            staging_shape sh = auto_shape(c[k].pool);
+            staging_plan p;
+            staging_plan_make(c[k].n, &sh, dir, &p);
+            check_tiles(&p, c[k].n);
+            cr_assert_eq(p.threads, c[k].want, "n %zu pool %d: %d threads", c[k].n, c[k].pool,
+                         p.threads);
+            cr_assert_eq(p.lag, dir ? (p.slots > 1) : (p.threads < p.slots - 1 ? p.threads
+                                                                              : p.slots - 1));
+            sh.fixed_threads = 1; /* FHEPLAN_COPY_THREADS: the pool's, whatever the size */
+            staging_plan_make(c[k].n, &sh, dir, &p);
+            cr_assert_eq(p.threads, c[k].pool);
+        }
+    /* fewer threads, larger steady chunks: 4 MiB on 2 threads is 1 MiB chunks */
+    staging_shape sh = auto_shape(16);
+    staging_plan p;
+    staging_plan_make(4 * MiB, &sh, 1, &p);
+    cr_assert_eq(p.chunk, MiB);
+    cr_assert_eq(p.slots, 4);
+}
+
+/* The geometric ramp at every size the bench runs: the first DMA waits for 64 KiB only,
+ * each chunk doubles the one before up to the steady chunk, and a fixed chunk has none. */
+Test(staging, plan_ramp_starts_small_and_doubles)
+{
+    for (size_t n = MiB; n <= 4 * GiB; n *= 2)
+        for (int dir = 0; dir < 2; dir++) {
+            staging_shape sh = auto_shape(16);
+            staging_plan p;
+            staging_plan_make(n + 4097, &sh, dir, &p);
+            check_tiles(&p, n + 4097);
+            size_t off, len, prev = 0;
+            staging_chunk(&p, 0, &off, &len);
+            cr_assert_eq(len, 64 * KiB, "n %zu", n);
+            for (size_t i = 1; i + 1 < p.chunks; i++, prev = len) {
+                staging_chunk(&p, i, &off, &len);
+                if (i <= p.ramp)
+                    cr_assert(len == 2 * (i == 1 ? 64 * KiB : prev) || len == p.chunk,
+                              "n %zu chunk %zu: %zu", n, i, len);
+                else
+                    cr_assert_eq(len, p.chunk);
+            }
+            sh = shape(16, MiB); /* FHEPLAN_STAGING_CHUNK=1M: every chunk 1M */
+            staging_plan_make(n + 4097, &sh, dir, &p);
+            check_tiles(&p, n + 4097);
+            cr_assert_eq(p.ramp, 0);
+            cr_assert_eq(p.first, MiB);
+        }
 }
 
 Test(staging, plan_multi_gib)
@@ -165,11 +298,12 @@ Test(staging, plan_multi_gib)
     staging_plan_make(n, &sh, 1, &p);
     check_tiles(&p, n);
     cr_assert_eq(p.chunk, STAGING_MAX_CHUNK);
-    cr_assert_eq(p.chunks, 6 * GiB / STAGING_MAX_CHUNK + 1);
+    cr_assert_eq(p.ramp, 6); /* 64K .. 2M: 4 MiB - 64 KiB */
+    cr_assert_eq(p.chunks, 6 + 6 * GiB / STAGING_MAX_CHUNK);
     size_t off, len;
     staging_chunk(&p, p.chunks - 1, &off, &len);
-    cr_assert_eq(off, 6 * GiB);
-    cr_assert_eq(len, 5);
+    cr_assert_eq(off, 6 * GiB - 64 * KiB);
+    cr_assert_eq(len, 64 * KiB + 5);
     sh = shape(16, 4 * KiB);
     staging_plan_make(n, &sh, 0, &p);
     check_tiles(&p, n);
@@ -192,13 +326,14 @@ typedef struct mock {
     size_t bad_chunk;
     int to_device, threads;
     size_t starved; /* host waits that found fewer host stages in flight than threads */
+    long own_at, others_at; /* the op of the first wave's own start, the last other one */
 } mock;
 
 /* At a wait for chunk i's host stage, every thread should have a chunk (or every
  * remaining chunk be in flight). */
 static void check_busy(mock *m, size_t i, size_t out)
 {
-    size_t left = m->p->chunks - i, t = (size_t)m->threads;
+    size_t left = m->p->chunks - i, t = (size_t)m->p->threads;
     if (!m->failed && out < (left < t ? left : t))
         m->starved++;
 }
@@ -233,6 +368,12 @@ static fhr_status m_start_a(void *ctx, size_t i, int slot, fhr_error *err)
     fhr_status st = step(m, i, slot, 0, A_STARTED, err);
     if (!st && !m->failed && ++m->a_out > m->max_a_out)
         m->max_a_out = m->a_out;
+    if (!st && i < slots) {
+        if (i == m->p->own)
+            m->own_at = m->ops;
+        else
+            m->others_at = m->ops;
+    }
     return st;
 }
 
@@ -312,7 +453,20 @@ static void check_order(size_t n, int threads, size_t chunk, int to_device)
     cr_assert_eq(m.starved, 0, "n %zu threads %d dir %d: %zu waits with idle threads", n,
                  threads, to_device, m.starved);
     cr_assert_leq(m.max_a_out + m.max_b_out, 2 * (size_t)p.slots);
+    /* towards the device the caller fills its own first chunk after handing out the rest */
+    if (to_device && p.slots > 1)
+        cr_assert_gt(m.own_at, m.others_at, "n %zu: own chunk started before the others", n);
     free(m.state);
+}
+
+/* The default shape: the thread count and ramp by size, the caller's own chunk. */
+static void check_order_auto(size_t n, int pool, int to_device)
+{
+    staging_shape sh = auto_shape(pool);
+    staging_plan p;
+    staging_plan_make(n, &sh, to_device, &p);
+    check_tiles(&p, n);
+    check_order(n, p.threads, 0, to_device);
 }
 
 Test(staging, pipeline_order_every_size)
@@ -326,6 +480,16 @@ Test(staging, pipeline_order_every_size)
                 check_order(sizes[k], threads[t], c, dir);
     check_order(GiB + 1, 8, 0, 1);
     check_order(GiB + 1, 8, 0, 0);
+}
+
+Test(staging, pipeline_order_with_the_ramp_and_fewer_threads)
+{
+    size_t sizes[] = {MiB - 1, MiB + 1, 4 * MiB + 5, 17 * MiB + 3, 64 * MiB, 300 * MiB + 1};
+    int pools[] = {1, 4, 16};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t t = 0; t < sizeof pools / sizeof *pools; t++)
+            for (int dir = 0; dir < 2; dir++)
+                check_order_auto(sizes[k], pools[t], dir);
 }
 
 Test(staging, pipeline_order_multi_gib)
@@ -357,173 +521,75 @@ Test(staging, pipeline_stops_at_the_first_failure)
 
 /* ---- real copies: copy threads fill and drain, the emulated device does the DMA ---- */
 
-typedef struct emu_run {
-    fhr_backend *b;
-    fhr_stream *s;
-    copy_pool *cp;
-    const staging_plan *p;
-    char *dev, *host;
-    void *slot[STAGING_MAX_SLOTS];
-    fhr_event *ev[STAGING_MAX_SLOTS];
-    int armed[STAGING_MAX_SLOTS];
-    copy_job job[STAGING_MAX_SLOTS];
-    size_t slot_bytes;
-} emu_run;
-
-static fhr_status e_dma_wait(void *ctx, size_t i, int b, fhr_error *err)
-{
-    (void)i;
-    emu_run *r = ctx;
-    fhr_status st = r->armed[b] ? r->b->ops->event_sync(r->b, r->ev[b], err) : FHR_OK;
-    r->armed[b] = 0;
-    return st;
-}
-
-static fhr_status e_slot(emu_run *r, int b, fhr_error *err)
-{
-    fhr_status st = FHR_OK;
-    if (!r->ev[b])
-        st = r->b->ops->event_create(r->b, &r->ev[b], err);
-    if (!st && !r->slot[b])
-        st = r->b->ops->alloc(r->b, fhr_loc_pinned(), r->slot_bytes, r->s, &r->slot[b], err);
-    if (!st)
-        st = e_dma_wait(r, 0, b, err);
-    return st;
-}
-
-static fhr_status e_dma(emu_run *r, size_t i, int b, int to_device, fhr_error *err)
-{
-    size_t off, len;
-    staging_chunk(r->p, i, &off, &len);
-    fhr_status st = to_device
-                        ? r->b->ops->copy(r->b, r->dev + off, fhr_loc_cuda(0), r->slot[b],
-                                          fhr_loc_pinned(), len, r->s, err)
-                        : r->b->ops->copy(r->b, r->slot[b], fhr_loc_pinned(), r->dev + off,
-                                          fhr_loc_cuda(0), len, r->s, err);
-    if (!st)
-        st = r->b->ops->event_record(r->b, r->ev[b], r->s, err);
-    if (!st)
-        r->armed[b] = 1;
-    return st;
-}
-
-static void e_host(emu_run *r, size_t i, int b, int to_slot)
-{
-    size_t off, len;
-    staging_chunk(r->p, i, &off, &len);
-    void *dst = to_slot ? r->slot[b] : r->host + off;
-    const void *src = to_slot ? (const void *)(r->host + off) : r->slot[b];
-    if (r->p->inline_host) {
-        memcpy(dst, src, len);
-        r->job[b].pending = 0;
-    } else {
-        copy_pool_submit(r->cp, &r->job[b], dst, src, len);
-    }
-}
-
-static fhr_status e_fill(void *ctx, size_t i, int b, fhr_error *err)
-{
-    fhr_status st = e_slot(ctx, b, err);
-    if (!st)
-        e_host(ctx, i, b, 1);
-    return st;
-}
-
-static fhr_status e_host_wait(void *ctx, size_t i, int b, fhr_error *err)
-{
-    (void)i, (void)err;
-    emu_run *r = ctx;
-    copy_pool_wait(r->cp, &r->job[b]);
-    return FHR_OK;
-}
-
-static fhr_status e_h2d(void *ctx, size_t i, int b, fhr_error *err) { return e_dma(ctx, i, b, 1, err); }
-
-static fhr_status e_d2h(void *ctx, size_t i, int b, fhr_error *err)
-{
-    fhr_status st = e_slot(ctx, b, err);
-    return st ? st : e_dma(ctx, i, b, 0, err);
-}
-
-static fhr_status e_drain(void *ctx, size_t i, int b, fhr_error *err)
-{
-    (void)err;
-    e_host(ctx, i, b, 0);
-    return FHR_OK;
-}
-
-static void e_quiesce(void *ctx)
-{
-    emu_run *r = ctx;
-    for (int b = 0; b < r->p->slots; b++)
-        copy_pool_wait(r->cp, &r->job[b]);
-}
-
-static const staging_ops emu_to_device = {e_fill, e_host_wait, e_h2d, e_dma_wait, e_quiesce};
-static const staging_ops emu_to_host = {e_d2h, e_dma_wait, e_drain, e_host_wait, e_quiesce};
-
 #define GUARD 64
 
 static unsigned char pattern(size_t i, unsigned seed) { return (unsigned char)(i * 131u + seed + (i >> 12)); }
 
-/* One staged copy of n bytes at host offset `mis` (alignment) through b; returns its
- * status. The device side and the host side each have GUARD bytes either side. */
+/* The first byte of [0, total) that is not as expected (total when none): inside the
+ * copied range a (the copied pattern, when the copy succeeded), outside it b. */
+static size_t first_wrong(const unsigned char *got, size_t total, size_t n, int ok, unsigned a,
+                          unsigned b)
+{
+    for (size_t i = 0; i < total; i++) {
+        int inside = i >= GUARD && i < GUARD + n;
+        if (inside && !ok)
+            continue;
+        if (got[i] != pattern(i, inside ? a : b))
+            return i;
+    }
+    return total;
+}
+
+/* One staged copy of n bytes at host offset `mis` (alignment) through b, by the same
+ * pipeline driver as bench/staging.c (cuda/staging_emu.c); returns its status. The device
+ * side and the host side each have GUARD bytes either side. */
 static fhr_status staged_emu(fhr_backend *b, copy_pool *cp, const staging_shape *sh, size_t n,
                              size_t mis, int to_device, fhr_error *err)
 {
-    staging_plan p;
-    staging_plan_make(n, sh, to_device, &p);
-    emu_run r = {.b = b, .cp = cp, .p = &p, .slot_bytes = sh->max_chunk};
-    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &r.s, NULL), FHR_OK);
+    staging_emu *x = NULL;
+    fhr_stream *s = NULL;
+    cr_assert_eq(staging_emu_create(b, cp, sh, &x, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
     size_t total = n + 2 * GUARD;
     unsigned char *host = malloc(total + mis);
     void *dev = NULL;
     cr_assert_not_null(host);
-    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), total, r.s, &dev, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), total, s, &dev, NULL), FHR_OK);
     unsigned char *shadow = malloc(total);
     cr_assert_not_null(shadow);
     for (size_t i = 0; i < total; i++) {
         host[mis + i] = pattern(i, 1);
         shadow[i] = pattern(i, 2);
     }
-    cr_assert_eq(b->ops->copy(b, dev, fhr_loc_cuda(0), shadow, fhr_loc_host(), total, r.s, NULL),
+    cr_assert_eq(b->ops->copy(b, dev, fhr_loc_cuda(0), shadow, fhr_loc_host(), total, s, NULL),
                  FHR_OK);
-    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK);
-    r.dev = (char *)dev + GUARD;
-    r.host = (char *)host + mis + GUARD;
-    fhr_status st = staging_run(&p, !to_device, to_device ? &emu_to_device : &emu_to_host, &r, err);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    uint64_t first = 0;
+    fhr_status st = staging_emu_copy(x, (char *)dev + GUARD, host + mis + GUARD, n, to_device,
+                                     &first, err);
     /* every host job has finished on return, whatever happened */
-    for (int s = 0; s < STAGING_MAX_SLOTS; s++)
-        cr_assert_eq(r.job[s].pending, 0);
-    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK); /* the DMAs left in flight */
-    cr_assert_eq(b->ops->copy(b, shadow, fhr_loc_host(), dev, fhr_loc_cuda(0), total, r.s, NULL),
+    cr_assert(staging_emu_idle(x));
+    if (!st)
+        cr_assert_gt(first, 0, "no DMA was timed");
+    cr_assert_eq(b->ops->copy(b, shadow, fhr_loc_host(), dev, fhr_loc_cuda(0), total, s, NULL),
                  FHR_OK);
-    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK);
-    for (size_t i = 0; i < total; i++) {
-        int inside = i >= GUARD && i < GUARD + n;
-        if (to_device) {
-            cr_assert_eq(host[mis + i], pattern(i, 1)); /* the source is never written */
-            if (!st && inside)
-                cr_assert_eq(shadow[i], pattern(i, 1), "n %zu byte %zu", n, i);
-            else if (!inside)
-                cr_assert_eq(shadow[i], pattern(i, 2), "n %zu guard %zu", n, i);
-        } else {
-            cr_assert_eq(shadow[i], pattern(i, 2));
-            if (!st && inside)
-                cr_assert_eq(host[mis + i], pattern(i, 2), "n %zu byte %zu", n, i);
-            else if (!inside)
-                cr_assert_eq(host[mis + i], pattern(i, 1), "n %zu guard %zu", n, i);
-        }
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    size_t w;
+    if (to_device) {
+        w = first_wrong(host + mis, total, n, 0, 1, 1); /* the source is never written */
+        cr_assert_eq(w, total, "n %zu: source byte %zu written", n, w);
+        w = first_wrong(shadow, total, n, !st, 1, 2);
+    } else {
+        w = first_wrong(shadow, total, n, 0, 2, 2);
+        cr_assert_eq(w, total, "n %zu: device byte %zu written", n, w);
+        w = first_wrong(host + mis, total, n, !st, 2, 1);
     }
-    for (int s = 0; s < STAGING_MAX_SLOTS; s++) {
-        if (r.slot[s])
-            b->ops->free(b, fhr_loc_pinned(), r.slot[s], r.slot_bytes, r.s);
-        if (r.ev[s])
-            b->ops->event_destroy(b, r.ev[s]);
-    }
-    b->ops->free(b, fhr_loc_cuda(0), dev, total, r.s);
-    cr_assert_eq(fhr_stream_sync(b, r.s, NULL), FHR_OK);
-    fhr_stream_destroy(b, r.s);
+    cr_assert_eq(w, total, "n %zu dir %d: byte %zu (guard %d) wrong", n, to_device, w,
+                 w < GUARD || w >= GUARD + n);
+    staging_emu_destroy(x);
+    b->ops->free(b, fhr_loc_cuda(0), dev, total, s);
+    cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+    fhr_stream_destroy(b, s);
     free(shadow);
     free(host);
     return st;
@@ -565,6 +631,29 @@ Test(threads_staging, bytes_arrive_with_the_default_chunks)
     for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
         for (int dir = 0; dir < 2; dir++)
             cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], 1, dir, NULL), FHR_OK);
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
+}
+
+/* The default shape: the ramp, the thread count by size (1, 2 and 4 threads of a pool
+ * of 16), the caller's own first and last chunks; sizes that end inside and after the
+ * ramp, odd tails and an odd host offset. */
+Test(threads_staging, bytes_arrive_through_the_ramp_with_fewer_threads)
+{
+    fhr_backend *b = emu_backend();
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(16, &cp, NULL), FHR_OK);
+    staging_shape sh = auto_shape(16);
+    size_t sizes[] = {STAGING_MIN_CHUNK + 1, MiB + 1, 4 * MiB + 5, 17 * MiB + 3};
+    int threads[] = {1, 1, 2, 4};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int dir = 0; dir < 2; dir++) {
+            staging_plan p;
+            staging_plan_make(sizes[k], &sh, dir, &p);
+            cr_assert_eq(p.threads, threads[k]);
+            cr_assert_gt(p.ramp, 0);
+            cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], 3, dir, NULL), FHR_OK);
+        }
     copy_pool_destroy(cp);
     fhr_backend_destroy(b);
 }
