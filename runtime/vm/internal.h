@@ -257,7 +257,6 @@ void vm_requests_teardown(rplan_vm *vm);
 
 /* objective.c: the time objective's modelled timeline (see rplan_vm_opts.objective) */
 int vm_objective_time(const rplan_vm *vm, unsigned policy);
-void vm_objective_auto(rplan_vm *vm);
 void vm_host_waited(rplan_vm *vm, int why, uint64_t t0);
 void vm_model_reset(rplan_vm *vm);
 double vm_model_issue(const rplan_vm *vm);

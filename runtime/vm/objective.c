@@ -18,43 +18,6 @@
 
 #define VM_MODEL_AHEAD 256
 
-/* Objective auto: both objectives' modelled timelines by explain runs of the same program
- * and options on a model backend with the backend's devices; the objective becomes time
- * when it wins by more than RPLAN_AUTO_GAIN. A program the explain runs cannot model
- * (an engine's generator, say) keeps bytes. */
-void vm_objective_auto(rplan_vm *vm)
-{
-    if (vm->o.objective != RPLAN_OBJECTIVE_AUTO)
-        return;
-    vm->o.objective = RPLAN_OBJECTIVE_BYTES;
-    int ndev = vm->b->ops->device_count ? vm->b->ops->device_count(vm->b) : 1;
-    double t[2] = {0, 0};
-    for (int k = 0; k < 2; k++) {
-        rplan_vm_opts o = vm->o;
-        o.mode = RPLAN_VM_EXPLAIN;
-        o.objective = k ? RPLAN_OBJECTIVE_TIME : RPLAN_OBJECTIVE_BYTES;
-        o.unknown_as_touch = 1;
-        o.trace = 0;
-        o.progress = NULL;
-        o.progress_ctx = NULL;
-        fhr_backend *mb = NULL;
-        rplan_vm *ev = NULL;
-        rplan_vm_report *rep = NULL;
-        if (fhr_backend_model_create(ndev > 0 ? ndev : 1, &mb, NULL) == FHR_OK &&
-            rplan_vm_create(vm->p, mb, &o, &ev, NULL) == FHR_OK &&
-            rplan_vm_run(ev, &rep, NULL) == FHR_OK && rep && rep->ok)
-            t[k] = rep->timeline_s;
-        rplan_vm_report_free(rep);
-        rplan_vm_destroy(ev);
-        if (mb)
-            fhr_backend_destroy(mb);
-    }
-    vm->auto_s[0] = t[0];
-    vm->auto_s[1] = t[1];
-    if (t[0] > 0 && t[1] > 0 && t[1] < t[0] * (1 - RPLAN_AUTO_GAIN))
-        vm->o.objective = RPLAN_OBJECTIVE_TIME;
-}
-
 int vm_objective_time(const rplan_vm *vm, unsigned policy)
 {
     return vm->o.objective == RPLAN_OBJECTIVE_TIME && policy < vm->npols &&
