@@ -7,6 +7,7 @@
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "runtime/control/policy.h"
+#include "runtime/control/victim_index.h"
 #include "runtime/manager/query.h"
 #include "runtime/manager/snapshot_cache.h"
 #include "runtime/control/use.h"
@@ -25,9 +26,12 @@ struct fhr_controller {
     /* The built-in policies decide over a placement snapshot kept up to date from the
      * manager's change log (snapshot_cache.c): a request that loads re-reads only what
      * changed since the last one. One decide at a time uses it; another decide meanwhile
-     * takes a fresh snapshot instead, which holds the same. */
+     * takes a fresh snapshot instead, which holds the same. For tiered LRU, a victim
+     * index follows the cache's changes (victim_index.c), under the same lock: a request
+     * that evicts walks its victims in rank order instead of ranking every copy. */
     pthread_mutex_t cache_lock;
     mgr_snapcache *cache;
+    vix *index;
 };
 
 struct fhr_decision {
@@ -73,7 +77,9 @@ fhr_status fhr_controller_create(fhr_manager *m, fhr_policy *p, fhr_controller *
     *out = calloc(1, sizeof **out);
     if (!*out)
         return fhr_fail(err, FHR_E_NOMEM, "controller_create: out of host memory");
-    if (fhr_policy_is_tiered(p) && mgr_snapcache_create(&(*out)->cache, err) != FHR_OK) {
+    if ((fhr_policy_is_tiered(p) && mgr_snapcache_create(&(*out)->cache, err) != FHR_OK) ||
+        (policy_uses_victim_index(p) && vix_create(&(*out)->index, err) != FHR_OK)) {
+        mgr_snapcache_destroy((*out)->cache);
         free(*out);
         *out = NULL;
         return FHR_E_NOMEM;
@@ -89,6 +95,7 @@ void fhr_controller_destroy(fhr_controller *c)
     if (!c)
         return;
     mgr_snapcache_destroy(c->cache);
+    vix_destroy(c->index);
     pthread_mutex_destroy(&c->cache_lock);
     free(c);
 }
@@ -168,6 +175,34 @@ static fhr_status req_check_state(const fhr_snapshot *s, const char *name,
 
 /* ---- decide --------------------------------------------------------------------------- */
 
+/* Under cache_lock, after a refresh: the victim index follows the cache's change set (out
+ * of host memory, it is left invalid and the policy scans instead; it rebuilds next time). */
+static void follow_cache(fhr_controller *c, const fhr_snapshot *view)
+{
+    size_t n;
+    int full;
+    const uint64_t *ch = mgr_snapcache_changes(c->cache, &n, &full);
+    (void)vix_update(c->index, view, ch, n, full);
+}
+
+int controller_check_index(fhr_controller *c, char *why, size_t nwhy)
+{
+    pthread_mutex_lock(&c->cache_lock);
+    const fhr_snapshot *view = NULL;
+    int ok = 0;
+    if (!c->index)
+        snprintf(why, nwhy, "the controller keeps no victim index (policy %s)",
+                 fhr_policy_name(c->p));
+    else if (mgr_snapcache_refresh(c->m, c->cache, &view, NULL) != FHR_OK)
+        snprintf(why, nwhy, "the snapshot cache could not refresh");
+    else {
+        follow_cache(c, view);
+        ok = vix_check(c->index, view, why, nwhy);
+    }
+    pthread_mutex_unlock(&c->cache_lock);
+    return ok;
+}
+
 void fhr_decision_destroy(fhr_decision *d)
 {
     if (!d)
@@ -215,9 +250,10 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
         d->out.explored_states = 1;
     } else {
         cached = c->cache && pthread_mutex_trylock(&c->cache_lock) == 0;
-        if (cached)
-            st = mgr_snapcache_refresh(c->m, c->cache, &view, err);
-        else if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) == FHR_OK)
+        if (cached) {
+            if ((st = mgr_snapcache_refresh(c->m, c->cache, &view, err)) == FHR_OK && c->index)
+                follow_cache(c, view);
+        } else if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) == FHR_OK)
             view = snap;
         if (st != FHR_OK)
             goto fail;
@@ -227,7 +263,8 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
             goto fail;
         fhr_request clean = {d->name, d->reqs, d->nreqs, req->reservations, req->nreservations,
                              req->position};
-        if ((st = fhr_policy_decide(c->p, view, &clean, &d->out, err)) != FHR_OK)
+        if ((st = cached ? policy_decide_indexed(c->p, view, c->index, &clean, &d->out, err)
+                         : fhr_policy_decide(c->p, view, &clean, &d->out, err)) != FHR_OK)
             goto fail;
         if (cached) { /* the policy's output holds no pointer into the view */
             pthread_mutex_unlock(&c->cache_lock);
