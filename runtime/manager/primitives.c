@@ -9,11 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, size_t cap)
+void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
 {
     memset(rv, 0, sizeof *rv);
     rv->h = mgr_handle(m, v);
-    rv->name = mgr_vname(v, namebuf, cap);
+    rv->serial = v->serial;
+    rv->label = v->label;
     rv->mode = v->mode;
     rv->recov = v->recov;
     rv->has_src = v->has_src;
@@ -266,8 +267,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
     if (st != FHR_OK)
         return st;
     rule_view rv;
-    char nm[96];
-    mgr_rule_view(m, v, &rv, nm, sizeof nm);
+    mgr_rule_view(m, v, &rv);
     rule_effect eff;
     if ((st = rules_check(&rv, a, m->loc, m->ndev, &eff, err)) != FHR_OK)
         return st;
