@@ -16,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,7 +44,7 @@ struct fhr_decision {
     size_t nreqs;
     fhr_plan *plan;
     fhr_policy_out out;
-    fhr_explanation ex;
+    fhr_explanation ex; /* last: fhr_decide clears what comes before it */
 };
 
 typedef struct use_lease {
@@ -53,7 +54,8 @@ typedef struct use_lease {
 
 struct fhr_use {
     fhr_manager *m;
-    fhr_plan *plan;  /* owned: the scope needs it alive */
+    fhr_plan *plan;  /* owned: the scope needs it alive; NULL when the scope runs the plan
+                      * of the decision the use owns (fhr_use_begin) */
     fhr_scope *scope;
     use_lease *leases;
     size_t nleases;
@@ -221,9 +223,12 @@ fhr_status fhr_decide(fhr_controller *c, const fhr_request *req, fhr_decision **
     if (!c || !out)
         return fhr_fail(err, FHR_E_INVALID, "decide: controller and out are required");
     *out = NULL;
-    fhr_decision *d = calloc(1, sizeof *d);
+    /* the explanation (most of the decision's bytes) is filled whole by fhr_explain, which
+     * every decision returned has been through: only what comes before it is cleared */
+    fhr_decision *d = malloc(sizeof *d);
     if (!d)
         return fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
+    memset(d, 0, offsetof(fhr_decision, ex));
     fhr_snapshot *snap = NULL; /* a fresh one, owned here */
     const fhr_snapshot *view = NULL;
     int cached = 0;            /* view is the controller's cache, whose lock is held */
@@ -493,10 +498,11 @@ static void use_free(fhr_use *u)
     free(u);
 }
 
-fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
-                            const fhr_stream_map *consumer, size_t nconsumer,
-                            const fhr_stream_map *transfer, size_t ntransfer, fhr_use **out,
-                            fhr_error *err)
+/* borrow: the use will own d (fhr_use_begin), so its scope may run d's plan, not a copy. */
+static fhr_status use_decision(fhr_controller *c, const fhr_decision *d,
+                               const fhr_stream_map *consumer, size_t nconsumer,
+                               const fhr_stream_map *transfer, size_t ntransfer, int borrow,
+                               fhr_use **out, fhr_error *err)
 {
     if (!c || !d || !out)
         return fhr_fail(err, FHR_E_INVALID, "use: controller, decision and out are required");
@@ -540,9 +546,10 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
         return fhr_fail(err, FHR_E_NOMEM, "use: out of host memory");
     }
     u->m = c->m;
-    fhr_status st = plan_clone(d->plan, &u->plan, err);
+    fhr_status st = borrow ? FHR_OK : plan_clone(d->plan, &u->plan, err);
     if (st == FHR_OK)
-        st = fhr_scope_create(c->m, u->plan, transfer, ntransfer, &u->scope, err);
+        st = fhr_scope_create(c->m, borrow ? d->plan : u->plan, transfer, ntransfer, &u->scope,
+                              err);
     if (st != FHR_OK)
         goto fail;
     fhr_scope_expect_version(u->scope, d->version);
@@ -578,6 +585,14 @@ fail:
     return st;
 }
 
+fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
+                            const fhr_stream_map *consumer, size_t nconsumer,
+                            const fhr_stream_map *transfer, size_t ntransfer, fhr_use **out,
+                            fhr_error *err)
+{
+    return use_decision(c, d, consumer, nconsumer, transfer, ntransfer, 0, out, err);
+}
+
 fhr_status fhr_use_begin(fhr_controller *c, const fhr_request *req,
                          const fhr_stream_map *consumer, size_t nconsumer,
                          const fhr_stream_map *transfer, size_t ntransfer, fhr_use **out,
@@ -590,7 +605,7 @@ fhr_status fhr_use_begin(fhr_controller *c, const fhr_request *req,
     fhr_status st = fhr_decide(c, req, &d, err);
     if (st != FHR_OK)
         return st;
-    st = fhr_use_decision(c, d, consumer, nconsumer, transfer, ntransfer, out, err);
+    st = use_decision(c, d, consumer, nconsumer, transfer, ntransfer, 1, out, err);
     if (st != FHR_OK) {
         fhr_decision_destroy(d);
         return st;
