@@ -11,7 +11,9 @@
 
 void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
 {
-    memset(rv, 0, sizeof *rv);
+    /* why[] is read only at protected slots, set below: the rest is left as it is */
+    memset(rv, 0, offsetof(rule_view, why));
+    rv->unsettled = 0;
     rv->h = mgr_handle(m, v);
     rv->serial = v->serial;
     rv->label = v->label;
@@ -24,10 +26,9 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
     rv->regen = v->regen;
     rv->present = v->present;
     rv->links = &m->links;
-    for (int s = 0; s < FHR_LOC_SLOTS; s++) {
+    for (uint64_t left = v->present; left; left &= left - 1) { /* mats[s] set iff present */
+        int s = __builtin_ctzll(left);
         const mat *x = v->mats[s];
-        if (!x)
-            continue;
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled: not a source while others are */
         const char *why = x->leases    ? "an active lease"
