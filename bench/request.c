@@ -5,7 +5,9 @@
  * loading request in parts: decide (of which the manager's explain, timed again alone) and
  * the use of the decision (scope entry: the eviction and the load; the lease; release and
  * exit). Beside them, measured in the same run as yardsticks: a bare placement snapshot,
- * and a manual fhr_ensure + lease + release of the same value. Medians of many calls. */
+ * and a manual fhr_ensure + lease + release of the same value. Medians of many calls.
+ * The policy is tiered LRU (cuda:0 -> pinned), the one whose victims come from the
+ * controller's victim index; `--values N` runs one size only (for a profiler). */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "bench/host_bench.h"
