@@ -490,8 +490,9 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             const cand *k = &cs[nv - np + i];
             const fhr_value_info *vi = &snap->values[k->vi];
             const fhr_copy_info *ci = &vi->copies[k->ci];
+            int required = vs[k->vi].epoch == epoch && vs[k->vi].required;
             fhr_protected_copy p = {vi->handle, here, ci->charged_nbytes,
-                                    protect_bits(ci, vs[k->vi].epoch == epoch && vs[k->vi].required)};
+                                    protect_bits(ci, required)};
             if (fhr_policy_out_protect(out, &p) != FHR_OK)
                 st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
