@@ -5,7 +5,9 @@
  * loading request in parts: decide (of which the manager's explain, timed again alone) and
  * the use of the decision (scope entry: the eviction and the load; the lease; release and
  * exit). Beside them, measured in the same run as yardsticks: a bare placement snapshot,
- * and a manual fhr_ensure + lease + release of the same value. Medians of many calls. */
+ * and a manual fhr_ensure + lease + release of the same value. Medians of many calls.
+ * The policy is tiered LRU (cuda:0 -> pinned), the one whose victims come from the
+ * controller's victim index; `--values N` runs one size only (for a profiler). */
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "bench/host_bench.h"
@@ -116,12 +118,27 @@ enum { P_DECIDE, P_EXPLAIN, P_USE, NPARTS };
 
 int main(int argc, char **argv)
 {
-    int json = argc > 1 && !strcmp(argv[1], "--json");
-    if (argc > 1 && !json) {
-        fprintf(stderr, "usage: request [--json]\n");
+    static size_t sizes[] = {10, 100, 1000, 10000};
+    size_t nsizes = sizeof sizes / sizeof *sizes;
+    int json = 0, bad = 0;
+    for (int a = 1; a < argc && !bad; a++) {
+        char *end;
+        if (!strcmp(argv[a], "--json")) {
+            json = 1;
+        } else if (!strcmp(argv[a], "--values") && a + 1 < argc) {
+            /* one size only (profiling): --values N */
+            unsigned long long v = strtoull(argv[++a], &end, 10);
+            bad = *end || v < 1 || v > 1000000;
+            sizes[0] = (size_t)v;
+            nsizes = 1;
+        } else {
+            bad = 1;
+        }
+    }
+    if (bad) {
+        fprintf(stderr, "usage: request [--json] [--values N]\n");
         return 2;
     }
-    static const size_t sizes[] = {10, 100, 1000, 10000};
     fhr_error e;
     fhr_error_init(&e);
     if (json)
@@ -131,7 +148,7 @@ int main(int argc, char **argv)
                "snapshot alone | ensure + lease by hand | loads: decide | of which explain | "
                "loads: use + end | resident / by hand | loads / snapshot |\n"
                "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n");
-    for (size_t z = 0; z < sizeof sizes / sizeof *sizes; z++) {
+    for (size_t z = 0; z < nsizes; z++) {
         size_t n = sizes[z];
         bench k;
         bench_open(&k, n, &e);

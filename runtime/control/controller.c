@@ -7,6 +7,7 @@
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "runtime/control/policy.h"
+#include "runtime/control/victim_index.h"
 #include "runtime/manager/query.h"
 #include "runtime/manager/snapshot_cache.h"
 #include "runtime/control/use.h"
@@ -15,6 +16,7 @@
 
 #include <cjson/cJSON.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,9 +27,12 @@ struct fhr_controller {
     /* The built-in policies decide over a placement snapshot kept up to date from the
      * manager's change log (snapshot_cache.c): a request that loads re-reads only what
      * changed since the last one. One decide at a time uses it; another decide meanwhile
-     * takes a fresh snapshot instead, which holds the same. */
+     * takes a fresh snapshot instead, which holds the same. For tiered LRU, a victim
+     * index follows the cache's changes (victim_index.c), under the same lock: a request
+     * that evicts walks its victims in rank order instead of ranking every copy. */
     pthread_mutex_t cache_lock;
     mgr_snapcache *cache;
+    vix *index;
 };
 
 struct fhr_decision {
@@ -39,7 +44,7 @@ struct fhr_decision {
     size_t nreqs;
     fhr_plan *plan;
     fhr_policy_out out;
-    fhr_explanation ex;
+    fhr_explanation ex; /* last: fhr_decide clears what comes before it */
 };
 
 typedef struct use_lease {
@@ -49,7 +54,8 @@ typedef struct use_lease {
 
 struct fhr_use {
     fhr_manager *m;
-    fhr_plan *plan;  /* owned: the scope needs it alive */
+    fhr_plan *plan;  /* owned: the scope needs it alive; NULL when the scope runs the plan
+                      * of the decision the use owns (fhr_use_begin) */
     fhr_scope *scope;
     use_lease *leases;
     size_t nleases;
@@ -73,7 +79,9 @@ fhr_status fhr_controller_create(fhr_manager *m, fhr_policy *p, fhr_controller *
     *out = calloc(1, sizeof **out);
     if (!*out)
         return fhr_fail(err, FHR_E_NOMEM, "controller_create: out of host memory");
-    if (fhr_policy_is_tiered(p) && mgr_snapcache_create(&(*out)->cache, err) != FHR_OK) {
+    if ((fhr_policy_is_tiered(p) && mgr_snapcache_create(&(*out)->cache, err) != FHR_OK) ||
+        (policy_uses_victim_index(p) && vix_create(&(*out)->index, err) != FHR_OK)) {
+        mgr_snapcache_destroy((*out)->cache);
         free(*out);
         *out = NULL;
         return FHR_E_NOMEM;
@@ -89,6 +97,7 @@ void fhr_controller_destroy(fhr_controller *c)
     if (!c)
         return;
     mgr_snapcache_destroy(c->cache);
+    vix_destroy(c->index);
     pthread_mutex_destroy(&c->cache_lock);
     free(c);
 }
@@ -168,6 +177,34 @@ static fhr_status req_check_state(const fhr_snapshot *s, const char *name,
 
 /* ---- decide --------------------------------------------------------------------------- */
 
+/* Under cache_lock, after a refresh: the victim index follows the cache's change set (out
+ * of host memory, it is left invalid and the policy scans instead; it rebuilds next time). */
+static void follow_cache(fhr_controller *c, const fhr_snapshot *view)
+{
+    size_t n;
+    int full;
+    const uint64_t *ch = mgr_snapcache_changes(c->cache, &n, &full);
+    (void)vix_update(c->index, view, ch, n, full);
+}
+
+int controller_check_index(fhr_controller *c, char *why, size_t nwhy)
+{
+    pthread_mutex_lock(&c->cache_lock);
+    const fhr_snapshot *view = NULL;
+    int ok = 0;
+    if (!c->index)
+        snprintf(why, nwhy, "the controller keeps no victim index (policy %s)",
+                 fhr_policy_name(c->p));
+    else if (mgr_snapcache_refresh(c->m, c->cache, &view, NULL) != FHR_OK)
+        snprintf(why, nwhy, "the snapshot cache could not refresh");
+    else {
+        follow_cache(c, view);
+        ok = vix_check(c->index, view, why, nwhy);
+    }
+    pthread_mutex_unlock(&c->cache_lock);
+    return ok;
+}
+
 void fhr_decision_destroy(fhr_decision *d)
 {
     if (!d)
@@ -225,9 +262,12 @@ fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
         return fhr_fail(err, FHR_E_INVALID, "decide: %zu settled copies (at most 65536)",
                         nsettled);
     *out = NULL;
-    fhr_decision *d = calloc(1, sizeof *d);
+    /* the explanation (most of the decision's bytes) is filled whole by fhr_explain, which
+     * every decision returned has been through: only what comes before it is cleared */
+    fhr_decision *d = malloc(sizeof *d);
     if (!d)
         return fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
+    memset(d, 0, offsetof(fhr_decision, ex));
     fhr_snapshot *snap = NULL; /* a fresh one, owned here */
     const fhr_snapshot *view = NULL;
     int cached = 0;            /* view is the controller's cache, whose lock is held */
@@ -254,9 +294,10 @@ fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
         d->out.explored_states = 1;
     } else {
         cached = c->cache && pthread_mutex_trylock(&c->cache_lock) == 0;
-        if (cached)
-            st = mgr_snapcache_refresh(c->m, c->cache, &view, err);
-        else if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) == FHR_OK)
+        if (cached) {
+            if ((st = mgr_snapcache_refresh(c->m, c->cache, &view, err)) == FHR_OK && c->index)
+                follow_cache(c, view);
+        } else if ((st = fhr_snapshot_take_placement(c->m, &snap, err)) == FHR_OK)
             view = snap;
         if (st != FHR_OK)
             goto fail;
@@ -271,12 +312,15 @@ fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
             st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
             goto fail;
         }
-        if (saved)
+        if (saved) { /* settled copies are not in the victim index: the full pass */
             settle(view, settled, nsettled, saved);
-        st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
-        if (saved)
+            st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
             unsettle(view, settled, nsettled, saved);
-        free(saved);
+            free(saved);
+        } else {
+            st = cached ? policy_decide_indexed(c->p, view, c->index, &clean, &d->out, err)
+                        : fhr_policy_decide(c->p, view, &clean, &d->out, err);
+        }
         if (st != FHR_OK)
             goto fail;
         if (cached) { /* the policy's output holds no pointer into the view */
@@ -506,10 +550,11 @@ static void use_free(fhr_use *u)
     free(u);
 }
 
-fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
-                            const fhr_stream_map *consumer, size_t nconsumer,
-                            const fhr_stream_map *transfer, size_t ntransfer, fhr_use **out,
-                            fhr_error *err)
+/* borrow: the use will own d (fhr_use_begin), so its scope may run d's plan, not a copy. */
+static fhr_status use_decision(fhr_controller *c, const fhr_decision *d,
+                               const fhr_stream_map *consumer, size_t nconsumer,
+                               const fhr_stream_map *transfer, size_t ntransfer, int borrow,
+                               fhr_use **out, fhr_error *err)
 {
     if (!c || !d || !out)
         return fhr_fail(err, FHR_E_INVALID, "use: controller, decision and out are required");
@@ -553,9 +598,10 @@ fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
         return fhr_fail(err, FHR_E_NOMEM, "use: out of host memory");
     }
     u->m = c->m;
-    fhr_status st = plan_clone(d->plan, &u->plan, err);
+    fhr_status st = borrow ? FHR_OK : plan_clone(d->plan, &u->plan, err);
     if (st == FHR_OK)
-        st = fhr_scope_create(c->m, u->plan, transfer, ntransfer, &u->scope, err);
+        st = fhr_scope_create(c->m, borrow ? d->plan : u->plan, transfer, ntransfer, &u->scope,
+                              err);
     if (st != FHR_OK)
         goto fail;
     fhr_scope_expect_version(u->scope, d->version);
@@ -591,6 +637,14 @@ fail:
     return st;
 }
 
+fhr_status fhr_use_decision(fhr_controller *c, const fhr_decision *d,
+                            const fhr_stream_map *consumer, size_t nconsumer,
+                            const fhr_stream_map *transfer, size_t ntransfer, fhr_use **out,
+                            fhr_error *err)
+{
+    return use_decision(c, d, consumer, nconsumer, transfer, ntransfer, 0, out, err);
+}
+
 fhr_status fhr_use_begin(fhr_controller *c, const fhr_request *req,
                          const fhr_stream_map *consumer, size_t nconsumer,
                          const fhr_stream_map *transfer, size_t ntransfer, fhr_use **out,
@@ -603,7 +657,7 @@ fhr_status fhr_use_begin(fhr_controller *c, const fhr_request *req,
     fhr_status st = fhr_decide(c, req, &d, err);
     if (st != FHR_OK)
         return st;
-    st = fhr_use_decision(c, d, consumer, nconsumer, transfer, ntransfer, out, err);
+    st = use_decision(c, d, consumer, nconsumer, transfer, ntransfer, 1, out, err);
     if (st != FHR_OK) {
         fhr_decision_destroy(d);
         return st;

@@ -6,6 +6,7 @@
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "runtime/control/policy.h"
+#include "runtime/control/victim_index.h"
 #include "base/error.h"
 
 #include <stdarg.h>
@@ -160,11 +161,19 @@ static void sift_down(cand *h, size_t n, size_t i)
     }
 }
 
-/* Per-value model state. */
-typedef struct vstate {
-    uint32_t ncopies; /* copies left in the model */
-    uint8_t required;
-} vstate;
+/* Per-value model state (vix_vstate): the full path sets every entry at epoch 1; over the
+ * victim index, entries are set the first time a decision touches them. */
+typedef vix_vstate vstate;
+
+static inline vstate *vref(vstate *vs, uint32_t epoch, const fhr_snapshot *snap, size_t i)
+{
+    if (vs[i].epoch != epoch) {
+        vs[i].epoch = epoch;
+        vs[i].ncopies = (uint32_t)snap->values[i].ncopies;
+        vs[i].required = 0;
+    }
+    return &vs[i];
+}
 
 typedef struct model {
     int has_budget[FHR_LOC_SLOTS];
@@ -262,12 +271,85 @@ static fhr_status infeasible(const fhr_snapshot *snap, const model *md, int slot
     return FHR_OK;
 }
 
+/* One victim tried at `here` (slot): dropped when its value keeps another copy or can be
+ * reloaded, else moved to the first configured tier with room. 1 when it went (the model
+ * and the output updated), 0 when it cannot go; *st is set when the output failed. */
+static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
+                     const fhr_value_info *vi, const fhr_copy_info *ci, vstate *v,
+                     uint64_t *shortb, fhr_policy_out *out, const char *name, fhr_status *st,
+                     fhr_error *err)
+{
+    out->explored_states++;
+    uint64_t n = ci->charged_nbytes;
+    fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}}, vi->priority, ci->last_use, n};
+    int ok = 0;
+    if (v->ncopies > 1 || vi->recoverability == FHR_RECONSTRUCTIBLE) {
+        ok = 1;
+        v->ncopies--;
+    } else {
+        for (int t = 0; t < cfg->nchain[slot]; t++) {
+            int ts = cfg->chain[slot][t];
+            if (t)
+                out->explored_states++;
+            if (!has_room(md, ts, n))
+                continue;
+            ev.action = (fhr_action){FHR_ACT_MOVE, vi->handle, fhr_loc_from_slot(ts), 1, here};
+            md->committed[ts] += n;
+            ok = 1;
+            break;
+        }
+    }
+    if (!ok)
+        return 0;
+    md->committed[slot] -= n;
+    *shortb = n >= *shortb ? 0 : *shortb - n;
+    if (fhr_policy_out_evict(out, &ev) != FHR_OK)
+        *st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
+    return 1;
+}
+
+/* The victims at a short slot, walked in rank order from the victim index instead of
+ * ranking every copy there: the index holds exactly the copies with no lease, hold or
+ * pending event, in the order the full path sorts them (its ranking has no request-
+ * dependent key), so skipping the required ones gives the full path's candidates in its
+ * order, and the same victims. Returns the bytes still short: when some remain, the
+ * location is infeasible and the caller decides again on the full path, whose answer
+ * lists every protected copy there. */
+static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
+                              uint64_t shortb, vstate *vs, uint32_t epoch,
+                              const fhr_snapshot *snap, fhr_policy_out *out, const char *name,
+                              fhr_status *st, fhr_error *err)
+{
+    fhr_location here = fhr_loc_from_slot(slot);
+    for (uint32_t nd = vix_first(ix, slot); shortb && nd != VIX_NONE && *st == FHR_OK;
+         nd = vix_next(ix, slot, nd)) {
+        size_t i = vix_find(snap, vix_serial(ix, nd));
+        if (i == SIZE_MAX)
+            return shortb; /* not in the snapshot: a stale index; the full path decides */
+        const fhr_value_info *vi = &snap->values[i];
+        const fhr_copy_info *ci = NULL;
+        for (size_t c = 0; c < vi->ncopies && !ci; c++)
+            if (same_loc(vi->copies[c].loc, here))
+                ci = &vi->copies[c];
+        vstate *v = vref(vs, epoch, snap, i);
+        if (!ci || protect_bits(ci, 0))
+            return shortb; /* the same */
+        if (v->required)
+            continue;
+        (void)try_evict(cfg, md, slot, here, vi, ci, v, &shortb, out, name, st, err);
+    }
+    return shortb;
+}
+
 /* The engine both built-in policies share: model the request's needs, and at each short
  * location evict unprotected, unrequired copies in rank order, dropping a copy that has
- * another or can be reloaded, else moving it to the first configured tier with room. */
+ * another or can be reloaded, else moving it to the first configured tier with room.
+ * With a victim index (tiered LRU only), the victims come from it; *fallback is set when
+ * a location turned out infeasible that way (the caller decides again without it). */
 static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx,
                                 const char *name, const fhr_snapshot *snap,
-                                const fhr_request *req, fhr_policy_out *out, fhr_error *err)
+                                const fhr_request *req, vix *ix, int *fallback,
+                                fhr_policy_out *out, fhr_error *err)
 {
     model md;
     memset(&md, 0, sizeof md);
@@ -284,16 +366,22 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         md.committed[s] = c;
     }
     size_t nv = snap->nvalues;
-    vstate *vs = malloc((nv ? nv : 1) * sizeof *vs);
-    cand *cs = malloc((nv ? nv : 1) * sizeof *cs);
-    if (!vs || !cs) {
-        free(vs);
-        free(cs);
-        return fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
-    }
-    for (size_t i = 0; i < nv; i++) {
-        vs[i].ncopies = (uint32_t)snap->values[i].ncopies;
-        vs[i].required = 0;
+    uint32_t epoch = 1;
+    vstate *vs = NULL, *own = NULL;
+    cand *cs = NULL;
+    if (ix)
+        vs = vix_scratch(ix, &epoch);
+    if (!vs) {
+        ix = NULL;
+        vs = own = malloc((nv ? nv : 1) * sizeof *vs);
+        cs = malloc((nv ? nv : 1) * sizeof *cs);
+        if (!vs || !cs) {
+            free(vs);
+            free(cs);
+            return fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
+        }
+        for (size_t i = 0; i < nv; i++)
+            vs[i].epoch = 0;
     }
     fhr_status st = FHR_OK;
     out->explored_states = 1; /* the current state */
@@ -306,7 +394,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             st = fhr_fail(err, FHR_E_HANDLE, "%s: requirement %zu: unknown handle", name, r);
             break;
         }
-        vs[vi - snap->values].required = 1;
+        vref(vs, epoch, snap, (size_t)(vi - snap->values))->required = 1;
         int slot = fhr_loc_slot(q->at);
         const fhr_copy_info *have = NULL;
         for (size_t c = 0; c < vi->ncopies; c++)
@@ -337,6 +425,14 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         if (want <= md.budget[slot])
             continue;
         uint64_t shortb = want - md.budget[slot];
+        if (ix) {
+            if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, &st, err) &&
+                st == FHR_OK) {
+                *fallback = 1;
+                break;
+            }
+            continue;
+        }
         fhr_location here = fhr_loc_from_slot(slot);
         /* candidates at the front of cs, protected copies at the back */
         size_t nc = 0, np = 0;
@@ -348,7 +444,9 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
                     continue;
                 /* ranked in place: a candidate built on the stack and copied stalls on
                  * reading back what rank() just stored, several times this whole loop */
-                cand *k = protect_bits(ci, vs[i].required) ? &cs[nv - 1 - np++] : &cs[nc++];
+                cand *k = protect_bits(ci, vref(vs, epoch, snap, i)->required)
+                              ? &cs[nv - 1 - np++]
+                              : &cs[nc++];
                 k->k[0] = k->k[1] = k->k[2] = 0;
                 k->serial = vi->handle.serial;
                 k->vi = (uint32_t)i;
@@ -380,38 +478,10 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             if (heaped)
                 sift_down(cs, heap, 0);
             popped = 1;
-            out->explored_states++;
             const fhr_value_info *vi = &snap->values[k.vi];
-            const fhr_copy_info *ci = &vi->copies[k.ci];
-            uint64_t n = ci->charged_nbytes;
-            fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}}, vi->priority,
-                               ci->last_use, n};
-            int ok = 0;
-            if (vs[k.vi].ncopies > 1 || vi->recoverability == FHR_RECONSTRUCTIBLE) {
-                ok = 1;
-                vs[k.vi].ncopies--;
-            } else {
-                for (int t = 0; t < cfg->nchain[slot]; t++) {
-                    int ts = cfg->chain[slot][t];
-                    if (t)
-                        out->explored_states++;
-                    if (!has_room(&md, ts, n))
-                        continue;
-                    ev.action = (fhr_action){FHR_ACT_MOVE, vi->handle, fhr_loc_from_slot(ts), 1,
-                                             here};
-                    md.committed[ts] += n;
-                    ok = 1;
-                    break;
-                }
-            }
-            if (!ok) {
+            if (!try_evict(cfg, &md, slot, here, vi, &vi->copies[k.ci], &vs[k.vi], &shortb, out,
+                           name, &st, err))
                 cs[heap + nskip++] = k; /* heap shrank by one: the slot is free */
-                continue;
-            }
-            md.committed[slot] -= n;
-            shortb = n >= shortb ? 0 : shortb - n;
-            if (fhr_policy_out_evict(out, &ev) != FHR_OK)
-                st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
         if (!shortb || st != FHR_OK)
             continue;
@@ -420,8 +490,9 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             const cand *k = &cs[nv - np + i];
             const fhr_value_info *vi = &snap->values[k->vi];
             const fhr_copy_info *ci = &vi->copies[k->ci];
+            int required = vs[k->vi].epoch == epoch && vs[k->vi].required;
             fhr_protected_copy p = {vi->handle, here, ci->charged_nbytes,
-                                    protect_bits(ci, vs[k->vi].required)};
+                                    protect_bits(ci, required)};
             if (fhr_policy_out_protect(out, &p) != FHR_OK)
                 st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
@@ -442,7 +513,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         if (st == FHR_OK)
             st = infeasible(snap, &md, slot, shortb, out);
     }
-    free(vs);
+    free(own);
     free(cs);
     return st;
 }
@@ -480,7 +551,7 @@ static fhr_status tiers_init(tiers *cfg, const fhr_tier_chain *chains, size_t n,
 static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
                               fhr_policy_out *out, fhr_error *err)
 {
-    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, out, err);
+    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, NULL, NULL, out, err);
 }
 
 static void tlru_destroy(void *ctx) { free(ctx); }
@@ -583,12 +654,35 @@ static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fh
                                    fhr_policy_out *out, fhr_error *err)
 {
     const lookahead *la = ctx;
-    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, out, err);
+    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, NULL, NULL, out,
+                         err);
 }
 
 int fhr_policy_is_tiered(const fhr_policy *p)
 {
     return p && (p->ops.decide == tlru_decide || p->ops.decide == lookahead_decide);
+}
+
+int policy_uses_victim_index(const fhr_policy *p) { return p && p->ops.decide == tlru_decide; }
+
+fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
+                                 const fhr_request *req, fhr_policy_out *out, fhr_error *err)
+{
+    if (!policy_uses_victim_index(p) || !vix_valid(ix))
+        return fhr_policy_decide(p, snap, req, out, err);
+    if (!snap || !req || !out)
+        return fhr_fail(err, FHR_E_INVALID, "policy_decide: NULL argument");
+    memset(out, 0, sizeof *out);
+    out->feasible = 1;
+    int fallback = 0;
+    fhr_status st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback,
+                                  out, err);
+    if (st != FHR_OK || fallback) {
+        fhr_policy_out_clear(out);
+        if (st == FHR_OK) /* infeasible over the index: the full path explains it */
+            return fhr_policy_decide(p, snap, req, out, err);
+    }
+    return st;
 }
 
 static void lookahead_destroy(void *ctx)

@@ -11,4 +11,17 @@
  * snapshot. A custom policy may decide otherwise, and always gets its snapshot. */
 int fhr_policy_is_tiered(const fhr_policy *p);
 
+typedef struct vix vix;
+
+/* 1 for tiered LRU: its ranking depends on the copy alone (priority, last use, serial),
+ * so the controller keeps a victim index for it (victim_index.h). Lookahead ranks by the
+ * request's position and scans every copy. */
+int policy_uses_victim_index(const fhr_policy *p);
+
+/* fhr_policy_decide, with the victims of a tiered LRU policy taken from ix, which must
+ * follow snap (vix_update): the same output byte for byte, without ranking every copy at
+ * each short location. Any other policy, or an invalid ix: fhr_policy_decide. */
+fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
+                                 const fhr_request *req, fhr_policy_out *out, fhr_error *err);
+
 #endif

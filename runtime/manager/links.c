@@ -61,8 +61,7 @@ fhr_status fhr_copy_cost(fhr_manager *m, fhr_handle h, fhr_location from, fhr_lo
                           fhr_loc_format(from, lb, sizeof lb));
         } else {
             rule_view rv;
-            char nm[96];
-            mgr_rule_view(m, v, &rv, nm, sizeof nm);
+            mgr_rule_view(m, v, &rv);
             double c = rules_copy_cost(&rv, &m->links, fs, ts, link_nbytes);
             if (seconds)
                 *seconds = c;

@@ -299,11 +299,7 @@ fhr_handle mgr_handle(const fhr_manager *m, const val *v)
 
 const char *mgr_vname(const val *v, char *buf, size_t cap)
 {
-    if (v->label[0])
-        snprintf(buf, cap, "#%llu '%s'", (unsigned long long)v->serial, v->label);
-    else
-        snprintf(buf, cap, "#%llu", (unsigned long long)v->serial);
-    return buf;
+    return rules_name(v->serial, v->label, buf, cap);
 }
 
 fhr_status mgr_lookup(fhr_manager *m, fhr_handle h, const char *op, val **out, fhr_error *err)

@@ -217,7 +217,8 @@ fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char
 /* The rule core shared by the primitives and explain's model. */
 typedef struct rule_view {
     fhr_handle h;
-    const char *name;          /* for messages */
+    uint64_t serial;           /* for messages (rv_name): formatted only when one fails */
+    const char *label;
     fhr_replica_mode mode;
     fhr_recoverability recov;
     int has_src;
@@ -239,6 +240,12 @@ typedef struct rule_effect {
     int load;        /* create by source load */
     int discard;
 } rule_effect;
+
+/* A value's name in messages ("#7 'keys'", or "#7" unlabelled), into buf. */
+const char *rules_name(uint64_t serial, const char *label, char *buf, size_t cap);
+#define RV_NAME_CAP 96
+/* The name of a rule view's value, in a buffer that lives as long as the enclosing block. */
+#define RV_NAME(v) rules_name((v)->serial, (v)->label, (char[RV_NAME_CAP]){0}, RV_NAME_CAP)
 
 fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *locs, int ndev,
                        rule_effect *eff, fhr_error *err);
@@ -265,7 +272,7 @@ void links_fill(const fhr_link_rates *in, fhr_link_rates *out);
  * and the state version moves when it commits. */
 fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_report *rep,
                       fhr_phase phase, size_t index, fhr_error *err);
-void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, size_t cap);
+void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv);
 
 /* leases with the lock held (scopes take their leases inside entry) */
 typedef struct lease_waits { /* host-location copies still in flight at acquire */

@@ -9,11 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, size_t cap)
+void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
 {
-    memset(rv, 0, sizeof *rv);
+    /* why[] is read only at protected slots, set below: the rest is left as it is */
+    memset(rv, 0, offsetof(rule_view, why));
+    rv->unsettled = 0;
     rv->h = mgr_handle(m, v);
-    rv->name = mgr_vname(v, namebuf, cap);
+    rv->serial = v->serial;
+    rv->label = v->label;
     rv->mode = v->mode;
     rv->recov = v->recov;
     rv->has_src = v->has_src;
@@ -23,10 +26,9 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv, char *namebuf, s
     rv->regen = v->regen;
     rv->present = v->present;
     rv->links = &m->links;
-    for (int s = 0; s < FHR_LOC_SLOTS; s++) {
+    for (uint64_t left = v->present; left; left &= left - 1) { /* mats[s] set iff present */
+        int s = __builtin_ctzll(left);
         const mat *x = v->mats[s];
-        if (!x)
-            continue;
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled: not a source while others are */
         const char *why = x->leases    ? "an active lease"
@@ -266,8 +268,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
     if (st != FHR_OK)
         return st;
     rule_view rv;
-    char nm[96];
-    mgr_rule_view(m, v, &rv, nm, sizeof nm);
+    mgr_rule_view(m, v, &rv);
     rule_effect eff;
     if ((st = rules_check(&rv, a, m->loc, m->ndev, &eff, err)) != FHR_OK)
         return st;

@@ -28,14 +28,32 @@ void acct_reserve(locacct *a, uint64_t n)
 
 void acct_unreserve(locacct *a, uint64_t n) { a->reserved -= n; }
 
+const char *rules_name(uint64_t serial, const char *label, char *buf, size_t cap)
+{
+    if (label && label[0])
+        snprintf(buf, cap, "#%llu '%s'", (unsigned long long)serial, label);
+    else
+        snprintf(buf, cap, "#%llu", (unsigned long long)serial);
+    return buf;
+}
+
+/* Whether n more bytes fit at a (acct_admit's test, without the message). */
+static int acct_fits(const locacct *a, uint64_t n)
+{
+    if (!a->has_budget)
+        return 1;
+    uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
+    if (committed <= a->budget && n <= a->budget - committed)
+        return 1;
+    return 0;
+}
+
 fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char *what,
                       fhr_error *err)
 {
-    if (!a->has_budget)
+    if (acct_fits(a, n))
         return FHR_OK;
     uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
-    if (committed <= a->budget && n <= a->budget - committed)
-        return FHR_OK;
     uint64_t need = committed + n; /* cannot overflow: both below 2^63 in practice */
     char lb[16];
     fhr_fail(err, FHR_E_BUDGET,
@@ -69,7 +87,7 @@ static fhr_status loc_ok(fhr_location loc, int ndev, const char *op, fhr_error *
 static fhr_status refuse_protected(const rule_view *v, int slot, const char *op, fhr_error *err)
 {
     char lb[16];
-    fhr_fail(err, FHR_E_PROTECTED, "%s %s at %s: the copy is protected by %s", op, v->name,
+    fhr_fail(err, FHR_E_PROTECTED, "%s %s at %s: the copy is protected by %s", op, RV_NAME(v),
              fhr_loc_format(fhr_loc_from_slot(slot), lb, sizeof lb),
              v->why[slot] ? v->why[slot] : "a lease, hold or pending consumer event");
     if (err) {
@@ -91,12 +109,14 @@ static fhr_status fail_at(const rule_view *v, fhr_location loc, fhr_error *err, 
 static fhr_status check_create(const rule_view *v, int slot, const locacct *locs,
                                const char *op, rule_effect *eff, fhr_error *err)
 {
-    char what[96];
-    snprintf(what, sizeof what, "%s %s", op, v->name);
-    fhr_status st = acct_admit(&locs[slot], fhr_loc_from_slot(slot),
-                                charge_at(v->charge, v->omit, slot), what, err);
-    if (st != FHR_OK)
-        return fail_at(v, fhr_loc_from_slot(slot), err, st);
+    uint64_t n = charge_at(v->charge, v->omit, slot);
+    if (!acct_fits(&locs[slot], n)) { /* the message names the value: formatted only now */
+        char what[96];
+        snprintf(what, sizeof what, "%s %s", op, RV_NAME(v));
+        fhr_status st = acct_admit(&locs[slot], fhr_loc_from_slot(slot), n, what, err);
+        if (st != FHR_OK)
+            return fail_at(v, fhr_loc_from_slot(slot), err, st);
+    }
     eff->create = slot;
     return FHR_OK;
 }
@@ -118,7 +138,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
         if (v->mode == FHR_EXCLUSIVE)
             return fail_at(v, a->at, err,
                            fhr_fail(err, FHR_E_REPLICA,
-                                    "ensure %s at %s: the value is EXCLUSIVE; use move", v->name,
+                                    "ensure %s at %s: the value is EXCLUSIVE; use move", RV_NAME(v),
                                     fhr_loc_format(a->at, lb, sizeof lb)));
         if (v->present & bit) {
             eff->noop = 1;
@@ -128,7 +148,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             if (!v->has_src)
                 return fail_at(v, a->at, err,
                                fhr_fail(err, FHR_E_STATE, "ensure %s: no copy and no source",
-                                        v->name));
+                                        RV_NAME(v)));
             eff->load = 1;
         } else {
             eff->src = rules_pick_source(v, at);
@@ -148,7 +168,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             if (!(v->present & (1ULL << from)))
                 return fail_at(v, a->from, err,
                                fhr_fail(err, FHR_E_STATE, "move %s to %s from %s: no copy at %s",
-                                        v->name, fhr_loc_format(a->at, lb, sizeof lb),
+                                        RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
                                         fhr_loc_format(a->from, fb, sizeof fb), fb));
             if (from == at) {
                 eff->noop = 1;
@@ -158,7 +178,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             if (!v->has_src)
                 return fail_at(v, a->at, err,
                                fhr_fail(err, FHR_E_STATE, "move %s: no copy and no source",
-                                        v->name));
+                                        RV_NAME(v)));
             eff->load = 1;
             return check_create(v, at, locs, op, eff, err);
         } else if (v->present == bit) {
@@ -179,7 +199,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
     case FHR_ACT_DROP:
         if (!(v->present & bit))
             return fail_at(v, a->at, err,
-                           fhr_fail(err, FHR_E_STATE, "drop %s at %s: no copy there", v->name,
+                           fhr_fail(err, FHR_E_STATE, "drop %s at %s: no copy there", RV_NAME(v),
                                     fhr_loc_format(a->at, lb, sizeof lb)));
         if (v->protected_ & bit)
             return refuse_protected(v, at, "drop", err);
@@ -188,7 +208,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                            fhr_fail(err, FHR_E_PRESERVE,
                                     "drop %s at %s: it is the last copy of a MUST_PRESERVE value "
                                     "(move it, or discard the value)",
-                                    v->name, fhr_loc_format(a->at, lb, sizeof lb)));
+                                    RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb)));
         eff->remove = at;
         return FHR_OK;
 

@@ -32,8 +32,8 @@ struct mgr_snapcache {
     uint64_t seq;                     /* the change log's length at the last refresh */
     uint64_t *unready;                /* serials with a copy in flight: read again each time */
     size_t nunready, capunready;
-    uint64_t *work;
-    size_t capwork;
+    uint64_t *work;                   /* the serials the last refresh read (sorted, repeats) */
+    size_t nwork, capwork;
     size_t last_reads;
     int last_full;
 };
@@ -68,6 +68,13 @@ size_t mgr_snapcache_last_reads(const mgr_snapcache *c, int *full)
     if (full)
         *full = c ? c->last_full : 0;
     return c ? c->last_reads : 0;
+}
+
+const uint64_t *mgr_snapcache_changes(const mgr_snapcache *c, size_t *n, int *full)
+{
+    *n = c->last_full ? 0 : c->nwork;
+    *full = c->last_full || !c->valid;
+    return c->work;
 }
 
 static int room(mgr_snapcache *c, size_t n)
@@ -150,6 +157,7 @@ static int rebuild(fhr_manager *m, mgr_snapcache *c)
         free(c->cold[i].more);
     c->s.nvalues = 0;
     c->nunready = 0;
+    c->nwork = 0;
     c->last_full = 1;
     if (!room(c, m->nlive))
         return 0;
@@ -176,6 +184,7 @@ static int cmp_serial(const void *a, const void *b)
 static int catch_up(fhr_manager *m, mgr_snapcache *c)
 {
     size_t nlog = (size_t)(m->chseq - c->seq), n = nlog + c->nunready;
+    c->nwork = 0;
     if (!n)
         return 1;
     if (n > c->capwork) {
@@ -191,6 +200,7 @@ static int catch_up(fhr_manager *m, mgr_snapcache *c)
         memcpy(c->work + nlog, c->unready, c->nunready * sizeof *c->work);
     c->nunready = 0;
     qsort(c->work, n, sizeof *c->work, cmp_serial);
+    c->nwork = n;
     size_t moved = SIZE_MAX; /* the first entry that moved */
     for (size_t k = 0; k < n; k++) {
         uint64_t serial = c->work[k];

@@ -20,6 +20,12 @@ void mgr_snapcache_destroy(mgr_snapcache *c);
 fhr_status mgr_snapcache_refresh(fhr_manager *m, mgr_snapcache *c, const fhr_snapshot **out,
                                  fhr_error *err);
 
+/* What the last successful refresh read again: the serials of the values it re-read or
+ * found gone, sorted, repeats allowed (valid until the next refresh), or *full = 1 when
+ * it walked every value (anything may have changed; *n is then 0). Whoever keeps state
+ * derived from the view (the controller's victim index) follows it with this. */
+const uint64_t *mgr_snapcache_changes(const mgr_snapcache *c, size_t *n, int *full);
+
 /* How many values the last refresh read, and whether it walked all of them (tests). */
 size_t mgr_snapcache_last_reads(const mgr_snapcache *c, int *full);
 

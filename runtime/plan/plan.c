@@ -120,7 +120,6 @@ typedef struct simval {
     uint64_t serial;
     rule_view rv;
     int discarded;
-    char name[96];
 } simval;
 
 typedef struct sim {
@@ -152,8 +151,7 @@ static fhr_status sim_get(sim *s, fhr_handle h, simval **out, fhr_error *err)
     simval *sv = &s->vals[s->nvals++];
     memset(sv, 0, sizeof *sv);
     sv->serial = h.serial;
-    mgr_rule_view(s->m, v, &sv->rv, sv->name, sizeof sv->name);
-    sv->rv.name = sv->name;
+    mgr_rule_view(s->m, v, &sv->rv);
     *out = sv;
     return FHR_OK;
 }

@@ -4,6 +4,7 @@
  * use() with consumer and transfer streams (copies stay cached afterwards). */
 #include "mgr_helpers.h"
 #include "tests/unit/observe.h"
+#include "runtime/control/victim_index.h"
 
 typedef struct rig {
     fhr_backend *b;
@@ -581,6 +582,149 @@ Test(controller, loading_requests_decide_as_the_full_path)
     cr_assert_geq(evicting, 20, "only %zu of the requests evicted", evicting);
     fhr_lease_destroy(lease);
     fhr_hold_destroy(hold);
+    check_accounting(r.m);
+    fhr_controller_destroy(mc);
+    fhr_policy_destroy(mp);
+    rig_free(&r);
+}
+
+/* Asks the controller's victim index to match a ranking from scratch of the state now. */
+static void index_matches(fhr_controller *c, int step)
+{
+    char why[256] = "";
+    cr_assert(controller_check_index(c, why, sizeof why), "step %d: %s", step, why);
+}
+
+/* Tiered LRU takes its victims from an index the controller keeps from the snapshot
+ * cache's changes (victim_index.c). A long random walk over every change that moves a
+ * copy in or out of it or reorders it (values adopted, ensured, dropped, discarded;
+ * evictions and loads by the controller's own decisions; holds; leases; priorities;
+ * budgets; link rates, which mark every value changed): after it, every decision must be
+ * the full path's byte for byte, and the index, checked every few steps (so that the
+ * changes of several steps pile up between checks), must rank as from scratch. */
+Test(controller, the_victim_index_ranks_as_from_scratch)
+{
+    fhr_budget bud[] = {{fhr_loc_cuda(0), 64 * 6}, {fhr_loc_pinned(), 64 * 10}};
+    fhr_location t0[] = {fhr_loc_pinned(), fhr_loc_host()}, t1[] = {fhr_loc_host()};
+    fhr_tier_chain ch[] = {{fhr_loc_cuda(0), t0, 2}, {fhr_loc_pinned(), t1, 1}};
+    rig r = rig_new(bud, 2, ch, 2);
+    fhr_policy_ops ops = {"tiered_lru", mirror_decide, NULL};
+    fhr_policy *mp;
+    fhr_controller *mc;
+    cr_assert_eq(fhr_policy_create(&ops, r.p, &mp, NULL), FHR_OK);
+    cr_assert_eq(fhr_controller_create(r.m, mp, &mc, NULL), FHR_OK);
+    char why[128];
+    cr_assert_not(controller_check_index(mc, why, sizeof why), "a custom policy has no index");
+    fhr_stream *s;
+    cr_assert_eq(fhr_stream_create(r.b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
+    enum { NV = 40, STEPS = 1500 };
+    fhr_handle hs[NV];
+    size_t nh = 0, evicting = 0, multi = 0, infeasible = 0;
+    fhr_lease *leases[2] = {NULL, NULL};
+    fhr_hold *holds[2] = {NULL, NULL};
+    static const fhr_location locs[] = {{FHR_LOC_HOST, 0}, {FHR_LOC_PINNED, 0}, {FHR_LOC_CUDA, 0}};
+    uint64_t x = 0x2545F4914F6CDD1DULL;
+    for (int step = 0; step < STEPS; step++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        unsigned op = (unsigned)(x % 16);
+        fhr_handle h = nh ? hs[(x >> 8) % nh] : (fhr_handle){0, 0};
+        fhr_handle h2 = nh ? hs[(x >> 14) % nh] : h;
+        fhr_location at = locs[(x >> 20) % 3];
+        if (op == 0 || nh < 4) {
+            if (nh < NV) {
+                hs[nh] = adopt_n(r.m, 64 * (1 + (x >> 24) % 2), nh,
+                                 (x >> 26) % 5 ? FHR_REPLICABLE : FHR_EXCLUSIVE);
+                (void)fhr_set_priority(r.m, hs[nh], (int32_t)((x >> 28) % 3), NULL);
+                nh++;
+            }
+        } else if (op == 1) {
+            (void)fhr_ensure(r.m, h, at, NULL, NULL);
+        } else if (op == 2) {
+            (void)fhr_drop(r.m, h, at, NULL);
+        } else if (op == 3) {
+            if ((x >> 40) % 6 == 0 && nh > 8) {
+                (void)fhr_discard(r.m, h, NULL);
+                nh--;
+                hs[(x >> 8) % (nh + 1)] = hs[nh]; /* later steps ask for live values */
+            }
+        } else if (op == 4) {
+            (void)fhr_set_priority(r.m, h, (int32_t)((x >> 40) % 5) - 2, NULL);
+        } else if (op == 5) {
+            size_t k = (x >> 44) % 2;
+            if (holds[k]) {
+                cr_assert_eq(fhr_hold_release(holds[k], NULL), FHR_OK);
+                fhr_hold_destroy(holds[k]);
+                holds[k] = NULL;
+            } else if (fhr_hold_acquire(r.m, &h, 1, at, &holds[k], NULL) != FHR_OK) {
+                holds[k] = NULL;
+            }
+        } else if (op == 6) {
+            size_t k = (x >> 44) % 2;
+            if (leases[k]) {
+                cr_assert_eq(fhr_lease_release(leases[k], NULL), FHR_OK);
+                fhr_lease_destroy(leases[k]);
+                leases[k] = NULL;
+                fhr_stream_sync(r.b, s, NULL);
+            } else if (fhr_acquire(r.m, &h, 1, at, at.kind == FHR_LOC_CUDA ? s : NULL,
+                                   &leases[k], NULL) != FHR_OK) {
+                leases[k] = NULL;
+            }
+        } else if (op == 7) {
+            (void)fhr_set_budget(r.m, fhr_loc_cuda(0), 64 * (3 + (x >> 40) % 6), NULL);
+        } else if (op == 8) {
+            if ((x >> 40) % 8 == 0) {
+                fhr_link_rates lr = {10.0 + (double)((x >> 44) % 40), 0, 0, 0};
+                cr_assert_eq(fhr_manager_set_links(r.m, &lr, NULL), FHR_OK);
+            }
+        } else if (op == 9) {
+            t_reap(r.m);
+        } else { /* a request through the controller: one or two values, maybe room */
+            fhr_location where = (x >> 36) % 4 ? fhr_loc_cuda(0) : fhr_loc_pinned();
+            fhr_requirement need[] = {{h, where}, {h2, where}};
+            fhr_reservation ws = {where, 64 * (1 + (x >> 38) % 2), "ws"};
+            fhr_request req = {"walk", need, 1 + (x >> 42) % 2, &ws, (x >> 46) % 3 == 0, 0};
+            fhr_decision *fast = NULL, *full = NULL;
+            fhr_error e1, e2;
+            fhr_error_init(&e1);
+            fhr_error_init(&e2);
+            fhr_status s1 = fhr_decide(r.c, &req, &fast, &e1);
+            fhr_status s2 = fhr_decide(mc, &req, &full, &e2);
+            cr_assert_eq(s1, s2, "step %d: %s / %s", step, e1.message, e2.message);
+            cr_assert_str_eq(e1.message, e2.message, "step %d", step);
+            if (s1 == FHR_OK) {
+                char *j1 = fhr_decision_json(fast), *j2 = fhr_decision_json(full);
+                cr_assert_str_eq(j1, j2, "step %d", step);
+                free(j1);
+                free(j2);
+                evicting += fhr_decision_nevictions(fast) > 0;
+                multi += fhr_decision_nevictions(fast) > 1;
+                infeasible += !fhr_decision_feasible(fast);
+                if (fhr_decision_feasible(fast)) {
+                    fhr_use *u = NULL;
+                    fhr_stream_map cons = {fhr_loc_cuda(0), s};
+                    if (fhr_use_decision(r.c, fast, &cons, 1, NULL, 0, &u, NULL) == FHR_OK)
+                        cr_assert_eq(fhr_use_end(u, FHR_OK, NULL), FHR_OK);
+                    fhr_use_destroy(u);
+                    fhr_stream_sync(r.b, s, NULL);
+                }
+            }
+            fhr_decision_destroy(fast);
+            fhr_decision_destroy(full);
+        }
+        if ((x >> 50) % 4 == 0 || step == STEPS - 1)
+            index_matches(r.c, step);
+    }
+    cr_assert_geq(evicting, 200, "only %zu of the requests evicted", evicting);
+    cr_assert_geq(multi, 80, "only %zu requests evicted more than one copy", multi);
+    cr_assert_geq(infeasible, 5, "only %zu requests were infeasible", infeasible);
+    for (size_t k = 0; k < 2; k++) {
+        fhr_lease_destroy(leases[k]);
+        fhr_hold_destroy(holds[k]);
+    }
+    fhr_stream_sync(r.b, s, NULL);
+    fhr_stream_destroy(r.b, s);
     check_accounting(r.m);
     fhr_controller_destroy(mc);
     fhr_policy_destroy(mp);

@@ -7,6 +7,7 @@
 #include "mgr_helpers.h"
 #include "tests/unit/observe.h"
 #include "backend_gate.h"
+#include "runtime/control/victim_index.h"
 
 #include <pthread.h>
 
@@ -87,6 +88,8 @@ Test(threads_controller, concurrent_uses_stay_in_budget_and_lose_nothing)
         ok += w[i].ok;
     }
     cr_assert_gt(ok, 0);
+    char why[256] = ""; /* the victim index, kept by whichever thread held the cache */
+    cr_assert(controller_check_index(c, why, sizeof why), "%s", why);
     fhr_snapshot *s;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     cr_assert_leq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->used_bytes, 300);
