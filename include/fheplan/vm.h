@@ -235,7 +235,7 @@ typedef struct rplan_vm_report {
     char scope[128];
     char *partial_json;         /* the failing plan's partial report (or NULL) */
     /* failed before its first statement (a budget at a device the backend lacks, a value
-     * that cannot be set up): nothing ran, stages and totals are empty, and the JSON has
+     * that cannot be set up, a device whose warm-up fails): nothing ran, stages and totals are empty, and the JSON has
      * "refused": true and the error without them */
     int refused;
 } rplan_vm_report;

@@ -385,8 +385,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
         if (!vm->explain && st == FHR_OK) {
             /* the timing reference of each device (its event record can fail) */
-            if ((st = vm_warm_up(vm, &e)) != FHR_OK)
+            if ((st = vm_warm_up(vm, &e)) != FHR_OK) {
                 set_failure(vm, rep, st, -1, &e, NULL);
+                rep->refused = 1; /* nothing of the plan ran: no report to print */
+            }
             vm_sync_all(vm, NULL);
         }
         vm->t_begin = vm_now_ns();

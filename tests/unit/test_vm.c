@@ -479,3 +479,31 @@ Test(vm, device_bodies_are_timed_by_events)
     rplan_vm_report_free(r);
     rplan_vm_report_free(u);
 }
+
+/* The event that times a device's bodies is recorded at warm-up, before the plan's first
+ * statement: when that record fails the run is refused (nothing of the plan ran) with
+ * an error naming the device, not a run with an empty report. */
+Test(vm, a_failed_warm_up_refuses_the_run)
+{
+    rplan_program *p = compile_src(device_src);
+    fhr_backend *fb = NULL;
+    cr_assert_eq(fhr_backend_fault_create(open_backend("emu:1"), &fb, NULL), FHR_OK);
+    fhr_backend_fault_arm(fb, FHR_FAULT_EVENT, 1);
+    rplan_vm *vm = NULL;
+    rplan_vm_opts o = {0};
+    cr_assert_eq(rplan_vm_create(p, fb, &o, &vm, NULL), FHR_OK);
+    rplan_vm_report *r = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_neq(rplan_vm_run(vm, &r, &e), FHR_OK);
+    cr_assert_not_null(r);
+    cr_assert(!r->ok && r->refused, "refused: %d", r->refused);
+    cr_assert(strstr(r->message, "warm-up of cuda:0"), "%s", r->message);
+    cr_assert(strstr(r->message, "injected fault"), "%s", r->message);
+    cr_assert_eq(r->total.bodies, 0);
+    fhr_error_clear(&e);
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(fb);
+    rplan_program_free(p);
+}
