@@ -1,5 +1,6 @@
-/* bench/host_bench.h — what the host-cost benches (policy.c, request.c) share: a
- * microsecond clock, the median, a check that exits naming the step, and small values. */
+/* bench/host_bench.h — what the host-side benches (policy.c, request.c, staging.c,
+ * transfer.c) share: a microsecond clock, the median, a check that exits naming the step,
+ * and small values. */
 #ifndef FHEPLAN_BENCH_HOST_BENCH_H
 #define FHEPLAN_BENCH_HOST_BENCH_H
 

@@ -1,6 +1,7 @@
 /* bench/staging.c — pageable staging's host side without a GPU: the CUDA backend's plan and
  * pipeline, the emulated device as DMA engine; GB/s, time to the first DMA, best memcpy. */
 #include "fheplan/backend.h"
+#include "bench/host_bench.h"
 #include "cuda/copy_threads.h"
 #include "cuda/staging_emu.h"
 #include "cuda/staging_pipeline.h"
@@ -12,24 +13,7 @@
 
 #define MAX_REPS 64
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double now(void) { return now_us() * 1e-6; }
 
 static void die(const char *what, const char *msg)
 {

@@ -2,6 +2,7 @@
  * host memcpy of the same run, a sweep of the staging shape, CPU cost per enqueue, and with
  * two devices the peer link (cuda:0 <-> cuda:1) and both devices loading at once. */
 #include "fheplan/backend.h"
+#include "bench/host_bench.h"
 #include "cuda/staging_pipeline.h"
 
 #include <cuda_runtime_api.h>
@@ -42,24 +43,7 @@ typedef struct bench {
     void *dev1, *pin1;  /* a buffer on cuda:1 and a second pinned one */
 } bench;
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
-static double median(double *v, int n)
-{
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
+static double now(void) { return now_us() * 1e-6; }
 
 static void die(const char *what, const char *msg)
 {

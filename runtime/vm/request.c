@@ -227,6 +227,12 @@ static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nr
     return 0;
 }
 
+/* Where an eviction frees its bytes: the short location (a move's source). */
+static fhr_location evicted_from(const fhr_eviction *ev)
+{
+    return ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+}
+
 /* Objective time: the copies real bodies in flight read that neither the model's bodies
  * nor the request protect. The decision is made as if their work had completed
  * (fhr_decide_settled), which is the model's view; the run waits only when the decision
@@ -244,17 +250,22 @@ static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, 
     fhr_requirement *s = malloc(cap * sizeof *s);
     if (!s)
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-    size_t k = 0;
+    size_t k = 0; /* the distinct copies (few: every body reads the ciphertext) */
     for (size_t i = 0; i < vm->ninflight; i++)
         for (size_t j = 0; j < vm->inflight[i].nh; j++) {
             fhr_handle h = vm->inflight[i].hs[j];
             fhr_location at = vm->inflight[i].at[j];
-            int dup = model_covers(vm, rq, nrq, h, at);
+            int dup = 0;
             for (size_t x = 0; x < k && !dup; x++)
                 dup = fhr_handle_equal(s[x].handle, h) && fhr_loc_equal(s[x].at, at);
             if (!dup)
                 s[k++] = (fhr_requirement){h, at};
         }
+    size_t kept = 0; /* then, once each, those the model or the request protects go */
+    for (size_t x = 0; x < k; x++)
+        if (!model_covers(vm, rq, nrq, s[x].handle, s[x].at))
+            s[kept++] = s[x];
+    k = kept;
     *out = s;
     *n = k;
     return FHR_OK;
@@ -266,7 +277,7 @@ static int settled_evicted(const rplan_vm *vm, const fhr_decision *d)
     size_t ne = fhr_decision_nevictions(d);
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        fhr_location at = evicted_from(ev);
         for (size_t i = 0; i < vm->ninflight; i++)
             for (size_t k = 0; k < vm->inflight[i].nh; k++)
                 if (fhr_handle_equal(vm->inflight[i].hs[k], ev->action.handle) &&
@@ -324,7 +335,7 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
     size_t ne = fhr_decision_nevictions(d);
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        fhr_location at = evicted_from(ev);
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
         if (nv == UINT64_MAX)
             continue; /* never needed again: nothing better to wait for */
@@ -352,7 +363,7 @@ static double time_regret(const rplan_vm *vm, const fhr_decision *d, const req_p
     size_t ne = fhr_decision_nevictions(d);
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        fhr_location at = evicted_from(ev);
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
         if (nv == UINT64_MAX)
             continue;
@@ -388,7 +399,7 @@ static double victims_free(const rplan_vm *vm, const fhr_decision *d, double t)
     size_t ne = fhr_decision_nevictions(d);
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
+        fhr_location at = evicted_from(ev);
         for (size_t i = 0; i < vm->nmflight; i++)
             for (size_t k = 0; k < vm->mflight[i].nh; k++)
                 if (fhr_handle_equal(vm->mflight[i].hs[k], ev->action.handle) &&

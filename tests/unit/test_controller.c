@@ -446,6 +446,38 @@ static fhr_status mirror_decide(void *ctx, const fhr_snapshot *snap, const fhr_r
     return fhr_policy_decide(ctx, snap, req, out, err);
 }
 
+/* Decides req on the controller under test and on one that takes a fresh snapshot every
+ * time (the full path): the same status, error and decision JSON, byte for byte. Returns
+ * the first decision (NULL when deciding failed); the full path's is destroyed. */
+static fhr_decision *decide_as_full(fhr_controller *c, fhr_controller *full_c,
+                                    const fhr_request *req, const char *what)
+{
+    fhr_decision *fast = NULL, *full = NULL;
+    fhr_error e1, e2;
+    fhr_error_init(&e1);
+    fhr_error_init(&e2);
+    fhr_status s1 = fhr_decide(c, req, &fast, &e1);
+    fhr_status s2 = fhr_decide(full_c, req, &full, &e2);
+    cr_assert_eq(s1, s2, "%s: %s / %s", what, e1.message, e2.message);
+    cr_assert_str_eq(e1.message, e2.message, "%s", what);
+    if (s1 == FHR_OK) {
+        char *j1 = fhr_decision_json(fast), *j2 = fhr_decision_json(full);
+        cr_assert_str_eq(j1, j2, "%s", what);
+        free(j1);
+        free(j2);
+    }
+    fhr_decision_destroy(full);
+    return fast;
+}
+
+/* step N, as decide_as_full's label */
+static const char *step_name(int step)
+{
+    static char buf[32];
+    snprintf(buf, sizeof buf, "step %d", step);
+    return buf;
+}
+
 /* The controller skips the snapshot for a request its built-in policy would meet with
  * nothing to do; what it decides must be byte for byte what the full path decides, for
  * requests already met and for those that are not (a copy missing, a reservation that
@@ -479,25 +511,13 @@ Test(controller, met_requests_decide_as_the_full_path)
         {{"unknown handle", &unknown, 1, NULL, 0, 0}, 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
-        fhr_decision *fast = NULL, *full = NULL;
-        fhr_error e1, e2;
-        fhr_error_init(&e1);
-        fhr_error_init(&e2);
-        fhr_status s1 = fhr_decide(r.c, &cases[i].req, &fast, &e1);
-        fhr_status s2 = fhr_decide(mc, &cases[i].req, &full, &e2);
-        cr_assert_eq(s1, s2, "%s: %s / %s", cases[i].req.name, e1.message, e2.message);
-        cr_assert_str_eq(e1.message, e2.message, "%s", cases[i].req.name);
-        if (s1 == FHR_OK) {
-            char *j1 = fhr_decision_json(fast), *j2 = fhr_decision_json(full);
-            cr_assert_str_eq(j1, j2, "%s", cases[i].req.name);
+        fhr_decision *fast = decide_as_full(r.c, mc, &cases[i].req, cases[i].req.name);
+        if (fast) {
             int nothing = fhr_decision_feasible(fast) && !fhr_decision_nevictions(fast) &&
                           !fhr_plan_nactions(fhr_decision_plan(fast), FHR_PHASE_ENTER);
             cr_assert_eq(nothing, cases[i].met, "%s", cases[i].req.name);
-            free(j1);
-            free(j2);
         }
         fhr_decision_destroy(fast);
-        fhr_decision_destroy(full);
     }
     check_accounting(r.m);
     fhr_controller_destroy(mc);
@@ -559,25 +579,13 @@ Test(controller, loading_requests_decide_as_the_full_path)
         fhr_requirement need = {h, fhr_loc_cuda(0)};
         fhr_reservation ws = {fhr_loc_cuda(0), 64, "ws"};
         fhr_request req = {"load", &need, 1, &ws, step % 4 == 0, 0};
-        fhr_decision *fast = NULL, *full = NULL;
-        fhr_error e1, e2;
-        fhr_error_init(&e1);
-        fhr_error_init(&e2);
-        fhr_status s1 = fhr_decide(r.c, &req, &fast, &e1);
-        fhr_status s2 = fhr_decide(mc, &req, &full, &e2);
-        cr_assert_eq(s1, s2, "step %d: %s / %s", step, e1.message, e2.message);
-        cr_assert_str_eq(e1.message, e2.message, "step %d", step);
-        if (s1 == FHR_OK) {
-            char *j1 = fhr_decision_json(fast), *j2 = fhr_decision_json(full);
-            cr_assert_str_eq(j1, j2, "step %d", step);
-            free(j1);
-            free(j2);
+        fhr_decision *fast = decide_as_full(r.c, mc, &req, step_name(step));
+        if (fast) {
             evicting += fhr_decision_nevictions(fast) > 0;
             if (fhr_decision_feasible(fast))
                 use_ok(&r, fast);
         }
         fhr_decision_destroy(fast);
-        fhr_decision_destroy(full);
     }
     cr_assert_geq(evicting, 20, "only %zu of the requests evicted", evicting);
     fhr_lease_destroy(lease);
@@ -685,19 +693,8 @@ Test(controller, the_victim_index_ranks_as_from_scratch)
             fhr_requirement need[] = {{h, where}, {h2, where}};
             fhr_reservation ws = {where, 64 * (1 + (x >> 38) % 2), "ws"};
             fhr_request req = {"walk", need, 1 + (x >> 42) % 2, &ws, (x >> 46) % 3 == 0, 0};
-            fhr_decision *fast = NULL, *full = NULL;
-            fhr_error e1, e2;
-            fhr_error_init(&e1);
-            fhr_error_init(&e2);
-            fhr_status s1 = fhr_decide(r.c, &req, &fast, &e1);
-            fhr_status s2 = fhr_decide(mc, &req, &full, &e2);
-            cr_assert_eq(s1, s2, "step %d: %s / %s", step, e1.message, e2.message);
-            cr_assert_str_eq(e1.message, e2.message, "step %d", step);
-            if (s1 == FHR_OK) {
-                char *j1 = fhr_decision_json(fast), *j2 = fhr_decision_json(full);
-                cr_assert_str_eq(j1, j2, "step %d", step);
-                free(j1);
-                free(j2);
+            fhr_decision *fast = decide_as_full(r.c, mc, &req, step_name(step));
+            if (fast) {
                 evicting += fhr_decision_nevictions(fast) > 0;
                 multi += fhr_decision_nevictions(fast) > 1;
                 infeasible += !fhr_decision_feasible(fast);
@@ -711,7 +708,6 @@ Test(controller, the_victim_index_ranks_as_from_scratch)
                 }
             }
             fhr_decision_destroy(fast);
-            fhr_decision_destroy(full);
         }
         if ((x >> 50) % 4 == 0 || step == STEPS - 1)
             index_matches(r.c, step);
