@@ -57,6 +57,7 @@ typedef struct result {
     int ok;
     double time_s, body_s, pinned_gbps, model_body_s;
     double timeline_s, timeline_idle_s; /* objective time: the modelled timeline */
+    double link_busy_s, link_idle_s, link_ready_s; /* the report's link figures */
     double idle_max_s, idle_sum_s;      /* --trace: the link's longest idle stretch and all of
                                            them, from its first transfer to its last */
     int has_idle;
@@ -238,6 +239,9 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
     r->moved = f.pcie;
     r->timeline_s = f.timeline_s;
     r->timeline_idle_s = f.timeline_idle_s;
+    r->link_busy_s = f.link_busy_s;
+    r->link_idle_s = f.link_idle_s;
+    r->link_ready_s = f.link_ready_idle_s;
     r->objective = f.objective;
     return rc;
 }
@@ -347,10 +351,11 @@ int main(int argc, char **argv)
     };
     const size_t nmodes = sizeof modes / sizeof modes[0];
     if (!json)
-        printf("%-4s %-5s %-22s %9s %9s %9s %7s %9s %7s %9s %9s %9s %7s %7s %7s %7s %8s %8s %s\n",
+        printf("%-4s %-5s %-22s %9s %9s %9s %7s %9s %7s %9s %9s %9s %7s %7s %7s %7s %8s %8s "
+               "%6s %6s %s\n",
                "keys", "batch", "policy", "time ms", "compute", "bound ms", "ratio", "moved GiB",
                "/MIN", "lower ms", "sched ms", "best ms", "/lower", "/sched", "/best", "=check",
-               "idle ms", "model ms", "sequence");
+               "idle ms", "model ms", "rdy %", "link", "sequence");
     else
         printf("[");
     int first = 1, fails = 0;
@@ -434,7 +439,9 @@ int main(int argc, char **argv)
                            "\"time_over_best_known\": %.4f, \"link_idle_max_s\": %.6f, "
                            "\"link_idle_sum_s\": %.6f, \"timeline_s\": %.6f, "
                            "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
-                           "\"model_device_gbps\": %.1f, \"sequence\": \"%s\"}",
+                           "\"model_device_gbps\": %.1f, \"link_busy_s\": %.6f, "
+                           "\"link_idle_s\": %.6f, \"link_ready_idle_s\": %.6f, "
+                           "\"link_busy_gbps\": %.2f, \"sequence\": \"%s\"}",
                            first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
                            modes[mi].objective == RPLAN_OBJECTIVE_AUTO
                                ? (r.objective == RPLAN_OBJECTIVE_TIME ? "auto: time" : "auto: bytes")
@@ -450,7 +457,8 @@ int main(int argc, char **argv)
                            r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
                            r.has_idle ? r.idle_max_s : -1, r.has_idle ? r.idle_sum_s : -1,
                            r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
-                           timeobj ? profile[1] : 0, seq);
+                           timeobj ? profile[1] : 0, r.link_busy_s, r.link_idle_s, r.link_ready_s,
+                           r.link_busy_s > 0 ? (double)r.moved / r.link_busy_s / 1e9 : 0, seq);
                 else {
                     char nm[40];
                     snprintf(nm, sizeof nm, "%s%s", modes[mi].name,
@@ -458,7 +466,7 @@ int main(int argc, char **argv)
                              : r.objective == RPLAN_OBJECTIVE_TIME       ? ": time"
                                                                          : ": bytes");
                     printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
-                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %s\n", pct[pi],
+                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %s\n", pct[pi],
                            batch[bi % 2], nm, r.time_s * 1e3, r.body_s * 1e3,
                            bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
                            r.y.bound_s * 1e3, r.y.exact ? "=" : " ", r.y.best_s * 1e3,
@@ -467,7 +475,9 @@ int main(int argc, char **argv)
                            r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
                            predicts ? (same ? "yes" : "NO") : "-",
                            r.has_idle ? r.idle_max_s * 1e3 : -1,
-                           timeobj ? r.timeline_s * 1e3 : -1, seq);
+                           timeobj ? r.timeline_s * 1e3 : -1,
+                           r.time_s > 0 ? 100 * r.link_ready_s / r.time_s : 0,
+                           r.link_busy_s > 0 ? (double)r.moved / r.link_busy_s / 1e9 : 0, seq);
                 }
                 fflush(stdout);
                 first = 0;

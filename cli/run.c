@@ -218,6 +218,15 @@ int cmd_run(cli *c)
                fmt_time(tt->body_s, t, sizeof t), fmt_bytes(pcie, a, sizeof a), rep->pinned_gbps,
                fmt_time(rep->transfer_s, lb, sizeof lb), fmt_time(rep->lower_bound_s, t2, sizeof t2),
                fmt_time(tt->time_s, t3, sizeof t3), rep->ratio);
+        if (rep->link_windows) {
+            char b1[32], b2[32], b3[32];
+            double run_s = tt->time_s > 0 ? tt->time_s : 1;
+            printf("link onto devices: busy %s, idle %s between transfers, of it %s (%.1f%% of "
+                   "the run) while a later transfer's room was free\n",
+                   fmt_time(rep->link_busy_s, b1, sizeof b1), fmt_time(rep->link_idle_s, b2, sizeof b2),
+                   fmt_time(rep->link_ready_idle_s, b3, sizeof b3),
+                   100.0 * rep->link_ready_idle_s / run_s);
+        }
         uint64_t nw = 0;
         for (int w = 0; w < RPLAN_WAITS; w++)
             nw += rep->host_waits[w];

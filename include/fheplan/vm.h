@@ -217,6 +217,13 @@ typedef struct rplan_vm_report {
     double timeline_s, timeline_idle_s;
     int objective;              /* the objective the requests ran under (auto: the choice) */
     double auto_bytes_s, auto_time_s; /* objective auto: the two modelled timelines */
+    /* The links onto devices (runs on a backend with timed events: cuda, emu; 0
+     * otherwise), summed over devices: the transfer windows timed, the time their
+     * transfer streams were busy, idle between the first transfer and the last one's end,
+     * and the part of that idle time during which a transfer the run made later already
+     * had its room (its victims' readers had ended): a load that could have run. */
+    uint64_t link_windows;
+    double link_busy_s, link_idle_s, link_ready_idle_s;
     uint64_t host_waits[RPLAN_WAITS]; /* how often the host waited for a body, by reason */
     double host_wait_s[RPLAN_WAITS];  /* and for how long */
     double gen_gbps;            /* device generation rate (configured or default) */

@@ -192,34 +192,6 @@ fhr_location vm_body_location(rplan_vm *vm, const vm_run *r)
     return all && r->nvals ? pin : fhr_loc_host();
 }
 
-/* A body on a device with a timing reference is timed by two device events (recorded
- * around it on its stream: no host function stalls the stream); 0: use host functions. */
-static fhr_status mark_timed(rplan_vm *vm, vm_mark *mk, fhr_location loc, fhr_stream *s,
-                             int *timed, fhr_error *err)
-{
-    *timed = 0;
-    int sl = fhr_loc_slot(loc);
-    if (loc.kind != FHR_LOC_CUDA || sl < 0 || !vm->tref[sl])
-        return FHR_OK;
-    const fhr_backend_ops *o = vm->b->ops;
-    fhr_status st = o->event_create_timed(vm->b, &mk->ev0, err);
-    if (st == FHR_OK)
-        st = o->event_create_timed(vm->b, &mk->ev1, err);
-    if (st == FHR_OK)
-        st = o->event_record(vm->b, mk->ev0, s, err);
-    if (st != FHR_OK) {
-        if (mk->ev0)
-            o->event_destroy(vm->b, mk->ev0);
-        if (mk->ev1)
-            o->event_destroy(vm->b, mk->ev1);
-        mk->ev0 = mk->ev1 = NULL;
-        return st;
-    }
-    mk->slot = sl;
-    *timed = 1;
-    return FHR_OK;
-}
-
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
                        int request, fhr_error *err)
 {
@@ -284,7 +256,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         else {
             int timed = 0; /* device events, no host round trip on the stream */
-            st = mark_timed(vm, mk, loc, s, &timed, err);
+            vm_link_read(vm, r, loc); /* the copies it reads are free when it ends */
+            st = vm_mark_timed(vm, mk, loc, s, &timed, err);
             if (st == FHR_OK && !timed)
                 st = vm->b->ops->launch_host(vm->b, s, vm_mark_begin, mk, err);
         }

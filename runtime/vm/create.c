@@ -181,6 +181,7 @@ void rplan_vm_destroy(rplan_vm *vm)
         if (vm->tref[i])
             vm->b->ops->event_destroy(vm->b, vm->tref[i]);
     free(vm->marks);
+    free(vm->last_read);
     free(vm->slices);
     free(vm->samples);
     free(vm->kerns);

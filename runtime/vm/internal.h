@@ -1,8 +1,8 @@
 /* runtime/vm/internal.h — state shared by the VM's files in runtime/vm/ and the functions
  * they share, declared below under the file that defines them. Calls between the files go
  * one way: a file calls only files after it in vm.c (the interpreter), create.c (the VM's
- * lifetime), request.c, scope.c, body.c, values.c, kernels.c, stage.c, trace.c, streams.c;
- * report.c calls none. Not installed. */
+ * lifetime), request.c, scope.c, body.c, values.c, kernels.c, stage.c, link.c, trace.c,
+ * streams.c; report.c calls none. Not installed. */
 #ifndef FHEPLAN_VM_INTERNAL_H
 #define FHEPLAN_VM_INTERNAL_H
 
@@ -38,8 +38,10 @@ typedef struct vm_mark {
     size_t nstages;        /* every open stage record at the time */
     int stages[VM_MAX_STAGE_DEPTH + 1];
     char name[96];
-    fhr_event *ev0, *ev1;  /* timed events around a body on a device (else host functions) */
+    fhr_event *ev0, *ev1;  /* timed events around the work on a device (else host functions) */
     int slot;              /* the device location whose reference times them */
+    size_t after;          /* a transfer window: 1 + the index of the body mark whose end
+                              frees its room (link.c); 0: its room was free when decided */
 } vm_mark;
 
 /* A host-side trace slice (scopes, submitted transitions). */
@@ -155,6 +157,7 @@ struct rplan_vm {
         size_t nh;
         double model_s; /* the bodies' modelled time */
         double mend_s;  /* objective time: when the modelled timeline ends them */
+        size_t mark;    /* 1 + the index of the request's last body mark (0: none) */
     } *inflight;
     double pinned_gbps;        /* measured at the start of the run */
     size_t ninflight, capinflight;
@@ -170,6 +173,10 @@ struct rplan_vm {
     double m_idle;             /* longest idle stretch of the modelled link */
     int m_loaded;              /* the modelled link has carried a load */
     double auto_s[2];          /* objective auto: the bytes and time timelines modelled */
+    /* link.c: per (value, location slot), 1 + the index of the last body mark reading it;
+     * the request being run: 1 + the latest body mark it waited for room behind */
+    size_t *last_read;
+    size_t ready_after;
     uint64_t waits[RPLAN_WAITS];   /* host waits for bodies, by reason (RPLAN_WAIT_*) */
     uint64_t wait_ns[RPLAN_WAITS];
 };
@@ -182,6 +189,25 @@ fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
 double vm_pinned_bandwidth(rplan_vm *vm);
 
+/* link.c: the transfer streams' busy and idle time, from their timed transfer windows. */
+typedef struct vm_link_win {
+    double open, end, ready; /* when the stream reached it, when its copies ended, and when
+                                its room was free (its victims' and waited bodies' ends) */
+} vm_link_win;
+typedef struct vm_link_figures {
+    double busy_s, idle_s, ready_idle_s; /* idle: from the first window to the last one's
+                                            end; ready: while a window not yet begun had
+                                            its room */
+} vm_link_figures;
+/* Windows in stream order (one stream): adds their figures to *f. */
+void vm_link_measure(const vm_link_win *w, size_t n, vm_link_figures *f);
+/* A body mark for run r at loc: the last reader of its values there. */
+void vm_link_read(rplan_vm *vm, const vm_run *r, fhr_location loc);
+/* 1 + the last body mark reading the copy of h at loc; 0: none. */
+size_t vm_link_last_read(const rplan_vm *vm, fhr_handle h, fhr_location loc);
+/* After vm_marks_time: each window's busy start, and the report's link figures. */
+void vm_link_resolve(rplan_vm *vm, rplan_vm_report *rep);
+
 /* trace.c: host-side slices and stream markers (rplan_vm_trace_json is public). */
 fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,
                         const char *name);
@@ -189,6 +215,8 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
 fhr_status vm_add_sample(rplan_vm *vm, uint64_t t, fhr_location loc, uint64_t charged,
                          int has_budget, uint64_t budget);
 void vm_mark_begin(void *arg);
+fhr_status vm_mark_timed(rplan_vm *vm, vm_mark *mk, fhr_location loc, fhr_stream *s, int *timed,
+                         fhr_error *err);
 void vm_marks_time(rplan_vm *vm);
 void vm_mark_end(void *arg);
 

@@ -84,6 +84,13 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
             cJSON_AddNumberToObject(t, "auto_time_s", r->auto_time_s);
         }
         cJSON_AddNumberToObject(t, "timeline_idle_s", r->timeline_idle_s);
+        if (!r->explain && r->link_windows) {
+            cJSON *lk = cJSON_AddObjectToObject(t, "link");
+            cJSON_AddNumberToObject(lk, "windows", (double)r->link_windows);
+            cJSON_AddNumberToObject(lk, "busy_s", r->link_busy_s);
+            cJSON_AddNumberToObject(lk, "idle_s", r->link_idle_s);
+            cJSON_AddNumberToObject(lk, "ready_idle_s", r->link_ready_idle_s);
+        }
         if (!r->explain) {
             static const char *const why[RPLAN_WAITS] = {"prefetch_bound", "min_victim",
                                                          "room", "settled"};

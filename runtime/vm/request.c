@@ -173,6 +173,7 @@ static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement 
     f->nh = 0;
     f->model_s = model_s;
     f->mend_s = mend_s;
+    f->mark = vm->nmarks; /* its bodies were the last marked */
     for (size_t i = 0; i < nrq && f->nh < 8; i++) {
         f->hs[f->nh] = rq[i].handle;
         f->at[f->nh++] = rq[i].at;
@@ -188,6 +189,8 @@ static int inflight_wait_oldest(rplan_vm *vm, int why)
     uint64_t t0 = vm_now_ns();
     vm->b->ops->event_sync(vm->b, ev, NULL);
     vm_host_waited(vm, why, t0);
+    if (why == RPLAN_WAIT_ROOM && vm->inflight[0].mark > vm->ready_after)
+        vm->ready_after = vm->inflight[0].mark; /* the room it waited for is free then */
     vm->b->ops->event_destroy(vm->b, ev);
     memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
     vm->ninflight--;
@@ -409,6 +412,19 @@ static double victims_free(const rplan_vm *vm, const fhr_decision *d, double t)
     return t;
 }
 
+/* The link's figures (link.c): the decision's transfers have their room once the last
+ * body reading a copy it evicts has ended. */
+static void victims_read(rplan_vm *vm, const fhr_decision *d)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne && !vm->explain; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        size_t m = vm_link_last_read(vm, ev->action.handle, evicted_from(ev));
+        if (m > vm->ready_after)
+            vm->ready_after = m;
+    }
+}
+
 /* The bytes a request brings onto devices over the link (copies and source loads). */
 static uint64_t link_bytes(const rplan_stage_report *t)
 {
@@ -534,6 +550,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         r->requests++;
     }
     fhr_request req = {rin->str, q.rq, q.nrq, q.res, q.nres, position};
+    vm->ready_after = 0;
     if (!vm->explain)
         inflight_bound(vm, q.rq, q.nrq);
     int tobj = vm_objective_time(vm, rin->policy);
@@ -622,6 +639,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         }
         if (!tobj)
             t_issue = victims_free(vm, d, t_issue);
+        victims_read(vm, d);
         fhr_stream_map xs[FHR_LOC_SLOTS];
         const fhr_plan *plan = fhr_decision_plan(d);
         size_t nxs = transfer_map(vm, plan, xs);

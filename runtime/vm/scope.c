@@ -1,8 +1,22 @@
 /* runtime/vm/scope.c — one plan run as a scope (enter, body, exit) for PLAN and REQUEST alike:
  * transfer windows on the trace, the report accounted, body and exit failures merged. */
 #include "runtime/vm/internal.h"
+#include "base/error.h"
 
 #include <stdio.h>
+
+/* A transfer window's event (or host function) that failed: the error names the plan and
+ * the device. */
+static fhr_status window_fail(const fhr_plan *plan, fhr_location loc, const char *what,
+                              fhr_status st, fhr_error *err)
+{
+    if (st == FHR_OK)
+        return FHR_OK;
+    char lb[16], msg[400];
+    snprintf(msg, sizeof msg, "%.380s", err && err->message[0] ? err->message : fhr_status_name(st));
+    return fhr_fail(err, st, "'%.80s': the transfer window onto %s cannot %s: %.280s",
+                    fhr_plan_name(plan), fhr_loc_format(loc, lb, sizeof lb), what, msg);
+}
 
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
                               int has_version, uint64_t version, const vm_run *runs,
@@ -18,21 +32,47 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         fhr_scope_expect_version(sc, version);
     uint64_t t0 = vm_now_ns();
     vm_mark *mk[FHR_LOC_SLOTS] = {0};
-    /* Transfer windows are for the trace only: a host function on a transfer stream
-     * stalls it for tens of microseconds, which a run without --trace need not pay. */
-    if (!vm->explain && vm->o.trace)
-        for (size_t i = 0; i < nxs; i++) {
-            char nm[96];
-            snprintf(nm, sizeof nm, "%.80s: transfers", fhr_plan_name(plan));
-            mk[i] = vm_new_mark(vm, 1, vm->b->ops->stream_id(vm->b, xs[i].stream), nm);
-            if (mk[i])
-                vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_begin, mk[i], NULL);
+    int timed[FHR_LOC_SLOTS] = {0};
+    /* Transfer windows (link.c): two timed events on each device's transfer stream, or,
+     * for --trace on a device without a timing reference, host functions (a host function
+     * stalls the stream for tens of microseconds, which a run without --trace need not
+     * pay). The window's room is free once the bodies the request waited behind end. */
+    st = FHR_OK;
+    for (size_t i = 0; i < nxs && !vm->explain && st == FHR_OK; i++) {
+        char nm[96];
+        snprintf(nm, sizeof nm, "%.80s: transfers", fhr_plan_name(plan));
+        if (!(mk[i] = vm_new_mark(vm, 1, vm->b->ops->stream_id(vm->b, xs[i].stream), nm))) {
+            st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+            break;
         }
+        mk[i]->slot = fhr_loc_slot(xs[i].loc);
+        mk[i]->after = request ? vm->ready_after : 0;
+        st = window_fail(plan, xs[i].loc, "begin",
+                         vm_mark_timed(vm, mk[i], xs[i].loc, xs[i].stream, &timed[i], err), err);
+        if (st == FHR_OK && !timed[i] && vm->o.trace)
+            st = window_fail(plan, xs[i].loc, "begin",
+                             vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_begin, mk[i], err),
+                             err);
+        if (st == FHR_OK && !timed[i] && !vm->o.trace)
+            mk[i]->kind = 2; /* untimed: neither in the link's figures nor the trace */
+    }
+    if (st) {
+        fhr_scope_destroy(sc);
+        return st;
+    }
     st = fhr_scope_enter(sc, err);
-    if (!vm->explain)
-        for (size_t i = 0; i < nxs; i++)
-            if (mk[i])
-                vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_end, mk[i], NULL);
+    /* a window that cannot end fails the request like its body would */
+    fhr_status wst = FHR_OK;
+    fhr_error werr;
+    fhr_error_init(&werr);
+    for (size_t i = 0; i < nxs && !vm->explain && st == FHR_OK && wst == FHR_OK; i++)
+        if (mk[i] && mk[i]->kind == 1)
+            wst = window_fail(plan, xs[i].loc, "end",
+                              timed[i] ? vm->b->ops->event_record(vm->b, mk[i]->ev1, xs[i].stream,
+                                                                  &werr)
+                                       : vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_end,
+                                                                 mk[i], &werr),
+                              &werr);
     if (st) {
         if (err && err->partial_report)
             vm_account_report(vm, err->partial_report, request);
@@ -46,7 +86,11 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
             at[k] = vm->explain ? fhr_loc_host() : vm_body_location(vm, &runs[k]);
     fhr_error berr;
     fhr_error_init(&berr);
-    fhr_status bst = vm_run_body(vm, runs, nruns, at, request, &berr);
+    fhr_status bst = wst;
+    if (wst)
+        berr = werr;
+    else
+        bst = vm_run_body(vm, runs, nruns, at, request, &berr);
     if (!vm->explain && fhr_plan_nactions(plan, FHR_PHASE_EXIT) > 0) {
         /* exit actions may move what the body reads: wait for the body first */
         for (size_t k = 0; k < nruns; k++) {

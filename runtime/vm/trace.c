@@ -83,6 +83,35 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name)
     return mk;
 }
 
+/* Work on a device with a timing reference (a body, a transfer window) is timed by two
+ * device events recorded around it on its stream: no host function stalls the stream.
+ * Records the first; *timed 0: the device has no reference (use host functions). */
+fhr_status vm_mark_timed(rplan_vm *vm, vm_mark *mk, fhr_location loc, fhr_stream *s, int *timed,
+                         fhr_error *err)
+{
+    *timed = 0;
+    int sl = fhr_loc_slot(loc);
+    if (loc.kind != FHR_LOC_CUDA || sl < 0 || !vm->tref[sl])
+        return FHR_OK;
+    const fhr_backend_ops *o = vm->b->ops;
+    fhr_status st = o->event_create_timed(vm->b, &mk->ev0, err);
+    if (st == FHR_OK)
+        st = o->event_create_timed(vm->b, &mk->ev1, err);
+    if (st == FHR_OK)
+        st = o->event_record(vm->b, mk->ev0, s, err);
+    if (st != FHR_OK) {
+        if (mk->ev0)
+            o->event_destroy(vm->b, mk->ev0);
+        if (mk->ev1)
+            o->event_destroy(vm->b, mk->ev1);
+        mk->ev0 = mk->ev1 = NULL;
+        return st;
+    }
+    mk->slot = sl;
+    *timed = 1;
+    return FHR_OK;
+}
+
 /* After the final synchronisation: the host times of the bodies timed by device events,
  * from their device's reference (a mark whose events cannot be read keeps no time). */
 void vm_marks_time(rplan_vm *vm)

@@ -453,11 +453,12 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (!vm->explain)
         vm_sync_all(vm, NULL);
     vm_marks_time(vm);
+    vm_link_resolve(vm, rep);
     vm_stage_resolve(vm);
     /* body times from the markers (streams are synchronised) */
     for (size_t i = 0; i < vm->nmarks; i++) {
         vm_mark *mk = vm->marks[i];
-        if (!mk->t1 || mk->t1 < mk->t0)
+        if (!mk->t1 || mk->t1 < mk->t0 || mk->kind > 1)
             continue;
         if (mk->kind == 0) {
             double dt = (double)(mk->t1 - mk->t0) / 1e9;

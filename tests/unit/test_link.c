@@ -1,0 +1,159 @@
+/* tests/unit/test_link.c — the link's figures (runtime/vm/link.c): how long the transfer
+ * streams onto devices were busy, idle, and idle while a transfer made later already had
+ * its room. The interval arithmetic on hand-made windows, then whole runs on the emulated
+ * device: with every key fitting, prefetch keeps the link from idling while a load is
+ * ready and serial issue does not; with room for one key, the link's idle time is spent
+ * waiting for the body that frees that room, which is not ready time. */
+#include "runtime/vm/internal.h"
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static vm_link_figures measure(const vm_link_win *w, size_t n)
+{
+    vm_link_figures f = {0};
+    vm_link_measure(w, n, &f);
+    return f;
+}
+
+#define NEAR(a, b) cr_assert_float_eq((a), (b), 1e-12, "%.9f against %.9f", (double)(a), (double)(b))
+
+Test(link, back_to_back_windows_never_idle)
+{
+    vm_link_win w[] = {{0, 1, 0}, {1, 3, 0}, {3, 3.5, 0}};
+    vm_link_figures f = measure(w, 3);
+    NEAR(f.busy_s, 3.5);
+    NEAR(f.idle_s, 0);
+    NEAR(f.ready_idle_s, 0);
+}
+
+Test(link, a_gap_before_a_window_with_room_is_ready_time)
+{
+    /* the host issued the second window 2 s late although its room was free */
+    vm_link_win w[] = {{0, 1, 0}, {3, 4, 0}};
+    vm_link_figures f = measure(w, 2);
+    NEAR(f.busy_s, 2);
+    NEAR(f.idle_s, 2);
+    NEAR(f.ready_idle_s, 2);
+}
+
+Test(link, waiting_for_room_is_idle_but_not_ready)
+{
+    /* the second window's copies waited on the device until its victim's reader ended at
+     * 3: the stream reached it at 1 (open) but was busy only from 3 */
+    vm_link_win w[] = {{0, 1, 0}, {1, 4, 3}};
+    vm_link_figures f = measure(w, 2);
+    NEAR(f.busy_s, 2);
+    NEAR(f.idle_s, 2);
+    NEAR(f.ready_idle_s, 0);
+    /* room free part-way through the gap: only the rest is ready time */
+    vm_link_win v[] = {{0, 1, 0}, {4, 5, 2.5}};
+    f = measure(v, 2);
+    NEAR(f.idle_s, 3);
+    NEAR(f.ready_idle_s, 1.5);
+}
+
+Test(link, a_later_window_with_room_makes_the_wait_ready_time)
+{
+    /* head of line: window 2 waits for its room until 5 while window 3's room was free
+     * from 2: from 2 the link could have carried window 3 */
+    vm_link_win w[] = {{0, 1, 0}, {1, 6, 5}, {6, 7, 2}};
+    vm_link_figures f = measure(w, 3);
+    NEAR(f.busy_s, 3);
+    NEAR(f.idle_s, 4);
+    NEAR(f.ready_idle_s, 3);
+}
+
+Test(link, windows_without_copies_and_room_after_the_end)
+{
+    /* an empty window (its stream reached and passed it at once) and a ready time past a
+     * window's end (clamped: its copies cannot end before they begin) */
+    vm_link_win w[] = {{0, 2, 0}, {2, 2, 0}, {2.5, 3, 9}};
+    vm_link_figures f = measure(w, 3);
+    NEAR(f.busy_s, 2);
+    NEAR(f.idle_s, 1);
+    NEAR(f.ready_idle_s, 0);
+    vm_link_figures z = measure(w, 0);
+    NEAR(z.busy_s + z.idle_s + z.ready_idle_s, 0);
+}
+
+/* ---- whole runs on the emulated device ------------------------------------------------ */
+
+static rplan_vm_report *run_keys(uint64_t budget_mib, int serial)
+{
+    char src[2048];
+    snprintf(src, sizeof src,
+             "rplan 1\n"
+             "budget cuda:0 %llu MiB\n"
+             "value k[6] = 4 MiB replicable source synth(10 + i)\n"
+             "policy keys = lookahead(cuda:0 -> pinned -> host)\n"
+             "stage \"s\" {\n"
+             "  for i in 0..5 {\n"
+             "    request \"r{i}\" using keys {\n"
+             "      require k[i] @ cuda:0\n"
+             "      body { run touch(k[i]); run spin(10 ms) }\n"
+             "    }\n"
+             "  }\n"
+             "}\n",
+             (unsigned long long)budget_mib);
+    rplan_program *p = NULL;
+    rplan_compile_opts co = {.filename = "link.rplan"};
+    rplan_diags *d = rplan_diags_new();
+    cr_assert_eq(rplan_compile(src, strlen(src), &co, &p, d), FHR_OK);
+    rplan_diags_free(d);
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_open("emu:1", &b, NULL), FHR_OK);
+    rplan_vm_opts o = {0};
+    o.serial = serial;
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, &e), FHR_OK, "%s", e.message);
+    rplan_vm_report *r = NULL;
+    cr_assert_eq(rplan_vm_run(vm, &r, &e), FHR_OK, "%s", e.message);
+    fhr_error_clear(&e);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+    cr_assert(r->ok);
+    cr_assert_eq(r->link_windows, 6, "one window per load: %llu",
+                 (unsigned long long)r->link_windows);
+    cr_assert_gt(r->link_busy_s, 0);
+    cr_assert_leq(r->link_ready_idle_s, r->link_idle_s + 1e-12);
+    cr_assert_leq(r->link_busy_s + r->link_idle_s, r->total.time_s + 1e-6);
+    return r;
+}
+
+Test(link, prefetch_keeps_a_ready_link_busy_and_serial_issue_does_not)
+{
+    rplan_vm_report *pre = run_keys(64, 0), *ser = run_keys(64, 1);
+    /* serial: every load after the first waits on the host for the 10 ms body before it,
+     * with its room free all along */
+    cr_assert_geq(ser->link_ready_idle_s, 5 * 10e-3 * 0.8, "serial: %.6f s ready idle",
+                  ser->link_ready_idle_s);
+    /* prefetch: the host issues all six loads at once, back to back on the link */
+    cr_assert_lt(pre->link_ready_idle_s, 0.25 * ser->link_ready_idle_s,
+                 "prefetch %.6f s against serial %.6f s", pre->link_ready_idle_s,
+                 ser->link_ready_idle_s);
+    fprintf(stderr, "link: six loads, all fit: ready idle %.2f ms with prefetch, %.2f ms serial\n",
+            pre->link_ready_idle_s * 1e3, ser->link_ready_idle_s * 1e3);
+    rplan_vm_report_free(pre);
+    rplan_vm_report_free(ser);
+}
+
+Test(link, idle_for_the_only_room_is_not_ready_time)
+{
+    /* room for one key: load i + 1 evicts key i, which body i reads for 10 ms */
+    rplan_vm_report *r = run_keys(5, 0);
+    cr_assert_geq(r->link_idle_s, 5 * 10e-3 * 0.8, "idle %.6f s", r->link_idle_s);
+    cr_assert_lt(r->link_ready_idle_s, 0.25 * r->link_idle_s, "ready %.6f of %.6f s idle",
+                 r->link_ready_idle_s, r->link_idle_s);
+    fprintf(stderr, "link: six loads, room for one: idle %.2f ms, of it ready %.2f ms\n",
+            r->link_idle_s * 1e3, r->link_ready_idle_s * 1e3);
+    char *js = rplan_vm_report_json(r);
+    cr_assert_not_null(strstr(js, "\"ready_idle_s\""), "%s", js);
+    free(js);
+    rplan_vm_report_free(r);
+}
