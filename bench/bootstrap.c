@@ -58,28 +58,31 @@ typedef struct result {
     double time_s, body_s, pinned_gbps, model_body_s;
     double timeline_s, timeline_idle_s; /* objective time: the modelled timeline */
     double link_busy_s, link_idle_s, link_ready_s; /* the report's link figures */
+    double link_gbps;                   /* bytes onto the device / link_busy_s */
     double idle_max_s, idle_sum_s;      /* --trace: the link's longest idle stretch and all of
                                            them, from its first transfer to its last */
     int has_idle;
     uint64_t moved; /* bytes over PCIe (h2d + d2h + loads onto the device) */
     sched_out y;    /* yardsticks from this run's key sequence, bodies and bandwidth */
     int has_y;
+    sched_out yl;   /* the yardsticks at the run's own busy-link rate */
+    int has_yl;
     int objective;  /* the objective the run took (auto: its choice) */
 } result;
 
 /* The yardsticks of one run (bench/schedule.c): its requests in program order, each the
  * key it needs on the device and the mean body time of its stage in this run. */
 static int yardsticks(const rplan_program *p, const rplan_vm_report *rep, uint64_t budget,
-                      uint64_t scale, sched_out *y)
+                      uint64_t scale, double gbps, sched_out *y)
 {
     size_t n = rplan_ninstrs(p), nuse = 0;
     uint32_t *key = malloc((n ? n : 1) * sizeof *key);
     double *body = malloc((n ? n : 1) * sizeof *body);
     char path[160] = "";
     int rc = -1;
-    if (!key || !body || rep->pinned_gbps <= 0)
+    if (!key || !body || gbps <= 0)
         goto done;
-    double bw = rep->pinned_gbps * 1e9;
+    double bw = gbps * 1e9;
     for (size_t i = 0; i < n; i++) {
         rplan_instr in;
         if (rplan_instr_get(p, i, &in) != FHR_OK)
@@ -198,7 +201,14 @@ static int inspect(void *ctx, const rplan_program *p, const rplan_vm_report *rep
     if (c->trace)
         c->r->has_idle = link_idle(vm, &c->r->idle_max_s, &c->r->idle_sum_s) == 0;
     if (c->yard)
-        c->r->has_y = yardsticks(p, rep, c->budget, c->scale, &c->r->y) == 0;
+        c->r->has_y = yardsticks(p, rep, c->budget, c->scale, rep->pinned_gbps, &c->r->y) == 0;
+    /* the same yardsticks at the rate the run's own transfers ran at while the link was
+     * busy: the start-of-run measurement can catch the link in a slower or faster moment */
+    uint64_t onto = rep->total.bytes[FHR_DIR_H2D] + rep->total.load_h2d_bytes;
+    c->r->link_gbps = rep->link_busy_s > 0 ? (double)onto / rep->link_busy_s / 1e9 : 0;
+    if (c->yard && !rep->explain && rep->link_busy_s > 0 && onto)
+        c->r->has_yl = yardsticks(p, rep, c->budget, c->scale,
+                                  (double)onto / rep->link_busy_s / 1e9, &c->r->yl) == 0;
     return 0;
 }
 
@@ -352,10 +362,10 @@ int main(int argc, char **argv)
     const size_t nmodes = sizeof modes / sizeof modes[0];
     if (!json)
         printf("%-4s %-5s %-22s %9s %9s %9s %7s %9s %7s %9s %9s %9s %7s %7s %7s %7s %8s %8s "
-               "%6s %6s %s\n",
+               "%6s %6s %7s %s\n",
                "keys", "batch", "policy", "time ms", "compute", "bound ms", "ratio", "moved GiB",
                "/MIN", "lower ms", "sched ms", "best ms", "/lower", "/sched", "/best", "=check",
-               "idle ms", "model ms", "rdy %", "link", "sequence");
+               "idle ms", "model ms", "rdy %", "link", "/bst@lk", "sequence");
     else
         printf("[");
     int first = 1, fails = 0;
@@ -424,6 +434,8 @@ int main(int argc, char **argv)
                     fails++;
                 }
                 double best = r.y.search_s < r.y.best_s ? r.y.search_s : r.y.best_s;
+                double best_l = r.yl.search_s < r.yl.best_s ? r.yl.search_s : r.yl.best_s;
+                double over_l = r.has_yl && best_l > 0 ? r.time_s / best_l : 0;
                 if (json)
                     printf("%s\n {\"key_set_pct\": %d, \"batch\": %d, \"policy\": \"%s\", "
                            "\"objective\": \"%s\", "
@@ -441,7 +453,8 @@ int main(int argc, char **argv)
                            "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
                            "\"model_device_gbps\": %.1f, \"link_busy_s\": %.6f, "
                            "\"link_idle_s\": %.6f, \"link_ready_idle_s\": %.6f, "
-                           "\"link_busy_gbps\": %.2f, \"sequence\": \"%s\"}",
+                           "\"link_busy_gbps\": %.2f, \"best_known_at_link_s\": %.6f, "
+                           "\"time_over_best_known_at_link\": %.4f, \"sequence\": \"%s\"}",
                            first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
                            modes[mi].objective == RPLAN_OBJECTIVE_AUTO
                                ? (r.objective == RPLAN_OBJECTIVE_TIME ? "auto: time" : "auto: bytes")
@@ -458,7 +471,8 @@ int main(int argc, char **argv)
                            r.has_idle ? r.idle_max_s : -1, r.has_idle ? r.idle_sum_s : -1,
                            r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
                            timeobj ? profile[1] : 0, r.link_busy_s, r.link_idle_s, r.link_ready_s,
-                           r.link_busy_s > 0 ? (double)r.moved / r.link_busy_s / 1e9 : 0, seq);
+                           r.link_gbps,
+                           r.has_yl ? best_l : 0, over_l, seq);
                 else {
                     char nm[40];
                     snprintf(nm, sizeof nm, "%s%s", modes[mi].name,
@@ -466,7 +480,7 @@ int main(int argc, char **argv)
                              : r.objective == RPLAN_OBJECTIVE_TIME       ? ": time"
                                                                          : ": bytes");
                     printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
-                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %s\n", pct[pi],
+                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %7.3f %s\n", pct[pi],
                            batch[bi % 2], nm, r.time_s * 1e3, r.body_s * 1e3,
                            bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
                            r.y.bound_s * 1e3, r.y.exact ? "=" : " ", r.y.best_s * 1e3,
@@ -477,7 +491,8 @@ int main(int argc, char **argv)
                            r.has_idle ? r.idle_max_s * 1e3 : -1,
                            timeobj ? r.timeline_s * 1e3 : -1,
                            r.time_s > 0 ? 100 * r.link_ready_s / r.time_s : 0,
-                           r.link_busy_s > 0 ? (double)r.moved / r.link_busy_s / 1e9 : 0, seq);
+                           r.link_gbps, over_l,
+                           seq);
                 }
                 fflush(stdout);
                 first = 0;
