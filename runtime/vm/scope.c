@@ -7,15 +7,16 @@
 
 /* A transfer window's event (or host function) that failed: the error names the plan and
  * the device. */
-static fhr_status window_fail(const fhr_plan *plan, fhr_location loc, const char *what,
-                              fhr_status st, fhr_error *err)
+static fhr_status window_fail(const fhr_plan *plan, int request, fhr_location loc,
+                              const char *what, fhr_status st, fhr_error *err)
 {
     if (st == FHR_OK)
         return FHR_OK;
     char lb[16], msg[400];
     snprintf(msg, sizeof msg, "%.380s", err && err->message[0] ? err->message : fhr_status_name(st));
-    return fhr_fail(err, st, "'%.80s': the transfer window onto %s cannot %s: %.280s",
-                    fhr_plan_name(plan), fhr_loc_format(loc, lb, sizeof lb), what, msg);
+    return fhr_fail(err, st, "%s '%.80s': the transfer window onto %s cannot %s: %.280s",
+                    request ? "request" : "plan", fhr_plan_name(plan),
+                    fhr_loc_format(loc, lb, sizeof lb), what, msg);
 }
 
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
@@ -47,10 +48,10 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         }
         mk[i]->slot = fhr_loc_slot(xs[i].loc);
         mk[i]->after = request ? vm->ready_after : 0;
-        st = window_fail(plan, xs[i].loc, "begin",
+        st = window_fail(plan, request, xs[i].loc, "begin",
                          vm_mark_timed(vm, mk[i], xs[i].loc, xs[i].stream, &timed[i], err), err);
         if (st == FHR_OK && !timed[i] && vm->o.trace)
-            st = window_fail(plan, xs[i].loc, "begin",
+            st = window_fail(plan, request, xs[i].loc, "begin",
                              vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_begin, mk[i], err),
                              err);
         if (st == FHR_OK && !timed[i] && !vm->o.trace)
@@ -67,7 +68,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     fhr_error_init(&werr);
     for (size_t i = 0; i < nxs && !vm->explain && st == FHR_OK && wst == FHR_OK; i++)
         if (mk[i] && mk[i]->kind == 1)
-            wst = window_fail(plan, xs[i].loc, "end",
+            wst = window_fail(plan, request, xs[i].loc, "end",
                               timed[i] ? vm->b->ops->event_record(vm->b, mk[i]->ev1, xs[i].stream,
                                                                   &werr)
                                        : vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_end,
@@ -114,7 +115,10 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         if (err) {
             fhr_error_clear(err);
             *err = berr;
-            err->phase = FHR_PHASE_BODY;
+            /* a window that could not end: at the plan or request, in its enter phase */
+            err->phase = wst ? FHR_PHASE_ENTER : FHR_PHASE_BODY;
+            if (wst)
+                err->action_index = -1;
         } else {
             fhr_error_clear(&berr);
         }
