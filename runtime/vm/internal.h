@@ -173,6 +173,9 @@ struct rplan_vm {
     double m_idle;             /* longest idle stretch of the modelled link */
     int m_loaded;              /* the modelled link has carried a load */
     double auto_s[2];          /* objective auto: the bytes and time timelines modelled */
+    int model_held;            /* objective auto's bytes estimate (explain, objective bytes):
+                                  decisions see the model's bodies as a run sees its own
+                                  (request.c) */
     /* link.c: per (value, location slot), 1 + the index of the last body mark reading it;
      * the request being run: 1 + the latest body mark it waited for room behind */
     size_t *last_read;

@@ -355,6 +355,42 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
     return 0;
 }
 
+/* Objective auto's bytes estimate (model_held): regrets() over the model's bodies in
+ * flight, the newest exempt, as a run judges its real ones. */
+static int model_regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
+                         uint64_t position)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        fhr_location at = evicted_from(ev);
+        uint64_t nv = next_use(vm, ev->action.handle, at, position);
+        if (nv == UINT64_MAX)
+            continue;
+        for (size_t i = 0; i + 1 < vm->nmflight; i++)
+            for (size_t k = 0; k < vm->mflight[i].nh; k++) {
+                fhr_handle h = vm->mflight[i].hs[k];
+                int needed = 0;
+                for (size_t j = 0; j < q->nrq && !needed; j++)
+                    needed = fhr_handle_equal(q->rq[j].handle, h);
+                if (!needed && fhr_loc_equal(vm->mflight[i].at[k], at) &&
+                    next_use(vm, h, at, position) > nv)
+                    return 1;
+            }
+    }
+    return 0;
+}
+
+/* The model's first body to end (bodies run in issue order); 0: none in flight. */
+static double model_oldest_end(const rplan_vm *vm)
+{
+    double end = vm->nmflight ? vm->mflight[0].end_s : 0;
+    for (size_t i = 1; i < vm->nmflight; i++)
+        if (vm->mflight[i].end_s < end)
+            end = vm->mflight[i].end_s;
+    return end;
+}
+
 /* Objective time: when a decision evicts a copy needed again while the model's bodies
  * still read a copy needed later (MIN's victim, held), the modelled time to wait for the
  * earliest such copy, if that idles the link (from t_issue) no longer than reloading the
@@ -554,6 +590,9 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
     if (!vm->explain)
         inflight_bound(vm, q.rq, q.nrq);
     int tobj = vm_objective_time(vm, rin->policy);
+    /* objective auto's bytes estimate: the model's bodies held, MIN's regret on them */
+    int held = !tobj && vm->explain && vm->model_held && rin->policy < vm->npols &&
+               strcmp(fhr_policy_name(vm->pols[rin->policy]), "lookahead") == 0;
     double t_issue = vm_model_issue(vm);
     fhr_hold **holds = NULL;
     size_t nholds = 0;
@@ -563,7 +602,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         nholds = 0;
         fhr_requirement *settled = NULL;
         size_t nsettled = 0;
-        if (tobj) {
+        if (tobj || held) {
             vm_model_advance(vm, t_issue);
             if (!vm->explain) {
                 inflight_reap(vm);
@@ -591,13 +630,10 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             continue;
         }
         if (!fhr_decision_feasible(d)) {
-            if (tobj && vm->nmflight) {
+            if ((tobj || held) && vm->nmflight) {
                 /* the model's oldest body frees what it reads: wait for it and decide
                  * again (the first to end, as bodies run in issue order) */
-                double end = vm->mflight[0].end_s;
-                for (size_t i = 1; i < vm->nmflight; i++)
-                    if (vm->mflight[i].end_s < end)
-                        end = vm->mflight[i].end_s;
+                double end = model_oldest_end(vm);
                 t_issue = end > t_issue ? end : t_issue;
                 fhr_decision_destroy(d);
                 attempt--; /* not a retry: each model wait finishes a modelled body */
@@ -630,6 +666,12 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 attempt--; /* as above: the held copy's bodies are finished at `until` */
                 continue;
             }
+        } else if (held && vm->nmflight > 1 && model_regrets(vm, d, &q, position)) {
+            double end = model_oldest_end(vm);
+            fhr_decision_destroy(d);
+            t_issue = end > t_issue ? end : t_issue;
+            attempt--; /* a model wait: the oldest modelled body is finished then */
+            continue;
         } else if (!tobj && !vm->explain && vm->ninflight && attempt < 64 &&
                    strcmp(fhr_decision_policy(d), "lookahead") == 0 &&
                    regrets(vm, d, &q, position)) {

@@ -300,7 +300,10 @@ static void set_failure(rplan_vm *vm, rplan_vm_report *rep, fhr_status st, long 
 
 /* Objective auto: both objectives' modelled timelines by explain runs of the same program
  * and options on a model backend with the backend's devices; the objective becomes time
- * when it wins by more than RPLAN_AUTO_GAIN. A program the explain runs cannot model
+ * when it wins by more than RPLAN_AUTO_GAIN. The bytes estimate is not check's MIN
+ * timeline: its decisions see the model's bodies in flight as a run sees its real ones
+ * (model_held, request.c), so it gains what a real bytes run gains from evicting around
+ * its newest body. A program the explain runs cannot model
  * (an engine's generator, say) keeps bytes. Here, not in objective.c: it runs VMs. */
 static void objective_auto(rplan_vm *vm)
 {
@@ -322,7 +325,7 @@ static void objective_auto(rplan_vm *vm)
         rplan_vm_report *rep = NULL;
         if (fhr_backend_model_create(ndev > 0 ? ndev : 1, &mb, NULL) == FHR_OK &&
             rplan_vm_create(vm->p, mb, &o, &ev, NULL) == FHR_OK &&
-            rplan_vm_run(ev, &rep, NULL) == FHR_OK && rep && rep->ok)
+            (ev->model_held = !k, rplan_vm_run(ev, &rep, NULL) == FHR_OK) && rep && rep->ok)
             t[k] = rep->timeline_s;
         rplan_vm_report_free(rep);
         rplan_vm_destroy(ev);
