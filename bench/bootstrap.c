@@ -57,7 +57,7 @@ typedef struct result {
     int ok;
     double time_s, body_s, pinned_gbps, model_body_s;
     double timeline_s, timeline_idle_s; /* objective time: the modelled timeline */
-    double link_busy_s, link_idle_s, link_ready_s; /* the report's link figures */
+    double link_busy_s, link_idle_s, link_ready_s; /* the report's link figures (inspect) */
     double link_gbps;                   /* bytes onto the device / link_busy_s */
     double idle_max_s, idle_sum_s;      /* --trace: the link's longest idle stretch and all of
                                            them, from its first transfer to its last */
@@ -205,10 +205,12 @@ static int inspect(void *ctx, const rplan_program *p, const rplan_vm_report *rep
     /* the same yardsticks at the rate the run's own transfers ran at while the link was
      * busy: the start-of-run measurement can catch the link in a slower or faster moment */
     uint64_t onto = rep->total.bytes[FHR_DIR_H2D] + rep->total.load_h2d_bytes;
+    c->r->link_busy_s = rep->link_busy_s;
+    c->r->link_idle_s = rep->link_idle_s;
+    c->r->link_ready_s = rep->link_ready_idle_s;
     c->r->link_gbps = rep->link_busy_s > 0 ? (double)onto / rep->link_busy_s / 1e9 : 0;
     if (c->yard && !rep->explain && rep->link_busy_s > 0 && onto)
-        c->r->has_yl = yardsticks(p, rep, c->budget, c->scale,
-                                  (double)onto / rep->link_busy_s / 1e9, &c->r->yl) == 0;
+        c->r->has_yl = yardsticks(p, rep, c->budget, c->scale, c->r->link_gbps, &c->r->yl) == 0;
     return 0;
 }
 
@@ -249,9 +251,6 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
     r->moved = f.pcie;
     r->timeline_s = f.timeline_s;
     r->timeline_idle_s = f.timeline_idle_s;
-    r->link_busy_s = f.link_busy_s;
-    r->link_idle_s = f.link_idle_s;
-    r->link_ready_s = f.link_ready_idle_s;
     r->objective = f.objective;
     return rc;
 }

@@ -43,9 +43,6 @@ static void figures(const rplan_vm_report *rep, bench_figures *f)
     f->pinned_gbps = rep->pinned_gbps;
     f->timeline_s = rep->timeline_s;
     f->timeline_idle_s = rep->timeline_idle_s;
-    f->link_busy_s = rep->link_busy_s;
-    f->link_idle_s = rep->link_idle_s;
-    f->link_ready_idle_s = rep->link_ready_idle_s;
     f->objective = rep->objective;
     f->pcie = t->bytes[FHR_DIR_H2D] + t->bytes[FHR_DIR_D2H] + t->load_h2d_bytes;
     f->regen = t->regen_bytes;

@@ -26,7 +26,6 @@ typedef struct bench_figures {
     double time_s, body_s, model_body_s, pinned_gbps;
     double timeline_s, timeline_idle_s; /* the modelled timeline (objective time) */
     int objective;                      /* the objective the run took (auto: its choice) */
-    double link_busy_s, link_idle_s, link_ready_idle_s; /* the report's link figures */
     uint64_t pcie;                      /* h2d + d2h + loads onto a device */
     uint64_t regen, checks, seeded_checks, failures;
 } bench_figures;

@@ -331,10 +331,13 @@ static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
  * which keeps the lookahead policy at Belady's MIN. The newest body is exempt: waiting
  * for it would put every transfer behind the body before it (no overlap at all);
  * evicting around it is what double buffering costs, a few loads in all
- * (bench/README.md). */
+ * (bench/README.md). model: the same judgement over the model's bodies in flight
+ * (objective auto's bytes estimate, model_held), counting only copies read where the
+ * eviction frees its bytes. */
 static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
-                   uint64_t position)
+                   uint64_t position, int model)
 {
+    size_t n = model ? vm->nmflight : vm->ninflight;
     size_t ne = fhr_decision_nevictions(d);
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
@@ -342,41 +345,19 @@ static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
         if (nv == UINT64_MAX)
             continue; /* never needed again: nothing better to wait for */
-        for (size_t i = 0; i + 1 < vm->ninflight; i++)
-            for (size_t k = 0; k < vm->inflight[i].nh; k++) {
-                fhr_handle h = vm->inflight[i].hs[k];
+        for (size_t i = 0; i + 1 < n; i++) {
+            const fhr_handle *hs = model ? vm->mflight[i].hs : vm->inflight[i].hs;
+            const fhr_location *ats = model ? vm->mflight[i].at : vm->inflight[i].at;
+            size_t nh = model ? vm->mflight[i].nh : vm->inflight[i].nh;
+            for (size_t k = 0; k < nh; k++) {
                 int needed = 0;
                 for (size_t j = 0; j < q->nrq && !needed; j++)
-                    needed = fhr_handle_equal(q->rq[j].handle, h);
-                if (!needed && next_use(vm, h, at, position) > nv)
+                    needed = fhr_handle_equal(q->rq[j].handle, hs[k]);
+                if (!needed && (!model || fhr_loc_equal(ats[k], at)) &&
+                    next_use(vm, hs[k], at, position) > nv)
                     return 1;
             }
-    }
-    return 0;
-}
-
-/* Objective auto's bytes estimate (model_held): regrets() over the model's bodies in
- * flight, the newest exempt, as a run judges its real ones. */
-static int model_regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
-                         uint64_t position)
-{
-    size_t ne = fhr_decision_nevictions(d);
-    for (size_t e = 0; e < ne; e++) {
-        const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = evicted_from(ev);
-        uint64_t nv = next_use(vm, ev->action.handle, at, position);
-        if (nv == UINT64_MAX)
-            continue;
-        for (size_t i = 0; i + 1 < vm->nmflight; i++)
-            for (size_t k = 0; k < vm->mflight[i].nh; k++) {
-                fhr_handle h = vm->mflight[i].hs[k];
-                int needed = 0;
-                for (size_t j = 0; j < q->nrq && !needed; j++)
-                    needed = fhr_handle_equal(q->rq[j].handle, h);
-                if (!needed && fhr_loc_equal(vm->mflight[i].at[k], at) &&
-                    next_use(vm, h, at, position) > nv)
-                    return 1;
-            }
+        }
     }
     return 0;
 }
@@ -666,7 +647,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 attempt--; /* as above: the held copy's bodies are finished at `until` */
                 continue;
             }
-        } else if (held && vm->nmflight > 1 && model_regrets(vm, d, &q, position)) {
+        } else if (held && vm->nmflight > 1 && regrets(vm, d, &q, position, 1)) {
             double end = model_oldest_end(vm);
             fhr_decision_destroy(d);
             t_issue = end > t_issue ? end : t_issue;
@@ -674,7 +655,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             continue;
         } else if (!tobj && !vm->explain && vm->ninflight && attempt < 64 &&
                    strcmp(fhr_decision_policy(d), "lookahead") == 0 &&
-                   regrets(vm, d, &q, position)) {
+                   regrets(vm, d, &q, position, 0)) {
             fhr_decision_destroy(d);
             inflight_wait_oldest(vm, RPLAN_WAIT_REGRET);
             continue;

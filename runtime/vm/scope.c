@@ -40,22 +40,23 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
      * pay). The window's room is free once the bodies the request waited behind end. */
     st = FHR_OK;
     for (size_t i = 0; i < nxs && !vm->explain && st == FHR_OK; i++) {
+        int sl = fhr_loc_slot(xs[i].loc);
+        if (!vm->o.trace && !(xs[i].loc.kind == FHR_LOC_CUDA && sl >= 0 && vm->tref[sl]))
+            continue; /* no timing reference and no trace: no window */
         char nm[96];
         snprintf(nm, sizeof nm, "%.80s: transfers", fhr_plan_name(plan));
         if (!(mk[i] = vm_new_mark(vm, 1, vm->b->ops->stream_id(vm->b, xs[i].stream), nm))) {
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
             break;
         }
-        mk[i]->slot = fhr_loc_slot(xs[i].loc);
+        mk[i]->slot = sl;
         mk[i]->after = request ? vm->ready_after : 0;
         st = window_fail(plan, request, xs[i].loc, "begin",
                          vm_mark_timed(vm, mk[i], xs[i].loc, xs[i].stream, &timed[i], err), err);
-        if (st == FHR_OK && !timed[i] && vm->o.trace)
+        if (st == FHR_OK && !timed[i])
             st = window_fail(plan, request, xs[i].loc, "begin",
                              vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_begin, mk[i], err),
                              err);
-        if (st == FHR_OK && !timed[i] && !vm->o.trace)
-            mk[i]->kind = 2; /* untimed: neither in the link's figures nor the trace */
     }
     if (st) {
         fhr_scope_destroy(sc);
@@ -67,7 +68,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     fhr_error werr;
     fhr_error_init(&werr);
     for (size_t i = 0; i < nxs && !vm->explain && st == FHR_OK && wst == FHR_OK; i++)
-        if (mk[i] && mk[i]->kind == 1)
+        if (mk[i])
             wst = window_fail(plan, request, xs[i].loc, "end",
                               timed[i] ? vm->b->ops->event_record(vm->b, mk[i]->ev1, xs[i].stream,
                                                                   &werr)

@@ -461,7 +461,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     /* body times from the markers (streams are synchronised) */
     for (size_t i = 0; i < vm->nmarks; i++) {
         vm_mark *mk = vm->marks[i];
-        if (!mk->t1 || mk->t1 < mk->t0 || mk->kind > 1)
+        if (!mk->t1 || mk->t1 < mk->t0)
             continue;
         if (mk->kind == 0) {
             double dt = (double)(mk->t1 - mk->t0) / 1e9;
