@@ -3,6 +3,7 @@
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -147,7 +148,7 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
                 if ((st = vm->b->ops->event_record(vm->b, ev, s, &e2)) == FHR_OK &&
                     (st = vm->b->ops->event_sync(vm->b, ev, &e2)) == FHR_OK) {
                     vm->tref[sl] = ev;
-                    vm->tref_ns[sl] = vm_now_ns();
+                    vm->tref_ns[sl] = vm_now_ns(vm);
                 } else {
                     char lb[16];
                     vm->b->ops->event_destroy(vm->b, ev);
@@ -271,6 +272,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             fhr_error ke;
             fhr_error_init(&ke);
             st = fn(kctx, &c, &ke);
+            if (st == FHR_OK && vm_virtual(vm)) /* simulated time: the kernel model's duration */
+                st = vm->b->ops->advance(vm->b, s, (uint64_t)llround(model * 1e9), &ke);
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);

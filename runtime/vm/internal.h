@@ -42,6 +42,7 @@ typedef struct vm_mark {
     int slot;              /* the device location whose reference times them */
     size_t after;          /* a transfer window: 1 + the index of the body mark whose end
                               frees its room (link.c); 0: its room was free when decided */
+    fhr_backend *b;        /* whose clock its host functions read */
 } vm_mark;
 
 /* A host-side trace slice (scopes, submitted transitions). */
@@ -186,7 +187,8 @@ struct rplan_vm {
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
  * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run. */
-uint64_t vm_now_ns(void);
+uint64_t vm_now_ns(const rplan_vm *vm);
+int vm_virtual(const rplan_vm *vm); /* 1: the backend runs on a virtual clock */
 fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err);
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);

@@ -31,7 +31,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         return st;
     if (has_version)
         fhr_scope_expect_version(sc, version);
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     vm_mark *mk[FHR_LOC_SLOTS] = {0};
     int timed[FHR_LOC_SLOTS] = {0};
     /* Transfer windows (link.c): two timed events on each device's transfer stream, or,
@@ -111,7 +111,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         vm_account_report(vm, rep, request);
     else if (kept && kept->partial_report)
         vm_account_report(vm, kept->partial_report, request);
-    vm_add_slice(vm, t0, vm_now_ns(), 0, request ? "request" : "plan", fhr_plan_name(plan));
+    vm_add_slice(vm, t0, vm_now_ns(vm), 0, request ? "request" : "plan", fhr_plan_name(plan));
     if (bst) {
         if (err) {
             fhr_error_clear(err);

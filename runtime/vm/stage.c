@@ -93,7 +93,7 @@ void vm_sample_peaks(rplan_vm *vm)
         FOR_OPEN_RECORDS(vm, r)
         peak_update(r, l->loc, v, l->has_budget, l->budget_bytes);
         if (vm->o.trace)
-            vm_add_sample(vm, vm_now_ns(), l->loc, v, l->has_budget, l->budget_bytes);
+            vm_add_sample(vm, vm_now_ns(vm), l->loc, v, l->has_budget, l->budget_bytes);
     }
     fhr_snapshot_free(s);
 }
@@ -214,7 +214,7 @@ fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top)
      * transfers start; a stage's time runs from here to its last marker. */
     int rec = (int)vm->nstages++;
     vm->stack[vm->depth] = rec;
-    vm->stack_t0[vm->depth] = vm_now_ns();
+    vm->stack_t0[vm->depth] = vm_now_ns(vm);
     vm->stage_t0[rec] = vm->stage_t1[rec] = vm->stack_t0[vm->depth];
     vm->stack_checks0[vm->depth] = vm->checks_total;
     tally_counters(vm, rec, -1);
@@ -232,7 +232,7 @@ void vm_stage_close(rplan_vm *vm)
     vm->depth--;
     int rec = vm->stack[vm->depth];
     rplan_stage_report *r = &vm->stages[rec];
-    uint64_t t1 = vm_now_ns();
+    uint64_t t1 = vm_now_ns(vm);
     if (t1 > vm->stage_t1[rec])
         vm->stage_t1[rec] = t1;
     r->checks = vm->checks_total - vm->stack_checks0[vm->depth];

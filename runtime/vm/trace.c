@@ -37,7 +37,7 @@ void vm_host_waited(rplan_vm *vm, int why, uint64_t t0)
     static const char *const names[RPLAN_WAITS] = {
         "wait: prefetch bound", "wait: MIN's victim in flight", "wait: room held by bodies",
         "wait: a settled copy evicted"};
-    uint64_t t1 = vm_now_ns();
+    uint64_t t1 = vm_now_ns(vm);
     if (why < 0 || why >= RPLAN_WAITS)
         return;
     vm->waits[why]++;
@@ -74,6 +74,7 @@ vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name)
     if (!mk)
         return NULL;
     mk->kind = kind;
+    mk->b = vm->b;
     mk->tid = tid;
     snprintf(mk->name, sizeof mk->name, "%s", name);
     mk->nstages = vm->depth;
@@ -133,8 +134,10 @@ void vm_marks_time(rplan_vm *vm)
     }
 }
 
-void vm_mark_begin(void *arg) { ((vm_mark *)arg)->t0 = vm_now_ns(); }
-void vm_mark_end(void *arg) { ((vm_mark *)arg)->t1 = vm_now_ns(); }
+/* Host functions on the mark's stream: the backend's clock there (simulated time at the
+ * point of the stream they run at, on a virtual clock). */
+void vm_mark_begin(void *arg) { ((vm_mark *)arg)->t0 = fhr_backend_clock_ns(((vm_mark *)arg)->b, NULL); }
+void vm_mark_end(void *arg) { ((vm_mark *)arg)->t1 = fhr_backend_clock_ns(((vm_mark *)arg)->b, NULL); }
 
 char *rplan_vm_trace_json(const rplan_vm *vm)
 {

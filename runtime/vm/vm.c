@@ -216,7 +216,7 @@ static fhr_status exec_action(rplan_vm *vm, size_t pc, fhr_error *err)
     size_t nxs = xfer_map(vm, &a, 1, xs);
     fhr_report *rep = NULL;
     wait_consumers(vm, &a, 1);
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     fhr_status st = fhr_execute_actions(vm->m, &a, 1, xs, nxs, &rep, err);
     if (rep) {
         vm_account_report(vm, rep, 0);
@@ -226,7 +226,7 @@ static fhr_status exec_action(rplan_vm *vm, size_t pc, fhr_error *err)
     }
     char nm[96];
     snprintf(nm, sizeof nm, "%s %.60s", vm->ins[pc].opname, vm->vinfo[vm->ins[pc].value].name);
-    vm_add_slice(vm, t0, vm_now_ns(), 0, "action", nm);
+    vm_add_slice(vm, t0, vm_now_ns(vm), 0, "action", nm);
     vm_sample_peaks(vm);
     return st;
 }
@@ -271,7 +271,7 @@ static void progress(rplan_vm *vm, const char *scope)
         return;
     rplan_vm_progress pr = {vm->depth ? vm->stages[vm->stack[vm->depth - 1]].name : "", scope,
                             vm->scopes_done, vm->scopes_total, vm->bytes_moved,
-                            (double)(vm_now_ns() - vm->t_begin) / 1e9};
+                            (double)(vm_now_ns(vm) - vm->t_begin) / 1e9};
     vm->o.progress(vm->o.progress_ctx, &pr);
 }
 
@@ -394,7 +394,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
             }
             vm_sync_all(vm, NULL);
         }
-        vm->t_begin = vm_now_ns();
+        vm->t_begin = vm_now_ns(vm);
     }
     for (size_t pc = 0; pc < vm->ninstr && st == FHR_OK; pc++) {
         const rplan_instr *in = &vm->ins[pc];
@@ -472,7 +472,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
         vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
-    vm->total.time_s = vm->t_begin ? (double)(vm_now_ns() - vm->t_begin) / 1e9 : 0;
+    vm->total.time_s = vm->t_begin ? (double)(vm_now_ns(vm) - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
         vm->total.check_failures = vm_read_failures(vm);
