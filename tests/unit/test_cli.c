@@ -13,8 +13,8 @@
 
 #include "tests/unit/tmpdir.h"
 
-#ifndef FHEPLAN_CLI
-#define FHEPLAN_CLI "build/fheplan"
+#ifndef FHEPLAN_CLI /* the CLI of the build this test belongs to (the Makefile) */
+#error "FHEPLAN_CLI is not defined: build the tests with make"
 #endif
 
 typedef struct result {
