@@ -81,6 +81,9 @@ int parse_world_size(cli *c, const char *arg);
 
 /* ---- a plan file (cli/input.c) -------------------------------------------------- */
 
+/* Frees the copy of standard input that every load of "-" shares (main, at the end). */
+void input_stdin_release(void);
+
 typedef struct input {
     const char *path;
     char *text;      /* the source text (for carets), or NULL */

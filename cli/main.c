@@ -204,6 +204,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
              : is_fmt                     ? cmd_fmt(&c)
                                           : cmd_disasm(&c);
     }
+    input_stdin_release();
     free(c.files);
     return rc;
 }

@@ -138,7 +138,7 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             }
             "\n" | "\r\n" | "\r" { lx->line++; lx->line_start = lx->cur; continue; }
             [ \t]+ { continue; }
-            "#" [^\n\x00]* {
+            "#" [^\n\r\x00]* {
                 if (lx->keep_comments) {
                     tk = T_COMMENT;
                     goto done;

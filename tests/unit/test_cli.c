@@ -555,3 +555,21 @@ Test(cli, names_with_control_bytes_or_bad_utf8_never_reach_json_or_the_terminal_
     cr_assert_null(strchr(r.err, '\xff'));
     result_free(&r);
 }
+
+/* check --world-size N - reads standard input once and compiles the same text on every
+ * rank (rank 2 of 3 refuses here, so an empty text on ranks 1 and 2 would pass). */
+Test(cli, world_size_check_of_standard_input_compiles_it_on_every_rank)
+{
+    const char *p = tmp_path("ranks.rplan");
+    write_file(p, "rplan 1\nconst R = 2 / (2 - rank)\nvalue x = 1 KiB at host\n");
+    result r = run_cli(NULL, "check --world-size 3 - <%s", p);
+    cr_assert_eq(r.rc, 1, "rc %d\n%s%s", r.rc, r.out, r.err);
+    cr_assert(strstr(r.err, "rejected on rank 2 of 3"), "%s", r.err);
+    cr_assert(strstr(r.out, "rank 1 of 3"), "%s", r.out);
+    result_free(&r);
+    write_file(p, "rplan 1\nvalue x[world_size] = 1 KiB at host\n");
+    r = run_cli(NULL, "check --world-size 3 --json - <%s", p);
+    cr_assert_eq(r.rc, 0, "rc %d\n%s%s", r.rc, r.out, r.err);
+    result_free(&r);
+    unlink(p);
+}
