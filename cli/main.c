@@ -127,13 +127,11 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                     !strcmp(a, "--gen-gbps") || !strcmp(a, "--peer-gbps")) &&
                    (is_check || is_run)) {
             NEED_ARG();
+            double v = 0;
+            if (!rc)
+                rc = parse_rate_option(a, argv[++i], &v);
             if (!rc) {
-                double v = 0;
-                if (parse_gbps(argv[++i], &v) != 0) {
-                    fprintf(stderr, "fheplan: bad %s '%s' (want a positive number of GB/s, "
-                            "at most 1e9)\n", a, argv[i]);
-                    rc = usage(NULL, NULL);
-                } else if (!strcmp(a, "--pinned-gbps"))
+                if (!strcmp(a, "--pinned-gbps"))
                     c.pinned_gbps = v;
                 else if (!strcmp(a, "--peer-gbps"))
                     c.peer_gbps = v;
@@ -184,6 +182,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = check_output(&c, c.out, "-o");
         else if (is_run && c.trace)
             rc = check_output(&c, c.trace, "--trace");
+        if (!rc && (is_check || is_run))
+            rc = check_environment();
         if (!rc && is_run && c.timeline)
             rc = check_output(&c, c.timeline, "--timeline");
         for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
