@@ -80,7 +80,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 rc = parse_world_size(&c, argv[++i]);
         } else if (!strncmp(a, "--world-size=", 13) && is_check) {
             rc = parse_world_size(&c, a + 13);
-        } else if (!strcmp(a, "--quiet") && is_run) {
+        } else if (!strcmp(a, "--quiet") && (is_run || is_check)) {
             c.quiet = 1;
         } else if (!strcmp(a, "--no-source") && is_disasm) {
             c.no_source = 1;
@@ -173,6 +173,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = usage("%s takes one FILE", cmd);
         else if (c.sarif && (c.json || c.world_size > 1 || w->mpi))
             rc = usage("check --sarif takes neither --json nor --world-size%s", "");
+        else if (is_check && c.quiet && (c.json || c.sarif))
+            rc = usage("check --quiet takes neither --json nor --sarif%s", "");
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
         else if (c.device && check_device(c.device) != 0)
@@ -190,6 +192,10 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
                 rc = usage("%s reads standard input ('-') only once", cmd);
     }
+    /* check --quiet: the exit status only (usage errors above still say what is wrong) */
+    if (!rc && is_check && c.quiet &&
+        (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)))
+        rc = EX_SOFTWARE_;
     if (!rc && w->mpi && is_run) {
         rc = world_run(&c, w);
     } else if (!rc && w->mpi && w->rank != 0) {

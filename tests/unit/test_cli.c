@@ -631,3 +631,35 @@ Test(cli, device_auto_says_why_it_runs_on_the_emulated_device)
     cr_assert(strstr(r.err, "running on the emulated device"), "%s", r.err);
     result_free(&r);
 }
+
+/* check --quiet: the exit status only; every subcommand's --help names every option it
+ * takes (--gen-gbps among them). */
+Test(cli, check_quiet_prints_nothing_and_help_names_every_rate)
+{
+    result r = run_cli(NULL, "check --quiet plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_str_empty(r.out);
+    cr_assert_str_empty(r.err);
+    result_free(&r);
+    const char *p = tmp_path("quiet.rplan");
+    write_file(p, "rplan 1\nvalue x = 1 KiB at nowhere\n");
+    r = run_cli(NULL, "check --quiet %s", p);
+    cr_assert_eq(r.rc, 1);
+    cr_assert_str_empty(r.out);
+    cr_assert_str_empty(r.err);
+    result_free(&r);
+    unlink(p);
+    r = run_cli(NULL, "check --quiet --json plans/design-example.rplan");
+    cr_assert_eq(r.rc, 64, "%s", r.err);
+    result_free(&r);
+    static const char *const cmds[] = {"check", "run"};
+    static const char *const opts[] = {"--pinned-gbps", "--peer-gbps", "--device-gbps",
+                                       "--gen-gbps", "--quiet", "--budget", "--objective"};
+    for (size_t i = 0; i < 2; i++) {
+        r = run_cli(NULL, "%s --help", cmds[i]);
+        cr_assert_eq(r.rc, 0);
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+            cr_assert(strstr(r.out, opts[k]), "%s --help lacks %s:\n%s", cmds[i], opts[k], r.out);
+        result_free(&r);
+    }
+}
