@@ -80,7 +80,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 rc = parse_world_size(&c, argv[++i]);
         } else if (!strncmp(a, "--world-size=", 13) && is_check) {
             rc = parse_world_size(&c, a + 13);
-        } else if (!strcmp(a, "--quiet") && is_run) {
+        } else if (!strcmp(a, "--quiet") && (is_run || is_check)) {
             c.quiet = 1;
         } else if (!strcmp(a, "--no-source") && is_disasm) {
             c.no_source = 1;
@@ -127,13 +127,11 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                     !strcmp(a, "--gen-gbps") || !strcmp(a, "--peer-gbps")) &&
                    (is_check || is_run)) {
             NEED_ARG();
+            double v = 0;
+            if (!rc)
+                rc = parse_rate_option(a, argv[++i], &v);
             if (!rc) {
-                double v = 0;
-                if (parse_gbps(argv[++i], &v) != 0) {
-                    fprintf(stderr, "fheplan: bad %s '%s' (want a positive number of GB/s, "
-                            "at most 1e9)\n", a, argv[i]);
-                    rc = usage(NULL, NULL);
-                } else if (!strcmp(a, "--pinned-gbps"))
+                if (!strcmp(a, "--pinned-gbps"))
                     c.pinned_gbps = v;
                 else if (!strcmp(a, "--peer-gbps"))
                     c.peer_gbps = v;
@@ -175,6 +173,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = usage("%s takes one FILE", cmd);
         else if (c.sarif && (c.json || c.world_size > 1 || w->mpi))
             rc = usage("check --sarif takes neither --json nor --world-size%s", "");
+        else if (is_check && c.quiet && (c.json || c.sarif))
+            rc = usage("check --quiet takes neither --json nor --sarif%s", "");
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
         else if (c.device && check_device(c.device) != 0)
@@ -184,12 +184,18 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = check_output(&c, c.out, "-o");
         else if (is_run && c.trace)
             rc = check_output(&c, c.trace, "--trace");
+        if (!rc && (is_check || is_run))
+            rc = check_environment();
         if (!rc && is_run && c.timeline)
             rc = check_output(&c, c.timeline, "--timeline");
         for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
             if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
                 rc = usage("%s reads standard input ('-') only once", cmd);
     }
+    /* check --quiet: the exit status only (usage errors above still say what is wrong) */
+    if (!rc && is_check && c.quiet &&
+        (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)))
+        rc = EX_SOFTWARE_;
     if (!rc && w->mpi && is_run) {
         rc = world_run(&c, w);
     } else if (!rc && w->mpi && w->rank != 0) {
@@ -204,6 +210,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
              : is_fmt                     ? cmd_fmt(&c)
                                           : cmd_disasm(&c);
     }
+    input_stdin_release();
     free(c.files);
     return rc;
 }

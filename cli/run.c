@@ -1,6 +1,7 @@
 /* cli/run.c — `fheplan run`: one plan on a CUDA or emulated device (automatic --scale,
  * progress, --trace, --timeline, the report), and one MPI rank's part of a run over
  * several ranks. */
+#include "base/units.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -39,7 +40,7 @@ static uint64_t auto_scale(const rplan_program *p)
     uint64_t limit = (uint64_t)256 << 20, total = 0;
     const char *env = getenv("FHEPLAN_EMU_MEMORY");
     uint64_t v;
-    if (env && parse_size(env, &v) == 0 && v > 0)
+    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0) /* main checked it */
         limit = v;
     for (size_t i = 0; i < rplan_nvalues(p); i++) {
         rplan_value_info vi;
@@ -105,7 +106,24 @@ int cmd_run(cli *c)
     fhr_backend *b = NULL;
     fhr_error e;
     fhr_error_init(&e);
-    if (fhr_backend_open(spec, &b, &e) != FHR_OK) {
+#if FHEPLAN_HAVE_CUDA
+    /* auto in a CUDA build: say why it rehearses on the emulated device */
+    if (!strcmp(spec, "auto") && !c->quiet) {
+        if (fhr_backend_open("cuda", &b, &e) == FHR_OK && b->ops->device_count(b) < 1) {
+            snprintf(e.message, sizeof e.message, "cuda: no visible device");
+            fhr_backend_destroy(b);
+            b = NULL;
+        }
+        if (!b)
+            fprintf(stderr, "fheplan: note: --device auto: %s; running on the emulated device "
+                    "instead (--device emu chooses it, --device cuda requires a GPU)\n",
+                    e.message[0] ? e.message : "no usable CUDA device");
+        fhr_error_clear(&e);
+        fhr_error_init(&e);
+        spec = b ? spec : "emu:1";
+    }
+#endif
+    if (!b && fhr_backend_open(spec, &b, &e) != FHR_OK) {
         fprintf(stderr, "fheplan: cannot open device '%s': %s\n", spec, e.message);
         if (c->json) /* refused: one document that says so, as for a plan refused below */
             print_refused_json(c, spec, &e);

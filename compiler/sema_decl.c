@@ -27,11 +27,11 @@ void rp_sema_decl_budget(S *s, rp_node *n)
 
 void rp_sema_decl_const(S *s, rp_node *n)
 {
-    uint64_t v;
+    rp_int v;
     int k;
     s->defining = n->text;
     s->cause = NULL;
-    int ok = rp_sema_eval(s, n->a, &v, &k);
+    int ok = rp_sema_eval_signed(s, n->a, &v, &k);
     if (!ok && s->nbroken < (int)(sizeof s->broken / sizeof s->broken[0])) {
         s->broken[s->nbroken].name = n->text;
         s->broken[s->nbroken].cause = s->cause;
@@ -222,11 +222,16 @@ void rp_sema_decl_value(S *s, rp_node *n)
         ok = 0;
     int64_t priority = 0;
     if (prio) {
-        uint64_t pv;
-        if (!rp_sema_eval_kind(s, prio->a, K_INT, "a priority", &pv))
+        rp_int pv;
+        int pk;
+        if (!rp_sema_eval_signed(s, prio->a, &pv, &pk))
             ok = 0;
-        else if (pv > INT32_MAX) {
-            ERR(s, prio->a->loc, "priority must be from 0 to 2147483647");
+        else if (pk != K_INT) {
+            ERR(s, prio->a->loc, "a priority must be an integer, not a %s",
+                pk == K_SIZE ? "size" : "duration");
+            ok = 0;
+        } else if (pv > INT32_MAX || pv < INT32_MIN) {
+            ERR(s, prio->a->loc, "priority must be from -2147483648 to 2147483647");
             ok = 0;
         } else
             priority = (int64_t)pv;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/units.h"
 #include "compiler/lang.h"
 #include "parser.h"
 #include "runtime/program/program.h"
@@ -31,6 +32,10 @@ int rp_unit_find(const char *name)
 
 const char *rp_unit_suggest(const char *name)
 {
+    /* what the user most likely meant (GB: GiB, msec: ms) before the nearest spelling */
+    const char *g = fhr_unit_guess(name);
+    if (g && rp_unit_find(g) >= 0)
+        return g;
     const char *c[sizeof units / sizeof units[0]];
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         c[i] = units[i].name;
@@ -138,7 +143,7 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             }
             "\n" | "\r\n" | "\r" { lx->line++; lx->line_start = lx->cur; continue; }
             [ \t]+ { continue; }
-            "#" [^\n\x00]* {
+            "#" [^\n\r\x00]* {
                 if (lx->keep_comments) {
                     tk = T_COMMENT;
                     goto done;

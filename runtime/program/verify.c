@@ -127,8 +127,6 @@ static fhr_status check_tables(V *s)
             return fail(s, FHR_E_INVALID, -1, "value %u: bad file path", i);
         if (v->data == RPLAN_DATA_ZERO && v->arg != 0)
             return fail(s, FHR_E_INVALID, -1, "value %u: stray data argument", i);
-        if (v->prio < 0)
-            return fail(s, FHR_E_INVALID, -1, "value %u: negative priority", i);
         char sm[160];
         if (!rp_check_seeded(p, i, sm, sizeof sm))
             return fail(s, FHR_E_INVALID, -1, "%s", sm);
