@@ -183,6 +183,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->marks);
     free(vm->last_read);
     free(vm->slices);
+    free(vm->resid);
     free(vm->samples);
     free(vm->kerns);
     free(vm->holds);
