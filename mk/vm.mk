@@ -20,3 +20,4 @@ example-run: all
 $(BUILD)/obj/tests/unit/test_cli.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
 $(BUILD)/obj/tests/unit/test_lookahead_cli.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
 $(BUILD)/obj/tests/unit/test_cli_output.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+$(BUILD)/obj/tests/unit/test_figures.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'

@@ -86,7 +86,9 @@ void vm_link_resolve(rplan_vm *vm, rplan_vm_report *rep)
         return;
     vm_link_figures f = {0};
     uint64_t windows = 0;
-    double base = (double)vm->t_begin * 1e-9;
+    /* inside the run: before its start, or after now (a device clock read against the
+     * host's can run a little ahead), the figures count nothing */
+    double base = (double)vm->t_begin * 1e-9, now = (double)vm_now_ns() * 1e-9;
     for (int sl = 0; sl < FHR_LOC_SLOTS; sl++) {
         size_t n = 0;
         for (size_t i = 0; i < vm->nmarks; i++) {
@@ -97,9 +99,9 @@ void vm_link_resolve(rplan_vm *vm, rplan_vm_report *rep)
             if (mk->after && mk->after <= vm->nmarks && vm->marks[mk->after - 1]->t1)
                 ready = vm->marks[mk->after - 1]->t1;
             vm_link_win x = {(double)mk->t0 * 1e-9, (double)mk->t1 * 1e-9, (double)ready * 1e-9};
-            /* inside the run: the figures never count time before it began */
-            x.open = x.open > base ? x.open : base;
-            x.end = x.end > base ? x.end : base;
+            x.open = x.open > base ? (x.open < now ? x.open : now) : base;
+            x.end = x.end > base ? (x.end < now ? x.end : now) : base;
+            x.ready = x.ready < now ? x.ready : now;
             w[n++] = x;
             /* the trace shows the window from when its copies could begin */
             if (ready > mk->t0)
