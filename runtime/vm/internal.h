@@ -66,6 +66,7 @@ typedef struct vm_slice {
     uint64_t tid;
     const char *cat;
     char name[112];
+    uint64_t host_t0;      /* a stage: when the host opened it (its slice starts on a device) */
 } vm_slice;
 
 /* The bytes charged at one location at one moment (tracing only): used plus reserved,
@@ -209,6 +210,7 @@ struct rplan_vm {
     uint64_t resid_base[FHR_LOC_SLOTS];
     vm_resid *resid;
     size_t nresid, capresid;
+    uint64_t *resid_at;        /* per value: the location slots holding a copy */
 };
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;

@@ -45,7 +45,7 @@ static void vm_account_link(rplan_vm *vm, const fhr_transition *t)
     if (!vm->o.trace)
         return;
     size_t win = 0;
-    for (size_t i = 0; i < vm->ncur_win && !win; i++)
+    for (size_t i = 0; vm->cur_win && i < vm->ncur_win && !win; i++)
         if (vm->cur_win[i] && vm->cur_win[i]->tid == t->stream_id)
             win = i + 1;
     vm_mark *w = win ? vm->cur_win[win - 1] : NULL;
@@ -69,21 +69,31 @@ static void vm_account_link(rplan_vm *vm, const fhr_transition *t)
         if (v >= 0 && !seen && w->nv < 16)
             w->v[w->nv++] = (uint32_t)v;
     }
-    switch (t->kind) {
-    case FHR_ACT_ENSURE:
-        if (copies)
-            resid_add(vm, t, t->to, 1, wi, charge);
-        break;
-    case FHR_ACT_MOVE:
-        if (copies)
-            resid_add(vm, t, t->to, 1, wi, charge);
-        if (t->has_from && !fhr_loc_equal(t->from, t->to))
-            resid_add(vm, t, t->from, 0, wi, charge);
-        break;
-    case FHR_ACT_DROP:
-    case FHR_ACT_DISCARD:
-        resid_add(vm, t, t->to, 0, 0, charge);
-        break;
+    if (v < 0)
+        return;
+    /* where each value has a copy: adopted values start at their initial location */
+    if (!vm->resid_at && (vm->resid_at = calloc(vm->nvals, sizeof *vm->resid_at)))
+        for (size_t i = 0; i < vm->nvals; i++)
+            if (vm->vinfo[i].has_initial && slot_of(vm->vinfo[i].initial) >= 0)
+                vm->resid_at[i] = 1ull << slot_of(vm->vinfo[i].initial);
+    if (!vm->resid_at)
+        return;
+    uint64_t *at = &vm->resid_at[v];
+    if (t->kind == FHR_ACT_DISCARD) { /* every copy goes */
+        for (int sl = 0; sl < FHR_LOC_SLOTS; sl++)
+            if (*at & (1ull << sl))
+                resid_add(vm, t, fhr_loc_from_slot(sl), 0, 0, charge);
+        *at = 0;
+        return;
+    }
+    if (t->has_from && from >= 0 && t->kind != FHR_ACT_ENSURE && (*at & (1ull << from)) &&
+        (t->kind == FHR_ACT_DROP || from != to)) {
+        resid_add(vm, t, t->from, 0, t->kind == FHR_ACT_MOVE ? wi : 0, charge);
+        *at &= ~(1ull << from);
+    }
+    if (copies && to >= 0 && t->kind != FHR_ACT_DROP && !(*at & (1ull << to))) {
+        resid_add(vm, t, t->to, 1, wi, charge);
+        *at |= 1ull << to;
     }
 }
 
@@ -342,11 +352,28 @@ void vm_stage_resolve(rplan_vm *vm)
         if ((size_t)t->stage < vm->nstages)
             vm->stages[t->stage].check_failures += (uint64_t)((int64_t)t->sign * (int64_t)t->slot[0]);
     }
+    /* the trace's stage slices begin with the stage's first work on a device (the host
+     * opens a stage ahead of it) and keep the host's opening in their args */
+    uint64_t *d0 = vm->o.trace ? calloc(vm->nstages ? vm->nstages : 1, sizeof *d0) : NULL;
+    for (size_t i = 0; d0 && i < vm->nmarks; i++) {
+        const vm_mark *mk = vm->marks[i];
+        if (!mk->t1 || mk->t1 < mk->t0)
+            continue;
+        for (size_t k = 0; k < mk->nstages; k++) {
+            int rec = mk->stages[k];
+            if ((size_t)rec < vm->nstages && (!d0[rec] || mk->t0 < d0[rec]))
+                d0[rec] = mk->t0;
+        }
+    }
     for (size_t rec = 0; rec < vm->nstages; rec++) {
         rplan_stage_report *r = &vm->stages[rec];
         r->time_s = (double)(vm->stage_t1[rec] - vm->stage_t0[rec]) / 1e9;
-        vm_add_slice(vm, vm->stage_t0[rec], vm->stage_t1[rec], 0, "stage", r->name);
+        uint64_t t0 = d0 && d0[rec] ? d0[rec] : vm->stage_t0[rec];
+        if (vm_add_slice(vm, t0, vm->stage_t1[rec], 0, "stage", r->name) == FHR_OK &&
+            vm->nslices && vm->o.trace)
+            vm->slices[vm->nslices - 1].host_t0 = vm->stage_t0[rec];
     }
+    free(d0);
 }
 
 /* Work outside any stage is reported under "(top level)". */

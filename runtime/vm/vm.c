@@ -470,7 +470,6 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
                     vm->stages[mk->stages[k]].body_s += dt;
             vm->total.body_s += dt;
         }
-        vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
     vm->total.time_s = vm->t_begin ? (double)(vm_now_ns() - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
