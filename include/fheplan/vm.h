@@ -200,6 +200,23 @@ typedef struct rplan_stage_report {
     uint64_t regen_checks;           /* of the checks: seeded values (both halves) */
 } rplan_stage_report;
 
+/* One device's figures in a run (or pinned or host where bodies ran there). */
+typedef struct rplan_device_figures {
+    fhr_location loc;
+    uint64_t bodies;
+    double compute_s;           /* its bodies' measured time, overlapping bodies counted once */
+    uint64_t regen_bytes;       /* generated on it */
+    double regen_s;             /* regen_bytes / gen_gbps */
+    uint64_t pcie_bytes;        /* over its PCIe link: copies onto it and back, loads onto it */
+    uint64_t peer_bytes;        /* copied onto it from another device */
+    double pcie_s, peer_s;      /* pcie_bytes / pinned_gbps, peer_bytes / peer_gbps */
+    double link_s;              /* max(pcie_s, peer_s), or link_busy_s where the link carried
+                                   its bytes in less time than that (faster than rated) */
+    uint64_t link_windows;      /* its transfer stream: the windows timed, busy and idle time */
+    double link_busy_s, link_idle_s, link_ready_idle_s;
+    double bound_s;             /* max(compute_s + regen_s, link_s) */
+} rplan_device_figures;
+
 typedef struct rplan_vm_report {
     int ok;
     int explain;
@@ -210,7 +227,7 @@ typedef struct rplan_vm_report {
     rplan_stage_report total;
     double pinned_gbps;         /* measured or configured */
     double transfer_s;          /* max(PCIe bytes / pinned, peer bytes / peer bandwidth) */
-    double lower_bound_s;       /* max(total body time, transfer_s) */
+    double lower_bound_s;       /* the largest of devices[].bound_s */
     double ratio;               /* total time / lower bound (0 when undefined) */
     double predicted_s;         /* max(modelled body time + regen_s, transfer_s) */
     /* The requests' modelled timeline (rplan_vm_opts.objective; 0 without requests): its
@@ -221,7 +238,7 @@ typedef struct rplan_vm_report {
     int objective;              /* the objective the requests ran under (auto: the choice) */
     double auto_bytes_s, auto_time_s; /* objective auto: the two modelled timelines */
     /* The links onto devices (runs on a backend with timed events: cuda, emu; 0
-     * otherwise), summed over devices: the transfer windows timed, the time their
+     * otherwise), summed over devices (devices[] has them per link): the transfer windows timed, the time their
      * transfer streams were busy, idle between the first transfer and the last one's end,
      * and the part of that idle time during which a transfer the run made later already
      * had its room (its victims' readers had ended): a load that could have run. */
@@ -248,6 +265,11 @@ typedef struct rplan_vm_report {
      * that cannot be set up, a device whose warm-up fails): nothing ran, stages and totals are empty, and the JSON has
      * "refused": true and the error without them */
     int refused;
+    /* runs: the figures of every device that ran bodies or moved bytes, in location order;
+     * the lower bound is the largest of their bounds (each device computes and each link
+     * carries its bytes on its own, side by side with the others) */
+    size_t ndevices;
+    rplan_device_figures devices[RPLAN_MAX_PEAKS];
 } rplan_vm_report;
 
 /* Runs the whole program once. Returns FHR_OK and a report when every statement

@@ -256,6 +256,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         if (!mk)
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         else {
+            mk->slot = fhr_loc_slot(loc); /* its device (link.c's compute per device) */
+            for (size_t v = 0; v < r->nvals && mk->nv < 16; v++)
+                mk->v[mk->nv++] = r->vals[v]; /* the values it reads (the trace's args) */
             int timed = 0; /* device events, no host round trip on the stream */
             vm_link_read(vm, r, loc); /* the copies it reads are free when it ends */
             st = vm_mark_timed(vm, mk, loc, s, &timed, err);

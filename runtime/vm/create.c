@@ -183,6 +183,8 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->marks);
     free(vm->last_read);
     free(vm->slices);
+    free(vm->resid);
+    free(vm->resid_at);
     free(vm->samples);
     free(vm->kerns);
     free(vm->holds);

@@ -43,7 +43,23 @@ typedef struct vm_mark {
     size_t after;          /* a transfer window: 1 + the index of the body mark whose end
                               frees its room (link.c); 0: its room was free when decided */
     fhr_backend *b;        /* whose clock its host functions read */
+    /* tracing: a body's values (indices into the program's values); a window's values
+     * copied in and its bytes by link (PCIe to the device, peer, PCIe back) */
+    uint32_t nv, v[16];
+    uint64_t bytes_h2d, bytes_d2d, bytes_d2h;
 } vm_mark;
+
+/* Tracing: one change of the bytes present at a location (trace.c's residency counter).
+ * An arrival counts when its copy ends (its transfer window's end), a departure when the
+ * last body reading the copy ends, and never before the host decided it. */
+typedef struct vm_resid {
+    uint64_t t;            /* the host's decision (the action's end on the host) */
+    size_t win;            /* 1 + the transfer window that carried it; 0: none */
+    size_t after;          /* a departure: 1 + the last body mark reading the copy; 0: none */
+    int slot;
+    int arrive;
+    uint64_t bytes;
+} vm_resid;
 
 /* A host-side trace slice (scopes, submitted transitions). */
 typedef struct vm_slice {
@@ -51,6 +67,7 @@ typedef struct vm_slice {
     uint64_t tid;
     const char *cat;
     char name[112];
+    uint64_t host_t0;      /* a stage: when the host opened it (its slice starts on a device) */
 } vm_slice;
 
 /* The bytes charged at one location at one moment (tracing only): used plus reserved,
@@ -183,6 +200,18 @@ struct rplan_vm {
     size_t ready_after;
     uint64_t waits[RPLAN_WAITS];   /* host waits for bodies, by reason (RPLAN_WAIT_*) */
     uint64_t wait_ns[RPLAN_WAITS];
+    /* per location slot: bytes over its PCIe link (copies onto it and back, loads onto it),
+     * peer bytes copied onto it, bytes generated on it (link.c's per-device bound) */
+    uint64_t dev_pcie[FHR_LOC_SLOTS], dev_peer[FHR_LOC_SLOTS], dev_regen[FHR_LOC_SLOTS];
+    /* tracing: the transfer windows of the scope being accounted (scope.c), the bytes
+     * present per location when the first sample was taken, and every change after */
+    vm_mark **cur_win;
+    size_t ncur_win;
+    int resid_base_set;
+    uint64_t resid_base[FHR_LOC_SLOTS];
+    vm_resid *resid;
+    size_t nresid, capresid;
+    uint64_t *resid_at;        /* per value: the location slots holding a copy */
 };
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
@@ -212,6 +241,11 @@ void vm_link_read(rplan_vm *vm, const vm_run *r, fhr_location loc);
 size_t vm_link_last_read(const rplan_vm *vm, fhr_handle h, fhr_location loc);
 /* After vm_marks_time: each window's busy start, and the report's link figures. */
 void vm_link_resolve(rplan_vm *vm, rplan_vm_report *rep);
+/* Once total.time_s is known: the figures per device (compute, link) and the lower
+ * bound, the largest device's, with the ratio of the run to it. */
+void vm_figures_resolve(rplan_vm *vm, rplan_vm_report *rep);
+/* The index of the program value whose handle is h; -1: none. */
+long vm_value_index(const rplan_vm *vm, fhr_handle h);
 
 /* trace.c: host-side slices and stream markers (rplan_vm_trace_json is public). */
 fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,

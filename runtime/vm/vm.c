@@ -470,7 +470,6 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
                     vm->stages[mk->stages[k]].body_s += dt;
             vm->total.body_s += dt;
         }
-        vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
     vm->total.time_s = vm->t_begin ? (double)(vm_now_ns(vm) - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
@@ -494,13 +493,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->pcie_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
     rep->peer_s = (double)rep->peer_bytes / (rep->peer_gbps * 1e9);
     rep->transfer_s = rep->pcie_s > rep->peer_s ? rep->pcie_s : rep->peer_s;
-    rep->lower_bound_s = t->body_s > rep->transfer_s ? t->body_s : rep->transfer_s;
-    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
     rep->gen_gbps = vm_gen_rate(vm);
     rep->regen_s = (double)t->regen_bytes / (rep->gen_gbps * 1e9);
-    if (t->body_s + rep->regen_s > rep->lower_bound_s)
-        rep->lower_bound_s = t->body_s + rep->regen_s;
-    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
+    vm_figures_resolve(vm, rep); /* per device: the lower bound and the ratio */
     double busy = t->model_body_s + rep->regen_s;
     rep->predicted_s = busy > rep->transfer_s ? busy : rep->transfer_s;
     rep->timeline_s = vm->m_comp > vm->m_link ? vm->m_comp : vm->m_link;
