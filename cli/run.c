@@ -308,9 +308,12 @@ int cmd_run(cli *c)
         }
     } else if (ran) {
         printf("fheplan run %s on %s%s", c->files[0], rep->device,
-               scale > 1 ? " (sizes divided by " : "");
-        if (scale > 1)
-            printf("%llu)", (unsigned long long)scale);
+               rep->scale > 1 ? " (sizes divided by " : "");
+        if (rep->scale > 1)
+            printf("%llu)", (unsigned long long)rep->scale);
+        if (rep->scale != scale) /* exact scaling only (rplan_vm_opts.scale) */
+            printf(" (--scale %llu: the largest exact divisor of every size is %llu)",
+                   (unsigned long long)scale, (unsigned long long)rep->scale);
         printf("\n");
         for (size_t s = 0; s < rep->nstages; s++)
             print_stage(&rep->stages[s], 0, 0);

@@ -39,6 +39,10 @@ enum { RPLAN_WAIT_BOUND, RPLAN_WAIT_REGRET, RPLAN_WAIT_ROOM, RPLAN_WAIT_SETTLED,
 /* Objective auto takes time when it models this fraction faster than bytes (see below). */
 #define RPLAN_AUTO_GAIN 0.05
 
+/* The largest batch the built-in ckks.keyswitch kernel runs; a larger one fails the body
+ * in check and in a run alike (never a silent cap). */
+#define RPLAN_KEYSWITCH_MAX_BATCH 100000u
+
 typedef enum rplan_vm_objective {
     RPLAN_OBJECTIVE_BYTES = 0, /* Belady's MIN: the fewest bytes over the link */
     RPLAN_OBJECTIVE_TIME = 1,  /* the modelled makespan: trade bytes for link idle time */
@@ -47,8 +51,10 @@ typedef enum rplan_vm_objective {
 
 typedef struct rplan_vm_opts {
     rplan_vm_mode mode;
-    /* Divides every value size, reservation and budget by `scale` (0 or 1: none).
-     * Sizes round up to 8 bytes; budgets get 8 bytes of slack per value. */
+    /* Divides every value size, reservation and budget by `scale` (0 or 1: none),
+     * exactly: the VM uses the largest power of two dividing `scale` that leaves every
+     * one of them a whole number of 8-byte words (rplan_vm_report.scale says which), so
+     * a run makes check's decisions at every scale. */
     uint64_t scale;
     const fhr_budget *budget_override; /* replace or add budgets (after scaling) */
     size_t nbudget_override;

@@ -79,8 +79,8 @@ double vm_model_body(const rplan_vm *vm, const vm_run *r)
     if (gbps <= 0)
         gbps = env && atof(env) > 0 ? atof(env) : 3000.0;
     uint64_t bytes = 0, repeat = 1, ns = 0;
-    for (size_t v = 0; v < r->nvals; v++)
-        bytes += vm->vinfo[r->vals[v]].nbytes;
+    for (size_t v = 0; v < r->nvals; v++) /* at full size: scaling is exact (create.c) */
+        bytes += vm->vinfo[r->vals[v]].nbytes * vm->o.scale;
     for (size_t a = 0; a < r->nargs; a++) {
         if (r->args[a].kind == RPLAN_ARG_DURATION)
             ns += r->args[a].imm;
@@ -217,17 +217,25 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                     FOR_OPEN_RECORDS(vm, rec)
                     rec->regen_checks++;
         }
+        if (strcmp(r->in->str, "ckks.keyswitch") == 0)
+            for (size_t a = 0; a < r->nargs; a++)
+                if (r->args[a].kind == RPLAN_ARG_INT && r->args[a].imm > RPLAN_KEYSWITCH_MAX_BATCH) {
+                    char msg[160];
+                    snprintf(msg, sizeof msg, "batch %llu is above the kernel's limit of %u",
+                             (unsigned long long)r->args[a].imm, RPLAN_KEYSWITCH_MAX_BATCH);
+                    return body_fail(r, FHR_E_INVALID, err, msg);
+                }
         double model = vm_model_body(vm, r);
         FOR_OPEN_RECORDS(vm, rec)
         rec->model_body_s += model;
-        if (vm->explain)
-            continue;
+        /* check leases the values too, on the model backend: the same copies must be
+         * there (a run fails where check does) and the same copies are touched */
         fhr_location loc = at[k];
         fhr_stream *s;
         fhr_status st;
         if ((st = vm_compute_stream(vm, loc, &s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
-        if ((st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
+        if (!vm->explain && (st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
         fhr_handle hs[16];
         const rplan_value_info *infos[16];
@@ -249,6 +257,16 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             }
             for (size_t v = 0; v < r->nvals; v++)
                 vals[v] = fhr_lease_value(lease, hs[v]);
+        }
+        if (vm->explain) { /* nothing runs: the lease ends at once (as the body did) */
+            if (lease) {
+                st = fhr_lease_release(lease, err);
+                fhr_lease_destroy(lease);
+                fhr_reap(vm->m, NULL, NULL);
+                if (st)
+                    return body_fail_keep(r, st, err);
+            }
+            continue;
         }
         char nm[96], lb[16];
         snprintf(nm, sizeof nm, "%.70s @ %s", r->in->str, fhr_loc_format(loc, lb, sizeof lb));

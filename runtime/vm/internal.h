@@ -96,8 +96,8 @@ typedef struct vm_run {
 
 /* objective time: a request's bodies on the modelled timeline, with the copies they read */
 typedef struct vm_mflight {
-    fhr_handle hs[8];
-    fhr_location at[8];
+    fhr_handle *hs;    /* every copy the request requires (vm_reads_set: no limit) */
+    fhr_location *at;
     size_t nh;
     double end_s;
 } vm_mflight;
@@ -170,8 +170,8 @@ struct rplan_vm {
     /* bodies still in flight, oldest first: each request records one event */
     struct vm_inflight {
         fhr_event *ev;
-        fhr_handle hs[8];
-        fhr_location at[8]; /* where the bodies read them */
+        fhr_handle *hs;     /* every copy they read (vm_reads_set: no limit) */
+        fhr_location *at;   /* where the bodies read them */
         size_t nh;
         double model_s; /* the bodies' modelled time */
         double mend_s;  /* objective time: when the modelled timeline ends them */
@@ -191,9 +191,6 @@ struct rplan_vm {
     double m_idle;             /* longest idle stretch of the modelled link */
     int m_loaded;              /* the modelled link has carried a load */
     double auto_s[2];          /* objective auto: the bytes and time timelines modelled */
-    int model_held;            /* objective auto's bytes estimate (explain, objective bytes):
-                                  decisions see the model's bodies as a run sees its own
-                                  (request.c) */
     /* link.c: per (value, location slot), 1 + the index of the last body mark reading it;
      * the request being run: 1 + the latest body mark it waited for room behind */
     size_t *last_read;
@@ -215,13 +212,15 @@ struct rplan_vm {
 };
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
- * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run. */
+ * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run
+ * (the report's) and the declared rate (every decision's). */
 uint64_t vm_now_ns(const rplan_vm *vm);
 int vm_virtual(const rplan_vm *vm); /* 1: the backend runs on a virtual clock */
 fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err);
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
 double vm_pinned_bandwidth(rplan_vm *vm);
+double vm_profile_gbps(const rplan_vm *vm);
 
 /* link.c: the transfer streams' busy and idle time, from their timed transfer windows. */
 typedef struct vm_link_win {
@@ -320,6 +319,10 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
  * execution of REQUEST pc..END through the controller, and their teardown. */
 fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
+/* Records the end of bodies just issued at loc that read the copies rq (requests' and
+ * plans' alike): the run's decisions are made as if they had ended (request.c). */
+void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
+                      double model_s, double mend_s);
 void vm_requests_teardown(rplan_vm *vm);
 
 /* objective.c: the time objective's modelled timeline (see rplan_vm_opts.objective) */
@@ -335,5 +338,9 @@ fhr_status vm_model_commit(rplan_vm *vm, double t_issue, uint64_t bytes, double 
                            const fhr_requirement *rq, size_t nrq, int has_body, double *end,
                            fhr_error *err);
 void vm_model_free(rplan_vm *vm);
+/* The copies a body set reads, as owned arrays *hs and *at of n entries (0 on no memory:
+ * the caller fails); vm_reads_free frees them. */
+int vm_reads_set(fhr_handle **hs, fhr_location **at, const fhr_requirement *rq, size_t n);
+void vm_reads_free(fhr_handle *hs, fhr_location *at);
 
 #endif

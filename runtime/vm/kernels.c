@@ -469,7 +469,10 @@ static fhr_status keyswitch_kernel(void *ctx, const rplan_kernel_call *c, fhr_er
             else if (vkey == SIZE_MAX)
                 vkey = c->args[a].value;
         } else if (c->args[a].kind == RPLAN_ARG_INT && c->args[a].imm > 0) {
-            repeat = c->args[a].imm > 100000 ? 100000 : (uint32_t)c->args[a].imm;
+            if (c->args[a].imm > RPLAN_KEYSWITCH_MAX_BATCH) /* vm_run_body refuses it first */
+                return fhr_fail(err, FHR_E_INVALID, "ckks.keyswitch: batch %llu above %u",
+                                (unsigned long long)c->args[a].imm, RPLAN_KEYSWITCH_MAX_BATCH);
+            repeat = (uint32_t)c->args[a].imm;
         }
     }
     if (vct == SIZE_MAX || vkey == SIZE_MAX)

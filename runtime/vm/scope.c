@@ -88,7 +88,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     /* bodies not placed by an enter action run where the enter phase left their values */
     for (size_t k = 0; k < nruns; k++)
         if (at[k].kind == FHR_LOC_INVALID)
-            at[k] = vm->explain ? fhr_loc_host() : vm_body_location(vm, &runs[k]);
+            at[k] = vm_body_location(vm, &runs[k]); /* check's choice too */
     fhr_error berr;
     fhr_error_init(&berr);
     fhr_status bst = wst;

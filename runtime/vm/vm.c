@@ -174,6 +174,14 @@ static fhr_status exec_plan(rplan_vm *vm, size_t pc, size_t end, long *fail_pc, 
     fhr_error e2;
     fhr_error_init(&e2);
     st = vm_exec_scope_plan(vm, plan, xs, nxs, 0, 0, runs, nruns, at, 0, NULL, &e2);
+    for (size_t k = 0; st == FHR_OK && !vm->explain && k < nruns; k++) {
+        /* the plan's bodies in flight: later decisions treat them as ended (request.c) */
+        fhr_requirement rq[16];
+        for (size_t v = 0; v < runs[k].nvals; v++)
+            rq[v] = (fhr_requirement){vm->h[runs[k].vals[v]], at[k]};
+        if (runs[k].nvals)
+            vm_inflight_push(vm, at[k], rq, runs[k].nvals, 0, 0);
+    }
     if (st) {
         if (e2.phase == FHR_PHASE_BODY)
             *fail_pc = e2.action_index;
@@ -300,11 +308,9 @@ static void set_failure(rplan_vm *vm, rplan_vm_report *rep, fhr_status st, long 
 
 /* Objective auto: both objectives' modelled timelines by explain runs of the same program
  * and options on a model backend with the backend's devices; the objective becomes time
- * when it wins by more than RPLAN_AUTO_GAIN. The bytes estimate is not check's MIN
- * timeline: its decisions see the model's bodies in flight as a run sees its real ones
- * (model_held, request.c), so it gains what a real bytes run gains from evicting around
- * its newest body. A program the explain runs cannot model
- * (an engine's generator, say) keeps bytes. Here, not in objective.c: it runs VMs. */
+ * when it wins by more than RPLAN_AUTO_GAIN. Both are check's timelines, which a run
+ * executes (one schedule). A program the explain runs cannot model (an engine's
+ * generator, say) keeps bytes. Here, not in objective.c: it runs VMs. */
 static void objective_auto(rplan_vm *vm)
 {
     if (vm->o.objective != RPLAN_OBJECTIVE_AUTO)
@@ -325,7 +331,7 @@ static void objective_auto(rplan_vm *vm)
         rplan_vm_report *rep = NULL;
         if (fhr_backend_model_create(ndev > 0 ? ndev : 1, &mb, NULL) == FHR_OK &&
             rplan_vm_create(vm->p, mb, &o, &ev, NULL) == FHR_OK &&
-            (ev->model_held = !k, rplan_vm_run(ev, &rep, NULL) == FHR_OK) && rep && rep->ok)
+            rplan_vm_run(ev, &rep, NULL) == FHR_OK && rep && rep->ok)
             t[k] = rep->timeline_s;
         rplan_vm_report_free(rep);
         rplan_vm_destroy(ev);
@@ -379,8 +385,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
     } else {
         rep->pinned_gbps = vm->pinned_gbps = vm_pinned_bandwidth(vm);
-        /* the manager chooses sources by the same rates the report judges by */
-        fhr_link_rates lr = {vm->pinned_gbps, 0, vm_peer_rate(vm), vm_gen_rate(vm)};
+        /* the manager chooses sources by the declared rates, in check and in a run alike:
+         * a rate measured during the run would make the schedule depend on the machine */
+        fhr_link_rates lr = {vm_profile_gbps(vm), 0, vm_peer_rate(vm), vm_gen_rate(vm)};
         st = fhr_manager_set_links(vm->m, &lr, &e);
         if (st) {
             set_failure(vm, rep, st, -1, &e, NULL);
