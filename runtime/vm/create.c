@@ -16,7 +16,7 @@ static uint64_t div_up(uint64_t x, uint64_t scale)
 /* A scaled size: divided, rounded up to whole 8-byte words, at least one word; a size
  * within 7 bytes of 2^64 keeps its last whole word rather than wrapping. Unscaled sizes
  * stay exact, as the verifier and the dry run count them. */
-static uint64_t scale_up8(uint64_t x, uint64_t scale)
+uint64_t vm_scale_up8(uint64_t x, uint64_t scale)
 {
     if (scale <= 1)
         return x;
@@ -58,19 +58,26 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
     }
     for (size_t i = 0; i < vm->nvals && st == FHR_OK; i++) {
         st = rplan_value(p, i, &vm->vinfo[i]);
-        uint64_t n = scale_up8(vm->vinfo[i].nbytes, vm->o.scale);
+        uint64_t n = vm_scale_up8(vm->vinfo[i].nbytes, vm->o.scale);
         vm->vinfo[i].nbytes = n;
         if (vm->vinfo[i].seeded)
             vm->vinfo[i].regen_nbytes = n / 16 * 8;
         if (n > vm->scratch_nbytes)
             vm->scratch_nbytes = (size_t)n;
     }
+    if (st == FHR_OK && (st = vm_fields_setup(vm, err)) != FHR_OK) {
+        rplan_vm_destroy(vm);
+        return st;
+    }
+    for (size_t i = 0; i < vm->nvals; i++)
+        if (vm->vinfo[i].nbytes > vm->scratch_nbytes) /* fields scale one by one */
+            vm->scratch_nbytes = (size_t)vm->vinfo[i].nbytes;
     for (size_t i = 0; i < vm->ninstr && st == FHR_OK; i++) {
         st = rplan_instr_get(p, i, &vm->ins[i]);
         if (vm->ins[i].op == RPLAN_OP_RESERVE)
-            vm->ins[i].imm = scale_up8(vm->ins[i].imm, vm->o.scale);
+            vm->ins[i].imm = vm_scale_up8(vm->ins[i].imm, vm->o.scale);
         else if (vm->ins[i].op == RPLAN_OP_ARGSIZE)
-            vm->ins[i].imm = scale_up8(vm->ins[i].imm, vm->o.scale);
+            vm->ins[i].imm = vm_scale_up8(vm->ins[i].imm, vm->o.scale);
         if (vm->ins[i].op == RPLAN_OP_PLAN || vm->ins[i].op == RPLAN_OP_REQUEST)
             vm->scopes_total++;
     }
@@ -163,7 +170,7 @@ void rplan_vm_destroy(rplan_vm *vm)
             vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i],
                              (size_t)vm_backing_nbytes(&vm->vinfo[i]), NULL);
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
-        if (vm->compute[i])
+        if (vm->compute[i] && !vm->engine_stream[i])
             vm->b->ops->stream_destroy(vm->b, vm->compute[i]);
         if (vm->xfer[i])
             vm->b->ops->stream_destroy(vm->b, vm->xfer[i]);
@@ -192,6 +199,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->srcs);
     free(vm->backing);
     free(vm->ins);
+    vm_engine_free(vm);
     free(vm);
 }
 
