@@ -319,11 +319,26 @@ typedef struct rplan_vm_report {
     fhr_phase phase;
     char scope[128];
     char *partial_json;         /* the failing plan's partial report (or NULL) */
+    /* Measured time per kernel (run mode, on a backend that times its streams), in the
+     * order kernels first ran: what `fheplan run --profile-out` writes. Owned by the
+     * report; names are copies. */
+    size_t nkernels;
+    rplan_kernel_profile *kernels;
     /* failed before its first statement (a budget at a device the backend lacks, a value
      * that cannot be set up, a device whose warm-up fails): nothing ran, stages and totals are empty, and the JSON has
      * "refused": true and the error without them */
     int refused;
 } rplan_vm_report;
+
+/* A kernel profile as JSON ({"fheplan_profile": 1, "kernels": [{"name", "calls",
+ * "mean_s"}...]}; malloc'd, free()), from a run's report; NULL on allocation failure. */
+FHR_API char *rplan_profile_json(const rplan_vm_report *r);
+/* Reads such a document (len bytes) into a new array (*out, *n; rplan_profile_free).
+ * FHR_E_INVALID, with the place in err, for anything else: not JSON, a kernel without a
+ * name, a negative, non-finite or absurd (over an hour) time, a name given twice. */
+FHR_API fhr_status rplan_profile_parse(const char *text, size_t len, rplan_kernel_profile **out,
+                                       size_t *n, fhr_error *err);
+FHR_API void rplan_profile_free(rplan_kernel_profile *p, size_t n);
 
 /* Runs the whole program once. Returns FHR_OK and a report when every statement
  * succeeded; on a runtime failure returns its status and still fills *report (ok 0,

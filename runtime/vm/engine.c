@@ -4,6 +4,8 @@
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
+#include <cjson/cJSON.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -365,4 +367,125 @@ void vm_engine_free(rplan_vm *vm)
     free(vm->adopted);
     free(vm->fld0);
     free(vm->flds);
+}
+
+/* ---- kernel profiles ----------------------------------------------------------------- */
+
+/* The report's kernels: body markers timed on the device, grouped by kernel name (a body
+ * marker is named "KERNEL @ LOC"). Allocation failure leaves the list short. */
+void vm_profile_build(rplan_vm *vm, rplan_vm_report *rep)
+{
+    double *sum = NULL;
+    for (size_t i = 0; i < vm->nmarks; i++) {
+        const vm_mark *mk = vm->marks[i];
+        if (mk->kind != 0 || !mk->t1 || mk->t1 < mk->t0)
+            continue;
+        const char *at = strstr(mk->name, " @ ");
+        size_t len = at ? (size_t)(at - mk->name) : strlen(mk->name), k = 0;
+        while (k < rep->nkernels &&
+               (strlen(rep->kernels[k].name) != len || strncmp(rep->kernels[k].name, mk->name, len)))
+            k++;
+        if (k == rep->nkernels) {
+            rplan_kernel_profile *nk = realloc(rep->kernels, (k + 1) * sizeof *nk);
+            double *ns = nk ? realloc(sum, (k + 1) * sizeof *ns) : NULL;
+            if (nk)
+                rep->kernels = nk;
+            if (!ns)
+                break;
+            sum = ns;
+            char *name = strndup(mk->name, len);
+            if (!name)
+                break;
+            rep->kernels[k] = (rplan_kernel_profile){name, 0, 0};
+            sum[k] = 0;
+            rep->nkernels++;
+        }
+        rep->kernels[k].calls++;
+        sum[k] += (double)(mk->t1 - mk->t0) / 1e9;
+    }
+    for (size_t k = 0; k < rep->nkernels; k++)
+        rep->kernels[k].mean_s = sum[k] / (double)rep->kernels[k].calls;
+    free(sum);
+}
+
+char *rplan_profile_json(const rplan_vm_report *r)
+{
+    cJSON *o = cJSON_CreateObject(), *a = NULL;
+    if (!o || !cJSON_AddNumberToObject(o, "fheplan_profile", 1) ||
+        !(a = cJSON_AddArrayToObject(o, "kernels"))) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    for (size_t k = 0; r && k < r->nkernels; k++) {
+        cJSON *x = cJSON_CreateObject();
+        if (!x || !cJSON_AddItemToArray(a, x) ||
+            !cJSON_AddStringToObject(x, "name", r->kernels[k].name) ||
+            !cJSON_AddNumberToObject(x, "calls", (double)r->kernels[k].calls) ||
+            !cJSON_AddNumberToObject(x, "mean_s", r->kernels[k].mean_s)) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+    }
+    char *txt = cJSON_Print(o);
+    cJSON_Delete(o);
+    return txt;
+}
+
+void rplan_profile_free(rplan_kernel_profile *p, size_t n)
+{
+    for (size_t k = 0; p && k < n; k++)
+        free((char *)p[k].name);
+    free(p);
+}
+
+fhr_status rplan_profile_parse(const char *text, size_t len, rplan_kernel_profile **out,
+                               size_t *n, fhr_error *err)
+{
+    if (!text || !out || !n)
+        return fhr_fail(err, FHR_E_INVALID, "profile: NULL text or output");
+    *out = NULL;
+    *n = 0;
+    cJSON *o = cJSON_ParseWithLength(text, len);
+    cJSON *ver = o ? cJSON_GetObjectItemCaseSensitive(o, "fheplan_profile") : NULL;
+    cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "kernels") : NULL;
+    if (!o || !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(a)) {
+        cJSON_Delete(o);
+        return fhr_fail(err, FHR_E_INVALID, "profile: not a kernel profile (want {\"fheplan_profile\""
+                        ": 1, \"kernels\": [...]}, as run --profile-out writes)");
+    }
+    size_t cnt = (size_t)cJSON_GetArraySize(a), k = 0;
+    rplan_kernel_profile *p = calloc(cnt + 1, sizeof *p);
+    if (!p) {
+        cJSON_Delete(o);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    fhr_status st = FHR_OK;
+    for (cJSON *x = a->child; x && st == FHR_OK; x = x->next, k++) {
+        cJSON *nm = cJSON_GetObjectItemCaseSensitive(x, "name");
+        cJSON *calls = cJSON_GetObjectItemCaseSensitive(x, "calls");
+        cJSON *mean = cJSON_GetObjectItemCaseSensitive(x, "mean_s");
+        if (!cJSON_IsString(nm) || !nm->valuestring[0] || !cJSON_IsNumber(mean) ||
+            !isfinite(mean->valuedouble) || mean->valuedouble < 0 || mean->valuedouble > 3600 ||
+            (calls && (!cJSON_IsNumber(calls) || calls->valuedouble < 0))) {
+            st = fhr_fail(err, FHR_E_INVALID, "profile: kernel %zu: want a name and a mean_s "
+                          "from 0 to 3600 seconds", k);
+            break;
+        }
+        for (size_t j = 0; j < k; j++)
+            if (strcmp(p[j].name, nm->valuestring) == 0)
+                st = fhr_fail(err, FHR_E_INVALID, "profile: kernel '%.60s' is given twice",
+                              nm->valuestring);
+        if (st == FHR_OK && !(p[k].name = strdup(nm->valuestring)))
+            st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        p[k].calls = calls ? (uint64_t)calls->valuedouble : 0;
+        p[k].mean_s = mean->valuedouble;
+    }
+    cJSON_Delete(o);
+    if (st != FHR_OK) {
+        rplan_profile_free(p, cnt);
+        return st;
+    }
+    *out = p;
+    *n = cnt;
+    return FHR_OK;
 }

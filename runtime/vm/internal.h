@@ -208,6 +208,7 @@ fhr_status vm_engine_check(rplan_vm *vm, long *bad, fhr_error *err);
 fhr_value *vm_take_adopted(rplan_vm *vm, size_t i);
 double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps);
 void vm_engine_free(rplan_vm *vm);
+void vm_profile_build(rplan_vm *vm, rplan_vm_report *rep);
 uint64_t vm_scale_up8(uint64_t x, uint64_t scale); /* create.c */
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;

@@ -474,6 +474,8 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
         vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
+    if (!vm->explain)
+        vm_profile_build(vm, rep);
     vm->total.time_s = vm->t_begin ? (double)(vm_now_ns() - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
