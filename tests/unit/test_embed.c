@@ -394,3 +394,145 @@ Test(embed, adopted_value_must_match_its_declaration)
     fhr_backend_destroy(b);
     rplan_program_free(p);
 }
+
+/* ---- the language side: located errors, the bytecode round trip ----------------------- */
+
+int rp_bytecode_restamp(void *buf, size_t len); /* runtime/program: the checksum rewritten */
+
+static void expect_error(const char *src, const char *want, uint32_t line)
+{
+    rplan_program *p = NULL;
+    rplan_diags *d = rplan_diags_new();
+    rplan_compile_opts o = {.filename = "bad.rplan"};
+    cr_assert_eq(rplan_compile(src, strlen(src), &o, &p, d), FHR_E_INVALID, "%s", src);
+    cr_assert_null(p);
+    const rplan_diag *g = rplan_diags_get(d, 0);
+    cr_assert_not_null(g);
+    cr_assert(strstr(g->message, want) != NULL, "got '%s', want '%s'", g->message, want);
+    cr_assert_eq(g->line, line, "%s at line %u", g->message, g->line);
+    rplan_diags_free(d);
+}
+
+Test(embed, engine_declarations_refused_with_their_place)
+{
+    expect_error("rplan 1\nvalue k = 64 KiB replicable source engin.key(1)\n",
+                 "unknown data 'engin.key'", 2);
+    expect_error("rplan 1\nvalue k = 64 KiB replicable source engine.key(1) fields(b, a, b)\n",
+                 "duplicate field 'b'", 2);
+    expect_error("rplan 1\nvalue k = 10 B replicable source engine.key(1) fields(b, a, c)\n",
+                 "3 fields cannot share the 10 bytes of 'k' equally", 2);
+    expect_error("rplan 1\nvalue k = 8 KiB replicable source engine.key(1)\n"
+                 "  fields(b = 4 KiB, a = 2 KiB)\n", "the fields of 'k' hold 6144 bytes", 3);
+    expect_error("rplan 1\nvalue k = 8 KiB replicable source engine.key(1) fields(b = 4 KiB, a)\n",
+                 "give every field a size", 2);
+    expect_error("rplan 1\nvalue k = 8 KiB replicable source synth(1) seeded(3) fields(b, a)\n",
+                 "a seeded value has the fields 'b' and 'a' already", 2);
+    expect_error("rplan 1\nkernel rot costs 1 ms\n", "'cost DURATION' or 'reads SIZE'", 2);
+    expect_error("rplan 1\nkernel rot cost 1 MiB\n", "duration", 2);
+    expect_error("rplan 1\nkernel rot cost 1 ms\nkernel rot reads 1 MiB\n",
+                 "kernel 'rot' is declared twice", 3);
+    expect_error("rplan 1\nstage \"s\" { kernel rot cost 1 ms }\n",
+                 "only allowed at the top level", 2);
+}
+
+Test(embed, bytecode_keeps_engine_data_fields_and_costs)
+{
+    rplan_program *p = compile_plan();
+    void *buf = NULL;
+    size_t len = 0;
+    cr_assert_eq(rplan_write_mem(p, &buf, &len), FHR_OK);
+    rplan_program *q = NULL;
+    rplan_diags *d = rplan_diags_new();
+    cr_assert_eq(rplan_load_mem(buf, len, "embed.rpc", &q, d), FHR_OK);
+    rplan_value_info vi;
+    cr_assert_eq(rplan_value(q, 2, &vi), FHR_OK);
+    cr_assert_eq(vi.data, RPLAN_DATA_ENGINE);
+    cr_assert_str_eq(vi.loader, "key");
+    cr_assert_eq(vi.loader_arg, 2);
+    cr_assert_eq(vi.nfields, 2);
+    const char *fn;
+    uint64_t fb;
+    cr_assert_eq(rplan_value_field(q, 4, 1, &fn, &fb), FHR_OK);
+    cr_assert_str_eq(fn, "c1");
+    cr_assert_eq(fb, 8192);
+    cr_assert_eq(rplan_value_field(q, 4, 2, &fn, &fb), FHR_E_INVALID);
+    cr_assert_eq(rplan_nkernels(q), 1);
+    rplan_kernel_info k;
+    cr_assert_eq(rplan_kernel_cost(q, 0, &k), FHR_OK);
+    cr_assert_str_eq(k.name, "mix");
+    cr_assert_eq(k.kind, RPLAN_COST_DURATION);
+    cr_assert_eq(k.imm, 200000);
+    /* a field that no longer adds up is refused by the loader's verifier */
+    unsigned char *b = buf;
+    size_t at = 0;
+    for (size_t i = 0; i + 8 <= len; i++) /* the first field record's size: 32 KiB */
+        if (b[i] == 0 && b[i + 1] == 0x80 && b[i + 2] == 0 && b[i + 3] == 0 && b[i + 4] == 0 &&
+            b[i + 5] == 0 && b[i + 6] == 0 && b[i + 7] == 0 && i >= 8) {
+            at = i;
+            break;
+        }
+    cr_assert_gt(at, 0);
+    b[at + 1] = 0x7f;
+    cr_assert(rp_bytecode_restamp(buf, len)); /* a valid checksum: the verifier must see it */
+    rplan_program *r = NULL;
+    rplan_diags *d2 = rplan_diags_new();
+    cr_assert_eq(rplan_load_mem(buf, len, "embed.rpc", &r, d2), FHR_E_INVALID);
+    cr_assert_null(r);
+    cr_assert(strstr(rplan_diags_get(d2, 0)->message, "fields hold") != NULL, "%s",
+              rplan_diags_get(d2, 0)->message);
+    rplan_diags_free(d2);
+    free(buf);
+    rplan_diags_free(d);
+    rplan_program_free(q);
+    rplan_program_free(p);
+}
+
+Test(embed, profile_round_trip_and_refusals)
+{
+    rplan_kernel_profile k[2] = {{"mix", 8, 2.5e-4}, {"rot", 3, 1e-3}};
+    rplan_vm_report r;
+    memset(&r, 0, sizeof r);
+    r.nkernels = 2;
+    r.kernels = k;
+    char *txt = rplan_profile_json(&r);
+    cr_assert_not_null(txt);
+    rplan_kernel_profile *p = NULL;
+    size_t n = 0;
+    cr_assert_eq(rplan_profile_parse(txt, strlen(txt), &p, &n, NULL), FHR_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(p[1].name, "rot");
+    cr_assert_eq(p[1].calls, 3);
+    cr_assert_float_eq(p[0].mean_s, 2.5e-4, 1e-15);
+    rplan_profile_free(p, n);
+    free(txt);
+    static const char *bad[] = {
+        "{", "{\"kernels\": []}", "{\"fheplan_profile\": 1, \"kernels\": [{\"mean_s\": 1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"a\", \"mean_s\": -1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"a\", \"mean_s\": 1}, "
+        "{\"name\": \"a\", \"mean_s\": 2}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        fhr_error e;
+        fhr_error_init(&e);
+        cr_assert_eq(rplan_profile_parse(bad[i], strlen(bad[i]), &p, &n, &e), FHR_E_INVALID,
+                     "%s", bad[i]);
+        cr_assert_null(p);
+        cr_assert(strstr(e.message, "profile") != NULL);
+    }
+    /* a profile decides the model's body time ahead of the declaration */
+    rplan_program *prog = compile_plan();
+    fhr_backend *mb = NULL;
+    cr_assert_eq(fhr_backend_open("model:1", &mb, NULL), FHR_OK);
+    rplan_kernel_profile one = {"mix", 1, 1e-3};
+    rplan_vm_opts o = {.mode = RPLAN_VM_EXPLAIN, .unknown_as_touch = 1, .profile = &one,
+                       .nprofile = 1};
+    rplan_vm *vm = NULL;
+    cr_assert_eq(rplan_vm_create(prog, mb, &o, &vm, NULL), FHR_OK);
+    rplan_vm_report *rep = NULL;
+    cr_assert_eq(rplan_vm_run(vm, &rep, NULL), FHR_OK);
+    cr_assert_float_eq(rep->total.model_body_s, 8e-3, 1e-12);
+    rplan_vm_report_free(rep);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(mb);
+    rplan_program_free(prog);
+}
