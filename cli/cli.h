@@ -47,6 +47,9 @@ typedef struct cli {
     int fmt_check, fmt_write;  /* fmt --check, fmt -w */
     int sarif;                 /* check --sarif */
     const char *timeline;      /* run --timeline FILE.html */
+    const char *profile_out;   /* run --profile-out FILE */
+    rplan_kernel_profile *profile; /* check/run --profile FILE, read */
+    size_t nprofile;
 } cli;
 
 /* ---- the command line (cli/options.c) ------------------------------------------- */

@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/world.h"
+#include "fheplan/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +11,28 @@
 #include <string.h>
 
 static int cli_main(int argc, char **argv, const fp_world *w);
+
+/* --profile FILE: a kernel profile that run --profile-out wrote. 0, or EX_NOINPUT_ with
+ * the reason. */
+static int read_profile(cli *c, const char *path)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_status st = fhr_read_file(path, &txt, &len, &e);
+    if (st == FHR_OK) {
+        rplan_profile_free(c->profile, c->nprofile);
+        c->profile = NULL;
+        c->nprofile = 0;
+        st = rplan_profile_parse(txt, len, &c->profile, &c->nprofile, &e);
+    }
+    free(txt);
+    if (st != FHR_OK)
+        fprintf(stderr, "fheplan: --profile '%s': %s\n", path, e.message);
+    fhr_error_clear(&e);
+    return st == FHR_OK ? 0 : EX_NOINPUT_;
+}
 
 int main(int argc, char **argv)
 {
@@ -158,6 +181,14 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 c.timeline = argv[++i];
         } else if (!strncmp(a, "--timeline=", 11) && is_run) {
             c.timeline = a + 11;
+        } else if (!strcmp(a, "--profile-out") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                c.profile_out = argv[++i];
+        } else if (!strcmp(a, "--profile") && (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc)
+                rc = read_profile(&c, argv[++i]);
         } else if (!strcmp(a, "-o") && is_compile) {
             NEED_ARG();
             if (!rc)
@@ -188,6 +219,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = check_environment();
         if (!rc && is_run && c.timeline)
             rc = check_output(&c, c.timeline, "--timeline");
+        if (!rc && is_run && c.profile_out)
+            rc = check_output(&c, c.profile_out, "--profile-out");
         for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
             if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
                 rc = usage("%s reads standard input ('-') only once", cmd);
@@ -212,5 +245,6 @@ static int cli_main(int argc, char **argv, const fp_world *w)
     }
     input_stdin_release();
     free(c.files);
+    rplan_profile_free(c.profile, c.nprofile);
     return rc;
 }

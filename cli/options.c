@@ -14,12 +14,14 @@
 static const char usage_check[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
-    "                     [--gen-gbps X] [--world-size N] [--json | --sarif | --quiet] FILE...\n";
+    "                     [--gen-gbps X] [--world-size N] [--profile FILE]\n"
+    "                     [--json | --sarif | --quiet] FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
-    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
+    "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
+    "                   [--profile-out FILE] [--json] [--quiet] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
@@ -27,11 +29,13 @@ static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
-    "                     [--gen-gbps X] [--world-size N] [--json | --sarif | --quiet] FILE...\n"
+    "                     [--gen-gbps X] [--world-size N] [--profile FILE]\n"
+    "                     [--json | --sarif | --quiet] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
-    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
+    "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
+    "                   [--profile-out FILE] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
     "       fheplan fmt [--check | -w] FILE...\n"

@@ -265,6 +265,8 @@ int cmd_run(cli *c)
     o.gen_gbps = c->gen_gbps;
     o.peer_gbps = c->peer_gbps;
     o.trace = c->trace != NULL || c->timeline != NULL;
+    o.profile = c->profile;
+    o.nprofile = c->nprofile;
     o.progress = on_progress;
     o.progress_ctx = &ps;
     rplan_vm *vm = NULL;
@@ -281,6 +283,18 @@ int cmd_run(cli *c)
             errno = ENOMEM;
         if (!t || write_atomic(c->trace, t, strlen(t)) != 0) {
             fprintf(stderr, "fheplan: cannot write the trace '%s': %s\n", c->trace,
+                    strerror(errno));
+            if (rc == EX_OK)
+                rc = EX_FAIL;
+        }
+        free(t);
+    }
+    if (c->profile_out && ran) {
+        char *t = rplan_profile_json(rep);
+        if (!t)
+            errno = ENOMEM;
+        if (!t || write_atomic(c->profile_out, t, strlen(t)) != 0) {
+            fprintf(stderr, "fheplan: cannot write the profile '%s': %s\n", c->profile_out,
                     strerror(errno));
             if (rc == EX_OK)
                 rc = EX_FAIL;

@@ -119,6 +119,7 @@ RP_HIDDEN rp_loc rp_sema_join(rp_loc a, rp_loc b);
 RP_HIDDEN void rp_sema_decl_budget(S *s, rp_node *n);
 RP_HIDDEN void rp_sema_decl_const(S *s, rp_node *n);
 RP_HIDDEN void rp_sema_decl_policy(S *s, rp_node *n);
+RP_HIDDEN void rp_sema_decl_kernel(S *s, rp_node *n);
 RP_HIDDEN void rp_sema_decl_value(S *s, rp_node *n);
 
 /* ---- statements (sema_stmt.c) ------------------------------------------------------- */

@@ -78,6 +78,9 @@ double vm_model_body(const rplan_vm *vm, const vm_run *r)
     const char *env = getenv("FHEPLAN_DEVICE_GBPS");
     if (gbps <= 0)
         gbps = env && atof(env) > 0 ? atof(env) : 3000.0;
+    double declared = vm_kernel_cost(vm, r->in->str, gbps); /* profile or declaration */
+    if (declared >= 0)
+        return declared;
     uint64_t bytes = 0, repeat = 1, ns = 0;
     for (size_t v = 0; v < r->nvals; v++) /* at full size: scaling is exact (create.c) */
         bytes += vm->vinfo[r->vals[v]].nbytes * vm->o.scale;

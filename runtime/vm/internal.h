@@ -60,6 +60,11 @@ typedef struct vm_resid {
     int arrive;
     uint64_t bytes;
 } vm_resid;
+/* One declared field of a value (engine.c). */
+typedef struct vm_field {
+    const char *name; /* borrowed from the program, or "data" */
+    uint64_t nbytes;  /* scaled */
+} vm_field;
 
 /* A host-side trace slice (scopes, submitted transitions). */
 typedef struct vm_slice {
@@ -209,7 +214,28 @@ struct rplan_vm {
     vm_resid *resid;
     size_t nresid, capresid;
     uint64_t *resid_at;        /* per value: the location slots holding a copy */
+    /* engine.c: what an engine hands the VM */
+    struct vm_loader *loaders;
+    size_t nloaders, caploaders;
+    fhr_value **adopted;           /* per value: rplan_vm_adopt's, until the run adopts it */
+    int engine_stream[FHR_LOC_SLOTS]; /* compute[slot] is the engine's: never destroyed */
+    vm_field *flds;                /* every value's fields, scaled (seeded values: none) */
+    size_t *fld0;                  /* per value: its first field in flds */
 };
+
+/* engine.c: fields, loaders, adopted values, the engine's body stream, kernel costs. */
+#define RP_VM_MAX_FIELDS 16 /* RP_MAX_FIELDS */
+fhr_status vm_fields_setup(rplan_vm *vm, fhr_error *err);
+size_t vm_value_nfields(const rplan_vm *vm, size_t i);
+fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_meta *meta,
+                        fhr_stream *s, fhr_value **out, fhr_error *err);
+fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, fhr_error *err);
+fhr_status vm_engine_check(rplan_vm *vm, long *bad, fhr_error *err);
+fhr_value *vm_take_adopted(rplan_vm *vm, size_t i);
+double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps);
+void vm_engine_free(rplan_vm *vm);
+void vm_profile_build(rplan_vm *vm, rplan_vm_report *rep);
+uint64_t vm_scale_up8(uint64_t x, uint64_t scale); /* create.c */
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
  * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run

@@ -12,6 +12,7 @@ void rplan_vm_report_free(rplan_vm_report *r)
         return;
     free(r->stages);
     free(r->partial_json);
+    rplan_profile_free(r->kernels, r->nkernels);
     free(r);
 }
 

@@ -367,7 +367,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (!vm->bad_budget[0])
         objective_auto(vm); /* before any decision: it sets the objective */
     fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
-                                      : vm_setup_values(vm, &e);
+                                      : vm_engine_check(vm, &vm->setup_value, &e);
+    if (st == FHR_OK)
+        st = vm_setup_values(vm, &e);
     if (st == FHR_OK)
         st = vm_requests_setup(vm, &e);
     long fail_pc = -1;
@@ -478,6 +480,8 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
             vm->total.body_s += dt;
         }
     }
+    if (!vm->explain)
+        vm_profile_build(vm, rep);
     vm->total.time_s = vm->t_begin ? (double)(vm_now_ns(vm) - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
