@@ -78,6 +78,7 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %union {
     rp_node *n;
     char *s;
+    const char *cs;
     uint64_t u;
 }
 
@@ -97,6 +98,7 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %type <n> stmts stmt block expr loc vref str attrs attr data chains chain locs
 %type <n> args argl opt_from opt_label opt_dim fieldl field
 %type <s> kname
+%type <cs> kword
 
 %destructor { free($$); } <s>
 %destructor { rp_node_free($$); } <n>
@@ -264,6 +266,13 @@ str:
 
 kname:
     IDENT { $$ = $1; }
+    | kname '.' kword {
+        size_t a = strlen($1), b = strlen($3);
+        $$ = malloc(a + b + 2);
+        if ($$) { memcpy($$, $1, a); $$[a] = '.'; memcpy($$ + a + 1, $3, b + 1); }
+        free($1);
+        NOMEM($$);
+    }
     | kname '.' IDENT {
         size_t a = strlen($1), b = strlen($3);
         $$ = malloc(a + b + 2);
@@ -271,6 +280,13 @@ kname:
         free($1); free($3);
         NOMEM($$);
     }
+    ;
+
+/* the words after `kernel` and `fields` were identifiers before they were keywords:
+   as parts of a dotted kernel name they still are */
+kword:
+    KERNEL { $$ = "kernel"; }
+    | FIELDS { $$ = "fields"; }
     ;
 
 args:
