@@ -29,11 +29,11 @@ extern char **environ;
 
 enum kind {
     K_FEASIBLE, K_BYTES, K_COPIES, K_EVICT, K_REGEN, K_PEAK, K_SHAPE, K_POLICY, K_NONDET,
-    K_ERROR, NKIND
+    K_MINB, K_ERROR, NKIND
 };
 static const char *const kind_name[NKIND] = {"feasibility", "bytes", "copies", "evictions",
                                              "regenerated", "peaks", "shape", "policy",
-                                             "nondeterminism", "tool-error"};
+                                             "nondeterminism", "min-budget", "tool-error"};
 
 typedef struct tally {
     unsigned long plans, runs, disagreeing, fields[NKIND], plans_by_kind[NKIND];
@@ -145,6 +145,7 @@ typedef struct config {
     uint64_t scale;
     int prefetch;       /* -1: not given */
     char gbps[16];      /* --pinned-gbps for both ("": the run measures it) */
+    int expect;         /* check's feasibility by --min-budget's intervals (-1: unknown) */
 } config;
 
 typedef struct argv_b {
@@ -426,6 +427,10 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
         dprintf_(&d, K_ERROR, "no JSON document from fheplan %s", cf ? "run" : "check");
     } else {
         cmp_reports(o, &d, cf, run, scale, "run");
+        if (c->expect >= 0 && c->expect != jbool(cf, "feasible"))
+            dprintf_(&d, K_MINB, "check --min-budget's intervals say %s at this budget, check "
+                     "says %s", c->expect ? "feasible" : "infeasible",
+                     jbool(cf, "feasible") ? "feasible" : "rejected");
         if (o->verbose) {
             const cJSON *dg = cJSON_GetArrayItem(cJSON_GetObjectItem(cf, "diagnostics"), 0);
             printf("oracle: %s: check %s%s%s, run %s%s%s\n", label,
@@ -500,9 +505,10 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
 /* The budget at loc for a generated plan: from check --min-budget's threshold, between it and
  * twice it, at it or one byte below; inside a feasible interval or a gap when feasibility is
  * not monotonic. 0 when check finds no feasible budget (the plan's own budget stays). */
-static uint64_t choose_budget(oracle *o, const config *c, const char *file, const char *loc,
+static uint64_t choose_budget(oracle *o, config *c, const char *file, const char *loc,
                               uint64_t *s)
 {
+    c->expect = -1;
     cJSON *chk = do_check(o, c, file, loc);
     const cJSON *mb = cJSON_GetObjectItem(check_file(chk), "min_budget");
     uint64_t b = 0;
@@ -527,6 +533,15 @@ static uint64_t choose_budget(oracle *o, const config *c, const char *file, cons
         } else {
             b = m + splitmix64(s) % (m + 1);
         }
+        if (jbool(mb, "exact") && ni == jnum(mb, "intervals_found") && ni > 0) {
+            c->expect = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, iv) {
+                const cJSON *to = cJSON_GetObjectItem(x, "to");
+                if ((double)b >= jnum(x, "from") && (cJSON_IsNull(to) || (double)b <= to->valuedouble))
+                    c->expect = 1;
+            }
+        }
     }
     cJSON_Delete(chk);
     return b;
@@ -536,6 +551,7 @@ static void gen_config(oracle *o, config *c, int ndev, const char *file, uint64_
 {
     uint64_t s = seed ^ 0x6f7261636c65ULL; /* the options' own stream */
     memset(c, 0, sizeof *c);
+    c->expect = -1;
     unsigned k = (unsigned)(splitmix64(&s) % 100);
     snprintf(c->objective, sizeof c->objective, "%s", k < 45 ? "bytes" : k < 90 ? "time" : "");
     k = (unsigned)(splitmix64(&s) % 100);
@@ -682,6 +698,7 @@ static char *slurp(const char *path)
 static int parse_case_options(const char *opts, config *c, char *bad, size_t nbad)
 {
     memset(c, 0, sizeof *c);
+    c->expect = -1;
     snprintf(c->device, sizeof c->device, "emu");
     c->scale = 1;
     c->prefetch = -1;
