@@ -54,20 +54,20 @@ static uint64_t moved_bytes(const rplan_stage_report *r)
  * verifier's dry run) and the VM's explain run. 1 feasible, 0 rejected, -1 error. */
 static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                    uint64_t link[2], uint64_t *peak);
+                    uint64_t link[2], uint64_t *peak, rplan_program **keep);
 
 static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
                  int policy, double *predicted, uint64_t *moved, uint64_t *regen,
                  uint64_t link[2])
 {
-    return probe_at(c, in, extra, nextra, policy, predicted, moved, regen, link, NULL);
+    return probe_at(c, in, extra, nextra, policy, predicted, moved, regen, link, NULL, NULL);
 }
 
 /* probe, and *peak: the highest charge at extra[0]'s location (UINT64_MAX when the report
- * has no room to name it) */
+ * has no room to name it); *keep (when given): the compiled program, to free */
 static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                    uint64_t link[2], uint64_t *peak)
+                    uint64_t link[2], uint64_t *peak, rplan_program **keep)
 {
     fhr_budget bud[32];
     size_t nb = 0;
@@ -121,7 +121,10 @@ static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size
     rplan_vm_report_free(rep);
     rplan_vm_destroy(vm);
     fhr_backend_destroy(b);
-    rplan_program_free(p);
+    if (keep)
+        *keep = p;
+    else
+        rplan_program_free(p);
     return ok;
 }
 
@@ -324,24 +327,26 @@ static int min_budget(const cli *c, const input *in, fhr_location loc, min_budge
 {
     memset(r, 0, sizeof *r);
     fhr_budget b = {loc, MIN_BUDGET_CEIL};
-    int f = probe_at(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL, NULL, &r->peak);
-    if (f < 0)
-        return -1;
-    if (!f)
-        return 0;
+    rplan_program *prog = NULL;
+    int f = probe_at(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL, NULL, &r->peak, &prog);
+    if (f < 1 || !prog) {
+        rplan_program_free(prog);
+        return f < 0 ? -1 : 0;
+    }
     r->found = 1;
     mb_items it = {0};
     uint64_t *cand = NULL;
     size_t n = (size_t)-1;
     uint64_t top = r->peak == UINT64_MAX ? 0 : r->peak;
-    if (r->peak == UINT64_MAX) { /* the report has no room for loc: every item at once */
-        if (charge_items(in->p, loc, &it) == 0)
-            for (size_t i = 0; i < it.n; i++)
-                top = top + it.v[i] < top ? UINT64_MAX : top + it.v[i];
-    } else if (charge_items(in->p, loc, &it) != 0) {
+    int ci = charge_items(prog, loc, &it);
+    rplan_program_free(prog);
+    if (ci != 0) {
         free(it.v);
         return -1;
     }
+    if (r->peak == UINT64_MAX) /* the report has no room for loc: every item at once */
+        for (size_t i = 0; i < it.n; i++)
+            top = top + it.v[i] < top ? UINT64_MAX : top + it.v[i];
     n = top < MIN_BUDGET_CEIL ? candidate_sums(&it, top, &r->grain, &cand) : (size_t)-1;
     free(it.v);
     r->candidates = n == (size_t)-1 ? 0 : n;
@@ -538,7 +543,10 @@ int cmd_check(cli *c)
             pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k], &pregen[k],
                            plink[k]) == 1;
         min_budget_result mb;
-        int mbr = rc == 0 && c->has_min_budget ? min_budget(c, &in, c->min_budget, &mb) : 0;
+        /* also for a plan its own budgets reject: what budget it needs is the question */
+        int mbr = c->has_min_budget && (rc == 0 || (rc == EX_FAIL && in.text))
+                      ? min_budget(c, &in, c->min_budget, &mb)
+                      : 0;
         if (mbr < 0)
             rc = EX_SOFTWARE_;
         if (fo) {
@@ -647,6 +655,10 @@ int cmd_check(cli *c)
                 min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
         } else if (rc == EX_FAIL) {
             fprintf(stderr, "%s: rejected\n", c->files[i]);
+            if (c->has_min_budget && mbr >= 0 && in.text) {
+                fflush(stderr);
+                min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
+            }
         }
         if (sarif)
             sarif_add(sarif, c->files[i], rc, in.d, rep, in.text, in.len);

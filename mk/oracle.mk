@@ -35,3 +35,6 @@ oracle: $(ORACLE) $(BUILD)/fheplan
 test-oracle: $(ORACLE) $(BUILD)/fheplan
 	$(ORACLE) --fheplan $(BUILD)/fheplan --seed $(ORACLE_FIXED_SEED) -n $(ORACLE_FIXED_N) \
 	  --measured 2 --jobs 2 --quiet --max-print 10 --save $(BUILD)/oracle $(ORACLE_CASES)
+
+# The --min-budget tests run the fheplan binary of the same build.
+$(BUILD)/obj/tests/unit/test_min_budget.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
