@@ -38,6 +38,7 @@ static const char *const kind_name[NKIND] = {"feasibility", "bytes", "copies", "
 typedef struct tally {
     unsigned long plans, runs, disagreeing, fields[NKIND], plans_by_kind[NKIND];
     unsigned long infeasible_both, nonmonotonic;
+    unsigned long two_dev, two_dev_disagreeing, nondet_two_dev;
 } tally;
 
 typedef struct oracle {
@@ -183,6 +184,16 @@ static void shared_args(argv_b *b, const config *c, const char *policy)
     }
 }
 
+/* The JSON document the command prints (NULL when it prints none). */
+static cJSON *json_of(argv_b *b)
+{
+    char *out;
+    capture(b->a, &out);
+    cJSON *j = out ? cJSON_Parse(out) : NULL;
+    free(out);
+    return j;
+}
+
 static cJSON *do_check(const oracle *o, const config *c, const char *file, const char *minloc)
 {
     argv_b b = {.n = 0};
@@ -195,11 +206,7 @@ static cJSON *do_check(const oracle *o, const config *c, const char *file, const
         arg(&b, minloc);
     }
     arg(&b, file);
-    char *out;
-    capture(b.a, &out);
-    cJSON *j = out ? cJSON_Parse(out) : NULL;
-    free(out);
-    return j;
+    return json_of(&b);
 }
 
 static cJSON *do_run(const oracle *o, const config *c, const char *file, const char *policy)
@@ -219,11 +226,7 @@ static cJSON *do_run(const oracle *o, const config *c, const char *file, const c
     }
     shared_args(&b, c, policy);
     arg(&b, file);
-    char *out;
-    capture(b.a, &out);
-    cJSON *j = out ? cJSON_Parse(out) : NULL;
-    free(out);
-    return j;
+    return json_of(&b);
 }
 
 static void config_text(const config *c, char *buf, size_t n)
@@ -265,38 +268,38 @@ static const char *const dirs[] = {"h2h", "h2d", "d2h", "d2d", "load"};
 
 /* One stage record of check's report against the run's (the run's bytes times scale). */
 static void cmp_stage(const oracle *o, diffs *d, const char *where, const cJSON *cs,
-                      const cJSON *rs, double scale, const char *rname)
+                      const cJSON *rs, double scale, const char *lname, const char *rname)
 {
     if (strcmp(jstr(cs, "name"), jstr(rs, "name")) != 0)
-        dprintf_(d, K_SHAPE, "%s: stage name: check '%s', %s '%s'", where, jstr(cs, "name"), rname,
+        dprintf_(d, K_SHAPE, "%s: stage name: %s '%s', %s '%s'", where, lname, jstr(cs, "name"), rname,
                  jstr(rs, "name"));
     const cJSON *cb = cJSON_GetObjectItem(cs, "bytes"), *rb = cJSON_GetObjectItem(rs, "bytes");
     const cJSON *cc = cJSON_GetObjectItem(cs, "copies"), *rc = cJSON_GetObjectItem(rs, "copies");
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         double a = jnum(cb, dirs[i]), b = jnum(rb, dirs[i]) * scale;
         if (a != b)
-            dprintf_(d, K_BYTES, "%s: bytes.%s: check %.0f, %s %.0f", where, dirs[i], a, rname, b);
+            dprintf_(d, K_BYTES, "%s: bytes.%s: %s %.0f, %s %.0f", where, dirs[i], lname, a, rname, b);
         a = jnum(cc, dirs[i]);
         b = jnum(rc, dirs[i]);
         if (a != b)
-            dprintf_(d, K_COPIES, "%s: copies.%s: check %.0f, %s %.0f", where, dirs[i], a, rname, b);
+            dprintf_(d, K_COPIES, "%s: copies.%s: %s %.0f, %s %.0f", where, dirs[i], lname, a, rname, b);
     }
     static const char *const pb[] = {"pcie_bytes", "peer_bytes"};
     for (int i = 0; i < 2; i++) {
         double a = jnum(cs, pb[i]), b = jnum(rs, pb[i]) * scale;
         if (a != b)
-            dprintf_(d, K_BYTES, "%s: %s: check %.0f, %s %.0f", where, pb[i], a, rname, b);
+            dprintf_(d, K_BYTES, "%s: %s: %s %.0f, %s %.0f", where, pb[i], lname, a, rname, b);
     }
     double a = jnum(cs, "bytes_regenerated"), b = jnum(rs, "bytes_regenerated") * scale;
     if (a != b)
-        dprintf_(d, K_REGEN, "%s: bytes_regenerated: check %.0f, %s %.0f", where, a, rname, b);
+        dprintf_(d, K_REGEN, "%s: bytes_regenerated: %s %.0f, %s %.0f", where, lname, a, rname, b);
     if (jnum(cs, "evictions") != jnum(rs, "evictions"))
-        dprintf_(d, K_EVICT, "%s: evictions: check %.0f, %s %.0f", where, jnum(cs, "evictions"),
+        dprintf_(d, K_EVICT, "%s: evictions: %s %.0f, %s %.0f", where, lname, jnum(cs, "evictions"),
                  rname, jnum(rs, "evictions"));
     static const char *const counts[] = {"plans", "requests", "bodies"};
     for (int i = 0; i < 3; i++)
         if (jnum(cs, counts[i]) != jnum(rs, counts[i]))
-            dprintf_(d, K_SHAPE, "%s: %s: check %.0f, %s %.0f", where, counts[i],
+            dprintf_(d, K_SHAPE, "%s: %s: %s %.0f, %s %.0f", where, counts[i], lname,
                      jnum(cs, counts[i]), rname, jnum(rs, counts[i]));
     if (!o->peaks)
         return;
@@ -308,7 +311,7 @@ static void cmp_stage(const oracle *o, diffs *d, const char *where, const cJSON 
         cJSON_ArrayForEach(y, rp) if (!strcmp(jstr(y, "location"), loc)) match = y;
         double pa = jnum(x, "peak_charged_bytes"), pr = match ? jnum(match, "peak_charged_bytes") * scale : 0;
         if (pa != pr)
-            dprintf_(d, K_PEAK, "%s: peak at %s: check %.0f, %s %.0f", where, loc, pa, rname, pr);
+            dprintf_(d, K_PEAK, "%s: peak at %s: %s %.0f, %s %.0f", where, loc, lname, pa, rname, pr);
     }
     cJSON_ArrayForEach(x, rp) {
         const char *loc = jstr(x, "location");
@@ -316,7 +319,7 @@ static void cmp_stage(const oracle *o, diffs *d, const char *where, const cJSON 
         int seen = 0;
         cJSON_ArrayForEach(y, cp) seen |= !strcmp(jstr(y, "location"), loc);
         if (!seen && jnum(x, "peak_charged_bytes") > 0)
-            dprintf_(d, K_PEAK, "%s: peak at %s: check 0, %s %.0f", where, loc, rname,
+            dprintf_(d, K_PEAK, "%s: peak at %s: %s 0, %s %.0f", where, loc, lname, rname,
                      jnum(x, "peak_charged_bytes") * scale);
     }
 }
@@ -335,11 +338,11 @@ static const char *run_error(const cJSON *run)
 
 /* check's file record against one run (rname names it in messages) */
 static void cmp_reports(const oracle *o, diffs *d, const cJSON *cf, const cJSON *run, double scale,
-                        const char *rname)
+                        const char *lname, const char *rname)
 {
     int cok = jbool(cf, "feasible"), rok = jbool(run, "ok");
     if (cok != rok) {
-        dprintf_(d, K_FEASIBLE, "feasibility: check %s, %s %s%s%s", cok ? "feasible" : "rejected",
+        dprintf_(d, K_FEASIBLE, "feasibility: %s %s, %s %s%s%s", lname, cok ? "feasible" : "rejected",
                  rname, rok ? "ok" : "failed", rok ? "" : ": ", run_error(run));
         return;
     }
@@ -349,14 +352,14 @@ static void cmp_reports(const oracle *o, diffs *d, const cJSON *cf, const cJSON 
     const cJSON *cst = cJSON_GetObjectItem(rep, "stages"), *rst = cJSON_GetObjectItem(run, "stages");
     int nc = cJSON_GetArraySize(cst), nr = cJSON_GetArraySize(rst);
     if (nc != nr)
-        dprintf_(d, K_SHAPE, "stages: check %d, %s %d", nc, rname, nr);
+        dprintf_(d, K_SHAPE, "stages: %s %d, %s %d", lname, nc, rname, nr);
     for (int i = 0; i < nc && i < nr; i++) {
         char where[192];
         snprintf(where, sizeof where, "stage '%s'", jstr(cJSON_GetArrayItem(cst, i), "name"));
-        cmp_stage(o, d, where, cJSON_GetArrayItem(cst, i), cJSON_GetArrayItem(rst, i), scale, rname);
+        cmp_stage(o, d, where, cJSON_GetArrayItem(cst, i), cJSON_GetArrayItem(rst, i), scale, lname, rname);
     }
     cmp_stage(o, d, "total", cJSON_GetObjectItem(rep, "totals"), cJSON_GetObjectItem(run, "totals"),
-              scale, rname);
+              scale, lname, rname);
 }
 
 /* check's "policies" entry for kind against `run --policy kind` */
@@ -391,11 +394,11 @@ static void cmp_runs(const oracle *o, diffs *d, const cJSON *a, const cJSON *b, 
     cJSON *cf = cJSON_CreateObject();
     cJSON_AddBoolToObject(cf, "feasible", jbool(a, "ok"));
     cJSON_AddItemReferenceToObject(cf, "report", (cJSON *)a);
-    cmp_reports(o, &tmp, cf, b, 1, name);
+    cmp_reports(o, &tmp, cf, b, 1, "run 1", name);
     cJSON_Delete(cf);
     for (char *p = tmp.text, *nl; p && (nl = strchr(p, '\n')); p = nl + 1) {
         *nl = 0;
-        dprintf_(d, K_NONDET, "nondeterminism: run 1 as the reference: %s", p + 2);
+        dprintf_(d, K_NONDET, "nondeterminism: %s", p + 2);
     }
     free(tmp.text);
 }
@@ -426,7 +429,7 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
     if (!cf || !run) {
         dprintf_(&d, K_ERROR, "no JSON document from fheplan %s", cf ? "run" : "check");
     } else {
-        cmp_reports(o, &d, cf, run, scale, "run");
+        cmp_reports(o, &d, cf, run, scale, "check", "run");
         if (c->expect >= 0 && c->expect != jbool(cf, "feasible"))
             dprintf_(&d, K_MINB, "check --min-budget's intervals say %s at this budget, check "
                      "says %s", c->expect ? "feasible" : "infeasible",
@@ -471,6 +474,10 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
         o->t.plans_by_kind[i] += d.count[i] > 0;
     }
     o->t.plans++;
+    int two = !strcmp(c->device, "emu:2");
+    o->t.two_dev += two;
+    o->t.two_dev_disagreeing += two && n;
+    o->t.nondet_two_dev += two && d.count[K_NONDET];
     if (!n) {
         free(d.text);
         return 1;
@@ -658,6 +665,9 @@ static int run_parallel(oracle *o, uint64_t base, unsigned long n, int jobs)
             o->t.disagreeing += t.disagreeing;
             o->t.infeasible_both += t.infeasible_both;
             o->t.nonmonotonic += t.nonmonotonic;
+            o->t.two_dev += t.two_dev;
+            o->t.two_dev_disagreeing += t.two_dev_disagreeing;
+            o->t.nondet_two_dev += t.nondet_two_dev;
             for (int k = 0; k < NKIND; k++) {
                 o->t.fields[k] += t.fields[k];
                 o->t.plans_by_kind[k] += t.plans_by_kind[k];
@@ -744,7 +754,7 @@ static int run_case(oracle *o, const char *path)
     }
     char plan[512];
     snprintf(plan, sizeof plan, "%s", path);
-    int ok = 1, nconf = 0, policies = o->policies;
+    int ok = 1, nconf = 0, policies = o->policies, repeat = o->repeat;
     for (char *p = text; *p; ) {
         char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
@@ -752,8 +762,13 @@ static int run_case(oracle *o, const char *path)
         snprintf(l, sizeof l, "%.*s", (int)(n < 599 ? n : 599), p);
         if (!strncmp(l, "# oracle-plan:", 14))
             snprintf(plan, sizeof plan, "%s", l + 14 + strspn(l + 14, " "));
-        else if (!strncmp(l, "# oracle-flags:", 15) && strstr(l, "no-policies"))
-            o->policies = 0;
+        else if (!strncmp(l, "# oracle-flags:", 15)) {
+            if (strstr(l, "no-policies"))
+                o->policies = 0;
+            const char *r = strstr(l, "repeat=");
+            if (r && atoi(r + 7) > o->repeat)
+                o->repeat = atoi(r + 7);
+        }
         p += n + (nl != NULL);
     }
     for (char *p = text; *p; ) {
@@ -780,6 +795,7 @@ static int run_case(oracle *o, const char *path)
         ok = 0;
     }
     o->policies = policies;
+    o->repeat = repeat;
     free(text);
     return ok;
 }
@@ -878,7 +894,9 @@ int main(int argc, char **argv)
             }
         printf(")");
     }
-    printf("; %lu refused by both; %lu with feasibility not monotonic in the budget\n",
-           o.t.infeasible_both, o.t.nonmonotonic);
+    printf("; %lu refused by both; %lu with feasibility not monotonic in the budget; "
+           "%lu on two devices (%lu disagree, %lu nondeterministic)\n",
+           o.t.infeasible_both, o.t.nonmonotonic, o.t.two_dev, o.t.two_dev_disagreeing,
+           o.t.nondet_two_dev);
     return ok && !o.t.disagreeing ? 0 : 1;
 }
