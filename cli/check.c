@@ -54,9 +54,22 @@ static uint64_t moved_bytes(const rplan_stage_report *r)
 
 /* One quiet check of src with extra budget overrides and a policy: compile (with the
  * verifier's dry run) and the VM's explain run. 1 feasible, 0 rejected, -1 error. */
+static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
+                    int policy, double *predicted, uint64_t *moved, uint64_t *regen,
+                    uint64_t link[2], uint64_t *peak, rplan_program **keep);
+
 static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
                  int policy, double *predicted, uint64_t *moved, uint64_t *regen,
                  uint64_t link[2])
+{
+    return probe_at(c, in, extra, nextra, policy, predicted, moved, regen, link, NULL, NULL);
+}
+
+/* probe, and *peak: the highest charge at extra[0]'s location (UINT64_MAX when the report
+ * has no room to name it); *keep (when given): the compiled program, to free */
+static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
+                    int policy, double *predicted, uint64_t *moved, uint64_t *regen,
+                    uint64_t link[2], uint64_t *peak, rplan_program **keep)
 {
     fhr_budget bud[32];
     size_t nb = 0;
@@ -99,77 +112,397 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
                 link[0] = rep->pcie_bytes;
                 link[1] = rep->peer_bytes;
             }
+            if (peak) {
+                *peak = rep->total.npeaks < RPLAN_MAX_PEAKS ? 0 : UINT64_MAX;
+                for (size_t i = 0; i < rep->total.npeaks; i++)
+                    if (fhr_loc_equal(rep->total.peaks[i].loc, extra[0].loc))
+                        *peak = rep->total.peaks[i].peak_bytes;
+            }
         }
     }
     rplan_vm_report_free(rep);
     rplan_vm_destroy(vm);
     fhr_backend_destroy(b);
-    rplan_program_free(p);
+    if (keep)
+        *keep = p;
+    else
+        rplan_program_free(p);
     return ok;
 }
 
-typedef struct min_budget_result {
-    int found;               /* 0: infeasible at any budget we tried */
-    uint64_t feasible;       /* smallest feasible budget */
-    uint64_t near;           /* smallest with predicted time within 5% of unbounded */
-    double unbounded_s, near_s, feasible_s;
-} min_budget_result;
+/* ---- --min-budget ------------------------------------------------------------------- */
+
+/* Feasibility is not monotonic in a budget (issue 27, cause 8: keys that fill a device as
+ * far as it goes leave less room for a later explicit move at some budgets than at smaller
+ * ones), so --min-budget finds every feasible interval, exactly, and the threshold: the
+ * start of the last one, from which every budget is feasible.
+ *
+ * Why a finite scan is exact. The budget B at LOC enters a check only through comparisons
+ * of a charge against it: "committed + size <= B" in the verifier's dry run, the manager's
+ * admission and the room a policy sees (B - committed, set against sizes). Every charge at
+ * LOC is a sum of items: the charge of a copy of a value there (its size; at host or pinned
+ * a seeded value's size less its regenerated half unless kept), a source's temporary copy
+ * at a host location, and the reservations at LOC. Between two consecutive such sums no
+ * comparison can change its outcome, so feasibility is constant there; and from the peak
+ * charge the unbounded run reaches at LOC on, every comparison the unbounded run made comes
+ * out the same, so the run is the unbounded one. Probing every distinct sum of the items
+ * up to that peak (a subset-sum set over the items' common divisor) therefore decides every
+ * budget. The cost is one probe (a compile with its dry run and the VM's explain run) per
+ * distinct sum; past MIN_BUDGET_PROBES sums the scan probes the highest ones and finds the
+ * rest by bisection, and says that the result is not exact. */
 
 #define MIN_BUDGET_CEIL ((uint64_t)1 << 44) /* 16 TiB stands for "unbounded" */
+#define MIN_BUDGET_PROBES 20000              /* sums probed before the scan gives up exactness */
+#define MIN_BUDGET_BITS ((uint64_t)1 << 27)  /* subset-sum set size (16 MiB of bits) */
+#define MIN_BUDGET_INTERVALS 64              /* intervals reported (the rest are counted) */
 
-/* Smallest budget at loc for which the plan passes check (so one byte less fails), and
- * the smallest whose predicted time stays within 5% of the unbounded one. Binary search
- * on whole bytes; each probe is a full check. */
+typedef struct mb_interval {
+    uint64_t from, to; /* feasible from..to inclusive; to == UINT64_MAX: and above */
+} mb_interval;
+
+typedef struct min_budget_result {
+    int found;               /* 0: infeasible at any budget */
+    int unused;              /* nothing at loc needs bytes: every budget, 0 included */
+    int exact;               /* every candidate budget probed */
+    uint64_t feasible;       /* smallest feasible budget */
+    uint64_t threshold;      /* every budget from it on is feasible (one byte less is not) */
+    uint64_t near;           /* smallest with predicted time within 5% of unbounded */
+    uint64_t peak;           /* the unbounded run's peak charge at loc */
+    uint64_t grain;          /* the items' common divisor */
+    size_t candidates, probes;
+    size_t nint, nint_all;   /* intervals kept / found */
+    mb_interval iv[MIN_BUDGET_INTERVALS];
+    double unbounded_s, near_s, feasible_s, threshold_s;
+} min_budget_result;
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+typedef struct mb_items {
+    uint64_t *v;
+    size_t n, cap;
+} mb_items;
+
+static int items_add(mb_items *it, uint64_t x)
+{
+    if (!x)
+        return 0;
+    if (it->n == it->cap) {
+        size_t cap = it->cap ? 2 * it->cap : 64;
+        uint64_t *nv = realloc(it->v, cap * sizeof *nv);
+        if (!nv)
+            return -1;
+        it->v = nv;
+        it->cap = cap;
+    }
+    it->v[it->n++] = x;
+    return 0;
+}
+
+/* What can be charged at loc: see the comment above. -1 on allocation failure. */
+static int charge_items(const rplan_program *p, fhr_location loc, mb_items *it)
+{
+    int host = loc.kind != FHR_LOC_CUDA;
+    unsigned keep = loc.kind == FHR_LOC_PINNED ? FHR_KEEP_PINNED : FHR_KEEP_HOST;
+    for (size_t i = 0; i < rplan_nvalues(p); i++) {
+        rplan_value_info vi;
+        if (rplan_value(p, i, &vi) != FHR_OK)
+            continue;
+        uint64_t stored = vi.seeded ? vi.nbytes - vi.regen_nbytes : vi.nbytes;
+        if (!host) {
+            if (items_add(it, vi.nbytes))
+                return -1;
+            continue;
+        }
+        /* a copy (whole when kept) and a source's temporary, which holds what a copy holds */
+        uint64_t copy = vi.seeded && !(vi.keep & keep) ? stored : vi.nbytes;
+        if (items_add(it, copy) || items_add(it, stored) || items_add(it, vi.nbytes))
+            return -1;
+    }
+    for (size_t i = 0; i < rplan_ninstrs(p); i++) {
+        rplan_instr ins;
+        if (rplan_instr_get(p, i, &ins) == FHR_OK && ins.opname && !strcmp(ins.opname, "reserve") &&
+            ins.has_loc && fhr_loc_equal(ins.loc, loc) && items_add(it, ins.imm))
+            return -1;
+    }
+    return 0;
+}
+
+/* The distinct sums of the items up to top, ascending, into *out (0 first). The count, or
+ * (size_t)-1 when the set would be too large or on allocation failure. */
+static size_t candidate_sums(const mb_items *it, uint64_t top, uint64_t *grain, uint64_t **out)
+{
+    uint64_t g = 0;
+    for (size_t i = 0; i < it->n; i++)
+        g = gcd64(g, it->v[i]);
+    if (!g)
+        g = 1;
+    *grain = g;
+    uint64_t k = top / g + 1; /* lattice points 0..top */
+    if (k > MIN_BUDGET_BITS)
+        return (size_t)-1;
+    size_t words = (size_t)((k + 63) / 64);
+    uint64_t *set = calloc(words, sizeof *set);
+    if (!set)
+        return (size_t)-1;
+    set[0] = 1;
+    for (size_t i = 0; i < it->n; i++) {
+        uint64_t sh = it->v[i] / g;
+        if (sh >= k)
+            continue;
+        size_t ws = (size_t)(sh / 64);
+        unsigned bs = (unsigned)(sh % 64);
+        for (size_t w = words; w-- > ws;) { /* set |= set << sh, high words first */
+            uint64_t x = set[w - ws] << bs;
+            if (bs && w - ws > 0)
+                x |= set[w - ws - 1] >> (64 - bs);
+            set[w] |= x;
+        }
+    }
+    if (k % 64)
+        set[words - 1] &= ((uint64_t)1 << (k % 64)) - 1;
+    size_t n = 0;
+    for (size_t w = 0; w < words; w++)
+        n += (size_t)__builtin_popcountll(set[w]);
+    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+    if (!v) {
+        free(set);
+        return (size_t)-1;
+    }
+    size_t j = 0;
+    for (size_t w = 0; w < words; w++)
+        for (uint64_t b = set[w]; b; b &= b - 1)
+            v[j++] = ((uint64_t)w * 64 + (uint64_t)__builtin_ctzll(b)) * g;
+    free(set);
+    *out = v;
+    return n;
+}
+
+/* Appends an interval; past MIN_BUDGET_INTERVALS the last kept one is replaced, so the
+ * last (the threshold's) is always there. */
+static void add_interval(min_budget_result *r, uint64_t from, uint64_t to)
+{
+    if (r->nint == MIN_BUDGET_INTERVALS)
+        r->nint--;
+    r->iv[r->nint++] = (mb_interval){from, to};
+    r->nint_all++;
+}
+
+/* The smallest feasible budget in [0, hi] by bisection, hi feasible: exact only where
+ * feasibility is monotonic below hi. */
+static int bisect_below(const cli *c, const input *in, fhr_budget *b, uint64_t hi,
+                        min_budget_result *r, uint64_t *out)
+{
+    uint64_t lo = 0;
+    b->nbytes = 0;
+    int o = probe(c, in, b, 1, c->policy, NULL, NULL, NULL, NULL);
+    r->probes++;
+    if (o < 0)
+        return -1;
+    if (o)
+        hi = 0;
+    while (hi && lo + 1 < hi) {
+        b->nbytes = lo + (hi - lo) / 2;
+        o = probe(c, in, b, 1, c->policy, NULL, NULL, NULL, NULL);
+        r->probes++;
+        if (o < 0)
+            return -1;
+        if (o)
+            hi = b->nbytes;
+        else
+            lo = b->nbytes;
+    }
+    *out = hi;
+    return 0;
+}
+
+/* Feasibility at every candidate budget (see above); then the time search. 1 done, 0 the
+ * plan is infeasible at every budget, -1 error. */
 static int min_budget(const cli *c, const input *in, fhr_location loc, min_budget_result *r)
 {
     memset(r, 0, sizeof *r);
     fhr_budget b = {loc, MIN_BUDGET_CEIL};
-    int f = probe(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL, NULL);
-    if (f < 0)
-        return -1;
-    if (!f)
-        return 0;
-    uint64_t lo = 0, hi = MIN_BUDGET_CEIL; /* lo fails (or is 0), hi passes */
-    b.nbytes = 0;
-    if (probe(c, in, &b, 1, c->policy, NULL, NULL, NULL, NULL) == 1)
-        hi = 0;
-    while (hi && lo + 1 < hi) {
-        b.nbytes = lo + (hi - lo) / 2;
-        int ok = probe(c, in, &b, 1, c->policy, NULL, NULL, NULL, NULL);
-        if (ok < 0)
-            return -1;
-        if (ok)
-            hi = b.nbytes;
-        else
-            lo = b.nbytes;
+    rplan_program *prog = NULL;
+    int f = probe_at(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL, NULL, &r->peak, &prog);
+    if (f < 1 || !prog) {
+        rplan_program_free(prog);
+        return f < 0 ? -1 : 0;
     }
     r->found = 1;
-    r->feasible = hi;
-    b.nbytes = hi;
+    mb_items it = {0};
+    uint64_t *cand = NULL;
+    size_t n = (size_t)-1;
+    uint64_t top = r->peak == UINT64_MAX ? 0 : r->peak;
+    int ci = charge_items(prog, loc, &it);
+    rplan_program_free(prog);
+    if (ci != 0) {
+        free(it.v);
+        return -1;
+    }
+    if (r->peak == UINT64_MAX) /* the report has no room for loc: every item at once */
+        for (size_t i = 0; i < it.n; i++)
+            top = top + it.v[i] < top ? UINT64_MAX : top + it.v[i];
+    n = top < MIN_BUDGET_CEIL ? candidate_sums(&it, top, &r->grain, &cand) : (size_t)-1;
+    free(it.v);
+    r->candidates = n == (size_t)-1 ? 0 : n;
+    /* feasibility at each candidate, from the top down; the top one is the peak, where the
+     * run is the unbounded one (feasible) */
+    int *ok = n == (size_t)-1 ? NULL : malloc((n ? n : 1) * sizeof *ok);
+    if (n != (size_t)-1 && !ok) {
+        free(cand);
+        return -1;
+    }
+    int scanned = n != (size_t)-1;
+    size_t lowest = scanned ? n : 0; /* candidates lowest..n-1 are probed */
+    while (scanned && lowest > 0 && r->probes < MIN_BUDGET_PROBES) {
+        lowest--;
+        b.nbytes = cand[lowest];
+        ok[lowest] = probe(c, in, &b, 1, c->policy, NULL, NULL, NULL, NULL);
+        r->probes++;
+        if (ok[lowest] < 0) {
+            free(ok);
+            free(cand);
+            return -1;
+        }
+    }
+    r->exact = scanned && lowest == 0;
+    /* feasibility holds from a candidate up to one byte below the next candidate */
+    for (size_t i = lowest; scanned && i < n; i++) {
+        if (ok[i] != 1)
+            continue;
+        size_t j = i;
+        while (j + 1 < n && ok[j + 1] == 1)
+            j++;
+        add_interval(r, cand[i], j + 1 == n ? UINT64_MAX : cand[j + 1] - 1);
+        i = j;
+    }
+    /* not exact: below what was probed, one bisection, as if feasibility were monotonic */
+    int err = 0;
+    uint64_t h;
+    if (!scanned) {
+        err = bisect_below(c, in, &b, MIN_BUDGET_CEIL, r, &h);
+        if (!err)
+            add_interval(r, h, UINT64_MAX);
+    } else if (!r->exact && ok[lowest] == 1) {
+        err = bisect_below(c, in, &b, cand[lowest], r, &h);
+        if (!err)
+            r->iv[0].from = h;
+    }
+    free(ok);
+    free(cand);
+    if (err || !r->nint) /* no interval cannot happen: the peak is feasible */
+        return -1;
+    r->feasible = r->iv[0].from;
+    r->threshold = r->iv[r->nint - 1].from;
+    r->unused = r->threshold == 0 && r->peak == 0;
+    b.nbytes = r->feasible;
     probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL, NULL, NULL);
-    /* the predicted time falls as the budget grows: search [feasible, ceiling] */
+    b.nbytes = r->threshold;
+    probe(c, in, &b, 1, c->policy, &r->threshold_s, NULL, NULL, NULL);
+    /* the predicted time falls as the budget grows: search [threshold, ceiling] */
     double limit = r->unbounded_s * 1.05;
-    lo = hi;
-    uint64_t top = MIN_BUDGET_CEIL;
-    if (r->feasible_s <= limit) {
-        top = lo;
+    uint64_t lo = r->threshold, top2 = MIN_BUDGET_CEIL;
+    if (r->threshold_s <= limit) {
+        top2 = lo;
     } else {
-        while (lo + 1 < top) {
+        while (lo + 1 < top2) {
             double t = 0;
-            b.nbytes = lo + (top - lo) / 2;
-            int ok = probe(c, in, &b, 1, c->policy, &t, NULL, NULL, NULL);
-            if (ok < 0)
+            b.nbytes = lo + (top2 - lo) / 2;
+            int o = probe(c, in, &b, 1, c->policy, &t, NULL, NULL, NULL);
+            if (o < 0)
                 return -1;
-            if (ok && t <= limit)
-                top = b.nbytes;
+            if (o && t <= limit)
+                top2 = b.nbytes;
             else
                 lo = b.nbytes;
         }
     }
-    r->near = top;
-    b.nbytes = top;
+    r->near = top2;
+    b.nbytes = top2;
     probe(c, in, &b, 1, c->policy, &r->near_s, NULL, NULL, NULL);
     return 1;
+}
+
+/* "min_budget" members past location and found: see fheplan(1), --min-budget */
+static void min_budget_json(cJSON *mo, const min_budget_result *r)
+{
+    cJSON_AddNumberToObject(mo, "threshold_bytes", (double)r->threshold);
+    cJSON_AddNumberToObject(mo, "predicted_s_at_threshold", r->threshold_s);
+    cJSON_AddBoolToObject(mo, "monotonic", r->nint_all == 1);
+    cJSON_AddBoolToObject(mo, "unused", r->unused);
+    cJSON *iv = cJSON_AddArrayToObject(mo, "intervals");
+    for (size_t i = 0; i < r->nint; i++) {
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddNumberToObject(o, "from", (double)r->iv[i].from);
+        if (r->iv[i].to == UINT64_MAX)
+            cJSON_AddNullToObject(o, "to");
+        else
+            cJSON_AddNumberToObject(o, "to", (double)r->iv[i].to);
+        cJSON_AddItemToArray(iv, o);
+    }
+    cJSON_AddNumberToObject(mo, "intervals_found", (double)r->nint_all);
+    cJSON_AddNumberToObject(mo, "feasible_bytes", (double)r->feasible);
+    cJSON_AddNumberToObject(mo, "predicted_s_at_feasible", r->feasible_s);
+    cJSON_AddNumberToObject(mo, "within_5pct_bytes", (double)r->near);
+    cJSON_AddNumberToObject(mo, "predicted_s_at_within_5pct", r->near_s);
+    cJSON_AddNumberToObject(mo, "unbounded_predicted_s", r->unbounded_s);
+    cJSON_AddNumberToObject(mo, "unbounded_peak_bytes", (double)r->peak);
+    cJSON_AddBoolToObject(mo, "exact", r->exact);
+    cJSON_AddNumberToObject(mo, "candidates", (double)r->candidates);
+    cJSON_AddNumberToObject(mo, "probes", (double)r->probes);
+    cJSON_AddNumberToObject(mo, "grain_bytes", (double)r->grain);
+}
+
+/* The text lines of --min-budget (r NULL: the search failed). */
+static void min_budget_print(fhr_location loc, const min_budget_result *r)
+{
+    char lb[16], b1[32], b2[32], t[32], a[32];
+    fhr_loc_format(loc, lb, sizeof lb);
+    if (!r || !r->found) {
+        printf("  no budget at %s makes the plan feasible\n", lb);
+        return;
+    }
+    if (r->unused) {
+        printf("  nothing at %s needs bytes: every budget there is feasible, 0 included\n", lb);
+        return;
+    }
+    printf("  threshold at %s: %s (%llu bytes): every budget from it on is feasible, one byte "
+           "less is rejected; predicted %s\n",
+           lb, fmt_bytes(r->threshold, b1, sizeof b1), (unsigned long long)r->threshold,
+           fmt_time(r->threshold_s, t, sizeof t));
+    if (r->nint_all > 1) {
+        printf("  not monotonic: %zu feasible intervals at %s, in bytes:", r->nint_all, lb);
+        for (size_t i = 0; i < r->nint; i++) {
+            if (i + 1 == r->nint && r->nint < r->nint_all)
+                printf(" ... (%zu more)", r->nint_all - r->nint);
+            if (r->iv[i].to == UINT64_MAX)
+                printf("%s %llu and above\n", i ? " and" : "", (unsigned long long)r->iv[i].from);
+            else
+                printf("%s %llu-%llu", i ? "," : "", (unsigned long long)r->iv[i].from,
+                       (unsigned long long)r->iv[i].to);
+        }
+        printf("  smallest feasible budget at %s: %s (%llu bytes), predicted %s\n", lb,
+               fmt_bytes(r->feasible, b1, sizeof b1), (unsigned long long)r->feasible,
+               fmt_time(r->feasible_s, t, sizeof t));
+    }
+    if (r->exact)
+        printf("  exact: every budget decided by %zu probes, one per distinct sum of the sizes "
+               "charged at %s up to the unbounded peak %s\n",
+               r->probes, lb, fmt_bytes(r->peak, b1, sizeof b1));
+    else
+        printf("  not exact: %zu probes; below the lowest budget probed feasibility was taken as "
+               "monotonic (more than %d candidate budgets)\n",
+               r->probes, MIN_BUDGET_PROBES);
+    printf("  within 5%% of the unbounded predicted time (%s) from %s (%llu bytes), predicted %s\n",
+           fmt_time(r->unbounded_s, a, sizeof a), fmt_bytes(r->near, b2, sizeof b2),
+           (unsigned long long)r->near, fmt_time(r->near_s, t, sizeof t));
 }
 
 int cmd_check(cli *c)
@@ -212,7 +545,10 @@ int cmd_check(cli *c)
             pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k], &pregen[k],
                            plink[k]) == 1;
         min_budget_result mb;
-        int mbr = rc == 0 && c->has_min_budget ? min_budget(c, &in, c->min_budget, &mb) : 0;
+        /* also for a plan its own budgets reject: what budget it needs is the question */
+        int mbr = c->has_min_budget && (rc == 0 || (rc == EX_FAIL && in.text))
+                      ? min_budget(c, &in, c->min_budget, &mb)
+                      : 0;
         if (mbr < 0)
             rc = EX_SOFTWARE_;
         if (fo) {
@@ -242,13 +578,8 @@ int cmd_check(cli *c)
                 cJSON *mo = cJSON_AddObjectToObject(fo, "min_budget");
                 cJSON_AddStringToObject(mo, "location", fhr_loc_format(c->min_budget, lb, sizeof lb));
                 cJSON_AddBoolToObject(mo, "found", mbr == 1 && mb.found);
-                if (mbr == 1 && mb.found) {
-                    cJSON_AddNumberToObject(mo, "feasible_bytes", (double)mb.feasible);
-                    cJSON_AddNumberToObject(mo, "predicted_s_at_feasible", mb.feasible_s);
-                    cJSON_AddNumberToObject(mo, "within_5pct_bytes", (double)mb.near);
-                    cJSON_AddNumberToObject(mo, "predicted_s_at_within_5pct", mb.near_s);
-                    cJSON_AddNumberToObject(mo, "unbounded_predicted_s", mb.unbounded_s);
-                }
+                if (mbr == 1 && mb.found)
+                    min_budget_json(mo, &mb);
             }
             cJSON *rj = NULL;
             if (rep) {
@@ -322,24 +653,14 @@ int cmd_check(cli *c)
                 else
                     printf("  policy %-10s is infeasible\n", policy_name(kinds[k]));
             }
-            if (c->has_min_budget) {
-                char lb[16], b1[32], b2[32];
-                fhr_loc_format(c->min_budget, lb, sizeof lb);
-                if (mbr == 1 && mb.found) {
-                    printf("  smallest feasible budget at %s: %s (%llu bytes; one byte less is "
-                           "rejected), predicted %s\n",
-                           lb, fmt_bytes(mb.feasible, b1, sizeof b1),
-                           (unsigned long long)mb.feasible, fmt_time(mb.feasible_s, t, sizeof t));
-                    printf("  within 5%% of the unbounded predicted time (%s) from %s (%llu "
-                           "bytes), predicted %s\n",
-                           fmt_time(mb.unbounded_s, a, sizeof a), fmt_bytes(mb.near, b2, sizeof b2),
-                           (unsigned long long)mb.near, fmt_time(mb.near_s, t, sizeof t));
-                } else {
-                    printf("  no budget at %s makes the plan feasible\n", lb);
-                }
-            }
+            if (c->has_min_budget)
+                min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
         } else if (rc == EX_FAIL) {
             fprintf(stderr, "%s: rejected\n", c->files[i]);
+            if (c->has_min_budget && mbr >= 0 && in.text) {
+                fflush(stderr);
+                min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
+            }
         }
         if (sarif)
             sarif_add(sarif, c->files[i], rc, in.d, rep, in.text, in.len);

@@ -29,15 +29,16 @@ extern char **environ;
 
 enum kind {
     K_FEASIBLE, K_BYTES, K_COPIES, K_EVICT, K_REGEN, K_PEAK, K_SHAPE, K_POLICY, K_NONDET,
-    K_ERROR, NKIND
+    K_MINB, K_ERROR, NKIND
 };
 static const char *const kind_name[NKIND] = {"feasibility", "bytes", "copies", "evictions",
                                              "regenerated", "peaks", "shape", "policy",
-                                             "nondeterminism", "tool-error"};
+                                             "nondeterminism", "min-budget", "tool-error"};
 
 typedef struct tally {
     unsigned long plans, runs, disagreeing, fields[NKIND], plans_by_kind[NKIND];
     unsigned long infeasible_both, nonmonotonic;
+    unsigned long two_dev, two_dev_disagreeing, nondet_two_dev;
 } tally;
 
 typedef struct oracle {
@@ -145,6 +146,7 @@ typedef struct config {
     uint64_t scale;
     int prefetch;       /* -1: not given */
     char gbps[16];      /* --pinned-gbps for both ("": the run measures it) */
+    int expect;         /* check's feasibility by --min-budget's intervals (-1: unknown) */
 } config;
 
 typedef struct argv_b {
@@ -182,6 +184,16 @@ static void shared_args(argv_b *b, const config *c, const char *policy)
     }
 }
 
+/* The JSON document the command prints (NULL when it prints none). */
+static cJSON *json_of(argv_b *b)
+{
+    char *out;
+    capture(b->a, &out);
+    cJSON *j = out ? cJSON_Parse(out) : NULL;
+    free(out);
+    return j;
+}
+
 static cJSON *do_check(const oracle *o, const config *c, const char *file, const char *minloc)
 {
     argv_b b = {.n = 0};
@@ -194,11 +206,7 @@ static cJSON *do_check(const oracle *o, const config *c, const char *file, const
         arg(&b, minloc);
     }
     arg(&b, file);
-    char *out;
-    capture(b.a, &out);
-    cJSON *j = out ? cJSON_Parse(out) : NULL;
-    free(out);
-    return j;
+    return json_of(&b);
 }
 
 static cJSON *do_run(const oracle *o, const config *c, const char *file, const char *policy)
@@ -218,11 +226,7 @@ static cJSON *do_run(const oracle *o, const config *c, const char *file, const c
     }
     shared_args(&b, c, policy);
     arg(&b, file);
-    char *out;
-    capture(b.a, &out);
-    cJSON *j = out ? cJSON_Parse(out) : NULL;
-    free(out);
-    return j;
+    return json_of(&b);
 }
 
 static void config_text(const config *c, char *buf, size_t n)
@@ -264,38 +268,38 @@ static const char *const dirs[] = {"h2h", "h2d", "d2h", "d2d", "load"};
 
 /* One stage record of check's report against the run's (the run's bytes times scale). */
 static void cmp_stage(const oracle *o, diffs *d, const char *where, const cJSON *cs,
-                      const cJSON *rs, double scale, const char *rname)
+                      const cJSON *rs, double scale, const char *lname, const char *rname)
 {
     if (strcmp(jstr(cs, "name"), jstr(rs, "name")) != 0)
-        dprintf_(d, K_SHAPE, "%s: stage name: check '%s', %s '%s'", where, jstr(cs, "name"), rname,
+        dprintf_(d, K_SHAPE, "%s: stage name: %s '%s', %s '%s'", where, lname, jstr(cs, "name"), rname,
                  jstr(rs, "name"));
     const cJSON *cb = cJSON_GetObjectItem(cs, "bytes"), *rb = cJSON_GetObjectItem(rs, "bytes");
     const cJSON *cc = cJSON_GetObjectItem(cs, "copies"), *rc = cJSON_GetObjectItem(rs, "copies");
     for (size_t i = 0; i < sizeof dirs / sizeof *dirs; i++) {
         double a = jnum(cb, dirs[i]), b = jnum(rb, dirs[i]) * scale;
         if (a != b)
-            dprintf_(d, K_BYTES, "%s: bytes.%s: check %.0f, %s %.0f", where, dirs[i], a, rname, b);
+            dprintf_(d, K_BYTES, "%s: bytes.%s: %s %.0f, %s %.0f", where, dirs[i], lname, a, rname, b);
         a = jnum(cc, dirs[i]);
         b = jnum(rc, dirs[i]);
         if (a != b)
-            dprintf_(d, K_COPIES, "%s: copies.%s: check %.0f, %s %.0f", where, dirs[i], a, rname, b);
+            dprintf_(d, K_COPIES, "%s: copies.%s: %s %.0f, %s %.0f", where, dirs[i], lname, a, rname, b);
     }
     static const char *const pb[] = {"pcie_bytes", "peer_bytes"};
     for (int i = 0; i < 2; i++) {
         double a = jnum(cs, pb[i]), b = jnum(rs, pb[i]) * scale;
         if (a != b)
-            dprintf_(d, K_BYTES, "%s: %s: check %.0f, %s %.0f", where, pb[i], a, rname, b);
+            dprintf_(d, K_BYTES, "%s: %s: %s %.0f, %s %.0f", where, pb[i], lname, a, rname, b);
     }
     double a = jnum(cs, "bytes_regenerated"), b = jnum(rs, "bytes_regenerated") * scale;
     if (a != b)
-        dprintf_(d, K_REGEN, "%s: bytes_regenerated: check %.0f, %s %.0f", where, a, rname, b);
+        dprintf_(d, K_REGEN, "%s: bytes_regenerated: %s %.0f, %s %.0f", where, lname, a, rname, b);
     if (jnum(cs, "evictions") != jnum(rs, "evictions"))
-        dprintf_(d, K_EVICT, "%s: evictions: check %.0f, %s %.0f", where, jnum(cs, "evictions"),
+        dprintf_(d, K_EVICT, "%s: evictions: %s %.0f, %s %.0f", where, lname, jnum(cs, "evictions"),
                  rname, jnum(rs, "evictions"));
     static const char *const counts[] = {"plans", "requests", "bodies"};
     for (int i = 0; i < 3; i++)
         if (jnum(cs, counts[i]) != jnum(rs, counts[i]))
-            dprintf_(d, K_SHAPE, "%s: %s: check %.0f, %s %.0f", where, counts[i],
+            dprintf_(d, K_SHAPE, "%s: %s: %s %.0f, %s %.0f", where, counts[i], lname,
                      jnum(cs, counts[i]), rname, jnum(rs, counts[i]));
     if (!o->peaks)
         return;
@@ -307,7 +311,7 @@ static void cmp_stage(const oracle *o, diffs *d, const char *where, const cJSON 
         cJSON_ArrayForEach(y, rp) if (!strcmp(jstr(y, "location"), loc)) match = y;
         double pa = jnum(x, "peak_charged_bytes"), pr = match ? jnum(match, "peak_charged_bytes") * scale : 0;
         if (pa != pr)
-            dprintf_(d, K_PEAK, "%s: peak at %s: check %.0f, %s %.0f", where, loc, pa, rname, pr);
+            dprintf_(d, K_PEAK, "%s: peak at %s: %s %.0f, %s %.0f", where, loc, lname, pa, rname, pr);
     }
     cJSON_ArrayForEach(x, rp) {
         const char *loc = jstr(x, "location");
@@ -315,7 +319,7 @@ static void cmp_stage(const oracle *o, diffs *d, const char *where, const cJSON 
         int seen = 0;
         cJSON_ArrayForEach(y, cp) seen |= !strcmp(jstr(y, "location"), loc);
         if (!seen && jnum(x, "peak_charged_bytes") > 0)
-            dprintf_(d, K_PEAK, "%s: peak at %s: check 0, %s %.0f", where, loc, rname,
+            dprintf_(d, K_PEAK, "%s: peak at %s: %s 0, %s %.0f", where, loc, lname, rname,
                      jnum(x, "peak_charged_bytes") * scale);
     }
 }
@@ -334,11 +338,11 @@ static const char *run_error(const cJSON *run)
 
 /* check's file record against one run (rname names it in messages) */
 static void cmp_reports(const oracle *o, diffs *d, const cJSON *cf, const cJSON *run, double scale,
-                        const char *rname)
+                        const char *lname, const char *rname)
 {
     int cok = jbool(cf, "feasible"), rok = jbool(run, "ok");
     if (cok != rok) {
-        dprintf_(d, K_FEASIBLE, "feasibility: check %s, %s %s%s%s", cok ? "feasible" : "rejected",
+        dprintf_(d, K_FEASIBLE, "feasibility: %s %s, %s %s%s%s", lname, cok ? "feasible" : "rejected",
                  rname, rok ? "ok" : "failed", rok ? "" : ": ", run_error(run));
         return;
     }
@@ -348,14 +352,14 @@ static void cmp_reports(const oracle *o, diffs *d, const cJSON *cf, const cJSON 
     const cJSON *cst = cJSON_GetObjectItem(rep, "stages"), *rst = cJSON_GetObjectItem(run, "stages");
     int nc = cJSON_GetArraySize(cst), nr = cJSON_GetArraySize(rst);
     if (nc != nr)
-        dprintf_(d, K_SHAPE, "stages: check %d, %s %d", nc, rname, nr);
+        dprintf_(d, K_SHAPE, "stages: %s %d, %s %d", lname, nc, rname, nr);
     for (int i = 0; i < nc && i < nr; i++) {
         char where[192];
         snprintf(where, sizeof where, "stage '%s'", jstr(cJSON_GetArrayItem(cst, i), "name"));
-        cmp_stage(o, d, where, cJSON_GetArrayItem(cst, i), cJSON_GetArrayItem(rst, i), scale, rname);
+        cmp_stage(o, d, where, cJSON_GetArrayItem(cst, i), cJSON_GetArrayItem(rst, i), scale, lname, rname);
     }
     cmp_stage(o, d, "total", cJSON_GetObjectItem(rep, "totals"), cJSON_GetObjectItem(run, "totals"),
-              scale, rname);
+              scale, lname, rname);
 }
 
 /* check's "policies" entry for kind against `run --policy kind` */
@@ -390,11 +394,11 @@ static void cmp_runs(const oracle *o, diffs *d, const cJSON *a, const cJSON *b, 
     cJSON *cf = cJSON_CreateObject();
     cJSON_AddBoolToObject(cf, "feasible", jbool(a, "ok"));
     cJSON_AddItemReferenceToObject(cf, "report", (cJSON *)a);
-    cmp_reports(o, &tmp, cf, b, 1, name);
+    cmp_reports(o, &tmp, cf, b, 1, "run 1", name);
     cJSON_Delete(cf);
     for (char *p = tmp.text, *nl; p && (nl = strchr(p, '\n')); p = nl + 1) {
         *nl = 0;
-        dprintf_(d, K_NONDET, "nondeterminism: run 1 as the reference: %s", p + 2);
+        dprintf_(d, K_NONDET, "nondeterminism: %s", p + 2);
     }
     free(tmp.text);
 }
@@ -425,7 +429,11 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
     if (!cf || !run) {
         dprintf_(&d, K_ERROR, "no JSON document from fheplan %s", cf ? "run" : "check");
     } else {
-        cmp_reports(o, &d, cf, run, scale, "run");
+        cmp_reports(o, &d, cf, run, scale, "check", "run");
+        if (c->expect >= 0 && c->expect != jbool(cf, "feasible"))
+            dprintf_(&d, K_MINB, "check --min-budget's intervals say %s at this budget, check "
+                     "says %s", c->expect ? "feasible" : "infeasible",
+                     jbool(cf, "feasible") ? "feasible" : "rejected");
         if (o->verbose) {
             const cJSON *dg = cJSON_GetArrayItem(cJSON_GetObjectItem(cf, "diagnostics"), 0);
             printf("oracle: %s: check %s%s%s, run %s%s%s\n", label,
@@ -466,6 +474,10 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
         o->t.plans_by_kind[i] += d.count[i] > 0;
     }
     o->t.plans++;
+    int two = !strcmp(c->device, "emu:2");
+    o->t.two_dev += two;
+    o->t.two_dev_disagreeing += two && n;
+    o->t.nondet_two_dev += two && d.count[K_NONDET];
     if (!n) {
         free(d.text);
         return 1;
@@ -500,9 +512,10 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
 /* The budget at loc for a generated plan: from check --min-budget's threshold, between it and
  * twice it, at it or one byte below; inside a feasible interval or a gap when feasibility is
  * not monotonic. 0 when check finds no feasible budget (the plan's own budget stays). */
-static uint64_t choose_budget(oracle *o, const config *c, const char *file, const char *loc,
+static uint64_t choose_budget(oracle *o, config *c, const char *file, const char *loc,
                               uint64_t *s)
 {
+    c->expect = -1;
     cJSON *chk = do_check(o, c, file, loc);
     const cJSON *mb = cJSON_GetObjectItem(check_file(chk), "min_budget");
     uint64_t b = 0;
@@ -527,6 +540,15 @@ static uint64_t choose_budget(oracle *o, const config *c, const char *file, cons
         } else {
             b = m + splitmix64(s) % (m + 1);
         }
+        if (jbool(mb, "exact") && ni == jnum(mb, "intervals_found") && ni > 0) {
+            c->expect = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, iv) {
+                const cJSON *to = cJSON_GetObjectItem(x, "to");
+                if ((double)b >= jnum(x, "from") && (cJSON_IsNull(to) || (double)b <= to->valuedouble))
+                    c->expect = 1;
+            }
+        }
     }
     cJSON_Delete(chk);
     return b;
@@ -536,6 +558,7 @@ static void gen_config(oracle *o, config *c, int ndev, const char *file, uint64_
 {
     uint64_t s = seed ^ 0x6f7261636c65ULL; /* the options' own stream */
     memset(c, 0, sizeof *c);
+    c->expect = -1;
     unsigned k = (unsigned)(splitmix64(&s) % 100);
     snprintf(c->objective, sizeof c->objective, "%s", k < 45 ? "bytes" : k < 90 ? "time" : "");
     k = (unsigned)(splitmix64(&s) % 100);
@@ -642,6 +665,9 @@ static int run_parallel(oracle *o, uint64_t base, unsigned long n, int jobs)
             o->t.disagreeing += t.disagreeing;
             o->t.infeasible_both += t.infeasible_both;
             o->t.nonmonotonic += t.nonmonotonic;
+            o->t.two_dev += t.two_dev;
+            o->t.two_dev_disagreeing += t.two_dev_disagreeing;
+            o->t.nondet_two_dev += t.nondet_two_dev;
             for (int k = 0; k < NKIND; k++) {
                 o->t.fields[k] += t.fields[k];
                 o->t.plans_by_kind[k] += t.plans_by_kind[k];
@@ -682,6 +708,7 @@ static char *slurp(const char *path)
 static int parse_case_options(const char *opts, config *c, char *bad, size_t nbad)
 {
     memset(c, 0, sizeof *c);
+    c->expect = -1;
     snprintf(c->device, sizeof c->device, "emu");
     c->scale = 1;
     c->prefetch = -1;
@@ -727,7 +754,7 @@ static int run_case(oracle *o, const char *path)
     }
     char plan[512];
     snprintf(plan, sizeof plan, "%s", path);
-    int ok = 1, nconf = 0, policies = o->policies;
+    int ok = 1, nconf = 0, policies = o->policies, repeat = o->repeat;
     for (char *p = text; *p; ) {
         char *nl = strchr(p, '\n');
         size_t n = nl ? (size_t)(nl - p) : strlen(p);
@@ -735,8 +762,13 @@ static int run_case(oracle *o, const char *path)
         snprintf(l, sizeof l, "%.*s", (int)(n < 599 ? n : 599), p);
         if (!strncmp(l, "# oracle-plan:", 14))
             snprintf(plan, sizeof plan, "%s", l + 14 + strspn(l + 14, " "));
-        else if (!strncmp(l, "# oracle-flags:", 15) && strstr(l, "no-policies"))
-            o->policies = 0;
+        else if (!strncmp(l, "# oracle-flags:", 15)) {
+            if (strstr(l, "no-policies"))
+                o->policies = 0;
+            const char *r = strstr(l, "repeat=");
+            if (r && atoi(r + 7) > o->repeat)
+                o->repeat = atoi(r + 7);
+        }
         p += n + (nl != NULL);
     }
     for (char *p = text; *p; ) {
@@ -763,6 +795,7 @@ static int run_case(oracle *o, const char *path)
         ok = 0;
     }
     o->policies = policies;
+    o->repeat = repeat;
     free(text);
     return ok;
 }
@@ -861,7 +894,9 @@ int main(int argc, char **argv)
             }
         printf(")");
     }
-    printf("; %lu refused by both; %lu with feasibility not monotonic in the budget\n",
-           o.t.infeasible_both, o.t.nonmonotonic);
+    printf("; %lu refused by both; %lu with feasibility not monotonic in the budget; "
+           "%lu on two devices (%lu disagree, %lu nondeterministic)\n",
+           o.t.infeasible_both, o.t.nonmonotonic, o.t.two_dev, o.t.two_dev_disagreeing,
+           o.t.nondet_two_dev);
     return ok && !o.t.disagreeing ? 0 : 1;
 }

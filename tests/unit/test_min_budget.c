@@ -1,0 +1,259 @@
+/* tests/unit/test_min_budget.c — `fheplan check --min-budget`: the threshold from which
+ * every budget is feasible, the feasible intervals where feasibility is not monotonic
+ * (issue 27, cause 8: four 3 KiB keys requested in turn, then a 2 KiB move), each interval
+ * checked at its ends, a location nothing uses, a plan no budget saves, text and JSON.
+ * Runs the binary of the same build from the repo root. */
+#include <cjson/cJSON.h>
+#include <criterion/criterion.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tests/unit/tmpdir.h"
+
+#ifndef FHEPLAN_CLI
+#define FHEPLAN_CLI "build/fheplan"
+#endif
+
+/* The keys fill cuda:0 as far as it goes (a request evicts nothing it need not); the move
+ * after them is explicit and needs 2 KiB of what is left. */
+static const char cause8[] =
+    "rplan 1\n"
+    "budget cuda:0 16 KiB\n"
+    "value k[4] = 3 KiB source synth(1 + i)\n"
+    "value x = 2 KiB exclusive at pinned init synth(9)\n"
+    "policy p = lookahead(cuda:0 -> pinned -> host)\n"
+    "for i in 0..<4 {\n"
+    "  request \"key-{i}\" using p { require k[i] @ cuda:0 }\n"
+    "}\n"
+    "move x -> cuda:0\n";
+
+static const char *plan_file(const char *name, const char *text)
+{
+    const char *path = tmp_path(name);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs(text, f);
+    cr_assert_eq(fclose(f), 0);
+    return path;
+}
+
+/* stdout of `FHEPLAN_CLI args` (printf-style); *rc its exit status. */
+static char *cli_out(int *rc, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static char *cli_out(int *rc, const char *fmt, ...)
+{
+    char args[1024], cmd[1400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    snprintf(cmd, sizeof cmd, "%s %s 2>/dev/null </dev/null", FHEPLAN_CLI, args);
+    FILE *p = popen(cmd, "r");
+    cr_assert_not_null(p, "%s", cmd);
+    size_t len = 0, cap = 4096;
+    char *buf = malloc(cap);
+    cr_assert_not_null(buf);
+    size_t n;
+    while ((n = fread(buf + len, 1, cap - len - 1, p)) > 0)
+        if ((len += n) + 1 == cap)
+            cr_assert_not_null(buf = realloc(buf, cap *= 2));
+    buf[len] = 0;
+    int st = pclose(p);
+    *rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+/* files[0].min_budget of `check --json --min-budget loc file` */
+static cJSON *min_budget_json(const char *loc, const char *file, cJSON **doc)
+{
+    int rc;
+    char *out = cli_out(&rc, "check --json --min-budget %s %s", loc, file);
+    *doc = cJSON_Parse(out);
+    cr_assert_not_null(*doc, "not JSON: %s", out);
+    free(out);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(*doc, "files"), 0);
+    cJSON *mb = cJSON_GetObjectItem(f, "min_budget");
+    cr_assert_not_null(mb);
+    return mb;
+}
+
+static double num(const cJSON *o, const char *k)
+{
+    const cJSON *x = cJSON_GetObjectItem(o, k);
+    cr_assert(cJSON_IsNumber(x), "'%s' is not a number", k);
+    return x->valuedouble;
+}
+
+/* 1 when `check --budget cuda:0=b` accepts the plan, 0 when it rejects it */
+static int feasible_at(const char *file, unsigned long long b)
+{
+    int rc;
+    free(cli_out(&rc, "check --budget cuda:0=%llu %s", b, file));
+    cr_assert(rc == 0 || rc == 1, "check exit %d at %llu", rc, b);
+    return rc == 0;
+}
+
+Test(min_budget, not_monotonic_intervals_exact_in_json)
+{
+    const char *file = plan_file("cause8.rplan", cause8);
+    cJSON *doc;
+    cJSON *mb = min_budget_json("cuda:0", file, &doc);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "found")));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(mb, "monotonic")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "exact")));
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(mb, "unused")));
+    cr_assert_eq(num(mb, "threshold_bytes"), 14336);
+    cr_assert_eq(num(mb, "feasible_bytes"), 5120);
+    cr_assert_eq(num(mb, "unbounded_peak_bytes"), 14336);
+    cr_assert_eq(num(mb, "grain_bytes"), 1024);
+    static const double want[4][2] = {{5120, 6143}, {8192, 9215}, {11264, 12287}, {14336, -1}};
+    cJSON *iv = cJSON_GetObjectItem(mb, "intervals");
+    cr_assert_eq(cJSON_GetArraySize(iv), 4);
+    cr_assert_eq(num(mb, "intervals_found"), 4);
+    for (int i = 0; i < 4; i++) {
+        cJSON *x = cJSON_GetArrayItem(iv, i);
+        cr_assert_eq(num(x, "from"), want[i][0], "interval %d", i);
+        if (want[i][1] < 0)
+            cr_assert(cJSON_IsNull(cJSON_GetObjectItem(x, "to")), "the last one is open");
+        else
+            cr_assert_eq(num(x, "to"), want[i][1], "interval %d", i);
+    }
+    cJSON_Delete(doc);
+}
+
+Test(min_budget, not_monotonic_text)
+{
+    const char *file = plan_file("cause8.rplan", cause8);
+    int rc;
+    char *out = cli_out(&rc, "check --min-budget cuda:0 %s", file);
+    cr_assert_eq(rc, 0);
+    cr_assert_not_null(strstr(out, "  threshold at cuda:0: 14 KiB (14336 bytes): every budget "
+                                   "from it on is feasible, one byte less is rejected"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "  not monotonic: 4 feasible intervals at cuda:0, in bytes: "
+                                   "5120-6143, 8192-9215, 11264-12287 and 14336 and above\n"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "  smallest feasible budget at cuda:0: 5 KiB (5120 bytes)"),
+                       "%s", out);
+    cr_assert_not_null(strstr(out, "  exact: every budget decided by "), "%s", out);
+    free(out);
+}
+
+/* Every interval end against a plain check: feasible at both ends, rejected one byte
+ * outside (the issue's figures: 5, 8, 11, 14 KiB feasible; 6, 7, 9, 10, 12, 13 KiB not). */
+Test(min_budget, intervals_agree_with_check_at_their_ends)
+{
+    const char *file = plan_file("cause8.rplan", cause8);
+    cJSON *doc;
+    cJSON *iv = cJSON_GetObjectItem(min_budget_json("cuda:0", file, &doc), "intervals");
+    const cJSON *x;
+    cJSON_ArrayForEach(x, iv) {
+        unsigned long long from = (unsigned long long)num(x, "from");
+        cr_assert(feasible_at(file, from), "%llu", from);
+        cr_assert(!feasible_at(file, from - 1), "%llu", from - 1);
+        if (!cJSON_IsNull(cJSON_GetObjectItem(x, "to"))) {
+            unsigned long long to = (unsigned long long)num(x, "to");
+            cr_assert(feasible_at(file, to), "%llu", to);
+            cr_assert(!feasible_at(file, to + 1), "%llu", to + 1);
+        } else {
+            cr_assert(feasible_at(file, from * 2), "above the threshold");
+        }
+    }
+    for (unsigned k = 5; k <= 14; k++)
+        cr_assert_eq(feasible_at(file, k * 1024ull), k == 5 || k == 8 || k == 11 || k == 14,
+                     "%u KiB", k);
+    cJSON_Delete(doc);
+}
+
+Test(min_budget, monotonic_plan_one_interval)
+{
+    const char *file = plan_file("mono.rplan",
+                                 "rplan 1\n"
+                                 "budget cuda:0 64 KiB\n"
+                                 "value k[3] = 4 KiB source synth(1 + i)\n"
+                                 "value ct = 2 KiB exclusive at pinned init synth(7)\n"
+                                 "policy p = lookahead(cuda:0 -> pinned -> host)\n"
+                                 "for i in 0..<3 {\n"
+                                 "  request \"r{i}\" using p { require ct @ cuda:0  require k[i] @ cuda:0\n"
+                                 "    reserve cuda:0 1 KiB \"ws\"  body { run touch(ct, k[i]) } }\n"
+                                 "}\n");
+    cJSON *doc;
+    cJSON *mb = min_budget_json("cuda:0", file, &doc);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "monotonic")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "exact")));
+    /* the ciphertext, one key and the workspace: 7 KiB */
+    cr_assert_eq(num(mb, "threshold_bytes"), 7168);
+    cr_assert_eq(num(mb, "feasible_bytes"), 7168);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(mb, "intervals")), 1);
+    cJSON_Delete(doc);
+    cr_assert(feasible_at(file, 7168));
+    cr_assert(!feasible_at(file, 7167));
+    int rc;
+    char *out = cli_out(&rc, "check --min-budget cuda:0 %s", file);
+    cr_assert_null(strstr(out, "not monotonic"), "%s", out);
+    cr_assert_not_null(strstr(out, "threshold at cuda:0: 7 KiB (7168 bytes)"), "%s", out);
+    free(out);
+}
+
+Test(min_budget, unused_location_needs_no_bytes)
+{
+    const char *file = plan_file("cause8.rplan", cause8);
+    int rc;
+    char *out = cli_out(&rc, "check --min-budget cuda:3 %s", file);
+    cr_assert_eq(rc, 0);
+    cr_assert_not_null(strstr(out, "  nothing at cuda:3 needs bytes: every budget there is "
+                                   "feasible, 0 included\n"),
+                       "%s", out);
+    cr_assert_null(strstr(out, "one byte less"), "%s", out);
+    cr_assert_null(strstr(out, "threshold at cuda:3"), "%s", out);
+    free(out);
+    cJSON *doc;
+    cJSON *mb = min_budget_json("cuda:3", file, &doc);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "unused")));
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "found")));
+    cr_assert_eq(num(mb, "threshold_bytes"), 0);
+    cJSON_Delete(doc);
+}
+
+Test(min_budget, no_budget_saves_the_plan)
+{
+    /* pinned cannot hold the ciphertext, whatever cuda:0 gets */
+    const char *file = plan_file("never.rplan", "rplan 1\n"
+                                                "budget pinned 1 KiB\n"
+                                                "value ct = 2 KiB exclusive at pinned\n"
+                                                "move ct -> cuda:0\n");
+    int rc;
+    char *out = cli_out(&rc, "check --min-budget cuda:0 %s", file);
+    cr_assert_eq(rc, 1);
+    cr_assert_not_null(strstr(out, "  no budget at cuda:0 makes the plan feasible\n"), "%s", out);
+    free(out);
+    cJSON *doc;
+    cJSON *mb = min_budget_json("cuda:0", file, &doc);
+    cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(mb, "found")));
+    cr_assert_null(cJSON_GetObjectItem(mb, "threshold_bytes"));
+    cJSON_Delete(doc);
+}
+
+/* A plan its own budget rejects still gets its answer: the question --min-budget answers. */
+Test(min_budget, rejected_plan_gets_its_threshold)
+{
+    char text[sizeof cause8];
+    snprintf(text, sizeof text, "%s", cause8);
+    char *b = strstr(text, "16 KiB");
+    cr_assert_not_null(b);
+    memcpy(b, " 6 KiB", 6); /* one of the refused budgets */
+    const char *file = plan_file("cause8-6k.rplan", text);
+    int rc;
+    char *out = cli_out(&rc, "check --min-budget cuda:0 %s", file);
+    cr_assert_eq(rc, 1, "the plan as written is rejected");
+    cr_assert_not_null(strstr(out, "threshold at cuda:0: 14 KiB (14336 bytes)"), "%s", out);
+    free(out);
+    cJSON *doc;
+    cJSON *mb = min_budget_json("cuda:0", file, &doc);
+    cr_assert_eq(num(mb, "threshold_bytes"), 14336);
+    cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(mb, "intervals")), 4);
+    cJSON_Delete(doc);
+}
