@@ -183,11 +183,11 @@ static void track_name(const rplan_vm *vm, uint64_t tid, char *out, size_t n)
         char base[96];
         uint64_t row = tid % 64;
         track_name(vm, (tid - TR_ROWS) / 64, base, sizeof base);
-        snprintf(out, n, "%s, overlapping (row %llu)", base, (unsigned long long)row + 1);
+        snprintf(out, n, "%s, row %llu (overlapping)", base, (unsigned long long)row + 1);
         return;
     }
     if (tid == TR_STAGES) {
-        snprintf(out, n, "stages (from their first work on a device)");
+        snprintf(out, n, "stages");
         return;
     }
     if (tid == 0) {
@@ -258,8 +258,9 @@ static void add_values(const rplan_vm *vm, cJSON *args, const vm_mark *mk)
 
 /* A mark's args: a body's values and device; a transfer window's bytes by link, values,
  * direction and rate. */
-static cJSON *mark_args(const rplan_vm *vm, const vm_mark *mk, uint64_t t0, uint64_t t1)
+static cJSON *mark_args(const tr *t, const vm_mark *mk, uint64_t t0, uint64_t t1)
 {
+    const rplan_vm *vm = t->vm;
     cJSON *a = cJSON_CreateObject();
     char lb[16];
     int sl = mk->slot >= 0 && mk->slot < FHR_LOC_SLOTS ? mk->slot : 0;
@@ -283,6 +284,9 @@ static cJSON *mark_args(const rplan_vm *vm, const vm_mark *mk, uint64_t t0, uint
     }
     cJSON_AddStringToObject(a, "direction", dir);
     cJSON_AddNumberToObject(a, "gbps", t1 > t0 ? (double)bytes / (double)(t1 - t0) : 0);
+    /* when its room was free: the end of the body it waited behind (0: when decided) */
+    const vm_mark *rd = mk->after && mk->after <= vm->nmarks ? vm->marks[mk->after - 1] : NULL;
+    cJSON_AddNumberToObject(a, "room_free_us", rd && rd->t1 ? tr_us(t, rd->t1) : 0);
     return a;
 }
 
@@ -417,6 +421,7 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
     }
     qsort(s, n, sizeof *s, tr_cmp);
     nest_rows(s, n);
+    qsort(s, n, sizeof *s, tr_cmp); /* each track's slices together, in order */
     /* the process, then every track's name and place */
     char pn[80];
     snprintf(pn, sizeof pn, "fheplan run on %s", vm->device[0] ? vm->device : "a device");
@@ -474,7 +479,7 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         cJSON_AddNumberToObject(e, "pid", 1);
         cJSON_AddNumberToObject(e, "tid", (double)x->tid);
         if (x->mk) {
-            cJSON_AddItemToObject(e, "args", mark_args(vm, x->mk, x->t0, x->t1));
+            cJSON_AddItemToObject(e, "args", mark_args(&t, x->mk, x->t0, x->t1));
         } else if (x->hs->host_t0) {
             cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "host_opened_us",
                                     tr_us(&t, x->hs->host_t0));
