@@ -16,7 +16,7 @@
 
 #define TL_W 1400      /* the picture's width in viewBox units: it scales to the window */
 #define TL_LABEL 300   /* the label column */
-#define TL_RIGHT 14
+#define TL_RIGHT 30
 #define TL_ROW 18      /* one row of a lane */
 #define TL_CHART 86    /* one location's chart */
 #define TL_MAX_LANES 96

@@ -88,6 +88,12 @@ typedef struct fhr_backend_ops {
     fhr_status (*event_create_timed)(fhr_backend *b, fhr_event **out, fhr_error *err);
     fhr_status (*event_elapsed)(fhr_backend *b, fhr_event *from, fhr_event *to,
                                 double *seconds, fhr_error *err);
+    /* Optional (NULL: none, as on emu and model). Opens a named range of the calling
+     * thread's work for a profiler, closed by range_pop on the same thread; ranges nest.
+     * CUDA: an NVTX range in the "fheplan" domain, which Nsight Systems shows on the
+     * thread and projects onto the GPU work it launched. Never fails. */
+    void (*range_push)(fhr_backend *b, const char *name);
+    void (*range_pop)(fhr_backend *b);
 } fhr_backend_ops;
 
 struct fhr_backend {

@@ -273,7 +273,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                 vm->scratch_nbytes, r->in->line, r->in->col};
             fhr_error ke;
             fhr_error_init(&ke);
+            vm_range_push(vm, "body", nm);
             st = fn(kctx, &c, &ke);
+            vm_range_pop(vm);
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);

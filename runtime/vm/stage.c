@@ -316,6 +316,7 @@ fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top)
     vm->depth++;
     vm->top_open = top;
     vm_sample_peaks(vm);
+    vm_range_push(vm, "stage", r->name);
     return FHR_OK;
 }
 
@@ -323,6 +324,7 @@ void vm_stage_close(rplan_vm *vm)
 {
     if (!vm->depth)
         return;
+    vm_range_pop(vm);
     vm_sample_peaks(vm);
     vm->depth--;
     int rec = vm->stack[vm->depth];

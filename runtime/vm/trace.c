@@ -31,6 +31,22 @@ fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, co
     return FHR_OK;
 }
 
+/* A profiler range ("KIND NAME") through the backend (NVTX on CUDA; nothing elsewhere). */
+void vm_range_push(rplan_vm *vm, const char *kind, const char *name)
+{
+    if (!vm->b->ops->range_push || vm->explain)
+        return;
+    char nm[160];
+    snprintf(nm, sizeof nm, "%s %s", kind, name ? name : "");
+    vm->b->ops->range_push(vm->b, nm);
+}
+
+void vm_range_pop(rplan_vm *vm)
+{
+    if (vm->b->ops->range_pop && !vm->explain)
+        vm->b->ops->range_pop(vm->b);
+}
+
 /* A host wait for a body in flight, begun at t0: counted by reason, and a slice on the
  * host's track of the trace. */
 void vm_host_waited(rplan_vm *vm, int why, uint64_t t0)
