@@ -67,6 +67,10 @@ typedef struct vm_slice {
     const char *cat;
     char name[112];
     uint64_t host_t0;      /* a stage: when the host opened it (its slice starts on a device) */
+    uint64_t bytes;        /* a copy on a stream of the manager's own: its bytes, value, */
+    long value;            /* direction and destination (the trace's args) */
+    int dir;
+    fhr_location at;
 } vm_slice;
 
 /* The bytes charged at one location at one moment (tracing only): used plus reserved,

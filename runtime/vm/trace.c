@@ -26,6 +26,10 @@ fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, co
     s->t1 = t1 > t0 ? t1 : t0;
     s->tid = tid;
     s->host_t0 = 0;
+    s->bytes = 0;
+    s->value = -1;
+    s->dir = FHR_DIR_NONE;
+    s->at = (fhr_location){FHR_LOC_INVALID, 0};
     s->cat = cat;
     snprintf(s->name, sizeof s->name, "%s", name);
     return FHR_OK;
@@ -496,6 +500,20 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         cJSON_AddNumberToObject(e, "tid", (double)x->tid);
         if (x->mk) {
             cJSON_AddItemToObject(e, "args", mark_args(&t, x->mk, x->t0, x->t1));
+        } else if (x->hs->bytes) { /* a copy on a stream of the manager's own */
+            cJSON *ar = cJSON_AddObjectToObject(e, "args");
+            char lb[16];
+            cJSON_AddNumberToObject(ar, "bytes", (double)x->hs->bytes);
+            cJSON *vs = cJSON_AddArrayToObject(ar, "values");
+            if (x->hs->value >= 0 && (size_t)x->hs->value < vm->nvals && vm->vinfo[x->hs->value].name)
+                cJSON_AddItemToArray(vs, cJSON_CreateString(vm->vinfo[x->hs->value].name));
+            cJSON_AddStringToObject(ar, "direction",
+                                    x->hs->dir == FHR_DIR_D2D   ? "peer: from another device"
+                                    : x->hs->dir == FHR_DIR_D2H ? "PCIe: device to host"
+                                    : x->hs->dir == FHR_DIR_H2D ? "PCIe: host to device"
+                                                                : "host to host");
+            cJSON_AddNumberToObject(ar, "gbps", x->t1 > x->t0 ? (double)x->hs->bytes / (double)(x->t1 - x->t0) : 0);
+            cJSON_AddStringToObject(ar, "location", fhr_loc_format(x->hs->at, lb, sizeof lb));
         } else if (x->hs->host_t0) {
             cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "host_opened_us",
                                     tr_us(&t, x->hs->host_t0));

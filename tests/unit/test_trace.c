@@ -79,7 +79,10 @@ static void check_trace(plan_run *r, const char *what)
         } else if (!strcmp(ph, "X")) {
             x[nx++] = (xs){num(e, "ts"), num(e, "ts") + num(e, "dur"), num(e, "tid"), e};
             const cJSON *a = cJSON_GetObjectItem(e, "args");
-            if (!strcmp(str(e, "cat"), "transfer") && cJSON_GetObjectItem(a, "bytes_peer_in")) {
+            if (!strcmp(str(e, "cat"), "transfer")) {
+                cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(a, "bytes")), "%s: a copy without "
+                          "bytes: %s", what, cJSON_PrintUnformatted(e));
+                cr_assert(str(a, "direction")[0] && str(a, "location")[0]);
                 if (num(a, "bytes") > 0) {
                     copies++;
                     cr_assert(cJSON_GetArraySize(cJSON_GetObjectItem(a, "values")) > 0,
