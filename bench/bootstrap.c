@@ -145,7 +145,7 @@ static int link_idle(const rplan_vm *vm, double *max_s, double *sum_s)
         cJSON *ph = cJSON_GetObjectItem(e, "ph"), *args = cJSON_GetObjectItem(e, "args");
         cJSON *nm = args ? cJSON_GetObjectItem(args, "name") : NULL;
         if (cJSON_IsString(ph) && !strcmp(ph->valuestring, "M") && cJSON_IsString(nm) &&
-            !strcmp(nm->valuestring, "transfer stream cuda:0"))
+            !strncmp(nm->valuestring, "cuda:0 transfer stream", 22))
             tid = cJSON_GetObjectItem(e, "tid")->valuedouble;
     }
     size_t n = 0, cap = (size_t)cJSON_GetArraySize(ev);

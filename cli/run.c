@@ -104,77 +104,74 @@ static void print_overlap(const rplan_vm_report *rep)
     }
 }
 
+/* One device's terms of the bound: its compute (and regeneration) and its link. */
+static void bound_terms(const rplan_vm_report *r, const rplan_device_figures *v, char *comp,
+                        size_t nc, char *link, size_t nl)
+{
+    char t[32], g[32], d[32], a[32], b[32];
+    if (v->regen_s > 0)
+        snprintf(comp, nc, "compute %s + regenerating %s at %.0f GB/s = %s",
+                 fmt_time(v->compute_s, t, sizeof t), fmt_bytes(v->regen_bytes, g, sizeof g),
+                 r->gen_gbps, fmt_time(v->regen_s, d, sizeof d));
+    else
+        snprintf(comp, nc, "compute %s", fmt_time(v->compute_s, t, sizeof t));
+    int n = snprintf(link, nl, "transfer %s at %.1f GB/s pinned = %s",
+                     fmt_bytes(v->pcie_bytes, a, sizeof a), r->pinned_gbps,
+                     fmt_time(v->pcie_s, b, sizeof b));
+    if (v->peer_bytes && n > 0 && (size_t)n < nl)
+        n += snprintf(link + n, nl - (size_t)n, ", peer %s at %.0f GB/s = %s",
+                      fmt_bytes(v->peer_bytes, a, sizeof a), r->peer_gbps,
+                      fmt_time(v->peer_s, b, sizeof b));
+    if (v->link_windows && v->link_s < (v->pcie_s > v->peer_s ? v->pcie_s : v->peer_s) && n > 0 &&
+        (size_t)n < nl)
+        snprintf(link + n, nl - (size_t)n, ", carried in %s", fmt_time(v->link_s, b, sizeof b));
+}
+
 /* The lower bound, the slowest device's (each device computes and each link carries its
- * bytes side by side with the others), and every device's figures when there are more. */
+ * bytes side by side with the others), then every device's terms when there are more,
+ * then each link's busy and idle time. */
 static void print_bound(const rplan_vm_report *rep, uint64_t pcie)
 {
     const rplan_vm_report *r = rep;
-    char t[32], a[32], b[32], c[32], d[32], g[32];
+    char a[32], b[32], c[32], comp[96], link[192], lb[16];
     size_t worst = 0, ndev = 0;
     for (size_t i = 0; i < r->ndevices; i++) {
         if (r->devices[i].bound_s > r->devices[worst].bound_s)
             worst = i;
         ndev += r->devices[i].loc.kind == FHR_LOC_CUDA;
     }
-    if (ndev > 1) { /* the links run side by side: each device's bytes on its own link */
+    if (ndev > 1) /* the links run side by side: each device's bytes on its own link */
         printf("links: PCIe %s at %.1f GB/s pinned, peer %s at %.0f GB/s, over %zu devices\n",
                fmt_bytes(r->pcie_bytes, a, sizeof a), r->pinned_gbps,
                fmt_bytes(r->peer_bytes, b, sizeof b), r->peer_gbps, ndev);
-    }
     if (!r->ndevices) {
         printf("lower bound: max(compute 0 s, transfer %s) = %s; measured %s\n",
                fmt_bytes(pcie, a, sizeof a), fmt_time(r->lower_bound_s, b, sizeof b),
                fmt_time(r->total.time_s, c, sizeof c));
         return;
     }
-    for (size_t i = 0; i < r->ndevices; i++) {
+    const rplan_device_figures *w = &r->devices[worst];
+    bound_terms(r, w, comp, sizeof comp, link, sizeof link);
+    printf("lower bound: max(%s, %s) = %s", comp, link, fmt_time(r->lower_bound_s, a, sizeof a));
+    if (r->ndevices > 1)
+        printf(" (%s's, the slowest)", fhr_loc_format(w->loc, lb, sizeof lb));
+    printf("; measured %s, ratio %.2f\n", fmt_time(r->total.time_s, b, sizeof b), r->ratio);
+    for (size_t i = 0; r->ndevices > 1 && i < r->ndevices; i++) {
         const rplan_device_figures *v = &r->devices[i];
-        char lb[16], comp[96], link[160];
         fhr_loc_format(v->loc, lb, sizeof lb);
-        if (v->regen_s > 0)
-            snprintf(comp, sizeof comp, "compute %s + regenerating %s at %.0f GB/s = %s",
-                     fmt_time(v->compute_s, t, sizeof t), fmt_bytes(v->regen_bytes, g, sizeof g),
-                     r->gen_gbps, fmt_time(v->regen_s, d, sizeof d));
+        bound_terms(r, v, comp, sizeof comp, link, sizeof link);
+        if (v->loc.kind != FHR_LOC_CUDA) /* bodies on a host queue: no link of its own */
+            printf("  %s: %s (%llu bodies on its host queue)\n", lb, comp,
+                   (unsigned long long)v->bodies);
         else
-            snprintf(comp, sizeof comp, "compute %s", fmt_time(v->compute_s, t, sizeof t));
-        int n = snprintf(link, sizeof link, "transfer %s at %.1f GB/s pinned = %s",
-                         fmt_bytes(v->pcie_bytes, a, sizeof a), r->pinned_gbps,
-                         fmt_time(v->pcie_s, b, sizeof b));
-        if (v->peer_bytes && n > 0 && (size_t)n < sizeof link)
-            n += snprintf(link + n, sizeof link - (size_t)n, ", peer %s at %.0f GB/s = %s",
-                          fmt_bytes(v->peer_bytes, a, sizeof a), r->peer_gbps,
-                          fmt_time(v->peer_s, b, sizeof b));
-        if (v->link_windows && v->link_s < (v->pcie_s > v->peer_s ? v->pcie_s : v->peer_s) &&
-            n > 0 && (size_t)n < sizeof link)
-            snprintf(link + n, sizeof link - (size_t)n, ", carried in %s",
-                     fmt_time(v->link_s, b, sizeof b));
-        if (v->loc.kind != FHR_LOC_CUDA && r->ndevices > 1) { /* bodies on a host queue */
-            printf("  %s: %s (%llu bodies on its host queue)%s\n", lb, comp,
-                   (unsigned long long)v->bodies, i == worst ? ": the bound" : "");
-            continue;
-        }
-        if (r->ndevices == 1)
-            printf("lower bound: max(%s, %s) = %s; measured %s, ratio %.2f\n", comp, link,
-                   fmt_time(r->lower_bound_s, c, sizeof c),
-                   fmt_time(r->total.time_s, d, sizeof d), r->ratio);
-        else
-            printf("  %s: max(%s (%llu bodies), %s) = %s%s\n", lb, comp,
-                   (unsigned long long)v->bodies, link, fmt_time(v->bound_s, c, sizeof c),
-                   i == worst ? ": the bound" : "");
-    }
-    if (r->ndevices > 1) {
-        char lb[16];
-        printf("lower bound: the slowest device's, %s's %s; measured %s, ratio %.2f\n",
-               fhr_loc_format(r->devices[worst].loc, lb, sizeof lb),
-               fmt_time(r->lower_bound_s, c, sizeof c), fmt_time(r->total.time_s, d, sizeof d),
-               r->ratio);
+            printf("  %s: max(%s (%llu bodies), %s) = %s\n", lb, comp,
+                   (unsigned long long)v->bodies, link, fmt_time(v->bound_s, c, sizeof c));
     }
     double run_s = r->total.time_s > 0 ? r->total.time_s : 1;
     for (size_t i = 0; i < r->ndevices; i++) {
         const rplan_device_figures *v = &r->devices[i];
         if (!v->link_windows)
             continue;
-        char lb[16];
         printf("link onto %s: busy %s, idle %s between transfers, of it %s (%.1f%% of the run) "
                "while a later transfer's room was free\n",
                fhr_loc_format(v->loc, lb, sizeof lb), fmt_time(v->link_busy_s, a, sizeof a),

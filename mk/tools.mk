@@ -24,6 +24,6 @@ timeline-png: $(BUILD)/fheplan
 	$(BUILD)/fheplan run --device $(TIMELINE_DEVICE) --quiet \
 	  --timeline $(BUILD)/timeline-bootstrap-$(TIMELINE_DEVICE).html plans/ckks-bootstrap.rplan
 	chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --no-first-run \
-	  --user-data-dir=$(BUILD)/chromium-profile --window-size=1540,640 \
+	  --user-data-dir=$(BUILD)/chromium-profile --window-size=1280,720 \
 	  --screenshot=$(abspath bench/timeline-bootstrap-$(TIMELINE_DEVICE).png) \
 	  file://$(abspath $(BUILD)/timeline-bootstrap-$(TIMELINE_DEVICE).html)

@@ -96,6 +96,12 @@ typedef struct fhr_backend_ops {
     /* Optional (NULL, or FHR_E_UNSUPPORTED: no virtual clock). Models ns of work on s:
      * later work on s starts ns later in simulated time; nothing runs. */
     fhr_status (*advance)(fhr_backend *b, fhr_stream *s, uint64_t ns, fhr_error *err);
+    /* Optional (NULL: none, as on emu and model). Opens a named range of the calling
+     * thread's work for a profiler, closed by range_pop on the same thread; ranges nest.
+     * CUDA: an NVTX range in the "fheplan" domain, which Nsight Systems shows on the
+     * thread and projects onto the GPU work it launched. Never fails. */
+    void (*range_push)(fhr_backend *b, const char *name);
+    void (*range_pop)(fhr_backend *b);
 } fhr_backend_ops;
 
 struct fhr_backend {

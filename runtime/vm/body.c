@@ -314,7 +314,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                 r->in->line, r->in->col};
             fhr_error ke;
             fhr_error_init(&ke);
+            vm_range_push(vm, "body", nm);
             st = fn(kctx, &c, &ke);
+            vm_range_pop(vm);
             if (st == FHR_OK && vm_virtual(vm)) /* simulated time: the kernel model's duration */
                 st = vm->b->ops->advance(vm->b, s, (uint64_t)llround(model * 1e9), &ke);
             if (st) {

@@ -73,6 +73,10 @@ typedef struct vm_slice {
     const char *cat;
     char name[112];
     uint64_t host_t0;      /* a stage: when the host opened it (its slice starts on a device) */
+    uint64_t bytes;        /* a copy on a stream of the manager's own: its bytes, value, */
+    long value;            /* direction and destination (the trace's args) */
+    int dir;
+    fhr_location at;
 } vm_slice;
 
 /* The bytes charged at one location at one moment (tracing only): used plus reserved,
@@ -278,6 +282,9 @@ fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, co
 vm_mark *vm_new_mark(rplan_vm *vm, int kind, uint64_t tid, const char *name);
 fhr_status vm_add_sample(rplan_vm *vm, uint64_t t, fhr_location loc, uint64_t charged,
                          int has_budget, uint64_t budget);
+/* A named profiler range on the calling thread, through the backend (NVTX on CUDA). */
+void vm_range_push(rplan_vm *vm, const char *kind, const char *name);
+void vm_range_pop(rplan_vm *vm);
 void vm_mark_begin(void *arg);
 fhr_status vm_mark_timed(rplan_vm *vm, vm_mark *mk, fhr_location loc, fhr_stream *s, int *timed,
                          fhr_error *err);

@@ -31,6 +31,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         return st;
     if (has_version)
         fhr_scope_expect_version(sc, version);
+    vm_range_push(vm, request ? "request" : "plan", fhr_plan_name(plan));
     uint64_t t0 = vm_now_ns(vm);
     vm_mark *mk[FHR_LOC_SLOTS] = {0};
     int timed[FHR_LOC_SLOTS] = {0};
@@ -60,9 +61,12 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     }
     if (st) {
         fhr_scope_destroy(sc);
+        vm_range_pop(vm);
         return st;
     }
+    vm_range_push(vm, "copies", fhr_plan_name(plan)); /* the enter phase issues them */
     st = fhr_scope_enter(sc, err);
+    vm_range_pop(vm);
     /* a window that cannot end fails the request like its body would */
     fhr_status wst = FHR_OK;
     fhr_error werr;
@@ -82,6 +86,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
             vm_account_report(vm, err->partial_report, request);
         vm->cur_win = NULL;
         fhr_scope_destroy(sc);
+        vm_range_pop(vm);
         return st;
     }
     vm_sample_peaks(vm);
@@ -141,5 +146,6 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     }
     vm_sample_peaks(vm);
     fhr_scope_destroy(sc);
+    vm_range_pop(vm);
     return st;
 }

@@ -146,7 +146,14 @@ void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
                 snprintf(nm, sizeof nm, "%s #%llu %s -> %s", fhr_action_kind_name(t->kind),
                          (unsigned long long)t->handle.serial,
                          fhr_loc_format(t->from, a, sizeof a), fhr_loc_format(t->to, b, sizeof b));
-            vm_add_slice(vm, t->t_start_ns, t->t_end_ns, t->stream_id, "transfer", nm);
+            if (vm_add_slice(vm, t->t_start_ns, t->t_end_ns, t->stream_id, "transfer", nm) ==
+                    FHR_OK && vm->o.trace && vm->nslices) { /* the trace's args */
+                vm_slice *sl = &vm->slices[vm->nslices - 1];
+                sl->bytes = t->nbytes;
+                sl->value = vm_value_index(vm, t->handle);
+                sl->dir = t->loaded ? FHR_DIR_H2D : fhr_direction_of(t->from, t->to);
+                sl->at = t->to;
+            }
         }
     }
 }
@@ -316,6 +323,7 @@ fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top)
     vm->depth++;
     vm->top_open = top;
     vm_sample_peaks(vm);
+    vm_range_push(vm, "stage", r->name);
     return FHR_OK;
 }
 
@@ -323,6 +331,7 @@ void vm_stage_close(rplan_vm *vm)
 {
     if (!vm->depth)
         return;
+    vm_range_pop(vm);
     vm_sample_peaks(vm);
     vm->depth--;
     int rec = vm->stack[vm->depth];

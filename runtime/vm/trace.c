@@ -26,9 +26,29 @@ fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, co
     s->t1 = t1 > t0 ? t1 : t0;
     s->tid = tid;
     s->host_t0 = 0;
+    s->bytes = 0;
+    s->value = -1;
+    s->dir = FHR_DIR_NONE;
+    s->at = (fhr_location){FHR_LOC_INVALID, 0};
     s->cat = cat;
     snprintf(s->name, sizeof s->name, "%s", name);
     return FHR_OK;
+}
+
+/* A profiler range ("KIND NAME") through the backend (NVTX on CUDA; nothing elsewhere). */
+void vm_range_push(rplan_vm *vm, const char *kind, const char *name)
+{
+    if (!vm->b->ops->range_push || vm->explain)
+        return;
+    char nm[160];
+    snprintf(nm, sizeof nm, "%s %s", kind, name ? name : "");
+    vm->b->ops->range_push(vm->b, nm);
+}
+
+void vm_range_pop(rplan_vm *vm)
+{
+    if (vm->b->ops->range_pop && !vm->explain)
+        vm->b->ops->range_pop(vm->b);
 }
 
 /* A host wait for a body in flight, begun at t0: counted by reason, and a slice on the
@@ -186,11 +206,11 @@ static void track_name(const rplan_vm *vm, uint64_t tid, char *out, size_t n)
         char base[96];
         uint64_t row = tid % 64;
         track_name(vm, (tid - TR_ROWS) / 64, base, sizeof base);
-        snprintf(out, n, "%s, overlapping (row %llu)", base, (unsigned long long)row + 1);
+        snprintf(out, n, "%s, row %llu (overlapping)", base, (unsigned long long)row + 1);
         return;
     }
     if (tid == TR_STAGES) {
-        snprintf(out, n, "stages (from their first work on a device)");
+        snprintf(out, n, "stages");
         return;
     }
     if (tid == 0) {
@@ -261,8 +281,9 @@ static void add_values(const rplan_vm *vm, cJSON *args, const vm_mark *mk)
 
 /* A mark's args: a body's values and device; a transfer window's bytes by link, values,
  * direction and rate. */
-static cJSON *mark_args(const rplan_vm *vm, const vm_mark *mk, uint64_t t0, uint64_t t1)
+static cJSON *mark_args(const tr *t, const vm_mark *mk, uint64_t t0, uint64_t t1)
 {
+    const rplan_vm *vm = t->vm;
     cJSON *a = cJSON_CreateObject();
     char lb[16];
     int sl = mk->slot >= 0 && mk->slot < FHR_LOC_SLOTS ? mk->slot : 0;
@@ -286,6 +307,9 @@ static cJSON *mark_args(const rplan_vm *vm, const vm_mark *mk, uint64_t t0, uint
     }
     cJSON_AddStringToObject(a, "direction", dir);
     cJSON_AddNumberToObject(a, "gbps", t1 > t0 ? (double)bytes / (double)(t1 - t0) : 0);
+    /* when its room was free: the end of the body it waited behind (0: when decided) */
+    const vm_mark *rd = mk->after && mk->after <= vm->nmarks ? vm->marks[mk->after - 1] : NULL;
+    cJSON_AddNumberToObject(a, "room_free_us", rd && rd->t1 ? tr_us(t, rd->t1) : 0);
     return a;
 }
 
@@ -420,6 +444,7 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
     }
     qsort(s, n, sizeof *s, tr_cmp);
     nest_rows(s, n);
+    qsort(s, n, sizeof *s, tr_cmp); /* each track's slices together, in order */
     /* the process, then every track's name and place */
     char pn[80];
     snprintf(pn, sizeof pn, "fheplan run on %s", vm->device[0] ? vm->device : "a device");
@@ -477,7 +502,21 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         cJSON_AddNumberToObject(e, "pid", 1);
         cJSON_AddNumberToObject(e, "tid", (double)x->tid);
         if (x->mk) {
-            cJSON_AddItemToObject(e, "args", mark_args(vm, x->mk, x->t0, x->t1));
+            cJSON_AddItemToObject(e, "args", mark_args(&t, x->mk, x->t0, x->t1));
+        } else if (x->hs->bytes) { /* a copy on a stream of the manager's own */
+            cJSON *ar = cJSON_AddObjectToObject(e, "args");
+            char lb[16];
+            cJSON_AddNumberToObject(ar, "bytes", (double)x->hs->bytes);
+            cJSON *vs = cJSON_AddArrayToObject(ar, "values");
+            if (x->hs->value >= 0 && (size_t)x->hs->value < vm->nvals && vm->vinfo[x->hs->value].name)
+                cJSON_AddItemToArray(vs, cJSON_CreateString(vm->vinfo[x->hs->value].name));
+            cJSON_AddStringToObject(ar, "direction",
+                                    x->hs->dir == FHR_DIR_D2D   ? "peer: from another device"
+                                    : x->hs->dir == FHR_DIR_D2H ? "PCIe: device to host"
+                                    : x->hs->dir == FHR_DIR_H2D ? "PCIe: host to device"
+                                                                : "host to host");
+            cJSON_AddNumberToObject(ar, "gbps", x->t1 > x->t0 ? (double)x->hs->bytes / (double)(x->t1 - x->t0) : 0);
+            cJSON_AddStringToObject(ar, "location", fhr_loc_format(x->hs->at, lb, sizeof lb));
         } else if (x->hs->host_t0) {
             cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "host_opened_us",
                                     tr_us(&t, x->hs->host_t0));

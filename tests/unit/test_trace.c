@@ -79,7 +79,10 @@ static void check_trace(plan_run *r, const char *what)
         } else if (!strcmp(ph, "X")) {
             x[nx++] = (xs){num(e, "ts"), num(e, "ts") + num(e, "dur"), num(e, "tid"), e};
             const cJSON *a = cJSON_GetObjectItem(e, "args");
-            if (!strcmp(str(e, "cat"), "transfer") && cJSON_GetObjectItem(a, "bytes_peer_in")) {
+            if (!strcmp(str(e, "cat"), "transfer")) {
+                cr_assert(cJSON_IsNumber(cJSON_GetObjectItem(a, "bytes")), "%s: a copy without "
+                          "bytes: %s", what, cJSON_PrintUnformatted(e));
+                cr_assert(str(a, "direction")[0] && str(a, "location")[0]);
                 if (num(a, "bytes") > 0) {
                     copies++;
                     cr_assert(cJSON_GetArraySize(cJSON_GetObjectItem(a, "values")) > 0,
@@ -218,4 +221,68 @@ Test(trace, every_plan_ends_at_what_the_manager_holds, .timeout = 600)
         free(files[i]);
     }
     free(files);
+}
+
+/* Profiler ranges (NVTX on CUDA) go through the backend: over the emulated device with
+ * range hooks of the test's own, every stage, request and body and the copies of each
+ * scope open a range, and every range is closed, in order, on the thread that opened it. */
+static int range_depth, range_max, range_pops, range_bad;
+static unsigned range_kinds;
+static void test_range_push(fhr_backend *b, const char *name)
+{
+    (void)b;
+    static const char *const kinds[] = {"stage ", "request ", "plan ", "body ", "copies "};
+    for (unsigned k = 0; k < 5; k++)
+        if (!strncmp(name, kinds[k], strlen(kinds[k])))
+            range_kinds |= 1u << k;
+    if (++range_depth > range_max)
+        range_max = range_depth;
+}
+static void test_range_pop(fhr_backend *b)
+{
+    (void)b;
+    range_pops++;
+    range_bad += --range_depth < 0;
+}
+
+Test(trace, profiler_ranges_through_the_backend, .timeout = 300)
+{
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_open("emu:1", &b, NULL), FHR_OK);
+    fhr_backend_ops ops = *b->ops;
+    cr_assert_null(ops.range_push, "the emulated device has no profiler ranges of its own");
+    ops.range_push = test_range_push;
+    ops.range_pop = test_range_pop;
+    const fhr_backend_ops *saved = b->ops;
+    b->ops = &ops;
+    rplan_diags *dg = rplan_diags_new();
+    const char *src = "rplan 1\nbudget cuda:0 64 MiB\n"
+                      "value x = 1 MiB exclusive at pinned init zero\n"
+                      "value k = 1 MiB replicable source synth(3)\n"
+                      "policy p = tiered_lru(cuda:0 -> pinned)\n"
+                      "stage \"s\" {\n stage \"t\" {\n"
+                      "  plan \"in\" { enter { move x -> cuda:0 from pinned } body { run spin(1 ms) } }\n"
+                      "  request \"r\" using p { require x @ cuda:0\n require k @ cuda:0\n"
+                      "   body { run touch(x, k) } }\n"
+                      " }\n}\n";
+    rplan_program *p = NULL;
+    rplan_compile_opts co = {.filename = "ranges.rplan"};
+    cr_assert_eq(rplan_compile(src, strlen(src), &co, &p, dg), FHR_OK);
+    rplan_vm_opts o = {0};
+    o.mode = RPLAN_VM_RUN;
+    rplan_vm *vm = NULL;
+    rplan_vm_report *rep = NULL;
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+    cr_assert_eq(rplan_vm_run(vm, &rep, NULL), FHR_OK);
+    cr_assert(rep && rep->ok);
+    cr_assert_eq(range_depth, 0, "every range closed (%d open)", range_depth);
+    cr_assert_eq(range_bad, 0, "no pop without a push");
+    cr_assert(range_pops >= 6 && range_max >= 4, "pops %d, depth %d", range_pops, range_max);
+    cr_assert_eq(range_kinds, 0x1fu, "stage, request, plan, body and copies ranges: %#x", range_kinds);
+    rplan_vm_report_free(rep);
+    rplan_vm_destroy(vm);
+    rplan_program_free(p);
+    rplan_diags_free(dg);
+    b->ops = saved;
+    fhr_backend_destroy(b);
 }
