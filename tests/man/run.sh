@@ -101,15 +101,23 @@ if ! ${MAKE:-make} --no-print-directory install BUILD="$BUILD" PREFIX="$stage" >
     cat "$names/install.log"
     bad "make install PREFIX=$stage"
 fi
+# `man -w` for every name (the page it would show), and one full rendering per page,
+# through the name that comes last in it (a link, for a page of several functions).
 nres=0
+: >"$names/shown"
 while read -r n; do
-    f=$(MANPAGER=cat man -M "$stage/share/man" -w 3 "$n" 2>/dev/null) &&
-        [ -n "$f" ] && f=$(readlink -f "$f") &&
-        awk -v n="$n" '/^\.Sh / { sec = $2 } sec == "NAME" && $1 == ".Nm" && $2 == n { ok = 1 } END { exit !ok }' "$f" &&
-        MANPAGER=cat MANWIDTH=80 man -M "$stage/share/man" 3 "$n" 2>/dev/null | grep -q "$n" ||
+    f=$(man -M "$stage/share/man" -w 3 "$n" 2>/dev/null) && [ -n "$f" ] &&
+        f=$(readlink -f "$f") &&
+        awk -v n="$n" '/^\.Sh / { sec = $2 } sec == "NAME" && $1 == ".Nm" && $2 == n { ok = 1 } END { exit !ok }' "$f" ||
         { bad "man -M $stage/share/man 3 $n finds no page that documents it"; continue; }
+    printf '%s %s\n' "$f" "$n" >>"$names/shown"
     nres=$((nres + 1))
 done <"$names/api"
+awk '{ last[$1] = $2 } END { for (f in last) print last[f] }' "$names/shown" | while read -r n; do
+    MANPAGER=cat MANWIDTH=80 man -M "$stage/share/man" 3 "$n" 2>/dev/null | grep -q "$n" ||
+        echo "man -M $stage/share/man 3 $n shows nothing"
+done >"$names/render"
+[ -s "$names/render" ] && { cat "$names/render"; bad "pages that man cannot show"; }
 say "pages: $(wc -l <"$names/named" | tr -d ' ') of $(wc -l <"$names/api" | tr -d ' ') functions named in $(ls man/*.3 | wc -l | tr -d ' ') section-3 pages; man -M resolves $nres"
 
 # ---- examples --------------------------------------------------------------------------
