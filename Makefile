@@ -45,7 +45,7 @@ TEST_LIBS  := -lcriterion
 .DEFAULT_GOAL := all
 # Each piece by name: a missing file stops the build instead of dropping its suite.
 MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
-            mk/mpi.mk mk/phantom.mk mk/tools.mk mk/vm.mk
+            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/tools.mk mk/vm.mk
 include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
@@ -96,6 +96,9 @@ $(UNIT): $(UNIT_OBJS) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(UNIT_OBJS) $(STATIC) $(TEST_LIBS) $(ALL_LDLIBS)
 
 # ---- tests -----------------------------------------------------------------------------
+# A test that runs the CLI runs the one of its own build (BUILD=build/asan, build/tsan, ...).
+$(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tsan-tests/unit/%.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+
 # `make test` is the one command the README and CI use: it installs what is missing,
 # then builds and runs the suite. Extra suites register themselves in TEST_EXTRA.
 test: deps
@@ -162,7 +165,7 @@ TSAN_UNIT := tests/unit/test_controller_threads.c tests/unit/test_emu.c tests/un
              tests/unit/test_stress.c tests/unit/test_engine.c tests/unit/test_engine_threads.c \
              tests/unit/test_staging.c
 TSAN_SRCS  = $(TSAN_UNIT) tests/tsan/main.c
-$(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC)
+$(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC) | $(CLI)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ALL_LDLIBS)
 $(BUILD)/obj/tsan-%.o: %.c

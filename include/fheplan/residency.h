@@ -254,8 +254,9 @@ FHR_API fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spe
  * destination). None chooses another placement; a failure changes nothing. */
 FHR_API fhr_status fhr_ensure(fhr_manager *m, fhr_handle h, fhr_location at, fhr_stream *s,
                               fhr_error *err);
-/* from NULL: the manager picks the source copy (deterministic: same device, then
- * pinned, host, other devices). */
+/* from NULL: the manager picks the source copy by the cost model alone (deterministic:
+ * a copy still being filled counts like a complete one, equal costs keep the order
+ * pinned, devices by index, host). */
 FHR_API fhr_status fhr_move(fhr_manager *m, fhr_handle h, fhr_location to,
                             const fhr_location *from, fhr_stream *s, fhr_error *err);
 FHR_API fhr_status fhr_drop(fhr_manager *m, fhr_handle h, fhr_location at, fhr_error *err);

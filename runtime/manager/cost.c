@@ -46,17 +46,17 @@ double rules_copy_cost(const rule_view *rv, const fhr_link_rates *l, int from, i
     return (double)bytes / (links_rate(l, from, to) * 1e9) + (double)gen / (l->gen_gbps * 1e9);
 }
 
-/* The cheapest source among the copies other than `to_slot`. A copy that is protected as
- * a source (v->unsettled: a device copy still being filled, for a device destination) is a candidate only
- * when every other one is too. Equal costs keep the fixed order pinned, devices by index,
- * pageable host, so the choice is deterministic for equal inputs. */
+/* The cheapest source among the copies other than `to_slot`, by the cost model alone: a
+ * copy still being filled (v->unsettled) is a candidate like a complete one (the copy from
+ * it waits for its fill on the stream), so the choice never depends on whether a copy has
+ * finished (one schedule for check and run: fheplan(1)). Equal costs keep the fixed order
+ * pinned, devices by index, pageable host, so the choice is deterministic for equal
+ * inputs. */
 int rules_pick_source(const rule_view *v, int to_slot)
 {
     uint64_t cand = v->present & ~(to_slot >= 0 ? (1ULL << to_slot) : 0);
     if (!cand)
         return -1;
-    if (to_slot >= 2 && (cand & ~v->unsettled)) /* a device copy in flight, for a device */
-        cand &= ~v->unsettled;
     fhr_link_rates dflt;
     const fhr_link_rates *l = v->links;
     if (!l) {
@@ -87,8 +87,6 @@ int rules_load_instead(const rule_view *v, int src, int to)
 {
     if (!v->has_src || src < 2 || to < 2)
         return 0;
-    if (v->unsettled & (1ULL << src))
-        return 1;
     fhr_link_rates dflt;
     const fhr_link_rates *l = v->links;
     if (!l) {

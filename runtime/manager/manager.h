@@ -228,7 +228,7 @@ typedef struct rule_view {
     uint64_t present;          /* copies by slot */
     uint64_t protected_;       /* copies that are leased, held or pending */
     const char *why[FHR_LOC_SLOTS]; /* protection reason per protected slot (may be NULL) */
-    uint64_t unsettled;        /* copies protected as a source: still being filled (cost.c) */
+    uint64_t unsettled;        /* copies still being filled (sources all the same: cost.c) */
     const fhr_link_rates *links; /* the cost model; NULL: the defaults */
 } rule_view;
 

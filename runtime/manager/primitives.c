@@ -30,7 +30,7 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
         int s = __builtin_ctzll(left);
         const mat *x = v->mats[s];
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
-            rv->unsettled |= 1ULL << s; /* still being filled: not a source while others are */
+            rv->unsettled |= 1ULL << s; /* still being filled (a source all the same) */
         const char *why = x->leases    ? "an active lease"
                           : x->holds   ? "a hold"
                           : x->pending ? "a pending consumer event (not yet completed and reaped)"

@@ -3,6 +3,7 @@
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,9 +78,12 @@ double vm_model_body(const rplan_vm *vm, const vm_run *r)
     const char *env = getenv("FHEPLAN_DEVICE_GBPS");
     if (gbps <= 0)
         gbps = env && atof(env) > 0 ? atof(env) : 3000.0;
+    double declared = vm_kernel_cost(vm, r->in->str, gbps); /* profile or declaration */
+    if (declared >= 0)
+        return declared;
     uint64_t bytes = 0, repeat = 1, ns = 0;
-    for (size_t v = 0; v < r->nvals; v++)
-        bytes += vm->vinfo[r->vals[v]].nbytes;
+    for (size_t v = 0; v < r->nvals; v++) /* at full size: scaling is exact (create.c) */
+        bytes += vm->vinfo[r->vals[v]].nbytes * vm->o.scale;
     for (size_t a = 0; a < r->nargs; a++) {
         if (r->args[a].kind == RPLAN_ARG_DURATION)
             ns += r->args[a].imm;
@@ -147,7 +151,7 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
                 if ((st = vm->b->ops->event_record(vm->b, ev, s, &e2)) == FHR_OK &&
                     (st = vm->b->ops->event_sync(vm->b, ev, &e2)) == FHR_OK) {
                     vm->tref[sl] = ev;
-                    vm->tref_ns[sl] = vm_now_ns();
+                    vm->tref_ns[sl] = vm_now_ns(vm);
                 } else {
                     char lb[16];
                     vm->b->ops->event_destroy(vm->b, ev);
@@ -216,17 +220,25 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                     FOR_OPEN_RECORDS(vm, rec)
                     rec->regen_checks++;
         }
+        if (strcmp(r->in->str, "ckks.keyswitch") == 0)
+            for (size_t a = 0; a < r->nargs; a++)
+                if (r->args[a].kind == RPLAN_ARG_INT && r->args[a].imm > RPLAN_KEYSWITCH_MAX_BATCH) {
+                    char msg[160];
+                    snprintf(msg, sizeof msg, "batch %llu is above the kernel's limit of %u",
+                             (unsigned long long)r->args[a].imm, RPLAN_KEYSWITCH_MAX_BATCH);
+                    return body_fail(r, FHR_E_INVALID, err, msg);
+                }
         double model = vm_model_body(vm, r);
         FOR_OPEN_RECORDS(vm, rec)
         rec->model_body_s += model;
-        if (vm->explain)
-            continue;
+        /* check leases the values too, on the model backend: the same copies must be
+         * there (a run fails where check does) and the same copies are touched */
         fhr_location loc = at[k];
         fhr_stream *s;
         fhr_status st;
         if ((st = vm_compute_stream(vm, loc, &s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
-        if ((st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
+        if (!vm->explain && (st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
         fhr_handle hs[16];
         const rplan_value_info *infos[16];
@@ -249,12 +261,25 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             for (size_t v = 0; v < r->nvals; v++)
                 vals[v] = fhr_lease_value(lease, hs[v]);
         }
+        if (vm->explain) { /* nothing runs: the lease ends at once (as the body did) */
+            if (lease) {
+                st = fhr_lease_release(lease, err);
+                fhr_lease_destroy(lease);
+                fhr_reap(vm->m, NULL, NULL);
+                if (st)
+                    return body_fail_keep(r, st, err);
+            }
+            continue;
+        }
         char nm[96], lb[16];
         snprintf(nm, sizeof nm, "%.70s @ %s", r->in->str, fhr_loc_format(loc, lb, sizeof lb));
         vm_mark *mk = vm_new_mark(vm, 0, vm->b->ops->stream_id(vm->b, s), nm);
         if (!mk)
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         else {
+            mk->slot = fhr_loc_slot(loc); /* its device (link.c's compute per device) */
+            for (size_t v = 0; v < r->nvals && mk->nv < 16; v++)
+                mk->v[mk->nv++] = r->vals[v]; /* the values it reads (the trace's args) */
             int timed = 0; /* device events, no host round trip on the stream */
             vm_link_read(vm, r, loc); /* the copies it reads are free when it ends */
             st = vm_mark_timed(vm, mk, loc, s, &timed, err);
@@ -271,6 +296,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             fhr_error ke;
             fhr_error_init(&ke);
             st = fn(kctx, &c, &ke);
+            if (st == FHR_OK && vm_virtual(vm)) /* simulated time: the kernel model's duration */
+                st = vm->b->ops->advance(vm->b, s, (uint64_t)llround(model * 1e9), &ke);
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);

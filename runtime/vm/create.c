@@ -1,4 +1,4 @@
-/* runtime/vm/create.c — the VM's lifetime: rplan_vm_create (program read and scaled, budgets,
+/* runtime/vm/create.c — the VM's lifetime: rplan_vm_create (program read and scaled exactly, budgets,
  * manager, built-in kernels), rplan_vm_destroy, and the accessors rplan_vm_manager/handle. */
 #include "runtime/vm/internal.h"
 #include "base/error.h"
@@ -13,10 +13,10 @@ static uint64_t div_up(uint64_t x, uint64_t scale)
     return scale > 1 ? x / scale + (x % scale != 0) : x;
 }
 
-/* A scaled size: divided, rounded up to whole 8-byte words, at least one word; a size
- * within 7 bytes of 2^64 keeps its last whole word rather than wrapping. Unscaled sizes
- * stay exact, as the verifier and the dry run count them. */
-static uint64_t scale_up8(uint64_t x, uint64_t scale)
+/* A scaled kernel size argument (no decision depends on it): divided, rounded up to whole
+ * 8-byte words, at least one word; a size within 7 bytes of 2^64 keeps its last whole
+ * word rather than wrapping. */
+uint64_t vm_scale_up8(uint64_t x, uint64_t scale)
 {
     if (scale <= 1)
         return x;
@@ -24,6 +24,45 @@ static uint64_t scale_up8(uint64_t x, uint64_t scale)
     if (x == 0)
         x = 8;
     return x > UINT64_MAX - 7 ? UINT64_MAX / 8 * 8 : (x + 7) / 8 * 8;
+}
+
+static uint64_t gcd64(uint64_t a, uint64_t b)
+{
+    while (b) {
+        uint64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+/* The scale a run uses for the requested one: the largest power of two that divides it
+ * and leaves every value size, regenerated part, reservation and budget a whole number of
+ * 8-byte words. Scaling is then exact (every size divided, nothing rounded, no slack), so
+ * every comparison a decision makes comes out as check's at full size (fheplan(1): one
+ * schedule at every --scale). */
+static uint64_t exact_scale(const rplan_vm *vm, const fhr_budget *bud, size_t nbud)
+{
+    uint64_t g = 0;
+    for (size_t i = 0; i < vm->nvals; i++) {
+        for (size_t f = 0; f < vm->vinfo[i].nfields; f++) { /* declared fields divide too */
+            uint64_t fb = 0;
+            rplan_value_field(vm->p, i, f, NULL, &fb);
+            g = gcd64(g, fb);
+        }
+        g = gcd64(g, vm->vinfo[i].nbytes);
+        if (vm->vinfo[i].seeded)
+            g = gcd64(g, vm->vinfo[i].regen_nbytes);
+    }
+    for (size_t i = 0; i < vm->ninstr; i++)
+        if (vm->ins[i].op == RPLAN_OP_RESERVE)
+            g = gcd64(g, vm->ins[i].imm);
+    for (size_t i = 0; i < nbud; i++)
+        g = gcd64(g, bud[i].nbytes);
+    uint64_t s = 1;
+    while (s <= vm->o.scale / 2 && vm->o.scale % (2 * s) == 0 && g % (16 * s) == 0)
+        s *= 2;
+    return s;
 }
 
 fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const rplan_vm_opts *opts,
@@ -56,21 +95,10 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
         rplan_vm_destroy(vm);
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
-    for (size_t i = 0; i < vm->nvals && st == FHR_OK; i++) {
+    for (size_t i = 0; i < vm->nvals && st == FHR_OK; i++)
         st = rplan_value(p, i, &vm->vinfo[i]);
-        uint64_t n = scale_up8(vm->vinfo[i].nbytes, vm->o.scale);
-        vm->vinfo[i].nbytes = n;
-        if (vm->vinfo[i].seeded)
-            vm->vinfo[i].regen_nbytes = n / 16 * 8;
-        if (n > vm->scratch_nbytes)
-            vm->scratch_nbytes = (size_t)n;
-    }
     for (size_t i = 0; i < vm->ninstr && st == FHR_OK; i++) {
         st = rplan_instr_get(p, i, &vm->ins[i]);
-        if (vm->ins[i].op == RPLAN_OP_RESERVE)
-            vm->ins[i].imm = scale_up8(vm->ins[i].imm, vm->o.scale);
-        else if (vm->ins[i].op == RPLAN_OP_ARGSIZE)
-            vm->ins[i].imm = scale_up8(vm->ins[i].imm, vm->o.scale);
         if (vm->ins[i].op == RPLAN_OP_PLAN || vm->ins[i].op == RPLAN_OP_REQUEST)
             vm->scopes_total++;
     }
@@ -98,14 +126,27 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
             bline[k] = bcol[k] = 0;
         }
     }
+    /* sizes, reservations and budgets: all divided exactly by the scale (exact_scale) */
     if (vm->o.scale > 1)
-        for (size_t i = 0; i < nbud; i++)
-        {
-            /* divided without wrapping, plus one word of rounding slack per value (each
-             * scaled size is rounded up), saturating at 2^64 - 1 */
-            uint64_t slack = 8 * (uint64_t)(vm->nvals + 64), n = div_up(bud[i].nbytes, vm->o.scale);
-            bud[i].nbytes = n > UINT64_MAX - slack ? UINT64_MAX : n + slack;
-        }
+        vm->o.scale = exact_scale(vm, bud, nbud);
+    uint64_t sc = vm->o.scale;
+    for (size_t i = 0; i < vm->nvals; i++) {
+        vm->vinfo[i].nbytes /= sc;
+        vm->vinfo[i].regen_nbytes /= sc;
+        if (vm->vinfo[i].nbytes > vm->scratch_nbytes)
+            vm->scratch_nbytes = (size_t)vm->vinfo[i].nbytes;
+    }
+    if ((st = vm_fields_setup(vm, err)) != FHR_OK) {
+        rplan_vm_destroy(vm);
+        return st;
+    }
+    for (size_t i = 0; i < vm->ninstr; i++)
+        if (vm->ins[i].op == RPLAN_OP_RESERVE)
+            vm->ins[i].imm /= sc;
+        else if (vm->ins[i].op == RPLAN_OP_ARGSIZE)
+            vm->ins[i].imm = vm_scale_up8(vm->ins[i].imm, sc);
+    for (size_t i = 0; i < nbud; i++)
+        bud[i].nbytes /= sc;
     /* a budget at a device the backend does not have: the run fails at its declaration
      * (rplan_vm_run); the manager is made without it */
     int ndev = backend->ops->device_count(backend);
@@ -163,7 +204,7 @@ void rplan_vm_destroy(rplan_vm *vm)
             vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i],
                              (size_t)vm_backing_nbytes(&vm->vinfo[i]), NULL);
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
-        if (vm->compute[i])
+        if (vm->compute[i] && !vm->engine_stream[i])
             vm->b->ops->stream_destroy(vm->b, vm->compute[i]);
         if (vm->xfer[i])
             vm->b->ops->stream_destroy(vm->b, vm->xfer[i]);
@@ -183,6 +224,8 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->marks);
     free(vm->last_read);
     free(vm->slices);
+    free(vm->resid);
+    free(vm->resid_at);
     free(vm->samples);
     free(vm->kerns);
     free(vm->holds);
@@ -192,6 +235,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->srcs);
     free(vm->backing);
     free(vm->ins);
+    vm_engine_free(vm);
     free(vm);
 }
 

@@ -2,7 +2,9 @@
  * touch (reads every byte), verify (recomputes synthetic or zero content and counts
  * values that differ), spin(duration) (modelled compute) and ckks.keyswitch(ct, key
  * [, batch]) (a modular multiply-accumulate over every word of the key into a scratch
- * accumulator of the ciphertext's size, repeated `batch` times). On real CUDA memory
+ * accumulator of the ciphertext's size, repeated `batch` times). On a virtual clock
+ * (the emulated device's) spin runs nothing, and every body's stream advances by the kernel
+ * model's time for it (body.c), whatever the host job really takes. On real CUDA memory
  * they launch the kernels of cuda/kernels.cu; elsewhere (the emulated device, host and
  * pinned copies) they run as host functions enqueued on the stream, so stream order
  * holds either way. verify also recomputes a seeded value's regenerated "a" half (the
@@ -444,6 +446,10 @@ static fhr_status spin_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *
             ns += c->args[a].imm;
     if (c->device_memory)
         return fhk_spin(c->stream, ns, err);
+    int virt = 0;
+    fhr_backend_clock_ns(c->backend, &virt);
+    if (virt) /* simulated time: the VM advances the stream by the body's modelled time */
+        return FHR_OK;
     host_job *j = new_job(JOB_SPIN, err);
     if (!j)
         return FHR_E_NOMEM;
@@ -463,7 +469,10 @@ static fhr_status keyswitch_kernel(void *ctx, const rplan_kernel_call *c, fhr_er
             else if (vkey == SIZE_MAX)
                 vkey = c->args[a].value;
         } else if (c->args[a].kind == RPLAN_ARG_INT && c->args[a].imm > 0) {
-            repeat = c->args[a].imm > 100000 ? 100000 : (uint32_t)c->args[a].imm;
+            if (c->args[a].imm > RPLAN_KEYSWITCH_MAX_BATCH) /* vm_run_body refuses it first */
+                return fhr_fail(err, FHR_E_INVALID, "ckks.keyswitch: batch %llu above %u",
+                                (unsigned long long)c->args[a].imm, RPLAN_KEYSWITCH_MAX_BATCH);
+            repeat = (uint32_t)c->args[a].imm;
         }
     }
     if (vct == SIZE_MAX || vkey == SIZE_MAX)

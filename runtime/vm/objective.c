@@ -29,15 +29,36 @@ void vm_model_reset(rplan_vm *vm)
     vm->nmflight = 0;
     vm->m_link = vm->m_comp = vm->m_host = vm->m_idle = 0;
     vm->m_loaded = 0;
-    double g = vm->o.pinned_gbps;
-    const char *env = getenv("FHEPLAN_PINNED_GBPS");
-    if (g <= 0 && env && atof(env) > 0)
-        g = atof(env);
-    vm->m_gbps = g > 0 ? g : 55.5; /* pinned -> cuda on an H200, as check's profile */
+    vm->m_gbps = vm_profile_gbps(vm); /* the declared profile, as check's */
+}
+
+int vm_reads_set(fhr_handle **hs, fhr_location **at, const fhr_requirement *rq, size_t n)
+{
+    *hs = malloc((n ? n : 1) * sizeof **hs);
+    *at = malloc((n ? n : 1) * sizeof **at);
+    if (!*hs || !*at) {
+        vm_reads_free(*hs, *at);
+        *hs = NULL;
+        *at = NULL;
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        (*hs)[i] = rq[i].handle;
+        (*at)[i] = rq[i].at;
+    }
+    return 1;
+}
+
+void vm_reads_free(fhr_handle *hs, fhr_location *at)
+{
+    free(hs);
+    free(at);
 }
 
 void vm_model_free(rplan_vm *vm)
 {
+    for (size_t i = 0; i < vm->nmflight; i++)
+        vm_reads_free(vm->mflight[i].hs, vm->mflight[i].at);
     free(vm->mflight);
     vm->mflight = NULL;
     vm->nmflight = vm->capmflight = 0;
@@ -55,6 +76,8 @@ void vm_model_advance(rplan_vm *vm, double t)
     for (size_t i = 0; i < vm->nmflight; i++)
         if (vm->mflight[i].end_s > t)
             vm->mflight[k++] = vm->mflight[i];
+        else
+            vm_reads_free(vm->mflight[i].hs, vm->mflight[i].at);
     vm->nmflight = k;
 }
 
@@ -155,12 +178,11 @@ fhr_status vm_model_commit(rplan_vm *vm, double t_issue, uint64_t bytes, double 
         return FHR_OK;
     if (!fhr_grow((void **)&vm->mflight, &vm->capmflight, vm->nmflight, sizeof *vm->mflight, 16))
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-    vm_mflight *f = &vm->mflight[vm->nmflight++];
-    f->nh = 0;
+    vm_mflight *f = &vm->mflight[vm->nmflight];
+    if (!vm_reads_set(&f->hs, &f->at, rq, nrq))
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    f->nh = nrq; /* every copy: the decisions see all that the model's bodies read */
     f->end_s = vm->m_comp;
-    for (size_t i = 0; i < nrq && f->nh < 8; i++) {
-        f->hs[f->nh] = rq[i].handle;
-        f->at[f->nh++] = rq[i].at;
-    }
+    vm->nmflight++;
     return FHR_OK;
 }

@@ -6,16 +6,20 @@
  * as a version-checked scope whose body reads the required copies under leases. Copies
  * stay cached afterwards.
  *
+ * One schedule, two executions (fheplan(1)): every decision is the one check makes on
+ * the model backend. A run decides on check's view, as if every body in flight (of
+ * requests and plans alike) had ended (fhr_decide_settled), and when the decision evicts
+ * a copy a real body still reads it waits for that body (in issue order) and applies the
+ * same decision. Waiting changes when things happen, never what.
+ *
  * Prefetch is the host running ahead: a request's transfers are issued on the transfer
  * streams while earlier bodies still run on the compute streams, which wait for the
  * transfers through events. The VM bounds how far ahead it runs (rplan_vm_opts
- * prefetch_depth, serial). When a decision is infeasible only because copies are still
- * read by bodies in flight, the VM (the application, not the policy) waits for the
- * oldest body, reaps, and decides again.
+ * prefetch_depth, serial); the bound only adds waits.
  *
  * Objective time (rplan_vm_opts.objective, lookahead only): the decisions follow the
- * modelled timeline of objective.c instead of the real bodies in flight, and a decision
- * that evicts around a copy the model's bodies still read stands when waiting for them
+ * modelled timeline of objective.c, in check and in a run alike, and a decision that
+ * evicts around a copy the model's bodies still read stands when waiting for them
  * would idle the link longer than loading the other victim again takes. */
 #include "runtime/vm/internal.h"
 #include "base/error.h"
@@ -129,8 +133,10 @@ void vm_requests_teardown(rplan_vm *vm)
     }
     free(vm->ctls);
     free(vm->pols);
-    for (size_t i = 0; i < vm->ninflight; i++)
+    for (size_t i = 0; i < vm->ninflight; i++) {
         vm->b->ops->event_destroy(vm->b, vm->inflight[i].ev);
+        vm_reads_free(vm->inflight[i].hs, vm->inflight[i].at);
+    }
     free(vm->inflight);
     free(vm->future);
     vm->future = NULL;
@@ -153,31 +159,46 @@ typedef struct req_parts {
 
 /* ---- bodies in flight ---------------------------------------------------------------- */
 
-/* Records the end of a request's bodies on its compute stream, with the values they
- * read. */
-static void inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
-                          double model_s, double mend_s)
+/* Records the end of bodies on the compute stream at loc, with every copy they read. */
+void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
+                      double model_s, double mend_s)
 {
-    fhr_stream *s = vm->compute[fhr_loc_slot(loc)];
+    int slot = fhr_loc_slot(loc);
+    fhr_stream *s = slot >= 0 ? vm->compute[slot] : NULL;
     fhr_event *ev = NULL;
+    fhr_handle *hs = NULL;
+    fhr_location *at = NULL;
     if (vm->explain || !s || vm->b->ops->event_create(vm->b, &ev, NULL) != FHR_OK)
         return;
     if (vm->b->ops->event_record(vm->b, ev, s, NULL) != FHR_OK ||
+        !vm_reads_set(&hs, &at, rq, nrq) ||
         !fhr_grow((void **)&vm->inflight, &vm->capinflight, vm->ninflight,
                   sizeof *vm->inflight, 16)) {
+        /* nothing recorded: the host waits for the bodies now (a decision must never
+         * see them protected where check saw them ended) */
+        vm_reads_free(hs, at);
+        vm->b->ops->event_sync(vm->b, ev, NULL);
         vm->b->ops->event_destroy(vm->b, ev);
+        fhr_reap(vm->m, NULL, NULL);
         return;
     }
     struct vm_inflight *f = &vm->inflight[vm->ninflight++];
     f->ev = ev;
-    f->nh = 0;
+    f->hs = hs;
+    f->at = at;
+    f->nh = nrq; /* every copy: no limit (a limit would leave some protected) */
     f->model_s = model_s;
     f->mend_s = mend_s;
     f->mark = vm->nmarks; /* its bodies were the last marked */
-    for (size_t i = 0; i < nrq && f->nh < 8; i++) {
-        f->hs[f->nh] = rq[i].handle;
-        f->at[f->nh++] = rq[i].at;
-    }
+}
+
+/* Removes the oldest entry (its event has completed or been waited for). */
+static void inflight_pop(rplan_vm *vm)
+{
+    vm->b->ops->event_destroy(vm->b, vm->inflight[0].ev);
+    vm_reads_free(vm->inflight[0].hs, vm->inflight[0].at);
+    memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
+    vm->ninflight--;
 }
 
 /* Waits for the oldest body in flight; 0 when none was. */
@@ -186,14 +207,12 @@ static int inflight_wait_oldest(rplan_vm *vm, int why)
     if (!vm->ninflight)
         return 0;
     fhr_event *ev = vm->inflight[0].ev;
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     vm->b->ops->event_sync(vm->b, ev, NULL);
     vm_host_waited(vm, why, t0);
     if (why == RPLAN_WAIT_ROOM && vm->inflight[0].mark > vm->ready_after)
         vm->ready_after = vm->inflight[0].mark; /* the room it waited for is free then */
-    vm->b->ops->event_destroy(vm->b, ev);
-    memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
-    vm->ninflight--;
+    inflight_pop(vm);
     fhr_reap(vm->m, NULL, NULL);
     return 1;
 }
@@ -201,11 +220,8 @@ static int inflight_wait_oldest(rplan_vm *vm, int why)
 /* Drops the bodies that have ended from the front of the in-flight list. */
 static void inflight_drop_done(rplan_vm *vm)
 {
-    while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0) {
-        vm->b->ops->event_destroy(vm->b, vm->inflight[0].ev);
-        memmove(vm->inflight, vm->inflight + 1, (vm->ninflight - 1) * sizeof *vm->inflight);
-        vm->ninflight--;
-    }
+    while (vm->ninflight && vm->b->ops->event_query(vm->b, vm->inflight[0].ev) != 0)
+        inflight_pop(vm);
 }
 
 /* ... and reaps what they released, so the decision sees their copies free. */
@@ -215,15 +231,15 @@ static void inflight_reap(rplan_vm *vm)
     fhr_reap(vm->m, NULL, NULL);
 }
 
-/* Objective time: whether the model's bodies (still running at the model's time) or the
- * request itself protect the copy of h at `at`. */
-static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq,
+/* Whether the request itself or, under the time objective (tobj), the model's bodies
+ * still running at the model's time protect the copy of h at `at` in check too. */
+static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq, int tobj,
                         fhr_handle h, fhr_location at)
 {
     for (size_t j = 0; j < nrq; j++)
         if (fhr_handle_equal(rq[j].handle, h) && fhr_loc_equal(rq[j].at, at))
             return 1;
-    for (size_t i = 0; i < vm->nmflight; i++)
+    for (size_t i = 0; tobj && i < vm->nmflight; i++)
         for (size_t k = 0; k < vm->mflight[i].nh; k++)
             if (fhr_handle_equal(vm->mflight[i].hs[k], h) && fhr_loc_equal(vm->mflight[i].at[k], at))
                 return 1;
@@ -236,12 +252,13 @@ static fhr_location evicted_from(const fhr_eviction *ev)
     return ev->action.kind == FHR_ACT_MOVE ? ev->action.from : ev->action.at;
 }
 
-/* Objective time: the copies real bodies in flight read that neither the model's bodies
- * nor the request protect. The decision is made as if their work had completed
- * (fhr_decide_settled), which is the model's view; the run waits only when the decision
- * evicts one of them whose body has not ended (settled_evicted). */
+/* The copies real bodies in flight read that check's view does not protect (neither the
+ * request nor, under the time objective, the model's bodies). The decision is made as if
+ * their work had completed (fhr_decide_settled), which is check's view under every
+ * objective; the run waits only when the decision evicts one of them whose body has not
+ * ended (settled_evicted). */
 static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq,
-                                 fhr_requirement **out, size_t *n, fhr_error *err)
+                                 int tobj, fhr_requirement **out, size_t *n, fhr_error *err)
 {
     *out = NULL;
     *n = 0;
@@ -266,7 +283,7 @@ static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, 
         }
     size_t kept = 0; /* then, once each, those the model or the request protects go */
     for (size_t x = 0; x < k; x++)
-        if (!model_covers(vm, rq, nrq, s[x].handle, s[x].at))
+        if (!model_covers(vm, rq, nrq, tobj, s[x].handle, s[x].at))
             s[kept++] = s[x];
     k = kept;
     *out = s;
@@ -325,43 +342,6 @@ static void inflight_bound(rplan_vm *vm, const fhr_requirement *rq, size_t nrq)
         inflight_wait_oldest(vm, RPLAN_WAIT_BOUND);
 }
 
-/* Running ahead has one cost: copies read by bodies in flight cannot be evicted. A
- * decision regrets that when it evicts a copy needed again sooner than one that only
- * older work in flight keeps: then the VM waits for the oldest body and decides again,
- * which keeps the lookahead policy at Belady's MIN. The newest body is exempt: waiting
- * for it would put every transfer behind the body before it (no overlap at all);
- * evicting around it is what double buffering costs, a few loads in all
- * (bench/README.md). model: the same judgement over the model's bodies in flight
- * (objective auto's bytes estimate, model_held), counting only copies read where the
- * eviction frees its bytes. */
-static int regrets(const rplan_vm *vm, const fhr_decision *d, const req_parts *q,
-                   uint64_t position, int model)
-{
-    size_t n = model ? vm->nmflight : vm->ninflight;
-    size_t ne = fhr_decision_nevictions(d);
-    for (size_t e = 0; e < ne; e++) {
-        const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = evicted_from(ev);
-        uint64_t nv = next_use(vm, ev->action.handle, at, position);
-        if (nv == UINT64_MAX)
-            continue; /* never needed again: nothing better to wait for */
-        for (size_t i = 0; i + 1 < n; i++) {
-            const fhr_handle *hs = model ? vm->mflight[i].hs : vm->inflight[i].hs;
-            const fhr_location *ats = model ? vm->mflight[i].at : vm->inflight[i].at;
-            size_t nh = model ? vm->mflight[i].nh : vm->inflight[i].nh;
-            for (size_t k = 0; k < nh; k++) {
-                int needed = 0;
-                for (size_t j = 0; j < q->nrq && !needed; j++)
-                    needed = fhr_handle_equal(q->rq[j].handle, hs[k]);
-                if (!needed && (!model || fhr_loc_equal(ats[k], at)) &&
-                    next_use(vm, hs[k], at, position) > nv)
-                    return 1;
-            }
-        }
-    }
-    return 0;
-}
-
 /* The model's first body to end (bodies run in issue order); 0: none in flight. */
 static double model_oldest_end(const rplan_vm *vm)
 {
@@ -387,7 +367,7 @@ static double time_regret(const rplan_vm *vm, const fhr_decision *d, const req_p
         uint64_t nv = next_use(vm, ev->action.handle, at, position);
         if (nv == UINT64_MAX)
             continue;
-        double reload = (double)ev->nbytes / (vm->m_gbps * 1e9);
+        double reload = (double)(ev->nbytes * vm->o.scale) / (vm->m_gbps * 1e9);
         for (size_t i = 0; i < vm->nmflight; i++)
             for (size_t k = 0; k < vm->mflight[i].nh; k++) {
                 fhr_handle h = vm->mflight[i].hs[k];
@@ -571,9 +551,6 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
     if (!vm->explain)
         inflight_bound(vm, q.rq, q.nrq);
     int tobj = vm_objective_time(vm, rin->policy);
-    /* objective auto's bytes estimate: the model's bodies held, MIN's regret on them */
-    int held = !tobj && vm->explain && vm->model_held && rin->policy < vm->npols &&
-               strcmp(fhr_policy_name(vm->pols[rin->policy]), "lookahead") == 0;
     double t_issue = vm_model_issue(vm);
     fhr_hold **holds = NULL;
     size_t nholds = 0;
@@ -583,17 +560,19 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         nholds = 0;
         fhr_requirement *settled = NULL;
         size_t nsettled = 0;
-        if (tobj || held) {
+        if (tobj)
             vm_model_advance(vm, t_issue);
-            if (!vm->explain) {
-                inflight_reap(vm);
-                if ((st = settled_copies(vm, q.rq, q.nrq, &settled, &nsettled, err)) != FHR_OK)
-                    break;
-            }
-            if ((st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK) {
-                free(settled);
+        if (!vm->explain) {
+            /* One schedule (fheplan(1)): the run decides on check's view, as if every
+             * body in flight had ended, whatever the objective; it waits below only when
+             * the decision evicts a copy a body still reads */
+            inflight_reap(vm);
+            if ((st = settled_copies(vm, q.rq, q.nrq, tobj, &settled, &nsettled, err)) != FHR_OK)
                 break;
-            }
+        }
+        if (tobj && (st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK) {
+            free(settled);
+            break;
         }
         fhr_decision *d = NULL;
         st = fhr_decide_settled(vm->ctls[rin->policy], &req, settled, nsettled, &d, err);
@@ -603,15 +582,15 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (st)
             break;
         if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
-            /* the model's decision evicts a copy a real body still reads: wait for the
-             * bodies that read it (in issue order), then decide again on the same view */
+            /* the decision evicts a copy a real body still reads: wait for the bodies
+             * that read it (in issue order), then decide again on the same view */
             while (settled_evicted(vm, d) && inflight_wait_oldest(vm, RPLAN_WAIT_SETTLED))
                 ;
             fhr_decision_destroy(d);
             continue;
         }
         if (!fhr_decision_feasible(d)) {
-            if ((tobj || held) && vm->nmflight) {
+            if (tobj && vm->nmflight) {
                 /* the model's oldest body frees what it reads: wait for it and decide
                  * again (the first to end, as bodies run in issue order) */
                 double end = model_oldest_end(vm);
@@ -621,11 +600,12 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 continue;
             }
             if (!vm->explain && waiting_helps(d) && attempt < 64) {
-                /* wait for the oldest body in flight; with none, once for every stream
-                 * (work outside requests, plan bodies, may hold the copies) */
+                /* real protection the model does not have (work outside the VM's
+                 * records): wait for the oldest body in flight; with none, once for
+                 * every stream, then decide again on the same view */
                 int waited = inflight_wait_oldest(vm, RPLAN_WAIT_ROOM);
                 if (!waited && attempt == 0) {
-                    uint64_t t0 = vm_now_ns();
+                    uint64_t t0 = vm_now_ns(vm);
                     vm_sync_all(vm, NULL);
                     vm_host_waited(vm, RPLAN_WAIT_ROOM, t0);
                     waited = 1;
@@ -647,18 +627,6 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 attempt--; /* as above: the held copy's bodies are finished at `until` */
                 continue;
             }
-        } else if (held && vm->nmflight > 1 && regrets(vm, d, &q, position, 1)) {
-            double end = model_oldest_end(vm);
-            fhr_decision_destroy(d);
-            t_issue = end > t_issue ? end : t_issue;
-            attempt--; /* a model wait: the oldest modelled body is finished then */
-            continue;
-        } else if (!tobj && !vm->explain && vm->ninflight && attempt < 64 &&
-                   strcmp(fhr_decision_policy(d), "lookahead") == 0 &&
-                   regrets(vm, d, &q, position, 0)) {
-            fhr_decision_destroy(d);
-            inflight_wait_oldest(vm, RPLAN_WAIT_REGRET);
-            continue;
         }
         if (!tobj)
             t_issue = victims_free(vm, d, t_issue);
@@ -699,10 +667,18 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             for (size_t k = 0; k < q.nruns; k++)
                 model += vm_model_body(vm, &q.runs[k]);
             vm_model_advance(vm, t_issue);
-            st = vm_model_commit(vm, t_issue, link_bytes(&vm->total) - before, model, q.rq,
+            /* the model's timeline at full size: scaling is exact (create.c) */
+            st = vm_model_commit(vm, t_issue, (link_bytes(&vm->total) - before) * vm->o.scale,
+                                 model, q.rq,
                                  q.nrq, q.nruns > 0, &mend, err);
-            if (st == FHR_OK && q.nruns)
-                inflight_push(vm, q.at[0], q.rq, q.nrq, model, mend);
+            /* one record per location the bodies ran at, each with every copy */
+            for (size_t k = 0; st == FHR_OK && k < q.nruns; k++) {
+                size_t k2 = 0;
+                while (k2 < k && !fhr_loc_equal(q.at[k2], q.at[k]))
+                    k2++;
+                if (k2 == k)
+                    vm_inflight_push(vm, q.at[k], q.rq, q.nrq, model, mend);
+            }
         }
         break;
     }

@@ -8,11 +8,14 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t vm_now_ns(void)
+/* The backend's clock: simulated time on a virtual clock, else CLOCK_MONOTONIC. */
+uint64_t vm_now_ns(const rplan_vm *vm) { return fhr_backend_clock_ns(vm->b, NULL); }
+
+int vm_virtual(const rplan_vm *vm)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    int v = 0;
+    fhr_backend_clock_ns(vm->b, &v);
+    return v;
 }
 
 fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err)
@@ -81,19 +84,28 @@ double vm_peer_rate(const rplan_vm *vm)
     return FHR_DEFAULT_PEER_GBPS;
 }
 
-/* Pinned host -> device bandwidth in GB/s: configured, FHEPLAN_PINNED_GBPS, or measured:
- * on CUDA the median of five copies of 256 MiB, each timed alone (one copy can catch the
- * link in a slow moment: single measurements of three copies spread by 3% on an H200),
- * on the emulated device three copies of 32 MiB together. */
-double vm_pinned_bandwidth(rplan_vm *vm)
+/* The declared pinned host -> device rate in GB/s, by which every decision is made, in
+ * check and in a run alike: configured, FHEPLAN_PINNED_GBPS, or 55.5 (medians measured
+ * on an H200, bench/README.md). Never a measured figure (one schedule: fheplan(1)). */
+double vm_profile_gbps(const rplan_vm *vm)
 {
     if (vm->o.pinned_gbps > 0)
         return vm->o.pinned_gbps;
     const char *env = getenv("FHEPLAN_PINNED_GBPS");
     if (env && atof(env) > 0)
         return atof(env);
-    if (vm->explain)
-        return 55.5; /* pinned -> cuda, medians measured on an H200 (bench/README.md) */
+    return 55.5;
+}
+
+/* Pinned host -> device bandwidth in GB/s for the report's figures (never for a
+ * decision: vm_profile_gbps): configured, FHEPLAN_PINNED_GBPS, or measured:
+ * on CUDA the median of five copies of 256 MiB, each timed alone (one copy can catch the
+ * link in a slow moment: single measurements of three copies spread by 3% on an H200),
+ * on the emulated device three copies of 32 MiB together. */
+double vm_pinned_bandwidth(rplan_vm *vm)
+{
+    if (vm->o.pinned_gbps > 0 || getenv("FHEPLAN_PINNED_GBPS") || vm->explain)
+        return vm_profile_gbps(vm);
     if (vm->b->ops->device_count(vm->b) < 1)
         return 0;
     size_t n = vm->is_cuda ? (size_t)256 << 20 : (size_t)32 << 20;
@@ -109,11 +121,11 @@ double vm_pinned_bandwidth(rplan_vm *vm)
         vm->b->ops->stream_sync(vm->b, s, NULL);
         int ok = 1;
         for (int k = 0; k < reps && ok; k++) {
-            uint64_t t0 = vm_now_ns();
+            uint64_t t0 = vm_now_ns(vm);
             for (int c = 0; c < per; c++)
                 ok &= vm->b->ops->copy(vm->b, dst, dev, src, pin, n, s, NULL) == FHR_OK;
             ok &= vm->b->ops->stream_sync(vm->b, s, NULL) == FHR_OK;
-            uint64_t dt = vm_now_ns() - t0;
+            uint64_t dt = vm_now_ns(vm) - t0;
             r[k] = dt ? (double)per * (double)n / (double)dt : 0;
         }
         for (int a = 1; a < reps; a++) /* the median */

@@ -174,6 +174,14 @@ static fhr_status exec_plan(rplan_vm *vm, size_t pc, size_t end, long *fail_pc, 
     fhr_error e2;
     fhr_error_init(&e2);
     st = vm_exec_scope_plan(vm, plan, xs, nxs, 0, 0, runs, nruns, at, 0, NULL, &e2);
+    for (size_t k = 0; st == FHR_OK && !vm->explain && k < nruns; k++) {
+        /* the plan's bodies in flight: later decisions treat them as ended (request.c) */
+        fhr_requirement rq[16];
+        for (size_t v = 0; v < runs[k].nvals; v++)
+            rq[v] = (fhr_requirement){vm->h[runs[k].vals[v]], at[k]};
+        if (runs[k].nvals)
+            vm_inflight_push(vm, at[k], rq, runs[k].nvals, 0, 0);
+    }
     if (st) {
         if (e2.phase == FHR_PHASE_BODY)
             *fail_pc = e2.action_index;
@@ -216,7 +224,7 @@ static fhr_status exec_action(rplan_vm *vm, size_t pc, fhr_error *err)
     size_t nxs = xfer_map(vm, &a, 1, xs);
     fhr_report *rep = NULL;
     wait_consumers(vm, &a, 1);
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     fhr_status st = fhr_execute_actions(vm->m, &a, 1, xs, nxs, &rep, err);
     if (rep) {
         vm_account_report(vm, rep, 0);
@@ -226,7 +234,7 @@ static fhr_status exec_action(rplan_vm *vm, size_t pc, fhr_error *err)
     }
     char nm[96];
     snprintf(nm, sizeof nm, "%s %.60s", vm->ins[pc].opname, vm->vinfo[vm->ins[pc].value].name);
-    vm_add_slice(vm, t0, vm_now_ns(), 0, "action", nm);
+    vm_add_slice(vm, t0, vm_now_ns(vm), 0, "action", nm);
     vm_sample_peaks(vm);
     return st;
 }
@@ -271,7 +279,7 @@ static void progress(rplan_vm *vm, const char *scope)
         return;
     rplan_vm_progress pr = {vm->depth ? vm->stages[vm->stack[vm->depth - 1]].name : "", scope,
                             vm->scopes_done, vm->scopes_total, vm->bytes_moved,
-                            (double)(vm_now_ns() - vm->t_begin) / 1e9};
+                            (double)(vm_now_ns(vm) - vm->t_begin) / 1e9};
     vm->o.progress(vm->o.progress_ctx, &pr);
 }
 
@@ -300,11 +308,9 @@ static void set_failure(rplan_vm *vm, rplan_vm_report *rep, fhr_status st, long 
 
 /* Objective auto: both objectives' modelled timelines by explain runs of the same program
  * and options on a model backend with the backend's devices; the objective becomes time
- * when it wins by more than RPLAN_AUTO_GAIN. The bytes estimate is not check's MIN
- * timeline: its decisions see the model's bodies in flight as a run sees its real ones
- * (model_held, request.c), so it gains what a real bytes run gains from evicting around
- * its newest body. A program the explain runs cannot model
- * (an engine's generator, say) keeps bytes. Here, not in objective.c: it runs VMs. */
+ * when it wins by more than RPLAN_AUTO_GAIN. Both are check's timelines, which a run
+ * executes (one schedule). A program the explain runs cannot model (an engine's
+ * generator, say) keeps bytes. Here, not in objective.c: it runs VMs. */
 static void objective_auto(rplan_vm *vm)
 {
     if (vm->o.objective != RPLAN_OBJECTIVE_AUTO)
@@ -325,7 +331,7 @@ static void objective_auto(rplan_vm *vm)
         rplan_vm_report *rep = NULL;
         if (fhr_backend_model_create(ndev > 0 ? ndev : 1, &mb, NULL) == FHR_OK &&
             rplan_vm_create(vm->p, mb, &o, &ev, NULL) == FHR_OK &&
-            (ev->model_held = !k, rplan_vm_run(ev, &rep, NULL) == FHR_OK) && rep && rep->ok)
+            rplan_vm_run(ev, &rep, NULL) == FHR_OK && rep && rep->ok)
             t[k] = rep->timeline_s;
         rplan_vm_report_free(rep);
         rplan_vm_destroy(ev);
@@ -361,7 +367,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (!vm->bad_budget[0])
         objective_auto(vm); /* before any decision: it sets the objective */
     fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
-                                      : vm_setup_values(vm, &e);
+                                      : vm_engine_check(vm, &vm->setup_value, &e);
+    if (st == FHR_OK)
+        st = vm_setup_values(vm, &e);
     if (st == FHR_OK)
         st = vm_requests_setup(vm, &e);
     long fail_pc = -1;
@@ -379,8 +387,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
     } else {
         rep->pinned_gbps = vm->pinned_gbps = vm_pinned_bandwidth(vm);
-        /* the manager chooses sources by the same rates the report judges by */
-        fhr_link_rates lr = {vm->pinned_gbps, 0, vm_peer_rate(vm), vm_gen_rate(vm)};
+        /* the manager chooses sources by the declared rates, in check and in a run alike:
+         * a rate measured during the run would make the schedule depend on the machine */
+        fhr_link_rates lr = {vm_profile_gbps(vm), 0, vm_peer_rate(vm), vm_gen_rate(vm)};
         st = fhr_manager_set_links(vm->m, &lr, &e);
         if (st) {
             set_failure(vm, rep, st, -1, &e, NULL);
@@ -394,7 +403,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
             }
             vm_sync_all(vm, NULL);
         }
-        vm->t_begin = vm_now_ns();
+        vm->t_begin = vm_now_ns(vm);
     }
     for (size_t pc = 0; pc < vm->ninstr && st == FHR_OK; pc++) {
         const rplan_instr *in = &vm->ins[pc];
@@ -470,9 +479,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
                     vm->stages[mk->stages[k]].body_s += dt;
             vm->total.body_s += dt;
         }
-        vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
-    vm->total.time_s = vm->t_begin ? (double)(vm_now_ns() - vm->t_begin) / 1e9 : 0;
+    if (!vm->explain)
+        vm_profile_build(vm, rep);
+    vm->total.time_s = vm->t_begin ? (double)(vm_now_ns(vm) - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
         vm->total.check_failures = vm_read_failures(vm);
@@ -494,13 +504,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->pcie_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
     rep->peer_s = (double)rep->peer_bytes / (rep->peer_gbps * 1e9);
     rep->transfer_s = rep->pcie_s > rep->peer_s ? rep->pcie_s : rep->peer_s;
-    rep->lower_bound_s = t->body_s > rep->transfer_s ? t->body_s : rep->transfer_s;
-    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
     rep->gen_gbps = vm_gen_rate(vm);
     rep->regen_s = (double)t->regen_bytes / (rep->gen_gbps * 1e9);
-    if (t->body_s + rep->regen_s > rep->lower_bound_s)
-        rep->lower_bound_s = t->body_s + rep->regen_s;
-    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
+    vm_figures_resolve(vm, rep); /* per device: the lower bound and the ratio */
     double busy = t->model_body_s + rep->regen_s;
     rep->predicted_s = busy > rep->transfer_s ? busy : rep->transfer_s;
     rep->timeline_s = vm->m_comp > vm->m_link ? vm->m_comp : vm->m_link;

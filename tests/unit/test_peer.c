@@ -197,7 +197,7 @@ Test(peer, explain_and_the_report_show_the_peer_source)
     fhr_backend_destroy(b);
 }
 
-/* ---- a copy still being filled is protected as a source --------------------------- */
+/* ---- a copy still being filled is a source like a complete one --------------------- */
 
 static atomic_int gate_open;
 static void wait_gate(void *arg)
@@ -207,7 +207,10 @@ static void wait_gate(void *arg)
         usleep(100);
 }
 
-Test(peer, a_copy_in_flight_is_not_a_source_pinned_is_used)
+/* The source is chosen by the cost model alone, never by whether a copy has finished:
+ * the peer copy still in flight is cheaper than pinned, and the copy from it waits for
+ * its fill on the stream (one schedule for check and run). */
+Test(peer, a_copy_in_flight_is_a_source_by_cost_alone)
 {
     fhr_backend *b = emu_backend(2);
     fhr_manager *m = new_manager(b, NULL, 0);
@@ -222,13 +225,13 @@ Test(peer, a_copy_in_flight_is_not_a_source_pinned_is_used)
     cr_assert_not(copy_at(m, h, C0()).ready, "the copy into cuda:0 is still in flight");
     cr_assert_eq(fhr_ensure(m, h, C1(), NULL, NULL), FHR_OK);
     fhr_trace_entry e = last_entry(m);
-    cr_assert(fhr_loc_equal(e.from, fhr_loc_pinned()), "in flight: the source is pinned, not %d:%d",
+    cr_assert(fhr_loc_equal(e.from, C0()), "in flight: the source is still cuda:0, not %d:%d",
               e.from.kind, e.from.index);
     atomic_store(&gate_open, 1);
     fhr_stream_sync(b, s0, NULL);
     cr_assert(resident_has_pattern(m, h, C1(), 9, N));
     cr_assert(resident_has_pattern(m, h, C0(), 9, N));
-    /* settled now: the next device copy takes it */
+    /* settled: the same choice */
     cr_assert_eq(fhr_drop(m, h, C1(), NULL), FHR_OK);
     settle(m, h, C0());
     cr_assert_eq(fhr_ensure(m, h, C1(), NULL, NULL), FHR_OK);
