@@ -552,6 +552,7 @@ static fhr_value *key_value(void *pinned, uint64_t key_bytes)
 typedef struct plan_out {
     double stage_s[PH_PASSES];   /* the VM's stage times: first device work to the last */
     double run_s;                /* rplan_vm_run, host wall */
+    double total_s;              /* the report's run time: first instruction to the end */
     uint64_t bytes, loads, evictions, waits;
     double link_busy_s, link_idle_s, lower_bound_s, ratio;
     char *profile;               /* the run's kernel profile (JSON) */
@@ -608,6 +609,7 @@ static void run_plan(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinn
                 r->pass_s[p] = rep->stages[i].time_s;
             }
         }
+    po->total_s = rep->total.time_s;
     po->bytes = rep->total.bytes[FHR_DIR_H2D];
     po->loads = rep->total.copies[FHR_DIR_H2D];
     po->evictions = rep->total.evictions;
@@ -670,7 +672,16 @@ static int plan_budget(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pi
            "waits, ratio %.3f to its bound; rplan_vm_run %.2f ms in all (setup included)\n",
            po.link_busy_s * 1e3, po.link_idle_s * 1e3, (unsigned long long)po.waits, po.ratio,
            po.run_s * 1e3);
-    int ok = same && slots_ok && peak_ok && bytes_ok;
+    /* the two passes, each path from its first action to its last work's end: the loop
+     * synchronises the host after each pass, the VM runs the passes back to back (so its
+     * stages overlap, and their times are not comparable pass by pass) */
+    double ctl_s = ctl->pass_s[0] + ctl->pass_s[1];
+    double vs_loop = po.total_s / ctl_s;
+    int time_ok = vs_loop <= PLAN_LIMIT;
+    printf("    both passes: %.2f ms plan-driven (the VM's run, first instruction to the end), "
+           "%.2f ms controller-driven (host, each pass to its synchronisation): %.4fx: %s\n",
+           po.total_s * 1e3, ctl_s * 1e3, vs_loop, verdict(time_ok));
+    int ok = same && slots_ok && peak_ok && bytes_ok && time_ok;
     fprintf(js, ", \"plan\": {\"bit_identical\": %s, \"max_err\": %.3g, \"peak_charged\": %llu,"
                 " \"bytes\": %llu, \"predicted\": %.0f, \"loads\": %llu, \"waits\": %llu,"
                 " \"link_busy_ms\": %.3f, \"link_idle_ms\": %.3f, \"passes\": [",
@@ -681,17 +692,16 @@ static int plan_budget(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pi
         double xfer = (double)r.bytes[p] / bw;
         double bound = ref->pass_s[p] > xfer ? ref->pass_s[p] : xfer;
         double vs_ctl = ctl_gpu_ms[p] > 0 ? po.stage_s[p] * 1e3 / ctl_gpu_ms[p] : 0;
-        printf("    pass %d: %.2f ms plan-driven (the stage, by device events), %.2f ms "
-               "controller-driven (timing events), %.4fx: %s; %.3fx max(resident %.2f ms, "
-               "transfers %.2f ms)\n", p + 1, po.stage_s[p] * 1e3, ctl_gpu_ms[p], vs_ctl,
-               verdict(vs_ctl > 0 && vs_ctl <= PLAN_LIMIT), po.stage_s[p] / bound,
-               ref->pass_s[p] * 1e3, xfer * 1e3);
+        printf("    pass %d: stage %.2f ms (the VM's stage: it opens while the last pass "
+               "still runs on the GPU), controller-driven %.2f ms by timing events (%.4fx); "
+               "%.3fx max(resident %.2f ms, transfers %.2f ms)\n", p + 1, po.stage_s[p] * 1e3,
+               ctl_gpu_ms[p], vs_ctl, po.stage_s[p] / bound, ref->pass_s[p] * 1e3, xfer * 1e3);
         fprintf(js, "%s{\"ms\": %.3f, \"controller_ms\": %.3f, \"vs_controller\": %.4f,"
                     " \"bytes\": %llu, \"ratio\": %.4f}", p ? ", " : "", po.stage_s[p] * 1e3,
                 ctl_gpu_ms[p], vs_ctl, (unsigned long long)r.bytes[p], po.stage_s[p] / bound);
-        ok = ok && vs_ctl > 0 && vs_ctl <= PLAN_LIMIT;
     }
-    fprintf(js, "]}");
+    fprintf(js, "], \"ms\": %.3f, \"controller_ms\": %.3f, \"vs_controller\": %.4f}",
+            po.total_s * 1e3, ctl_s * 1e3, vs_loop);
     char path[4096];
     snprintf(path, sizeof path, "%s/bsgs-%dkeys-profile.json", outdir, nk);
     FILE *f = po.profile ? fopen(path, "w") : NULL;

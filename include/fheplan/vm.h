@@ -161,7 +161,9 @@ typedef struct rplan_kernel_call {
     const rplan_value_info *const *infos;  /* declaration of each value (nbytes scaled) */
     size_t nargs;
     const rplan_arg *args;
-    void *scratch;                 /* VM-owned writable memory at loc */
+    void *scratch;                 /* VM-owned writable memory at loc, for the built-in
+                                      kernels; NULL for an engine's (whose scratch is its
+                                      own, declared with `reserve`) */
     size_t scratch_nbytes;
     uint32_t line, col;            /* source position of the run statement */
 } rplan_kernel_call;

@@ -121,6 +121,21 @@ static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, 
 /* Before timing starts: the streams, scratch and counters of every location a body may
  * run at, and the first tally block, so that no run pays for creating them (a first
  * pinned allocation may map a whole pool arena). */
+/* 1 when a body may run a built-in kernel (registered with the VM as its context, or a
+ * rehearsal's touch): only those use the VM's scratch and counters, so a program of
+ * engine kernels alone allocates neither (they would sit outside its budgets). */
+static int uses_builtins(const rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->ninstr; i++) {
+        if (vm->ins[i].op != RPLAN_OP_RUN)
+            continue;
+        const vm_kernel *k = vm_find_kernel(vm, vm->ins[i].str);
+        if (!k || k->ctx == vm)
+            return 1;
+    }
+    return 0;
+}
+
 fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
 {
     fhr_status st = FHR_OK;
@@ -131,6 +146,7 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
     int has_body = 0;
     for (size_t i = 0; i < vm->ninstr && !has_body; i++)
         has_body = vm->ins[i].op == RPLAN_OP_RUN;
+    int builtins = has_body && uses_builtins(vm);
     for (int sl = 0; has_body && sl < FHR_LOC_SLOTS; sl++) {
         if (!(slots & (1ULL << sl)))
             continue;
@@ -139,7 +155,8 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
             continue;
         fhr_stream *s;
         if (vm_compute_stream(vm, loc, &s, NULL) == FHR_OK) {
-            ensure_scratch(vm, loc, s, NULL);
+            if (builtins)
+                ensure_scratch(vm, loc, s, NULL);
             /* the reference that times this device's bodies: recorded, waited for, and
              * its completion taken as now */
             fhr_event *ev = NULL;
@@ -238,7 +255,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         fhr_status st;
         if ((st = vm_compute_stream(vm, loc, &s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
-        if (!vm->explain && (st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
+        int builtin = kctx == vm; /* the VM's own kernels (touch among them) */
+        if (!vm->explain && builtin && (st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
         fhr_handle hs[16];
         const rplan_value_info *infos[16];
@@ -291,8 +309,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         if (st == FHR_OK) {
             rplan_kernel_call c = {
                 vm, vm->m, vm->b, r->in->str, loc, s, vm->is_cuda && loc.kind == FHR_LOC_CUDA,
-                r->nvals, vals, infos, r->nargs, r->args, vm->scratch[fhr_loc_slot(loc)],
-                vm->scratch_nbytes, r->in->line, r->in->col};
+                r->nvals, vals, infos, r->nargs, r->args,
+                builtin ? vm->scratch[fhr_loc_slot(loc)] : NULL, builtin ? vm->scratch_nbytes : 0,
+                r->in->line, r->in->col};
             fhr_error ke;
             fhr_error_init(&ke);
             st = fn(kctx, &c, &ke);

@@ -116,6 +116,21 @@ static fhr_status name_value(rplan_vm *vm, fhr_status st, const rplan_value_info
     return st;
 }
 
+/* Registers value i as a source whose copies have its declared fields. */
+static fhr_status register_fields(rplan_vm *vm, size_t i, const fhr_ckks_meta *meta,
+                                  const fhr_adopt_opts *ao, fhr_error *err)
+{
+    size_t nf = vm_value_nfields(vm, i);
+    fhr_field_spec fs[RP_VM_MAX_FIELDS];
+    for (size_t f = 0; f < nf; f++)
+        fs[f] = (fhr_field_spec){vm->flds[vm->fld0[i] + f].name, vm->flds[vm->fld0[i] + f].nbytes};
+    fhr_value_spec spec = {*meta, nf, fs, vm->vinfo[i].nbytes, 0, 0};
+    vm->srcs[i].vm = vm;
+    vm->srcs[i].index = (uint32_t)i;
+    fhr_source src = {src_load, &vm->srcs[i], NULL};
+    return fhr_register_source(vm->m, &spec, &src, ao, &vm->h[i], err);
+}
+
 /* Adopts every MUST_PRESERVE value and registers every source. */
 fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
 {
@@ -179,16 +194,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
             if (v)
                 fhr_value_destroy(v);
         } else if (vi->data == RPLAN_DATA_ENGINE) { /* no backing store: the engine's */
-            size_t nf = vm_value_nfields(vm, i);
-            fhr_field_spec fs[RP_VM_MAX_FIELDS];
-            for (size_t f = 0; f < nf; f++)
-                fs[f] = (fhr_field_spec){vm->flds[vm->fld0[i] + f].name,
-                                         vm->flds[vm->fld0[i] + f].nbytes};
-            fhr_value_spec spec = {meta, nf, fs, vi->nbytes, 0, 0};
-            vm->srcs[i].vm = vm;
-            vm->srcs[i].index = (uint32_t)i;
-            fhr_source src = {src_load, &vm->srcs[i], NULL};
-            st = fhr_register_source(vm->m, &spec, &src, &ao, &vm->h[i], err);
+            st = register_fields(vm, i, &meta, &ao, err);
         } else {
             if (!vm->explain || vi->seeded) { /* model memory for a seeded value's borrow */
                 size_t nb = (size_t)vm_backing_nbytes(vi);
@@ -214,16 +220,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 fhr_source src = {src_load, &vm->srcs[i], NULL};
                 st = fhr_register_source(vm->m, &spec, &src, &ao, &vm->h[i], err);
             } else if (st == FHR_OK) {
-                size_t nf = vm_value_nfields(vm, i);
-                fhr_field_spec fs[RP_VM_MAX_FIELDS];
-                for (size_t f = 0; f < nf; f++)
-                    fs[f] = (fhr_field_spec){vm->flds[vm->fld0[i] + f].name,
-                                             vm->flds[vm->fld0[i] + f].nbytes};
-                fhr_value_spec spec = {meta, nf, fs, vi->nbytes, 0, 0};
-                vm->srcs[i].vm = vm;
-                vm->srcs[i].index = (uint32_t)i;
-                fhr_source src = {src_load, &vm->srcs[i], NULL};
-                st = fhr_register_source(vm->m, &spec, &src, &ao, &vm->h[i], err);
+                st = register_fields(vm, i, &meta, &ao, err);
             }
         }
         free(filebuf);

@@ -132,7 +132,7 @@ static void do_sum(void *arg)
 static fhr_status mix_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
 {
     engine *E = ctx;
-    if (c->stream != E->view)
+    if (c->stream != E->view || c->scratch != NULL) /* an engine kernel gets no VM scratch */
         E->wrong_stream++;
     sum_job *j = calloc(1, sizeof *j);
     cr_assert_not_null(j);
