@@ -184,7 +184,8 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc and groff for the manual lint, cmake for the CMake package's test, and Open MPI unless MPI=0; clang and its libFuzzer
+# mandoc and groff for the manual lint, man-db for `man NAME` of the installed pages,
+# cmake for the CMake package's test, and Open MPI unless MPI=0; clang and its libFuzzer
 # runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
 # CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
 # Nothing happens when everything is present.
@@ -204,6 +205,7 @@ deps:
 	  missing="$$missing libclang-rt-14-dev"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
+	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \

@@ -22,8 +22,12 @@ jq=$build/jsonq
 xfer=$build/bench/transfer
 one=plans/ckks-bootstrap.rplan
 two=plans/ckks-bootstrap-2gpu.rplan
+# the command and the JSON reader it needs are built here when missing (run from the
+# repository root, as the plan paths below are)
 for f in "$fp" "$jq"; do
-    [ -x "$f" ] || { echo "two-gpu: $f is missing (make $f)" >&2; exit 2; }
+    [ -x "$f" ] && continue
+    echo "two-gpu: building $f" >&2
+    make --no-print-directory BUILD="$build" "$f" >&2 || { echo "two-gpu: cannot build $f" >&2; exit 2; }
 done
 
 if [ "$emu" = 1 ]; then
@@ -50,6 +54,8 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 q() { "$jq" "$2" < "$1"; }
+# seconds as read from JSON (2.2953177619999998) to a sensible precision: 2.295
+secs() { awk -v x="$1" 'BEGIN { printf "%.3f", x }'; }
 
 # ---- links -----------------------------------------------------------------------------
 if [ "$emu" = 0 ]; then
@@ -74,7 +80,7 @@ echo "== $two: one manager, cuda:0 and cuda:1 (prediction, then the run on $dev)
 t2=$(q "$tmp/two" .totals.time_s)
 p2=$(q "$tmp/two" .totals.pcie_bytes)
 n2=$(q "$tmp/two" .totals.peer_bytes)
-echo "one manager, two GPUs: time ${t2} s, PCIe ${p2} bytes, peer ${n2} bytes" \
+echo "one manager, two GPUs: time $(secs "$t2") s, PCIe ${p2} bytes, peer ${n2} bytes" \
      "(sizes divided by $scale; check predicts PCIe $(q "$tmp/check" .files[0].pcie_bytes)," \
      "peer $(q "$tmp/check" .files[0].peer_bytes) bytes unscaled)"
 
@@ -92,19 +98,19 @@ mpirun --oversubscribe --allow-run-as-root -n 2 "$fp" run --device "$mpidev" $ru
 t1=$(q "$tmp/r1" .totals.time_s)
 m1=$(q "$tmp/r1" .totals.bytes_moved)
 p1=$(q "$tmp/r1" .ranks[0].output.totals.pcie_bytes)
-echo "one rank: time ${t1} s, PCIe ${p1} bytes"
+echo "one rank: time $(secs "$t1") s, PCIe ${p1} bytes"
 pr=0
 for r in 0 1; do
     tr=$(q "$tmp/r2" ".ranks[$r].output.totals.time_s")
     pb=$(q "$tmp/r2" ".ranks[$r].output.totals.pcie_bytes")
     pr=$((pr + pb))
-    echo "two ranks, rank $r: time ${tr} s, PCIe ${pb} bytes"
+    echo "two ranks, rank $r: time $(secs "$tr") s, PCIe ${pb} bytes"
 done
 tm=$(q "$tmp/r2" .totals.time_s)
 mm=$(q "$tmp/r2" .totals.bytes_moved)
 awk -v t1="$t1" -v m1="$m1" -v tm="$tm" -v mm="$mm" -v t2="$t2" -v p2="$p2" -v pr="$pr" 'BEGIN {
     s = (mm / tm) / (m1 / t1)
-    printf "two ranks: %.4f s (slowest), %d PCIe bytes; scaling %.3fx of one rank\n", tm, pr, s
+    printf "two ranks: %.3f s (slowest), %d PCIe bytes; scaling %.3fx of one rank\n", tm, pr, s
     printf "one manager over both GPUs against two ranks: time %.3fx, PCIe bytes %.3fx\n",
            t2 / tm, p2 / pr
 }'

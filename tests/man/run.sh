@@ -88,7 +88,7 @@ comm -23 "$names/api" "$names/named" >"$names/missing"
 comm -13 "$names/api" "$names/named" >"$names/unknown"
 if [ -s "$names/missing" ]; then
     say "functions of the API that no page's NAME section lists (add each to the NAME and"
-    say "SYNOPSIS of the page of its group, or write a page: see man/README):"
+    say "SYNOPSIS of the page of its group, or write a page: see man/README.md):"
     sed 's/^/  /' "$names/missing"
     bad "$(wc -l <"$names/missing" | tr -d ' ') of $(wc -l <"$names/api" | tr -d ' ') functions have no page"
 fi
@@ -101,16 +101,52 @@ if ! ${MAKE:-make} --no-print-directory install BUILD="$BUILD" PREFIX="$stage" >
     cat "$names/install.log"
     bad "make install PREFIX=$stage"
 fi
+# `man -w` for every name (the page it would show), and one full rendering per page,
+# through the name that comes last in it (a link, for a page of several functions).
 nres=0
+: >"$names/shown"
 while read -r n; do
-    f=$(MANPAGER=cat man -M "$stage/share/man" -w 3 "$n" 2>/dev/null) &&
-        [ -n "$f" ] && f=$(readlink -f "$f") &&
-        awk -v n="$n" '/^\.Sh / { sec = $2 } sec == "NAME" && $1 == ".Nm" && $2 == n { ok = 1 } END { exit !ok }' "$f" &&
-        MANPAGER=cat MANWIDTH=80 man -M "$stage/share/man" 3 "$n" 2>/dev/null | grep -q "$n" ||
+    f=$(man -M "$stage/share/man" -w 3 "$n" 2>/dev/null) && [ -n "$f" ] &&
+        f=$(readlink -f "$f") &&
+        awk -v n="$n" '/^\.Sh / { sec = $2 } sec == "NAME" && $1 == ".Nm" && $2 == n { ok = 1 } END { exit !ok }' "$f" ||
         { bad "man -M $stage/share/man 3 $n finds no page that documents it"; continue; }
+    printf '%s %s\n' "$f" "$n" >>"$names/shown"
     nres=$((nres + 1))
 done <"$names/api"
+awk '{ last[$1] = $2 } END { for (f in last) print last[f] }' "$names/shown" | while read -r n; do
+    MANPAGER=cat MANWIDTH=80 man -M "$stage/share/man" 3 "$n" 2>/dev/null | grep -q "$n" ||
+        echo "man -M $stage/share/man 3 $n shows nothing"
+done >"$names/render"
+[ -s "$names/render" ] && { cat "$names/render"; bad "pages that man cannot show"; }
 say "pages: $(wc -l <"$names/named" | tr -d ' ') of $(wc -l <"$names/api" | tr -d ' ') functions named in $(ls man/*.3 | wc -l | tr -d ' ') section-3 pages; man -M resolves $nres"
+
+# ---- README's shell blocks build what they run --------------------------------------------
+# In a ```sh block of README.md with a `make TARGET...` line, every build/PROGRAM the block
+# runs is one of the targets or is linked by them (`make -n -B`, as on a CUDA machine).
+# Only blocks that run such programs are asked (`make -n` still runs recursive makes).
+awk '/^```sh/ { n++; f = 1; next } /^```/ { f = 0 } f { print n "\t" $0 }' README.md >"$names/readme-sh"
+for blk in $(awk -F '\t' '$2 ~ /^make / { print $1 }' "$names/readme-sh" | sort -u); do
+    awk -F '\t' -v b="$blk" '$1 == b { print $2 }' "$names/readme-sh" |
+        sed -n 's/^\(mpirun.* \)\{0,1\}\([A-Z_]*=[^ ]* \)*\(build\/[^ ]*\).*/\3/p' >"$names/progs"
+    [ -s "$names/progs" ] || continue
+    targets=$(awk -F '\t' -v b="$blk" '$1 == b && $2 ~ /^make / { sub(/#.*/, "", $2); print $2 }' \
+        "$names/readme-sh" | tr ' ' '\n' | grep -v -e '^make$' -e '=' -e '^-' -e '^$' | tr '\n' ' ')
+    # shellcheck disable=SC2086
+    made=$(${MAKE:-make} -n -B CUDA=1 BUILD=build $targets 2>/dev/null | grep -o -- '-o build/[^ ]*' |
+        sed 's/^-o //' | tr '\n' ' ')
+    while read -r prog; do
+        case " $targets $made " in
+        *" $prog "*) ;;
+        *) echo "README.md: a block runs $prog, but its 'make $targets' does not build it" ;;
+        esac
+    done <"$names/progs"
+done >"$names/readme-bad"
+if [ -s "$names/readme-bad" ]; then
+    cat "$names/readme-bad"
+    bad "README.md's shell blocks"
+else
+    say "README.md: every shell block with a make line builds the programs it runs"
+fi
 
 # ---- examples --------------------------------------------------------------------------
 out=$build/man-tests
