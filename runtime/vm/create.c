@@ -7,25 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* x / scale rounded up, without wrapping for any x. */
-static uint64_t div_up(uint64_t x, uint64_t scale)
-{
-    return scale > 1 ? x / scale + (x % scale != 0) : x;
-}
-
-/* A scaled kernel size argument (no decision depends on it): divided, rounded up to whole
- * 8-byte words, at least one word; a size within 7 bytes of 2^64 keeps its last whole
- * word rather than wrapping. */
-uint64_t vm_scale_up8(uint64_t x, uint64_t scale)
-{
-    if (scale <= 1)
-        return x;
-    x = div_up(x, scale);
-    if (x == 0)
-        x = 8;
-    return x > UINT64_MAX - 7 ? UINT64_MAX / 8 * 8 : (x + 7) / 8 * 8;
-}
-
 static uint64_t gcd64(uint64_t a, uint64_t b)
 {
     while (b) {

@@ -16,6 +16,19 @@ struct vm_loader {
     void *ctx;
 };
 
+/* A scaled kernel size argument (no decision depends on it): divided, rounded up to whole
+ * 8-byte words, at least one word; a size within 7 bytes of 2^64 keeps its last whole
+ * word rather than wrapping. */
+uint64_t vm_scale_up8(uint64_t x, uint64_t scale)
+{
+    if (scale <= 1)
+        return x;
+    x = x / scale + (x % scale != 0);
+    if (x == 0)
+        x = 8;
+    return x > UINT64_MAX - 7 ? UINT64_MAX / 8 * 8 : (x + 7) / 8 * 8;
+}
+
 /* ---- fields -------------------------------------------------------------------------- */
 
 fhr_status vm_fields_setup(rplan_vm *vm, fhr_error *err)

@@ -1,7 +1,7 @@
 /* runtime/vm/internal.h — state shared by the VM's files in runtime/vm/ and the functions
  * they share, declared below under the file that defines them. Calls between the files go
  * one way: a file calls only files after it in vm.c (the interpreter), create.c (the VM's
- * lifetime), request.c, scope.c, body.c, values.c, kernels.c, stage.c, link.c, trace.c,
+ * lifetime), request.c, scope.c, body.c, values.c, engine.c, kernels.c, stage.c, link.c, trace.c,
  * streams.c; report.c calls none. Not installed. */
 #ifndef FHEPLAN_VM_INTERNAL_H
 #define FHEPLAN_VM_INTERNAL_H
