@@ -574,7 +574,7 @@ static void gen_config(oracle *o, config *c, int ndev, const char *file, uint64_
     const char *loc = ndev == 2 && splitmix64(&s) % 100 < 35 ? "cuda:1" : "cuda:0";
     uint64_t b = choose_budget(o, c, file, loc, &s);
     if (b) {
-        snprintf(c->budget[0], sizeof c->budget[0], "%s=%" PRIu64, loc, b);
+        snprintf(c->budget[0], sizeof c->budget[0], "%s=%" PRIu64 "B", loc, b);
         c->nbudget = 1;
     }
 }

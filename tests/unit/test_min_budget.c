@@ -91,7 +91,7 @@ static double num(const cJSON *o, const char *k)
 static int feasible_at(const char *file, unsigned long long b)
 {
     int rc;
-    free(cli_out(&rc, "check --budget cuda:0=%llu %s", b, file));
+    free(cli_out(&rc, "check --budget cuda:0=%lluB %s", b, file));
     cr_assert(rc == 0 || rc == 1, "check exit %d at %llu", rc, b);
     return rc == 0;
 }
