@@ -181,7 +181,8 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc and groff for the manual lint, and Open MPI unless MPI=0; clang and its libFuzzer
+# mandoc and groff for the manual lint, python3-dev, -numpy, -pytest, -setuptools, -wheel,
+# -venv and -pip for the Python binding, and Open MPI unless MPI=0; clang and its libFuzzer
 # runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
 # CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
 # Nothing happens when everything is present.
@@ -200,6 +201,11 @@ deps:
 	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
 	  missing="$$missing libclang-rt-14-dev"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	ls /usr/include/python3*/Python.h >/dev/null 2>&1 || missing="$$missing python3-dev"; \
+	/usr/bin/python3 -c 'import numpy' 2>/dev/null || missing="$$missing python3-numpy"; \
+	/usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	/usr/bin/python3 -c 'import setuptools, wheel, ensurepip, pip' 2>/dev/null || \
+	  missing="$$missing python3-setuptools python3-wheel python3-venv python3-pip"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \

@@ -46,3 +46,20 @@ test-python: python
 	@cd $(PY_DIR) && PYTHONPATH=$(abspath $(PY_DIR)) FHEPLAN_DEVICE=emu FHEPLAN_REPO=$(CURDIR) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests; rc=$$?; \
 	  if [ $$rc = 5 ]; then echo "test-python: pytest collected no tests"; exit 1; fi; exit $$rc
+
+# The README's install command, offline, into a fresh virtual environment that sees Debian's
+# packages (on Debian 12 the system pip refuses to install outside one: PEP 668).
+.PHONY: test-python-install
+ifeq ($(SAN),)
+TEST_EXTRA += test-python-install
+endif
+test-python-install: $(BUILD)/libfheplan.a
+	@set -e; d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; \
+	$(PYTHON) -m venv --system-site-packages "$$d/venv"; \
+	"$$d/venv/bin/pip" install -q --no-index --no-build-isolation ./python; \
+	cd "$$d" && FHEPLAN_DEVICE=emu "$$d/venv/bin/python" -c 'import fheplan, numpy as np; \
+	  m = fheplan.ResidencyManager(); a = np.arange(8.0); h = m.adopt(a); \
+	  l = m.acquire(h, fheplan.PAGEABLE_HOST); \
+	  assert np.from_dlpack(l[h]).ctypes.data == a.ctypes.data; l.release(); \
+	  assert fheplan.__file__.startswith("'"$$d"'"); print("test-python-install: pip install --no-build-isolation ./python works offline")'
+	@rm -rf python/build python/fheplan.egg-info
