@@ -603,6 +603,8 @@ static PyMethodDef mod_methods[] = {
      "to(value, location, *, stream=None): the functional copy (fhr_value_to)."},
     {"_set_types", (PyCFunction)(void (*)(void))fhpy_set_types, METH_VARARGS | METH_KEYWORDS,
      "Hands the package's Python classes to the core."},
+    {"_c_timing", fhpy_c_timing, METH_VARARGS,
+     "_c_timing(manager, op, handle, at, batches, per_batch): median ns per C call."},
     {"_drain_releases", mod_drain, METH_NOARGS, "Drops producers the library released."},
     {NULL, NULL, 0, NULL}};
 
