@@ -457,94 +457,97 @@ static PyObject *dec_explored(PyObject *s, void *c) { (void)c; return PyLong_Fro
 static PyObject *dec_policy(PyObject *s, void *c) { (void)c; return PyUnicode_FromString(fhr_decision_policy(((fhpy_decision *)s)->d)); }
 static PyObject *dec_explanation(PyObject *s, void *c) { (void)c; return fhpy_explanation(fhr_decision_explanation(((fhpy_decision *)s)->d)); }
 
-static PyObject *dec_evictions(PyObject *self, void *c)
+/* A tuple of n items made by item(ctx, i); NULL (and an exception) if one fails. */
+static PyObject *tuple_of(size_t n, PyObject *(*item)(void *ctx, size_t i), void *ctx)
 {
-    (void)c;
-    fhpy_decision *o = (fhpy_decision *)self;
-    size_t n = fhr_decision_nevictions(o->d);
     PyObject *t = PyTuple_New((Py_ssize_t)n);
     for (size_t i = 0; t && i < n; i++) {
-        PyObject *a = fhpy_action_object(&fhr_decision_eviction(o->d, i)->action, mid(o));
-        if (!a) {
+        PyObject *x = item(ctx, i);
+        if (!x) {
             Py_DECREF(t);
             return NULL;
         }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, a);
+        PyTuple_SET_ITEM(t, (Py_ssize_t)i, x);
     }
     return t;
+}
+
+static PyObject *eviction_action(void *ctx, size_t i)
+{
+    fhpy_decision *o = ctx;
+    return fhpy_action_object(&fhr_decision_eviction(o->d, i)->action, mid(o));
+}
+
+static PyObject *eviction_detail(void *ctx, size_t i)
+{
+    fhpy_decision *o = ctx;
+    const fhr_eviction *ev = fhr_decision_eviction(o->d, i);
+    PyObject *d = Py_BuildValue("{s:N,s:i,s:K,s:K}", "action",
+                                fhpy_action_object(&ev->action, mid(o)), "priority",
+                                ev->priority, "last_use", (unsigned long long)ev->last_use,
+                                "nbytes", (unsigned long long)ev->nbytes);
+    PyObject *r = fhpy_record("eviction", d);
+    Py_XDECREF(d);
+    return r;
+}
+
+static PyObject *protected_copy(void *ctx, size_t i)
+{
+    static const char *const why[] = {"leased", "held", "pending", "required", "no_tier"};
+    const fhr_protected_copy *p = fhr_decision_protected(((fhpy_decision *)ctx)->d, i);
+    PyObject *reasons = PyList_New(0);
+    for (int b = 0; reasons && b < 5; b++)
+        if (p->reasons & (1u << b)) {
+            PyObject *s = PyUnicode_FromString(why[b]);
+            if (!s || PyList_Append(reasons, s) < 0)
+                Py_CLEAR(reasons);
+            Py_XDECREF(s);
+        }
+    PyObject *rt = reasons ? PyList_AsTuple(reasons) : NULL;
+    Py_XDECREF(reasons);
+    PyObject *d = rt ? Py_BuildValue("{s:N,s:N,s:K,s:N}", "handle", fhpy_handle_new(p->handle),
+                                     "at", fhpy_loc_new(p->at), "nbytes",
+                                     (unsigned long long)p->nbytes, "reasons", rt)
+                     : NULL;
+    PyObject *r = fhpy_record("protected", d);
+    Py_XDECREF(d);
+    return r;
+}
+
+static PyObject *dec_evictions(PyObject *self, void *c)
+{
+    (void)c;
+    return tuple_of(fhr_decision_nevictions(((fhpy_decision *)self)->d), eviction_action, self);
 }
 
 static PyObject *dec_eviction_details(PyObject *self, void *c)
 {
     (void)c;
-    fhpy_decision *o = (fhpy_decision *)self;
-    size_t n = fhr_decision_nevictions(o->d);
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    for (size_t i = 0; t && i < n; i++) {
-        const fhr_eviction *ev = fhr_decision_eviction(o->d, i);
-        PyObject *d = Py_BuildValue("{s:N,s:i,s:K,s:K}", "action",
-                                    fhpy_action_object(&ev->action, mid(o)), "priority",
-                                    ev->priority, "last_use", (unsigned long long)ev->last_use,
-                                    "nbytes", (unsigned long long)ev->nbytes);
-        PyObject *r = fhpy_record("eviction", d);
-        Py_XDECREF(d);
-        if (!r) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, r);
-    }
-    return t;
+    return tuple_of(fhr_decision_nevictions(((fhpy_decision *)self)->d), eviction_detail, self);
 }
 
 static PyObject *dec_protected(PyObject *self, void *c)
 {
     (void)c;
-    fhpy_decision *o = (fhpy_decision *)self;
-    size_t n = fhr_decision_nprotected(o->d);
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    static const char *const why[] = {"leased", "held", "pending", "required", "no_tier"};
-    for (size_t i = 0; t && i < n; i++) {
-        const fhr_protected_copy *p = fhr_decision_protected(o->d, i);
-        PyObject *reasons = PyTuple_New(0);
-        for (int b = 0; reasons && b < 5; b++)
-            if (p->reasons & (1u << b)) {
-                PyObject *s = PyUnicode_FromString(why[b]);
-                PyObject *one = s ? PyTuple_Pack(1, s) : NULL;
-                Py_XDECREF(s);
-                PyObject *cat = one ? PySequence_Concat(reasons, one) : NULL;
-                Py_XDECREF(one);
-                Py_SETREF(reasons, cat);
-            }
-        fhr_handle h = p->handle;
-        PyObject *d = reasons ? Py_BuildValue("{s:N,s:N,s:K,s:N}", "handle", fhpy_handle_new(h),
-                                              "at", fhpy_loc_new(p->at), "nbytes",
-                                              (unsigned long long)p->nbytes, "reasons", reasons)
-                              : NULL;
-        PyObject *r = fhpy_record("protected", d);
-        Py_XDECREF(d);
-        if (!r) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, r);
-    }
-    return t;
+    return tuple_of(fhr_decision_nprotected(((fhpy_decision *)self)->d), protected_copy, self);
+}
+
+typedef struct phase_ctx {
+    const fhr_plan *p;
+    fhr_phase ph;
+    uint64_t m;
+} phase_ctx;
+
+static PyObject *plan_action(void *ctx, size_t i)
+{
+    phase_ctx *x = ctx;
+    return fhpy_action_object(fhr_plan_action(x->p, x->ph, i), x->m);
 }
 
 static PyObject *actions_tuple(const fhr_plan *p, fhr_phase ph, uint64_t m)
 {
-    size_t n = fhr_plan_nactions(p, ph);
-    PyObject *t = PyTuple_New((Py_ssize_t)n);
-    for (size_t i = 0; t && i < n; i++) {
-        PyObject *a = fhpy_action_object(fhr_plan_action(p, ph, i), m);
-        if (!a) {
-            Py_DECREF(t);
-            return NULL;
-        }
-        PyTuple_SET_ITEM(t, (Py_ssize_t)i, a);
-    }
-    return t;
+    phase_ctx x = {p, ph, m};
+    return tuple_of(fhr_plan_nactions(p, ph), plan_action, &x);
 }
 
 static PyObject *dec_plan(PyObject *self, void *c)

@@ -664,7 +664,11 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
     if (!handle_list(hso, &hs, &n, &tuple))
         return NULL;
     fhr_stream *view = NULL;
-    if (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view)) {
+    fhr_stream **views = PyMem_Malloc(sizeof *views); /* the lease keeps its consumer's view */
+    if (!views || (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view))) {
+        if (!views)
+            PyErr_NoMemory();
+        PyMem_Free(views);
         PyMem_Free(hs);
         Py_DECREF(tuple);
         return NULL;
@@ -677,20 +681,22 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
     if (st != FHR_OK) {
         if (view)
             fhr_stream_destroy(m->backend, view);
+        PyMem_Free(views);
         Py_DECREF(tuple);
         return finish(m, st, &e);
     }
     PyObject *r = fhpy_lease_make(m, l, at, tuple, NULL);
     Py_DECREF(tuple);
-    if (r && view) {
-        fhpy_lease *lo = (fhpy_lease *)r;
-        lo->views = PyMem_Malloc(sizeof *lo->views);
-        if (lo->views)
-            lo->views[lo->nviews++] = view;
-        else
-            fhr_stream_destroy(m->backend, view); /* released only at lease end: keep? */
-    } else if (view)
-        fhr_stream_destroy(m->backend, view);
+    if (!r) { /* the lease was destroyed (released): its view may go */
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+        PyMem_Free(views);
+        return NULL;
+    }
+    fhpy_lease *lo = (fhpy_lease *)r;
+    lo->views = views;
+    if (view)
+        lo->views[lo->nviews++] = view;
     return r;
 }
 
