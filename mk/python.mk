@@ -42,8 +42,9 @@ python-flags: $(BUILD)/libfheplan.a
 ifeq ($(SAN),)
 TEST_EXTRA += test-python
 endif
-test-python: python
+test-python: python $(BUILD)/fheplan
 	@cd $(PY_DIR) && PYTHONPATH=$(abspath $(PY_DIR)) FHEPLAN_DEVICE=emu FHEPLAN_REPO=$(CURDIR) \
+	  FHEPLAN_CLI=$(abspath $(BUILD)/fheplan) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests; rc=$$?; \
 	  if [ $$rc = 5 ]; then echo "test-python: pytest collected no tests"; exit 1; fi; exit $$rc
 

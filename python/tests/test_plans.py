@@ -85,3 +85,15 @@ def test_an_unknown_kernel_fails_unless_rehearsed():
     with pytest.raises(fheplan.ResidencyError):
         fheplan.run(SMALL, device="emu")
     assert fheplan.run(SMALL, device="emu", unknown_as_touch=True)["ok"]
+
+
+def test_check_equals_the_cli_dry_run():
+    import json
+    import subprocess
+
+    cli = os.environ.get("FHEPLAN_CLI")
+    if not cli or not os.path.exists(cli):
+        pytest.skip("FHEPLAN_CLI (the built fheplan) not given")
+    out = subprocess.run([cli, "check", "--json", ATTENTION], check=True,
+                         stdout=subprocess.PIPE, text=True).stdout
+    assert fheplan.check(ATTENTION) == json.loads(out)["files"][0]["report"]
