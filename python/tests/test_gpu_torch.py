@@ -96,8 +96,8 @@ def test_adopt_orders_the_producers_pending_work(m):
     side = torch.cuda.Stream(device="cuda:0")
     with torch.cuda.stream(side):
         t = torch.zeros(1 << 22, device="cuda:0")
-        t += 5  # still running on `side` when adopt is called
-    h = m.adopt(t, at=cuda0)
+        t += 5  # still running on `side` (torch's current stream) when adopt is called
+        h = m.adopt(t, at=cuda0)  # __dlpack__(stream=...) orders side's work first
     m.ensure(h, PAGEABLE_HOST)
     with m.acquire(h, at=PAGEABLE_HOST) as values:
         assert float(np.from_dlpack(values[h]).min()) == 5.0
