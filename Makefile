@@ -45,7 +45,7 @@ TEST_LIBS  := -lcriterion
 .DEFAULT_GOAL := all
 # Each piece by name: a missing file stops the build instead of dropping its suite.
 MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
-            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/tools.mk mk/vm.mk
+            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/python.mk mk/tools.mk mk/vm.mk
 include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
@@ -115,7 +115,7 @@ test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
 .PHONY: test-layers
 test-layers: $(LIB_OBJS) $(CLI_OBJS)
 	@tests/tools/layers.sh $(BUILD)/obj $^
-	@for f in $(sort $(wildcard base/*.c cuda/*.c cuda/*.cu runtime/*/*.c compiler/*.c cli/*.c)); do \
+	@for f in $(sort $(wildcard base/*.c cuda/*.c cuda/*.cu runtime/*/*.c compiler/*.c cli/*.c python/src/*.c)); do \
 	  d=$${f%/*}; grep "^| [^|]* | [^|]*\`$$d/\`" README.md | grep -q "\`$${f##*/}\`" || \
 	  { echo "layers: README's Layout table does not name $$f in its row for $$d/"; exit 1; }; done
 
@@ -185,7 +185,8 @@ valgrind: deps
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
 # mandoc and groff for the manual lint, man-db for `man NAME` of the installed pages,
-# cmake for the CMake package's test, and Open MPI unless MPI=0; clang and its libFuzzer
+# cmake for the CMake package's test, python3-dev, -numpy, -pytest, -setuptools, -wheel,
+# -venv and -pip for the Python binding, and Open MPI unless MPI=0; clang and its libFuzzer
 # runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
 # CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
 # Nothing happens when everything is present.
@@ -206,6 +207,11 @@ deps:
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
+	ls /usr/include/python3*/Python.h >/dev/null 2>&1 || missing="$$missing python3-dev"; \
+	/usr/bin/python3 -c 'import numpy' 2>/dev/null || missing="$$missing python3-numpy"; \
+	/usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	/usr/bin/python3 -c 'import setuptools, wheel, ensurepip, pip' 2>/dev/null || \
+	  missing="$$missing python3-setuptools python3-wheel python3-venv python3-pip"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
