@@ -65,6 +65,7 @@ typedef struct {
     PyObject *layout;      /* tuple or None */
     fhr_location loc;
     int cuda;              /* memory is real CUDA device memory */
+    int writable;          /* a loader's new copy: its views may be written */
 } fhpy_leased;
 
 typedef struct {

@@ -296,10 +296,118 @@ static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_err
     return st;
 }
 
+/* ---- loaders: engine.NAME(ARG) values filled from Python ---------------------------------- */
+
+typedef struct py_loader {
+    PyObject *fn;
+} py_loader;
+
+static fhr_status loader_fail(const rplan_load *ld, fhr_error *err, const char *what)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyObject *msg = v ? PyObject_Str(v) : NULL;
+    if (err) {
+        err->status = FHR_E_SOURCE;
+        snprintf(err->message, sizeof err->message, "loader '%.60s' %s %.60s: %.300s", ld->loader,
+                 what, t ? ((PyTypeObject *)t)->tp_name : "an error",
+                 msg && PyUnicode_AsUTF8(msg) ? PyUnicode_AsUTF8(msg) : "");
+    }
+    PyErr_Clear();
+    Py_XDECREF(msg);
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    return FHR_E_SOURCE;
+}
+
+/* Calls the Python loader with a record: loader, arg, value (its name), nbytes, location,
+ * device_memory, stream (or None) and value: None in a size probe (the loader returns the
+ * bytes it has), else the new copy as a mapping of its fields to writable DLPack views,
+ * valid during the call only. */
+static fhr_status loader_tramp(void *ctx, const rplan_load *ld, fhr_error *err)
+{
+    py_loader *l = ctx;
+    fhr_status st = FHR_OK;
+    PyGILState_STATE g = PyGILState_Ensure();
+    fhr_value *tmp = NULL; /* the copy's fields, borrowed, as a value the views can read */
+    size_t bi;
+    fhpy_kcall *kc = PyObject_New(fhpy_kcall, &fhpy_kcall_type);
+    PyObject *val = NULL, *so = NULL, *rec = NULL, *res = NULL;
+    if (kc) {
+        kc->b = ld->vm ? fhr_manager_backend(rplan_vm_manager(ld->vm)) : NULL;
+        kc->alive = 1;
+    }
+    if (kc && ld->fields) {
+        int ok = fhr_value_create(ld->loc, NULL, &tmp, NULL) == FHR_OK &&
+                 fhr_value_add_buffer(tmp, ld->fields[0], (size_t)ld->nbytes, NULL, NULL, &bi,
+                                      NULL) == FHR_OK;
+        for (size_t f = 0; ok && f < ld->nfields; f++)
+            ok = fhr_value_add_field(tmp, ld->field_names[f], bi,
+                                     (size_t)((char *)ld->fields[f] - (char *)ld->fields[0]),
+                                     (size_t)ld->field_nbytes[f], NULL) == FHR_OK;
+        val = ok ? fhpy_leased_new((PyObject *)kc, &kcall_ops, tmp, NULL) : NULL;
+        if (val)
+            ((fhpy_leased *)val)->writable = 1; /* the loader fills it */
+        if (!ok)
+            PyErr_NoMemory();
+    } else if (kc) {
+        val = Py_NewRef(Py_None);
+    }
+    if (val && ld->stream) {
+        fhpy_stream *x = PyObject_New(fhpy_stream, &fhpy_stream_type);
+        if (x) {
+            x->s = ld->stream;
+            x->b = kc->b;
+            x->owner = NULL;
+            x->own = 0;
+            x->loc = ld->loc;
+        }
+        so = (PyObject *)x;
+    } else if (val) {
+        so = Py_NewRef(Py_None);
+    }
+    if (so) {
+        PyObject *d = Py_BuildValue("{s:s,s:K,s:s,s:K,s:N,s:O,s:O,s:O}", "loader", ld->loader,
+                                    "arg", (unsigned long long)ld->arg, "value", ld->info->name,
+                                    "nbytes", (unsigned long long)ld->nbytes, "location",
+                                    fhpy_loc_new(ld->loc), "device_memory",
+                                    ld->device_memory ? Py_True : Py_False, "stream", so,
+                                    "data", val);
+        rec = d ? fhpy_record("load", d) : NULL;
+        Py_XDECREF(d);
+    }
+    if (rec)
+        res = PyObject_CallOneArg(l->fn, rec);
+    if (!res)
+        st = loader_fail(ld, err, ld->fields ? "raised" : "(size probe) raised");
+    else if (!ld->fields) {
+        unsigned long long n = PyLong_Check(res) ? PyLong_AsUnsignedLongLong(res) : 0;
+        if (!PyLong_Check(res) || PyErr_Occurred()) {
+            PyErr_Clear();
+            PyErr_SetString(PyExc_TypeError, "a size probe returns the bytes the engine has (int)");
+            st = loader_fail(ld, err, "(size probe)");
+        } else
+            *ld->supplied = n;
+    }
+    if (kc)
+        kc->alive = 0; /* the copy's views end with the call */
+    Py_XDECREF(res);
+    Py_XDECREF(rec);
+    Py_XDECREF(so);
+    Py_XDECREF(val);
+    Py_XDECREF((PyObject *)kc);
+    fhr_value_destroy(tmp);
+    PyGILState_Release(g);
+    return st;
+}
+
 /* ---- check and run ------------------------------------------------------------------------ */
 
 static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyObject *kernels,
-                       int explain, unsigned long long scale, int touch, int policy)
+                       PyObject *loaders, int explain, unsigned long long scale, int touch,
+                       int policy)
 {
     PyObject *prog = compile_obj(src, NULL, Py_None);
     if (!prog)
@@ -323,7 +431,8 @@ static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyO
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
     py_kernel *ks = NULL;
-    Py_ssize_t nk = 0;
+    py_loader *ls = NULL;
+    Py_ssize_t nk = 0, nl = 0;
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fhr_backend_open(explain ? "model:62" : device, &be, &e);
@@ -352,6 +461,30 @@ static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyO
         if (!ks) {
             PyErr_NoMemory();
             goto out;
+        }
+    }
+    if (st == FHR_OK && loaders && loaders != Py_None) {
+        if (!PyDict_Check(loaders)) {
+            PyErr_SetString(PyExc_TypeError, "loaders is a dict {name: callable}");
+            goto out;
+        }
+        ls = PyMem_Calloc((size_t)PyDict_Size(loaders) + 1, sizeof *ls);
+        if (!ls) {
+            PyErr_NoMemory();
+            goto out;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(loaders, &pos, &k, &v)) {
+            const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+            if (!name || !PyCallable_Check(v)) {
+                PyErr_SetString(PyExc_TypeError, "loaders: {name (str): callable}");
+                goto out;
+            }
+            ls[nl].fn = v; /* borrowed: the dict outlives the run */
+            if ((st = rplan_loader_register(vm, name, loader_tramp, &ls[nl], &e)) != FHR_OK)
+                break;
+            nl++;
         }
     }
     if (st == FHR_OK) {
@@ -385,6 +518,7 @@ static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyO
     Py_END_ALLOW_THREADS
     fhr_error_clear(&e);
     PyMem_Free(ks);
+    PyMem_Free(ls);
     PyMem_Free(b);
     Py_DECREF(prog);
     return r;
@@ -394,6 +528,7 @@ out:
     fhr_backend_destroy(be);
     fhr_error_clear(&e);
     PyMem_Free(ks);
+    PyMem_Free(ls);
     PyMem_Free(b);
     Py_DECREF(prog);
     return NULL;
@@ -425,21 +560,21 @@ PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw)
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$Oz", kwl, &src, &budgets, &policy) ||
         !parse_policy(policy, &pol))
         return NULL;
-    return vm_go(src, budgets, NULL, NULL, 1, 0, 1, pol);
+    return vm_go(src, budgets, NULL, NULL, NULL, 1, 0, 1, pol);
 }
 
 PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    PyObject *src, *budgets = Py_None, *kernels = Py_None;
+    PyObject *src, *budgets = Py_None, *kernels = Py_None, *loaders = Py_None;
     const char *device = NULL, *policy = NULL;
     unsigned long long scale = 0;
     int touch = 0, pol;
     static char *kwl[] = {"program", "device", "kernels", "budgets", "scale",
-                          "unknown_as_touch", "policy", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$zOOKpz", kwl, &src, &device, &kernels,
-                                     &budgets, &scale, &touch, &policy) ||
+                          "unknown_as_touch", "policy", "loaders", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$zOOKpzO", kwl, &src, &device, &kernels,
+                                     &budgets, &scale, &touch, &policy, &loaders) ||
         !parse_policy(policy, &pol))
         return NULL;
-    return vm_go(src, budgets, device, kernels, 0, scale, touch, pol);
+    return vm_go(src, budgets, device, kernels, loaders, 0, scale, touch, pol);
 }

@@ -491,6 +491,7 @@ PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_
     o->layout = Py_NewRef(layout ? layout : Py_None);
     o->loc = fhr_value_location(v);
     o->cuda = o->loc.kind == FHR_LOC_CUDA && fhpy_backend_is_cuda(ops->backend(owner));
+    o->writable = 0;
     return (PyObject *)o;
 }
 
@@ -816,7 +817,8 @@ static PyObject *array_interface(fhpy_view *o, int version)
         return NULL;
     PyObject *shape = shape_tuple(o), *ts = typestr(o);
     return Py_BuildValue("{s:N,s:N,s:(NO),s:O,s:i}", "shape", shape, "typestr", ts, "data",
-                         PyLong_FromVoidPtr(view_ptr(o, NULL)), Py_True, "strides", Py_None,
+                         PyLong_FromVoidPtr(view_ptr(o, NULL)),
+                         o->val->writable ? Py_False : Py_True, "strides", Py_None,
                          "version", version);
 }
 
