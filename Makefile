@@ -200,6 +200,9 @@ deps:
 	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
 	  missing="$$missing libclang-rt-14-dev"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
+	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
@@ -210,7 +213,7 @@ deps:
 
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
-# the manual pages, a pkg-config file and the bash completion.
+# the manual pages, a pkg-config file and the bash, zsh and fish completions.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -239,6 +242,9 @@ install: all $(BUILD)/fheplan.pc
 	  install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
+	install -d $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 editors/zsh/_fheplan $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan
+	install -m 644 editors/fish/fheplan.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
@@ -246,6 +252,8 @@ uninstall:
 	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PREFIX)/bin/fheplan
 	for p in $(MANPAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
 # statically and once against the shared library, and runs it.
@@ -267,6 +275,9 @@ test-install:
 	  echo "example $$src (static)"; $$exe-static; \
 	  echo "example $$src (shared)"; $$exe-shared; \
 	done
+	@for f in bash-completion/completions/fheplan zsh/site-functions/_fheplan \
+	  fish/vendor_completions.d/fheplan.fish; do test -f $(STAGE)/share/$$f || \
+	  { echo "test-install: $$f is not installed"; exit 1; }; done
 
 clean:
 	rm -rf build
