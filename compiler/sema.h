@@ -57,8 +57,10 @@ typedef struct S {
     rp_node *root;     /* the top-level statements (for names declared further down) */
     const char *defining; /* the constant whose expression is being evaluated */
     const char *cause;    /* the first unknown name in it */
-    struct { const char *name, *cause; rp_loc decl; } broken[64]; /* constants that failed */
+    /* declarations that failed (reported): later uses of their names say nothing more */
+    struct { const char *name, *cause; rp_loc decl; int cycle; } broken[256];
     int nbroken;
+    int cycle_reported; /* the constant being defined was reported as part of a cycle */
     uint64_t unrolled; /* loop iterations lowered so far, all loops together */
     int too_big;       /* the unroll or instruction limit was reported */
 } S;
@@ -83,6 +85,9 @@ RP_HIDDEN int rp_sema_check_new_name(S *s, const char *name, rp_loc at);
 RP_HIDDEN const char *rp_sema_suggest_name(S *s, const char *word, int kind);
 RP_HIDDEN void rp_sema_unknown_name(S *s, rp_loc at, const char *what, const char *name,
                                     int kind);
+/* Records a declaration whose error was reported (cause: for a constant, the first unknown
+ * name in its expression), so that its uses are not reported again. */
+RP_HIDDEN void rp_sema_mark_broken(S *s, const char *name, const char *cause, rp_loc decl);
 /* An unknown name in an expression: a cycle of constants, a constant declared further
  * down, a constant whose own definition failed (no second error), or unknown. */
 RP_HIDDEN void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name);
