@@ -663,3 +663,14 @@ Test(cli, check_quiet_prints_nothing_and_help_names_every_rate)
         result_free(&r);
     }
 }
+
+/* A budget refusal says where the bytes come from and where the budget was set. */
+Test(cli, budget_errors_name_the_value_and_the_budget_option)
+{
+    result r = run_cli(NULL, "check --budget cuda:0=1.5KiB plans/design-example.rplan");
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "note: 'ct' is 25 MiB at cuda:0, declared here"), "%s", r.err);
+    cr_assert(strstr(r.err, "note: the budget of cuda:0, 1536 B, is set by the caller, not the "
+                            "file (fheplan: --budget cuda:0=SIZE)"), "%s", r.err);
+    result_free(&r);
+}
