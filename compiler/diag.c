@@ -81,6 +81,19 @@ int rp_diags_add_source(rplan_diags *d, const char *name, const char *text, size
     return (int)d->nsrcs++;
 }
 
+int rp_diags_add_error_at(rplan_diags *d, const char *file, const char *text, size_t len,
+                          uint32_t line, uint32_t col, const char *msg)
+{
+    rp_dctx dc = {d, rp_diags_add_source(d, file, text, text ? len : 0), file, 0};
+    if (dc.src < 0)
+        return -1;
+    if (!text)
+        line = col = 0;
+    size_t n = rplan_diags_count(d);
+    rp_diag(&dc, RPLAN_ERROR, (rp_loc){line, col, line, col}, "%s", msg);
+    return rplan_diags_count(d) > n ? 0 : -1;
+}
+
 const char *rp_diags_source_name(rplan_diags *d, int src)
 {
     if (!d || src < 0 || (size_t)src >= d->nsrcs)

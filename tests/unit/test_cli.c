@@ -674,3 +674,19 @@ Test(cli, budget_errors_name_the_value_and_the_budget_option)
                             "file (fheplan: --budget cuda:0=SIZE)"), "%s", r.err);
     result_free(&r);
 }
+
+/* run's refusals are rendered as check's: file:line:col, the source line, the caret. */
+Test(cli, run_errors_use_the_layout_of_check)
+{
+    const char *p = tmp_path("far.rplan");
+    write_file(p, "rplan 1\nvalue x = 1 KiB at host\nplan \"p\" {\n\tenter { move x -> cuda:1 from host }\n}\n");
+    result r = run_cli(NULL, "run --device emu %s", p);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    char want[512];
+    snprintf(want, sizeof want, "%s:4:10: error: ", p);
+    cr_assert(strstr(r.err, want), "%s", r.err);
+    cr_assert(strstr(r.err, "\n\tenter { move x -> cuda:1 from host }\n\t        ^\n"), "%s", r.err);
+    cr_assert_null(strstr(r.err, " | "), "%s", r.err);
+    result_free(&r);
+    unlink(p);
+}
