@@ -89,7 +89,8 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
         rplan_compile_opts o = {.filename = strcmp(path, "-") ? path : "<stdin>",
                                 .budget_override = c->budgets,
                                 .nbudget_override = c->nbudgets, .rank = c->rank,
-                                .world_size = c->world_size};
+                                .world_size = c->world_size, .warn_off = c->warn_off,
+                                .nwarn_off = c->nwarn_off, .warn_error = c->warn_error};
         in->text = buf;
         in->len = len;
         st = rplan_compile(buf, len, &o, &in->p, in->d);

@@ -25,7 +25,7 @@ cJSON *sarif_new(void)
         cJSON_AddStringToObject(o, "name", r->name);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "shortDescription"), "text", r->summary);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "defaultConfiguration"), "level",
-                                "error");
+                                strncmp(r->name, "unused-", 7) ? "error" : "warning");
         cJSON_AddItemToArray(rules, o);
     }
     cJSON_AddStringToObject(run, "columnKind", "unicodeCodePoints");

@@ -114,8 +114,10 @@ fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *
     ps.lx.line = 1;
     ps.lx.dc = &dc;
     rp_parse_run(&ps);
+    size_t nbefore = rplan_diags_count(diags);
     if (!dc.nerrors && ps.root)
         rp_sema(ps.root, &dc, opts, p);
+    size_t nwarned = rplan_diags_count(diags); /* sema's warnings come last, after no error */
     rp_node_free(ps.root);
     fhr_status st = FHR_OK;
     if (dc.nerrors) {
@@ -135,6 +137,8 @@ fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *
     rp_vfail f;
     st = rp_verify(p, &f);
     if (st) {
+        /* warnings are for a program that is otherwise accepted: the refusal alone */
+        rp_diags_remove_from(diags, nbefore, nwarned);
         report_vfail(&dc, p, &f);
         if (st == FHR_E_INFEASIBLE)
             budget_notes(&dc, p, &f);

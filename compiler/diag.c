@@ -101,6 +101,20 @@ const char *rp_diags_source_name(rplan_diags *d, int src)
     return d->srcs[src].name;
 }
 
+void rp_diags_remove_from(rplan_diags *d, size_t from, size_t to)
+{
+    if (!d || from >= to || to > d->n)
+        return;
+    for (size_t i = from; i < to; i++) {
+        if (d->v[i].severity == RPLAN_ERROR)
+            d->nerr--;
+        free((char *)d->v[i].message);
+    }
+    memmove(&d->v[from], &d->v[to], (d->n - to) * sizeof *d->v);
+    memmove(&d->vsrc[from], &d->vsrc[to], (d->n - to) * sizeof *d->vsrc);
+    d->n -= to - from;
+}
+
 void rp_vdiag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, va_list ap)
 {
     if (sev == RPLAN_ERROR)

@@ -22,6 +22,7 @@ typedef struct sym {
     rp_loc decl;
     rp_int v;      /* const value */
     int vkind;     /* const kind */
+    int used;      /* named by a statement or expression (warnings) */
     uint32_t first; /* value index or policy index */
     uint32_t dim;  /* 0: scalar */
     int is_array;
@@ -41,6 +42,7 @@ typedef struct cx {
 
 typedef struct S {
     rp_dctx *dc;
+    const rplan_compile_opts *opts;
     rplan_program *p;
     sym *syms;
     size_t nsyms, capsyms;

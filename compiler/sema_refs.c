@@ -45,6 +45,8 @@ const char *rp_sema_slot_name(uint8_t slot, char *buf, size_t cap)
 int rp_sema_resolve_value(S *s, rp_node *n, uint32_t *out)
 {
     sym *y = rp_sema_lookup(s, n->text);
+    if (y)
+        y->used = 1;
     if (!y || y->kind != SYM_VALUE) {
         if (!y && rp_sema_lookup_loop(s, n->text)) {
             ERR(s, n->loc, "'%s' is a loop variable, not a value", n->text);
@@ -112,9 +114,10 @@ int rp_sema_interp(S *s, rp_node *n, uint32_t *out)
             sym *y = lv ? NULL : rp_sema_lookup(s, name);
             if (lv)
                 v = lv->v;
-            else if (y && y->kind == SYM_CONST)
+            else if (y && y->kind == SYM_CONST) {
                 v = y->v;
-            else {
+                y->used = 1;
+            } else {
                 const char *sug = rp_sema_suggest_name(s, name, SYM_CONST);
                 if (sug)
                     ERR(s, n->loc, "unknown name '%s' in \"%s\"; did you mean '%s'?", name,

@@ -57,3 +57,10 @@ complete -c fheplan -n "__fish_seen_subcommand_from compile" -s o -r -F -d 'the 
 complete -c fheplan -n "__fish_seen_subcommand_from disasm" -l no-source -d 'leave out the source lines'
 complete -c fheplan -n "__fish_seen_subcommand_from fmt" -l check -d 'exit 1 when a file is not formatted'
 complete -c fheplan -n "__fish_seen_subcommand_from fmt" -s w -d 'rewrite the files in place'
+
+# warnings (check, run, compile): -Werror, -Wno-NAME
+complete -c fheplan -n "__fish_seen_subcommand_from check run compile" -o Werror -d 'report warnings as errors'
+complete -c fheplan -n "__fish_seen_subcommand_from check run compile" -o Wno-error -d 'report warnings as warnings'
+for w in unused unused-constant unused-value unused-policy unused-budget
+    complete -c fheplan -n "__fish_seen_subcommand_from check run compile" -o Wno-$w -d "no $w warnings"
+end

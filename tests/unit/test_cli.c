@@ -690,3 +690,53 @@ Test(cli, run_errors_use_the_layout_of_check)
     result_free(&r);
     unlink(p);
 }
+
+/* s without blanks (JSON printed with cJSON's layout). */
+static char *squeeze(const char *s)
+{
+    char *o = strdup(s), *w = o;
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n')
+            *w++ = *s;
+    *w = 0;
+    return o;
+}
+
+/* Warnings leave the exit status alone, -Werror makes them errors, -Wno-NAME silences
+ * them; --json and --sarif carry them with their rule. */
+Test(cli, warnings_exit_policy_and_machine_output)
+{
+    const char *p = tmp_path("warn.rplan");
+    write_file(p, "rplan 1\nbudget cuda:5 1 GiB\nconst K = 2\nvalue x = 1 KiB at host\n");
+    result r = run_cli(NULL, "check %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.err, ":3:7: warning: constant 'K' is never used"), "%s", r.err);
+    cr_assert(strstr(r.err, ":2:1: warning: budget for cuda:5 is never used"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check -Werror %s", p);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "error: value 'x' is never used [-Werror]"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check -Wno-unused -Werror %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_null(strstr(r.err, "warning"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check -Wunused-lol %s", p);
+    cr_assert_eq(r.rc, 64, "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check --json %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    char *q = squeeze(r.out);
+    cr_assert(strstr(q, "\"severity\":\"warning\""), "%s", r.out);
+    cr_assert(strstr(q, "\"rule\":\"RP804\""), "%s", r.out);
+    free(q);
+    result_free(&r);
+    r = run_cli(NULL, "check --sarif %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    q = squeeze(r.out);
+    cr_assert(strstr(q, "\"ruleId\":\"RP801\""), "%s", r.out);
+    cr_assert(strstr(q, "\"level\":\"warning\""), "%s", r.out);
+    free(q);
+    result_free(&r);
+    unlink(p);
+}

@@ -285,3 +285,69 @@ Test(diagnostics, a_failed_declaration_does_not_cascade_into_its_uses)
         free(r);
     }
 }
+
+/* Warnings: unused constants, values, policies and budgets, each with its rule; turned
+ * off by name or group, or made errors. */
+Test(diagnostics, unused_declarations_and_budgets_warn_with_rules)
+{
+    static const char src[] = "rplan 1\nconst UNUSED = 3\nconst _SPARE = 1\nconst N = 2\n"
+                              "budget cuda:5 1 GiB\nbudget cuda:0 1 GiB\n"
+                              "value x[N] = 1 KiB at host\nvalue lost = 1 KiB at host\n"
+                              "policy idle = tiered_lru(cuda:0 -> host)\n"
+                              "plan \"p\" { enter { move x[0] -> cuda:0 from host } }\n";
+    static const struct { const char *at, *rule; } want[] = {
+        {"d.rplan:2:7: warning: constant 'UNUSED' is never used", "RP801"},
+        {"d.rplan:8:7: warning: value 'lost' is never used", "RP802"},
+        {"d.rplan:9:8: warning: policy 'idle' is never used", "RP803"},
+        {"d.rplan:5:1: warning: budget for cuda:5 is never used", "RP804"},
+    };
+    rplan_compile_opts o = {.filename = "d.rplan"};
+    rplan_program *p = NULL;
+    rplan_diags *d = rplan_diags_new();
+    cr_assert_eq(rplan_compile(src, sizeof src - 1, &o, &p, d), FHR_OK);
+    char *r = rplan_diags_render_string(d);
+    cr_assert_eq(rplan_diags_count(d), 4, "%s", r);
+    cr_assert_eq(rplan_diags_nerrors(d), 0, "%s", r);
+    for (size_t i = 0; i < 4; i++) {
+        cr_assert(strstr(r, want[i].at), "%s", r);
+        const rplan_diag *g = NULL;
+        const char *msg = strstr(want[i].at, "warning: ") + 9;
+        for (size_t k = 0; k < 4; k++)
+            if (!strncmp(rplan_diags_get(d, k)->message, msg, strlen(msg)))
+                g = rplan_diags_get(d, k);
+        cr_assert_not_null(g, "%s", want[i].at);
+        cr_assert_eq(g->severity, RPLAN_WARNING);
+        cr_assert_str_eq(rplan_rule_of(g->message)->id, want[i].rule, "%s", g->message);
+    }
+    cr_assert_null(strstr(r, "_SPARE"), "%s", r);
+    cr_assert_null(strstr(r, "'N'"), "%s", r);
+    free(r);
+    rplan_program_free(p);
+    rplan_diags_free(d);
+    /* -Wno-unused-value, then -Wno-unused: by name and by group */
+    const char *off1[] = {"unused-value"}, *off2[] = {"unused"};
+    o.warn_off = off1;
+    o.nwarn_off = 1;
+    d = rplan_diags_new();
+    cr_assert_eq(rplan_compile(src, sizeof src - 1, &o, &p, d), FHR_OK);
+    cr_assert_eq(rplan_diags_count(d), 3);
+    rplan_program_free(p);
+    rplan_diags_free(d);
+    o.warn_off = off2;
+    d = rplan_diags_new();
+    cr_assert_eq(rplan_compile(src, sizeof src - 1, &o, &p, d), FHR_OK);
+    cr_assert_eq(rplan_diags_count(d), 0);
+    rplan_program_free(p);
+    rplan_diags_free(d);
+    /* -Werror: the warnings are errors and the compile fails */
+    o.nwarn_off = 0;
+    o.warn_error = 1;
+    d = rplan_diags_new();
+    cr_assert_neq(rplan_compile(src, sizeof src - 1, &o, &p, d), FHR_OK);
+    cr_assert_eq(rplan_diags_nerrors(d), 4);
+    r = rplan_diags_render_string(d);
+    cr_assert(strstr(r, "d.rplan:2:7: error: constant 'UNUSED' is never used [-Werror]"), "%s", r);
+    cr_assert_str_eq(rplan_rule_of(rplan_diags_get(d, 0)->message)->name, "unused-constant");
+    free(r);
+    rplan_diags_free(d);
+}
