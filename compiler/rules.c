@@ -70,6 +70,7 @@ static const rule_pat pats[] = {
     {R_INVCHAR, "invalid character *"},
     {R_INVCHAR, "invalid byte *"},
     {R_INVCHAR, "byte * in a string is not UTF-8 text*"},
+    {R_INVCHAR, "character U+* in a string is a control or bidirectional*"},
     {R_UNTERM, "unterminated string"},
     {R_INTBIG, "integer literal is too large"},
     {R_VERSION, "unsupported format version *"},

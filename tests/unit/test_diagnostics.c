@@ -351,3 +351,38 @@ Test(diagnostics, unused_declarations_and_budgets_warn_with_rules)
     free(r);
     rplan_diags_free(d);
 }
+
+/* C1 controls and bidirectional overrides are refused in strings (rplan(5)), named by
+ * their code point, and never echoed raw; in bytecode the verifier refuses them. */
+Test(diagnostics, c1_controls_and_bidi_overrides_in_strings_are_refused)
+{
+    static const char src[] = "rplan 1\nstage \"a\xc2\x9b" "b\" { }\nstage \"c\xe2\x80\xae" "d\" { }\n"
+                              "stage \"e\xe2\x81\xa6" "f\" { }\nstage \"ok \xc3\xa9\xe2\x80\x94\" { }\n";
+    size_t n;
+    char *r = refuse(src, sizeof src - 1, &n);
+    cr_assert(strstr(r, "d.rplan:2:9: error: character U+009B in a string is a control"), "%s", r);
+    cr_assert(strstr(r, "d.rplan:3:9: error: character U+202E in a string"), "%s", r);
+    cr_assert(strstr(r, "d.rplan:4:9: error: character U+2066 in a string"), "%s", r);
+    cr_assert_eq(n, 3, "%s", r);
+    cr_assert(printable_utf8(r), "raw bytes in the rendering: %s", r);
+    cr_assert_null(strstr(r, "\xe2\x80\xae"), "%s", r);
+    free(r);
+    r = load_patched("rplan 1\nstage \"abcd\" { }\n", "abcd", "a\xe2\x80\xae");
+    cr_assert(r && strstr(r, "byte 0xe2 at 1 is not UTF-8 text"), "%s", r ? r : "(accepted)");
+    free(r);
+}
+
+/* Comments may hold any byte; the disassembly's source lines are shown as text. */
+Test(diagnostics, disassembly_shows_embedded_source_as_text)
+{
+    static const char src[] = "rplan 1\nvalue x = 1 KiB at host # \x1b[31m\xff\n"
+                              "plan \"p\" { enter { move x -> pinned from host } } # \x1b[0m\n";
+    rplan_compile_opts o = {.filename = "d.rplan"};
+    rplan_program *p = NULL;
+    cr_assert_eq(rplan_compile(src, sizeof src - 1, &o, &p, NULL), FHR_OK);
+    char *t = rplan_disasm_string(p, 0);
+    cr_assert(printable_utf8(t), "raw bytes in the disassembly: %s", t);
+    cr_assert(strstr(t, "; 3: plan \"p\" { enter { move x -> pinned from host } } # ?[0m"), "%s", t);
+    free(t);
+    rplan_program_free(p);
+}
