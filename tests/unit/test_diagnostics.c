@@ -386,3 +386,34 @@ Test(diagnostics, disassembly_shows_embedded_source_as_text)
     free(t);
     rplan_program_free(p);
 }
+
+/* A huge line is clipped around the caret, and a quoted string clipped in the message:
+ * an error in a 1 MB line renders in well under 1 KB, the line once. */
+Test(diagnostics, long_lines_and_strings_are_clipped)
+{
+    size_t big = 1 << 20;
+    char *src = malloc(big + 64);
+    size_t k = (size_t)sprintf(src, "rplan 1\nstage \"");
+    memset(src + k, 'a', big);
+    k += big;
+    k += (size_t)sprintf(src + k, "\x1b\" { }\n");
+    size_t n;
+    char *r = refuse(src, k, &n);
+    cr_assert_eq(n, 1, "%.300s", r);
+    cr_assert_lt(strlen(r), 1024, "%.300s", r);
+    cr_assert(strstr(r, "d.rplan:2:1048584: error: byte 0x1b in a string"), "%.300s", r);
+    cr_assert(strstr(r, "\n...aaaa"), "%.600s", r);
+    cr_assert(strstr(r, "a?\" { }\n"), "%.600s", r);
+    cr_assert(strstr(r, "  ^\n"), "%.600s", r);
+    free(r);
+    k = (size_t)sprintf(src, "rplan 1\nstage \"");
+    memset(src + k, 'b', 500);
+    k += 500;
+    k += (size_t)sprintf(src + k, "{nope}\" { }\n");
+    r = refuse(src, k, &n);
+    cr_assert(strstr(r, "error: unknown name 'nope' in \"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+                        "bbbbbbbbbbbbbbbb...\""), "%.600s", r);
+    cr_assert_lt(strlen(r), 1024, "%s", r);
+    free(r);
+    free(src);
+}
