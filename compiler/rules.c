@@ -186,6 +186,18 @@ static const rule_pat pats[] = {
     {R_BYTECODE, "string table *"},
     {R_BYTECODE, "not an rplan bytecode file*"},
     {R_BYTECODE, "bytecode *"},
+    {R_BYTECODE, "not a bytecode file*"},
+    {R_BYTECODE, "unsupported bytecode version *"},
+    {R_BYTECODE, "truncated or padded: *"},
+    {R_BYTECODE, "bad header: *"},
+    {R_BYTECODE, "checksum mismatch *"},
+    {R_BYTECODE, "truncated section directory"},
+    {R_BYTECODE, "bad section directory entry *"},
+    {R_BYTECODE, "line table has * entries for * instructions"},
+    {R_BYTECODE, "* stray bytes after the last section"},
+    {R_BYTECODE, "value *: *"},
+    {R_BYTECODE, "budget *: reserved byte is not zero"},
+    {R_BYTECODE, "seeded value record *"},
 };
 
 /* Glob match with '*' only; iterative, backtracking to the last star. */
