@@ -215,7 +215,26 @@ int cmd_check(cli *c)
             rc = EX_SOFTWARE_;
         if (fo) {
             cJSON_AddBoolToObject(fo, "feasible", rc == 0);
-            cJSON_AddItemToObject(fo, "diagnostics", input_diags_json(&in));
+            cJSON *dj = input_diags_json(&in);
+            if (rep && !rep->ok) {
+                /* the dry run's refusal is a diagnostic too, as --sarif lists it */
+                char msg[900];
+                if (rep->scope[0])
+                    snprintf(msg, sizeof msg, "%s (in '%s')", rep->message, rep->scope);
+                else
+                    snprintf(msg, sizeof msg, "%s", rep->message);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "severity", "error");
+                cJSON_AddStringToObject(o, "file", c->files[i]);
+                cJSON_AddNumberToObject(o, "line", rep->line);
+                cJSON_AddNumberToObject(o, "col", rep->col);
+                cJSON_AddNumberToObject(o, "end_line", rep->line);
+                cJSON_AddNumberToObject(o, "end_col", rep->col ? rep->col + 1 : 0);
+                cJSON_AddStringToObject(o, "rule", rplan_rule_of_dry_run(rep->message)->id);
+                cJSON_AddStringToObject(o, "message", msg);
+                cJSON_AddItemToArray(dj, o);
+            }
+            cJSON_AddItemToObject(fo, "diagnostics", dj);
             if (rep && !rep->refused) { /* a refused dry run has only its error */
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));

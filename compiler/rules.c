@@ -143,6 +143,7 @@ static const rule_pat pats[] = {
     {R_BUDGET, "* exceeds the budget of *"},
     {R_BUDGET, "request * cannot fit *"},
     {R_BUDGET, "budget: *"},
+    {R_BUDGET, "* is short by * after every legal eviction*"},
     {R_DISCARDED, "* after it was discarded*"},
     {R_LASTCOPY, "drop of the last copy of *"},
     {R_NOCOPY, "run *: argument * is not required at *, where the body runs"},

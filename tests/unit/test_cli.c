@@ -740,3 +740,27 @@ Test(cli, warnings_exit_policy_and_machine_output)
     result_free(&r);
     unlink(p);
 }
+
+/* A dry run's refusal (here of bytecode under a smaller --budget) is in --json's
+ * diagnostics, located and with its rule, as --sarif lists it. */
+Test(cli, check_json_lists_the_dry_run_refusal)
+{
+    const char *bc = tmp_path("boot.rpc");
+    result r = run_cli(NULL, "compile plans/ckks-bootstrap.rplan -o %s", bc);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check --json --budget cuda:0=300MiB %s", bc);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j, "%s", r.out);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "diagnostics"), 0);
+    cr_assert_not_null(d, "%s", r.out);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(d, "severity")), "error");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(d, "rule")), "RP601");
+    cr_assert_eq(cJSON_GetObjectItem(d, "line")->valueint, 40, "%s", r.out);
+    cr_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(d, "message")), "is short by"));
+    cJSON_Delete(j);
+    result_free(&r);
+    unlink(bc);
+}
