@@ -29,6 +29,15 @@ static void report_vfail(rp_dctx *dc, const rplan_program *p, const rp_vfail *f)
         const rp_value *v = &p->vals[f->value];
         at = loc_of_line((rp_linerec){v->line, v->col, v->len});
     }
+    /* refusals that name a value or the program's length: the value's declaration, or
+     * the first instruction past the limit (when the line table holds them) */
+    unsigned vi, nins;
+    if (!at.first_line && sscanf(f->msg, "value %u: ", &vi) == 1 && vi < p->nvals) {
+        const rp_value *v = &p->vals[vi];
+        at = loc_of_line((rp_linerec){v->line, v->col, v->len});
+    } else if (!at.first_line && sscanf(f->msg, "program of %u instructions", &nins) == 1 &&
+               p->ncode > RP_MAX_INSTRS && p->lines)
+        at = loc_of_line(p->lines[RP_MAX_INSTRS]);
     rp_diag(dc, RPLAN_ERROR, at, "%s", f->msg);
     if (!f->note[0])
         return;

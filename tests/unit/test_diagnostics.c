@@ -417,3 +417,14 @@ Test(diagnostics, long_lines_and_strings_are_clipped)
     free(r);
     free(src);
 }
+
+/* A verifier refusal that names a value is located at the value's declaration. */
+Test(diagnostics, verifier_refusals_naming_a_value_are_located)
+{
+    char *r = load_patched("rplan 1\nconst K = 1\nvalue k = 1 KiB at host seeded(K)\n"
+                           "plan \"p\" { enter { move k -> pinned from host } }\n",
+                           "counter", "9ounter");
+    cr_assert(r && strstr(r, "d.rplan:3:7: error: value 0: bad generator name"),
+              "%s", r ? r : "(accepted)");
+    free(r);
+}
