@@ -764,3 +764,14 @@ Test(cli, check_json_lists_the_dry_run_refusal)
     result_free(&r);
     unlink(bc);
 }
+
+/* Absurd rates: the predicted time and the rate keep their units, with an exponent. */
+Test(cli, absurd_rates_keep_their_units)
+{
+    result r = run_cli(NULL, "check --pinned-gbps 0.000001 --device-gbps 0.000001 "
+                             "plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "predicted 1.03e+07 s (policies"), "%s", r.out);
+    cr_assert(strstr(r.out, "transfers at 1e-06 GB/s pinned"), "%s", r.out);
+    result_free(&r);
+}
