@@ -212,6 +212,9 @@ deps:
 	/usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
 	/usr/bin/python3 -c 'import setuptools, wheel, ensurepip, pip' 2>/dev/null || \
 	  missing="$$missing python3-setuptools python3-wheel python3-venv python3-pip"; \
+	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
+	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
@@ -223,7 +226,7 @@ deps:
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
 # the manual pages (with a link per name of each page's NAME section), the pkg-config
-# files (fheplan, fheplan-static), the CMake package and the bash completion.
+# files (fheplan, fheplan-static), the CMake package and the bash, zsh and fish completions.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -279,6 +282,9 @@ install: all $(BUILD)/fheplan.pc $(BUILD)/fheplan-static.pc $(CMAKE_FILES)
 	    ln -sf $${p##*/} $$d/$$n.$$s || exit 1; done; done
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
+	install -d $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 editors/zsh/_fheplan $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan
+	install -m 644 editors/fish/fheplan.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
@@ -290,6 +296,8 @@ uninstall:
 	  rm -f $$d/$${p##*/}; for n in $$($(MAN_LINKS) $$p); do \
 	    [ "$$n.$$s" = "$${p##*/}" ] || rm -f $$d/$$n.$$s; done; done
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
 # statically and once against the shared library, and runs it; then tests/man/consumers.sh
@@ -314,6 +322,9 @@ test-install:
 	  echo "example $$src (shared)"; $$exe-shared; \
 	done
 	@MAKE='$(MAKE)' BUILD='$(BUILD)' CC='$(CC)' SAN='$(SAN)' sh tests/man/consumers.sh
+	@for f in bash-completion/completions/fheplan zsh/site-functions/_fheplan \
+	  fish/vendor_completions.d/fheplan.fish; do test -f $(STAGE)/share/$$f || \
+	  { echo "test-install: $$f is not installed"; exit 1; }; done
 
 clean:
 	rm -rf build
