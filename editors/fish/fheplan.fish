@@ -38,6 +38,7 @@ complete -c fheplan -n "__fish_seen_subcommand_from check run" -l peer-gbps -x -
 complete -c fheplan -n "__fish_seen_subcommand_from check run" -l device-gbps -x -d 'device memory GB/s of the kernel model'
 complete -c fheplan -n "__fish_seen_subcommand_from check run" -l gen-gbps -x -d 'generation rate of seeded fields, GB/s'
 complete -c fheplan -n "__fish_seen_subcommand_from check run" -l json -d 'one JSON document on standard output'
+complete -c fheplan -n "__fish_seen_subcommand_from check run" -l profile -r -k -a "(__fish_complete_suffix .json)" -d 'kernel times of an earlier run, for the model'
 complete -c fheplan -n "__fish_seen_subcommand_from check run" -l quiet -d 'run: no progress or notes; check: the exit status only'
 
 # check only
@@ -51,6 +52,7 @@ complete -c fheplan -n "__fish_seen_subcommand_from run" -l scale -x -a "1 2 4 8
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l prefetch -x -a "0 1 2 4 8" -d 'requests run ahead of the bodies'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l trace -r -k -a "(__fish_complete_suffix .json)" -d 'write a Chrome trace'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l timeline -r -k -a "(__fish_complete_suffix .html)" -d 'write an HTML timeline'
+complete -c fheplan -n "__fish_seen_subcommand_from run" -l profile-out -r -k -a "(__fish_complete_suffix .json)" -d 'write the kernel times measured'
 
 # compile, disasm, fmt
 complete -c fheplan -n "__fish_seen_subcommand_from compile" -s o -r -F -d 'the bytecode file to write'
