@@ -159,28 +159,39 @@ typedef struct req_parts {
 
 /* ---- bodies in flight ---------------------------------------------------------------- */
 
-/* Records the end of bodies on the compute stream at loc, with every copy they read. */
-void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
-                      double model_s, double mend_s)
+/* Records the end of bodies on the compute stream at loc, with every copy they read. An
+ * event that cannot be made or recorded is a runtime fault: the run fails and says so. */
+fhr_status vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq,
+                            size_t nrq, double model_s, double mend_s, fhr_error *err)
 {
     int slot = fhr_loc_slot(loc);
     fhr_stream *s = slot >= 0 ? vm->compute[slot] : NULL;
     fhr_event *ev = NULL;
     fhr_handle *hs = NULL;
     fhr_location *at = NULL;
-    if (vm->explain || !s || vm->b->ops->event_create(vm->b, &ev, NULL) != FHR_OK)
-        return;
-    if (vm->b->ops->event_record(vm->b, ev, s, NULL) != FHR_OK ||
-        !vm_reads_set(&hs, &at, rq, nrq) ||
+    if (vm->explain || !s)
+        return FHR_OK;
+    fhr_error e2;
+    fhr_error_init(&e2);
+    fhr_status st = vm->b->ops->event_create(vm->b, &ev, &e2);
+    if (st == FHR_OK)
+        st = vm->b->ops->event_record(vm->b, ev, s, &e2);
+    if (st != FHR_OK) {
+        char lb[16];
+        fhr_fail(err, st, "the event that ends the bodies at %s cannot be recorded: %.400s",
+                 fhr_loc_format(loc, lb, sizeof lb), e2.message[0] ? e2.message : fhr_status_name(st));
+        fhr_error_clear(&e2);
+        if (ev)
+            vm->b->ops->event_destroy(vm->b, ev);
+        return st;
+    }
+    fhr_error_clear(&e2);
+    if (!vm_reads_set(&hs, &at, rq, nrq) ||
         !fhr_grow((void **)&vm->inflight, &vm->capinflight, vm->ninflight,
                   sizeof *vm->inflight, 16)) {
-        /* nothing recorded: the host waits for the bodies now (a decision must never
-         * see them protected where check saw them ended) */
         vm_reads_free(hs, at);
-        vm->b->ops->event_sync(vm->b, ev, NULL);
         vm->b->ops->event_destroy(vm->b, ev);
-        fhr_reap(vm->m, NULL, NULL);
-        return;
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
     struct vm_inflight *f = &vm->inflight[vm->ninflight++];
     f->ev = ev;
@@ -190,6 +201,7 @@ void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq,
     f->model_s = model_s;
     f->mend_s = mend_s;
     f->mark = vm->nmarks; /* its bodies were the last marked */
+    return FHR_OK;
 }
 
 /* Removes the oldest entry (its event has completed or been waited for). */
@@ -677,7 +689,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 while (k2 < k && !fhr_loc_equal(q.at[k2], q.at[k]))
                     k2++;
                 if (k2 == k)
-                    vm_inflight_push(vm, q.at[k], q.rq, q.nrq, model, mend);
+                    st = vm_inflight_push(vm, q.at[k], q.rq, q.nrq, model, mend, err);
             }
         }
         break;
