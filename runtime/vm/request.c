@@ -161,8 +161,9 @@ typedef struct req_parts {
 
 /* Records the end of bodies on the compute stream at loc, with every copy they read. An
  * event that cannot be made or recorded is a runtime fault: the run fails and says so. */
-fhr_status vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq,
-                            size_t nrq, double model_s, double mend_s, fhr_error *err)
+fhr_status vm_inflight_push(rplan_vm *vm, const char *who, fhr_location loc,
+                            const fhr_requirement *rq, size_t nrq, double model_s, double mend_s,
+                            fhr_error *err)
 {
     int slot = fhr_loc_slot(loc);
     fhr_stream *s = slot >= 0 ? vm->compute[slot] : NULL;
@@ -178,8 +179,9 @@ fhr_status vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requiremen
         st = vm->b->ops->event_record(vm->b, ev, s, &e2);
     if (st != FHR_OK) {
         char lb[16];
-        fhr_fail(err, st, "the event that ends the bodies at %s cannot be recorded: %.400s",
-                 fhr_loc_format(loc, lb, sizeof lb), e2.message[0] ? e2.message : fhr_status_name(st));
+        fhr_fail(err, st, "%.120s: the event that ends its bodies at %s cannot be recorded: %.300s",
+                 who, fhr_loc_format(loc, lb, sizeof lb),
+                 e2.message[0] ? e2.message : fhr_status_name(st));
         fhr_error_clear(&e2);
         if (ev)
             vm->b->ops->event_destroy(vm->b, ev);
@@ -688,8 +690,13 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 size_t k2 = 0;
                 while (k2 < k && !fhr_loc_equal(q.at[k2], q.at[k]))
                     k2++;
-                if (k2 == k)
-                    st = vm_inflight_push(vm, q.at[k], q.rq, q.nrq, model, mend, err);
+                if (k2 == k) {
+                    char who[96];
+                    snprintf(who, sizeof who, "request '%.80s'", rin->str);
+                    st = vm_inflight_push(vm, who, q.at[k], q.rq, q.nrq, model, mend, err);
+                    if (st && err)
+                        err->action_index = (long)pc;
+                }
             }
         }
         break;
