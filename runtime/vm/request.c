@@ -224,7 +224,7 @@ static int inflight_wait_oldest(rplan_vm *vm, int why)
     uint64_t t0 = vm_now_ns();
     vm->b->ops->event_sync(vm->b, ev, NULL);
     vm_host_waited(vm, why, t0);
-    if (why == RPLAN_WAIT_ROOM && vm->inflight[0].mark > vm->ready_after)
+    if (why != RPLAN_WAIT_BOUND && vm->inflight[0].mark > vm->ready_after)
         vm->ready_after = vm->inflight[0].mark; /* the room it waited for is free then */
     inflight_pop(vm);
     fhr_reap(vm->m, NULL, NULL);
@@ -598,7 +598,8 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
             /* the decision evicts a copy a real body still reads: wait for the bodies
              * that read it (in issue order), then decide again on the same view */
-            while (settled_evicted(vm, d) && inflight_wait_oldest(vm, RPLAN_WAIT_SETTLED))
+            while (settled_evicted(vm, d) &&
+                   inflight_wait_oldest(vm, tobj ? RPLAN_WAIT_SETTLED : RPLAN_WAIT_REGRET))
                 ;
             fhr_decision_destroy(d);
             continue;
