@@ -318,24 +318,13 @@ Test(one_schedule, every_scale_makes_the_same_schedule)
         rplan_vm_report_free(c);
     }
     /* a scale that cannot divide every size exactly runs at the largest one that does */
-    fhr_backend *b = NULL;
-    cr_assert_eq(fhr_backend_open("emu", &b, NULL), FHR_OK);
-    sched_opts so = {.device = "emu"};
+    sched_opts so = {.device = "emu", .scale = 1024};
     rplan_program *p = compile_text(src, strlen(src), &so);
-    rplan_vm_opts o;
-    memset(&o, 0, sizeof o);
-    o.mode = RPLAN_VM_RUN;
-    o.scale = 1024;
-    o.unknown_as_touch = 1;
-    rplan_vm *vm = NULL;
-    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
-    rplan_vm_report *r = NULL;
-    cr_assert_eq(rplan_vm_run(vm, &r, NULL), FHR_OK);
+    rplan_vm_report *r = vm_report(p, "emu", 0, &so);
+    cr_assert(r->ok, "%s", r->message);
     cr_assert_eq(r->scale, 128, "1 KiB over 128 is one word: the largest exact power of two");
     rplan_vm_report_free(r);
-    rplan_vm_destroy(vm);
     rplan_program_free(p);
-    fhr_backend_destroy(b);
 }
 
 /* 9. The keyswitch kernel's batch limit: a larger batch fails the body in check and in
