@@ -45,7 +45,7 @@ TEST_LIBS  := -lcriterion
 .DEFAULT_GOAL := all
 # Each piece by name: a missing file stops the build instead of dropping its suite.
 MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
-            mk/mpi.mk mk/phantom.mk mk/tools.mk mk/vm.mk
+            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/tools.mk mk/vm.mk
 include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
@@ -96,6 +96,9 @@ $(UNIT): $(UNIT_OBJS) $(STATIC)
 	$(CC) $(ALL_LDFLAGS) -o $@ $(UNIT_OBJS) $(STATIC) $(TEST_LIBS) $(ALL_LDLIBS)
 
 # ---- tests -----------------------------------------------------------------------------
+# A test that runs the CLI runs the one of its own build (BUILD=build/asan, build/tsan, ...).
+$(BUILD)/obj/tests/unit/%.o $(BUILD)/obj/tsan-tests/unit/%.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
+
 # `make test` is the one command the README and CI use: it installs what is missing,
 # then builds and runs the suite. Extra suites register themselves in TEST_EXTRA.
 test: deps
@@ -162,7 +165,7 @@ TSAN_UNIT := tests/unit/test_controller_threads.c tests/unit/test_emu.c tests/un
              tests/unit/test_stress.c tests/unit/test_engine.c tests/unit/test_engine_threads.c \
              tests/unit/test_staging.c
 TSAN_SRCS  = $(TSAN_UNIT) tests/tsan/main.c
-$(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC)
+$(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC) | $(CLI)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_LDFLAGS) -o $@ $^ $(ALL_LDLIBS)
 $(BUILD)/obj/tsan-%.o: %.c
@@ -181,7 +184,7 @@ valgrind: deps
 	  --trace-children=yes --quiet build/vg/tests/unit --jobs=1
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
-# mandoc and groff for the manual lint, and Open MPI unless MPI=0; clang and its libFuzzer
+# mandoc and groff for the manual lint, cmake for the CMake package's test, and Open MPI unless MPI=0; clang and its libFuzzer
 # runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
 # CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
 # Nothing happens when everything is present.
@@ -200,6 +203,7 @@ deps:
 	ls /usr/lib/llvm-*/lib/clang/*/lib/linux/libclang_rt.fuzzer-x86_64.a >/dev/null 2>&1 || \
 	  missing="$$missing libclang-rt-14-dev"; \
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
+	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
@@ -210,7 +214,8 @@ deps:
 
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
-# the manual pages, a pkg-config file and the bash completion.
+# the manual pages (with a link per name of each page's NAME section), the pkg-config
+# files (fheplan, fheplan-static), the CMake package and the bash completion.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -224,9 +229,33 @@ $(BUILD)/fheplan.pc: Makefile FORCE # PREFIX may differ from the last build
 	  'Libs.private: $(ALL_LDLIBS)' 'Requires.private: libcjson' \
 	  'Cflags: -I$${includedir}' > $@
 
-install: all $(BUILD)/fheplan.pc
+# The static archive alone, with its private libraries in Libs: `pkg-config --libs
+# fheplan-static` links libfheplan.a whatever .so lies beside it (fheplan-explicit(7)).
+$(BUILD)/fheplan-static.pc: Makefile FORCE
+	@mkdir -p $(dir $@)
+	printf '%s\n' 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' 'includedir=$${prefix}/include' '' \
+	  'Name: fheplan-static' 'Description: fheplan linked statically (libfheplan.a)' \
+	  'Version: $(VERSION)' 'Libs: $${libdir}/libfheplan.a $(ALL_LDLIBS)' \
+	  'Cflags: -I$${includedir}' > $@
+
+# The CMake package (find_package(fheplan)): cmake/*.in with the version and the static
+# archive's private libraries filled in; the files find the prefix from where they lie.
+CMAKEDIR  = $(LIBDIR)/cmake/fheplan
+CMAKE_LIBS = $(patsubst -l%,%,$(filter -l%,$(ALL_LDLIBS)))
+CMAKE_LIBDIRS = $(patsubst -L%,%,$(filter -L%,$(ALL_LDLIBS)))
+$(BUILD)/cmake/fheplanConfig.cmake $(BUILD)/cmake/fheplanConfigVersion.cmake: \
+  $(BUILD)/cmake/%.cmake: cmake/%.cmake.in Makefile include/fheplan/version.h
+	@mkdir -p $(dir $@)
+	sed -e 's|@VERSION@|$(VERSION)|g' -e 's|@SOVERSION@|$(SOVERSION)|g' \
+	  -e 's|@STATIC_LIBS@|$(CMAKE_LIBS)|g' -e 's|@STATIC_LIBDIRS@|$(CMAKE_LIBDIRS)|g' $< > $@
+
+CMAKE_FILES = $(BUILD)/cmake/fheplanConfig.cmake $(BUILD)/cmake/fheplanConfigVersion.cmake
+# Every name in a page's NAME section other than the page's own gets a link to it
+# (fhr_move.3 -> fhr_manager.3), so that `man fhr_move` finds the page.
+MAN_LINKS = sed -n '/^\.Sh NAME/,/^\.Sh [A-MO-Z]/s/^\.Nm \([A-Za-z0-9_.-]*\).*/\1/p'
+install: all $(BUILD)/fheplan.pc $(BUILD)/fheplan-static.pc $(CMAKE_FILES)
 	install -d $(DESTDIR)$(PREFIX)/include/fheplan $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PCDIR) \
-	  $(DESTDIR)$(PREFIX)/bin
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(CMAKEDIR)
 	for h in $(HEADERS); do cp -L "$$h" $(DESTDIR)$(PREFIX)/include/fheplan/ && \
 	  chmod 644 $(DESTDIR)$(PREFIX)/include/fheplan/$${h##*/}; done
 	install -m 644 $(STATIC) $(DESTDIR)$(LIBDIR)/
@@ -234,21 +263,30 @@ install: all $(BUILD)/fheplan.pc
 	ln -sf libfheplan.so.$(VERSION) $(DESTDIR)$(LIBDIR)/libfheplan.so.$(SOVERSION)
 	ln -sf libfheplan.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libfheplan.so
 	install -m 755 $(CLI) $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(BUILD)/fheplan.pc $(DESTDIR)$(PCDIR)/
-	for p in $(MANPAGES); do s=$${p##*.}; install -d $(DESTDIR)$(PREFIX)/share/man/man$$s; \
-	  install -m 644 $$p $(DESTDIR)$(PREFIX)/share/man/man$$s/; done
+	install -m 644 $(BUILD)/fheplan.pc $(BUILD)/fheplan-static.pc $(DESTDIR)$(PCDIR)/
+	install -m 644 $(CMAKE_FILES) $(DESTDIR)$(CMAKEDIR)/
+	for p in $(MANPAGES); do s=$${p##*.}; d=$(DESTDIR)$(PREFIX)/share/man/man$$s; \
+	  install -d $$d && install -m 644 $$p $$d/ || exit 1; \
+	  for n in $$($(MAN_LINKS) $$p); do [ "$$n.$$s" = "$${p##*/}" ] || \
+	    ln -sf $${p##*/} $$d/$$n.$$s || exit 1; done; done
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
 	rm -f $(DESTDIR)$(LIBDIR)/libfheplan.a $(DESTDIR)$(LIBDIR)/libfheplan.so* \
-	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PREFIX)/bin/fheplan
-	for p in $(MANPAGES); do s=$${p##*.}; rm -f $(DESTDIR)$(PREFIX)/share/man/man$$s/$${p##*/}; done
+	  $(DESTDIR)$(PCDIR)/fheplan.pc $(DESTDIR)$(PCDIR)/fheplan-static.pc \
+	  $(DESTDIR)$(PREFIX)/bin/fheplan
+	rm -rf $(DESTDIR)$(CMAKEDIR)
+	for p in $(MANPAGES); do s=$${p##*.}; d=$(DESTDIR)$(PREFIX)/share/man/man$$s; \
+	  rm -f $$d/$${p##*/}; for n in $$($(MAN_LINKS) $$p); do \
+	    [ "$$n.$$s" = "$${p##*/}" ] || rm -f $$d/$$n.$$s; done; done
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
-# statically and once against the shared library, and runs it.
+# statically and once against the shared library, and runs it; then tests/man/consumers.sh
+# builds what the documentation shows (fheplan-explicit(7)'s build lines, the CMake
+# package, README's "Using the library") against a fresh install in a temporary prefix.
 STAGE = $(abspath $(BUILD)/stage)
 test-install:
 	rm -rf $(STAGE) && $(MAKE) --no-print-directory install PREFIX=$(STAGE) >/dev/null
@@ -267,6 +305,7 @@ test-install:
 	  echo "example $$src (static)"; $$exe-static; \
 	  echo "example $$src (shared)"; $$exe-shared; \
 	done
+	@MAKE='$(MAKE)' BUILD='$(BUILD)' CC='$(CC)' SAN='$(SAN)' sh tests/man/consumers.sh
 
 clean:
 	rm -rf build

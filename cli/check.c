@@ -24,6 +24,8 @@ static void explain_opts(const cli *c, rplan_vm_opts *o)
     o->device_gbps = c->device_gbps;
     o->gen_gbps = c->gen_gbps;
     o->peer_gbps = c->peer_gbps;
+    o->profile = c->profile;
+    o->nprofile = c->nprofile;
 }
 
 /* How many devices the run touched (the peaks name every location it used). */

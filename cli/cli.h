@@ -47,6 +47,9 @@ typedef struct cli {
     int fmt_check, fmt_write;  /* fmt --check, fmt -w */
     int sarif;                 /* check --sarif */
     const char *timeline;      /* run --timeline FILE.html */
+    const char *profile_out;   /* run --profile-out FILE */
+    rplan_kernel_profile *profile; /* check/run --profile FILE, read */
+    size_t nprofile;
 } cli;
 
 /* ---- the command line (cli/options.c) ------------------------------------------- */
@@ -61,13 +64,14 @@ const char *usage_of(const char *cmd);
 int usage(const char *fmt, const char *arg);
 /* 1 when stderr is a TTY, NO_COLOR is unset or empty and TERM is not "dumb". */
 int want_colour(void);
-/* "2GiB", "1.5 M", "100": bytes in powers of 1024. 0, or -1 when unreadable or 2^64 or
- * more (never wraps, never an exponent). */
-int parse_size(const char *s, uint64_t *out);
 /* Decimal digits only, in lo..hi (no sign, no space, no overflow). 0, or -1. */
 int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out);
-/* A positive, finite number of GB/s (at most 1e9), all of arg. 0, or -1. */
-int parse_gbps(const char *arg, double *out);
+/* A RATE option (base/units.h's grammar) into *out: 0, or usage()'s EX_USAGE_ with
+ * "bad OPT 'ARG' (why)" printed. */
+int parse_rate_option(const char *opt, const char *arg, double *out);
+/* The FHEPLAN_* variables that hold numbers (rates, FHEPLAN_EMU_MEMORY), read by the same
+ * grammar as the options: 0, or EX_USAGE_ with the variable named on stderr. */
+int check_environment(void);
 /* 0 when spec is a documented --device: auto, cuda, emu or emu:N (N 1..62). */
 int check_device(const char *spec);
 /* The values of --budget, --scale, --policy, --objective, --prefetch and --world-size, into c (or
@@ -80,6 +84,9 @@ int parse_uint(const char *arg, const char *opt, unsigned *out);
 int parse_world_size(cli *c, const char *arg);
 
 /* ---- a plan file (cli/input.c) -------------------------------------------------- */
+
+/* Frees the copy of standard input that every load of "-" shares (main, at the end). */
+void input_stdin_release(void);
 
 typedef struct input {
     const char *path;

@@ -9,15 +9,45 @@
 
 /* ---- input ------------------------------------------------------------------------ */
 
+/* Standard input as first read: check --world-size compiles "-" once per rank, and every
+ * rank must see the same text (stdin can be read only once). */
+static char *stdin_text;
+static size_t stdin_len;
+static int stdin_done;
+
+void input_stdin_release(void)
+{
+    free(stdin_text);
+    stdin_text = NULL;
+    stdin_len = 0;
+    stdin_done = 0;
+}
+
 /* The whole file, or standard input for "-", through the library's one reader; NULL
  * with the reason in *e (which may be NULL). */
 static char *slurp(const char *path, size_t *len, fhr_error *e)
 {
     char *buf = NULL;
-    if (!strcmp(path, "-"))
-        fhr_read_stream(stdin, "standard input", &buf, len, e);
-    else
+    if (strcmp(path, "-")) {
         fhr_read_file(path, &buf, len, e);
+        return buf;
+    }
+    if (!stdin_done) {
+        if (fhr_read_stream(stdin, "standard input", &stdin_text, &stdin_len, e) != FHR_OK)
+            return NULL;
+        stdin_done = 1;
+    }
+    buf = malloc(stdin_len + 1);
+    if (!buf) {
+        if (e) {
+            e->status = FHR_E_NOMEM;
+            snprintf(e->message, sizeof e->message, "cannot copy standard input");
+        }
+        return NULL;
+    }
+    memcpy(buf, stdin_text, stdin_len);
+    buf[stdin_len] = 0;
+    *len = stdin_len;
     return buf;
 }
 

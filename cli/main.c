@@ -3,6 +3,7 @@
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/world.h"
+#include "fheplan/file.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -10,6 +11,28 @@
 #include <string.h>
 
 static int cli_main(int argc, char **argv, const fp_world *w);
+
+/* --profile FILE: a kernel profile that run --profile-out wrote. 0, or EX_NOINPUT_ with
+ * the reason. */
+static int read_profile(cli *c, const char *path)
+{
+    char *txt = NULL;
+    size_t len = 0;
+    fhr_error e;
+    fhr_error_init(&e);
+    fhr_status st = fhr_read_file(path, &txt, &len, &e);
+    if (st == FHR_OK) {
+        rplan_profile_free(c->profile, c->nprofile);
+        c->profile = NULL;
+        c->nprofile = 0;
+        st = rplan_profile_parse(txt, len, &c->profile, &c->nprofile, &e);
+    }
+    free(txt);
+    if (st != FHR_OK)
+        fprintf(stderr, "fheplan: --profile '%s': %s\n", path, e.message);
+    fhr_error_clear(&e);
+    return st == FHR_OK ? 0 : EX_NOINPUT_;
+}
 
 int main(int argc, char **argv)
 {
@@ -80,7 +103,7 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 rc = parse_world_size(&c, argv[++i]);
         } else if (!strncmp(a, "--world-size=", 13) && is_check) {
             rc = parse_world_size(&c, a + 13);
-        } else if (!strcmp(a, "--quiet") && is_run) {
+        } else if (!strcmp(a, "--quiet") && (is_run || is_check)) {
             c.quiet = 1;
         } else if (!strcmp(a, "--no-source") && is_disasm) {
             c.no_source = 1;
@@ -127,13 +150,11 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                     !strcmp(a, "--gen-gbps") || !strcmp(a, "--peer-gbps")) &&
                    (is_check || is_run)) {
             NEED_ARG();
+            double v = 0;
+            if (!rc)
+                rc = parse_rate_option(a, argv[++i], &v);
             if (!rc) {
-                double v = 0;
-                if (parse_gbps(argv[++i], &v) != 0) {
-                    fprintf(stderr, "fheplan: bad %s '%s' (want a positive number of GB/s, "
-                            "at most 1e9)\n", a, argv[i]);
-                    rc = usage(NULL, NULL);
-                } else if (!strcmp(a, "--pinned-gbps"))
+                if (!strcmp(a, "--pinned-gbps"))
                     c.pinned_gbps = v;
                 else if (!strcmp(a, "--peer-gbps"))
                     c.peer_gbps = v;
@@ -160,6 +181,14 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 c.timeline = argv[++i];
         } else if (!strncmp(a, "--timeline=", 11) && is_run) {
             c.timeline = a + 11;
+        } else if (!strcmp(a, "--profile-out") && is_run) {
+            NEED_ARG();
+            if (!rc)
+                c.profile_out = argv[++i];
+        } else if (!strcmp(a, "--profile") && (is_check || is_run)) {
+            NEED_ARG();
+            if (!rc)
+                rc = read_profile(&c, argv[++i]);
         } else if (!strcmp(a, "-o") && is_compile) {
             NEED_ARG();
             if (!rc)
@@ -175,6 +204,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = usage("%s takes one FILE", cmd);
         else if (c.sarif && (c.json || c.world_size > 1 || w->mpi))
             rc = usage("check --sarif takes neither --json nor --world-size%s", "");
+        else if (is_check && c.quiet && (c.json || c.sarif))
+            rc = usage("check --quiet takes neither --json nor --sarif%s", "");
         else if (is_compile && !c.out)
             rc = usage("%s needs -o OUT", cmd);
         else if (c.device && check_device(c.device) != 0)
@@ -184,12 +215,20 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = check_output(&c, c.out, "-o");
         else if (is_run && c.trace)
             rc = check_output(&c, c.trace, "--trace");
+        if (!rc && (is_check || is_run))
+            rc = check_environment();
         if (!rc && is_run && c.timeline)
             rc = check_output(&c, c.timeline, "--timeline");
+        if (!rc && is_run && c.profile_out)
+            rc = check_output(&c, c.profile_out, "--profile-out");
         for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
             if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
                 rc = usage("%s reads standard input ('-') only once", cmd);
     }
+    /* check --quiet: the exit status only (usage errors above still say what is wrong) */
+    if (!rc && is_check && c.quiet &&
+        (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)))
+        rc = EX_SOFTWARE_;
     if (!rc && w->mpi && is_run) {
         rc = world_run(&c, w);
     } else if (!rc && w->mpi && w->rank != 0) {
@@ -204,6 +243,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
              : is_fmt                     ? cmd_fmt(&c)
                                           : cmd_disasm(&c);
     }
+    input_stdin_release();
     free(c.files);
+    rplan_profile_free(c.profile, c.nprofile);
     return rc;
 }

@@ -2,6 +2,7 @@
  * sizes, and the values of --budget, --scale, --policy, --objective, --prefetch and
  * --world-size. */
 #include "cli/cli.h"
+#include "base/units.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -13,12 +14,14 @@
 static const char usage_check[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
-    "                     [--world-size N] [--json | --sarif] FILE...\n";
+    "                     [--gen-gbps X] [--world-size N] [--profile FILE]\n"
+    "                     [--json | --sarif | --quiet] FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
-    "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
-    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n";
+    "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
+    "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
+    "                   [--profile-out FILE] [--json] [--quiet] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
@@ -26,11 +29,13 @@ static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
-    "                     [--gen-gbps X] [--world-size N] [--json | --sarif] FILE...\n"
+    "                     [--gen-gbps X] [--world-size N] [--profile FILE]\n"
+    "                     [--json | --sarif | --quiet] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
-    "                   [--trace FILE] [--timeline FILE.html] [--json] [--quiet] FILE\n"
+    "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
+    "                   [--profile-out FILE] [--json] [--quiet] FILE\n"
     "       fheplan compile FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
     "       fheplan fmt [--check | -w] FILE...\n"
@@ -88,47 +93,6 @@ static int digits(const char *s, uint64_t *out, const char **end)
     return 0;
 }
 
-int parse_size(const char *s, uint64_t *out)
-{
-    uint64_t whole, frac = 0, scale10 = 1;
-    const char *end;
-    if (digits(s, &whole, &end) != 0)
-        return -1;
-    if (*end == '.') {
-        const char *f = end + 1;
-        for (end = f; *end >= '0' && *end <= '9'; end++)
-            if (end - f < 18) {
-                frac = frac * 10 + (uint64_t)(*end - '0');
-                scale10 *= 10;
-            }
-        if (end == f)
-            return -1;
-    }
-    while (*end == ' ')
-        end++;
-    unsigned shift;
-    if (!*end || !strcmp(end, "B")) shift = 0;
-    else if (!strcasecmp(end, "K") || !strcmp(end, "KiB") || !strcmp(end, "KB")) shift = 10;
-    else if (!strcasecmp(end, "M") || !strcmp(end, "MiB") || !strcmp(end, "MB")) shift = 20;
-    else if (!strcasecmp(end, "G") || !strcmp(end, "GiB") || !strcmp(end, "GB")) shift = 30;
-    else if (!strcasecmp(end, "T") || !strcmp(end, "TiB") || !strcmp(end, "TB")) shift = 40;
-    else
-        return -1;
-    /* whole << shift plus the fraction of one unit, rounded to the nearest byte */
-    if (shift && whole > (UINT64_MAX >> shift))
-        return -1;
-    uint64_t v = whole << shift;
-    if (frac) {
-        unsigned __int128 part = ((unsigned __int128)frac << shift) + scale10 / 2;
-        part /= scale10;
-        if ((uint64_t)part > UINT64_MAX - v)
-            return -1;
-        v += (uint64_t)part;
-    }
-    *out = v;
-    return 0;
-}
-
 int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
 {
     uint64_t v;
@@ -139,14 +103,39 @@ int parse_count(const char *arg, uint64_t lo, uint64_t hi, uint64_t *out)
     return 0;
 }
 
-int parse_gbps(const char *arg, double *out)
+int parse_rate_option(const char *opt, const char *arg, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (end == arg || *end || errno || !(v > 0) || v > 1e9 || (arg[0] < '0' || arg[0] > '9'))
-        return -1;
-    *out = v;
+    char why[160];
+    if (fhr_rate_parse(arg, out, why, sizeof why) == 0)
+        return 0;
+    fprintf(stderr, "fheplan: bad %s '%s': %s\n", opt, arg, why);
+    return usage(NULL, NULL);
+}
+
+/* Every FHEPLAN_*_GBPS the library reads, with the option that overrides it. */
+static const char *const rate_vars[] = {"FHEPLAN_PINNED_GBPS", "FHEPLAN_DEVICE_GBPS",
+                                        "FHEPLAN_GEN_GBPS", "FHEPLAN_PEER_GBPS"};
+
+int check_environment(void)
+{
+    char why[160];
+    for (size_t i = 0; i < sizeof rate_vars / sizeof rate_vars[0]; i++) {
+        const char *v = getenv(rate_vars[i]);
+        double r;
+        if (v && fhr_rate_parse(v, &r, why, sizeof why) != 0) {
+            fprintf(stderr, "fheplan: bad %s '%s' in the environment: %s\n", rate_vars[i], v,
+                    why);
+            return EX_USAGE_;
+        }
+    }
+    const char *m = getenv("FHEPLAN_EMU_MEMORY");
+    uint64_t n = 0;
+    if (m && fhr_size_parse(m, &n, why, sizeof why) == 0 && n == 0)
+        snprintf(why, sizeof why, "want a SIZE above 0 B");
+    if (m && n == 0) {
+        fprintf(stderr, "fheplan: bad FHEPLAN_EMU_MEMORY '%s' in the environment: %s\n", m, why);
+        return EX_USAGE_;
+    }
     return 0;
 }
 
@@ -184,9 +173,11 @@ int parse_budget(cli *c, const char *arg)
     fhr_budget *b = &c->budgets[c->nbudgets];
     if (fhr_loc_parse(loc, &b->loc) != FHR_OK)
         return usage("bad --budget '%s' (want LOC=SIZE with LOC host, pinned or cuda:N)", arg);
-    if (parse_size(eq + 1, &b->nbytes) != 0)
-        return usage("bad --budget '%s' (want a SIZE below 16 EiB: digits, an optional "
-                     "fraction and B, KiB, MiB, GiB or TiB)", arg);
+    char why[160];
+    if (fhr_size_parse(eq + 1, &b->nbytes, why, sizeof why) != 0) {
+        fprintf(stderr, "fheplan: bad --budget '%s': %s\n", arg, why);
+        return usage(NULL, NULL);
+    }
     c->nbudgets++;
     return 0;
 }

@@ -1,6 +1,7 @@
 /* cli/run.c — `fheplan run`: one plan on a CUDA or emulated device (automatic --scale,
  * progress, --trace, --timeline, the report), and one MPI rank's part of a run over
  * several ranks. */
+#include "base/units.h"
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -39,7 +40,7 @@ static uint64_t auto_scale(const rplan_program *p)
     uint64_t limit = (uint64_t)256 << 20, total = 0;
     const char *env = getenv("FHEPLAN_EMU_MEMORY");
     uint64_t v;
-    if (env && parse_size(env, &v) == 0 && v > 0)
+    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0) /* main checked it */
         limit = v;
     for (size_t i = 0; i < rplan_nvalues(p); i++) {
         rplan_value_info vi;
@@ -75,6 +76,113 @@ static void print_refused_json(const cli *c, const char *spec, const fhr_error *
     cJSON_Delete(o);
 }
 
+/* A stage whose sub-stages' wall times add up to more than its own: they overlapped (a
+ * stage's time runs from its opening on the host to the end of its last work on any
+ * device, and the host opens the next stage while the devices still run this one's). */
+static void print_overlap(const rplan_vm_report *rep)
+{
+    for (size_t p = 0; p < rep->nstages; p++) {
+        const char *pn = rep->stages[p].name;
+        size_t pl = strlen(pn);
+        double sum = 0;
+        size_t n = 0;
+        for (size_t s = 0; s < rep->nstages; s++) {
+            const char *sn = rep->stages[s].name;
+            /* a direct child: "parent/name" with no further '/' */
+            if (strncmp(sn, pn, pl) || sn[pl] != '/' || strchr(sn + pl + 1, '/'))
+                continue;
+            sum += rep->stages[s].time_s;
+            n++;
+        }
+        if (n > 1 && sum > rep->stages[p].time_s * 1.0005) {
+            char a[32], b[32];
+            printf("note: the %zu sub-stages of %s take %s together in its %s: they overlap "
+                   "(a stage runs from its opening on the host to its last work on a device, and "
+                   "the next one opens while the devices still run it)\n",
+                   n, pn, fmt_time(sum, a, sizeof a), fmt_time(rep->stages[p].time_s, b, sizeof b));
+        }
+    }
+}
+
+/* The lower bound, the slowest device's (each device computes and each link carries its
+ * bytes side by side with the others), and every device's figures when there are more. */
+static void print_bound(const rplan_vm_report *rep, uint64_t pcie)
+{
+    const rplan_vm_report *r = rep;
+    char t[32], a[32], b[32], c[32], d[32], g[32];
+    size_t worst = 0, ndev = 0;
+    for (size_t i = 0; i < r->ndevices; i++) {
+        if (r->devices[i].bound_s > r->devices[worst].bound_s)
+            worst = i;
+        ndev += r->devices[i].loc.kind == FHR_LOC_CUDA;
+    }
+    if (ndev > 1) { /* the links run side by side: each device's bytes on its own link */
+        printf("links: PCIe %s at %.1f GB/s pinned, peer %s at %.0f GB/s, over %zu devices\n",
+               fmt_bytes(r->pcie_bytes, a, sizeof a), r->pinned_gbps,
+               fmt_bytes(r->peer_bytes, b, sizeof b), r->peer_gbps, ndev);
+    }
+    if (!r->ndevices) {
+        printf("lower bound: max(compute 0 s, transfer %s) = %s; measured %s\n",
+               fmt_bytes(pcie, a, sizeof a), fmt_time(r->lower_bound_s, b, sizeof b),
+               fmt_time(r->total.time_s, c, sizeof c));
+        return;
+    }
+    for (size_t i = 0; i < r->ndevices; i++) {
+        const rplan_device_figures *v = &r->devices[i];
+        char lb[16], comp[96], link[160];
+        fhr_loc_format(v->loc, lb, sizeof lb);
+        if (v->regen_s > 0)
+            snprintf(comp, sizeof comp, "compute %s + regenerating %s at %.0f GB/s = %s",
+                     fmt_time(v->compute_s, t, sizeof t), fmt_bytes(v->regen_bytes, g, sizeof g),
+                     r->gen_gbps, fmt_time(v->regen_s, d, sizeof d));
+        else
+            snprintf(comp, sizeof comp, "compute %s", fmt_time(v->compute_s, t, sizeof t));
+        int n = snprintf(link, sizeof link, "transfer %s at %.1f GB/s pinned = %s",
+                         fmt_bytes(v->pcie_bytes, a, sizeof a), r->pinned_gbps,
+                         fmt_time(v->pcie_s, b, sizeof b));
+        if (v->peer_bytes && n > 0 && (size_t)n < sizeof link)
+            n += snprintf(link + n, sizeof link - (size_t)n, ", peer %s at %.0f GB/s = %s",
+                          fmt_bytes(v->peer_bytes, a, sizeof a), r->peer_gbps,
+                          fmt_time(v->peer_s, b, sizeof b));
+        if (v->link_windows && v->link_s < (v->pcie_s > v->peer_s ? v->pcie_s : v->peer_s) &&
+            n > 0 && (size_t)n < sizeof link)
+            snprintf(link + n, sizeof link - (size_t)n, ", carried in %s",
+                     fmt_time(v->link_s, b, sizeof b));
+        if (v->loc.kind != FHR_LOC_CUDA && r->ndevices > 1) { /* bodies on a host queue */
+            printf("  %s: %s (%llu bodies on its host queue)%s\n", lb, comp,
+                   (unsigned long long)v->bodies, i == worst ? ": the bound" : "");
+            continue;
+        }
+        if (r->ndevices == 1)
+            printf("lower bound: max(%s, %s) = %s; measured %s, ratio %.2f\n", comp, link,
+                   fmt_time(r->lower_bound_s, c, sizeof c),
+                   fmt_time(r->total.time_s, d, sizeof d), r->ratio);
+        else
+            printf("  %s: max(%s (%llu bodies), %s) = %s%s\n", lb, comp,
+                   (unsigned long long)v->bodies, link, fmt_time(v->bound_s, c, sizeof c),
+                   i == worst ? ": the bound" : "");
+    }
+    if (r->ndevices > 1) {
+        char lb[16];
+        printf("lower bound: the slowest device's, %s's %s; measured %s, ratio %.2f\n",
+               fhr_loc_format(r->devices[worst].loc, lb, sizeof lb),
+               fmt_time(r->lower_bound_s, c, sizeof c), fmt_time(r->total.time_s, d, sizeof d),
+               r->ratio);
+    }
+    double run_s = r->total.time_s > 0 ? r->total.time_s : 1;
+    for (size_t i = 0; i < r->ndevices; i++) {
+        const rplan_device_figures *v = &r->devices[i];
+        if (!v->link_windows)
+            continue;
+        char lb[16];
+        printf("link onto %s: busy %s, idle %s between transfers, of it %s (%.1f%% of the run) "
+               "while a later transfer's room was free\n",
+               fhr_loc_format(v->loc, lb, sizeof lb), fmt_time(v->link_busy_s, a, sizeof a),
+               fmt_time(v->link_idle_s, b, sizeof b), fmt_time(v->link_ready_idle_s, c, sizeof c),
+               100.0 * v->link_ready_idle_s / run_s);
+    }
+}
+
 int cmd_run(cli *c)
 {
     input in;
@@ -105,7 +213,24 @@ int cmd_run(cli *c)
     fhr_backend *b = NULL;
     fhr_error e;
     fhr_error_init(&e);
-    if (fhr_backend_open(spec, &b, &e) != FHR_OK) {
+#if FHEPLAN_HAVE_CUDA
+    /* auto in a CUDA build: say why it rehearses on the emulated device */
+    if (!strcmp(spec, "auto") && !c->quiet) {
+        if (fhr_backend_open("cuda", &b, &e) == FHR_OK && b->ops->device_count(b) < 1) {
+            snprintf(e.message, sizeof e.message, "cuda: no visible device");
+            fhr_backend_destroy(b);
+            b = NULL;
+        }
+        if (!b)
+            fprintf(stderr, "fheplan: note: --device auto: %s; running on the emulated device "
+                    "instead (--device emu chooses it, --device cuda requires a GPU)\n",
+                    e.message[0] ? e.message : "no usable CUDA device");
+        fhr_error_clear(&e);
+        fhr_error_init(&e);
+        spec = b ? spec : "emu:1";
+    }
+#endif
+    if (!b && fhr_backend_open(spec, &b, &e) != FHR_OK) {
         fprintf(stderr, "fheplan: cannot open device '%s': %s\n", spec, e.message);
         if (c->json) /* refused: one document that says so, as for a plan refused below */
             print_refused_json(c, spec, &e);
@@ -140,6 +265,8 @@ int cmd_run(cli *c)
     o.gen_gbps = c->gen_gbps;
     o.peer_gbps = c->peer_gbps;
     o.trace = c->trace != NULL || c->timeline != NULL;
+    o.profile = c->profile;
+    o.nprofile = c->nprofile;
     o.progress = on_progress;
     o.progress_ctx = &ps;
     rplan_vm *vm = NULL;
@@ -156,6 +283,18 @@ int cmd_run(cli *c)
             errno = ENOMEM;
         if (!t || write_atomic(c->trace, t, strlen(t)) != 0) {
             fprintf(stderr, "fheplan: cannot write the trace '%s': %s\n", c->trace,
+                    strerror(errno));
+            if (rc == EX_OK)
+                rc = EX_FAIL;
+        }
+        free(t);
+    }
+    if (c->profile_out && ran) {
+        char *t = rplan_profile_json(rep);
+        if (!t)
+            errno = ENOMEM;
+        if (!t || write_atomic(c->profile_out, t, strlen(t)) != 0) {
+            fprintf(stderr, "fheplan: cannot write the profile '%s': %s\n", c->profile_out,
                     strerror(errno));
             if (rc == EX_OK)
                 rc = EX_FAIL;
@@ -182,7 +321,6 @@ int cmd_run(cli *c)
             cJSON_Delete(o2);
         }
     } else if (ran) {
-        char t[32], a[32], lb[32], t2[32], t3[32];
         printf("fheplan run %s on %s%s", c->files[0], rep->device,
                rep->scale > 1 ? " (sizes divided by " : "");
         if (rep->scale > 1)
@@ -196,40 +334,8 @@ int cmd_run(cli *c)
         print_stage(&rep->total, 0, 1);
         const rplan_stage_report *tt = &rep->total;
         uint64_t pcie = tt->bytes[FHR_DIR_H2D] + tt->bytes[FHR_DIR_D2H] + tt->load_h2d_bytes;
-        int ndev = 0;
-        for (size_t i = 0; i < tt->npeaks; i++)
-            ndev += tt->peaks[i].loc.kind == FHR_LOC_CUDA;
-        if (ndev > 1) { /* the links run side by side: the transfer bound is the slower */
-            char p1[32], p2[32], q1[32], q2[32];
-            printf("links: PCIe %s at %.1f GB/s pinned = %s, peer %s at %.0f GB/s = %s\n",
-                   fmt_bytes(rep->pcie_bytes, p1, sizeof p1), rep->pinned_gbps,
-                   fmt_time(rep->pcie_s, q1, sizeof q1), fmt_bytes(rep->peer_bytes, p2, sizeof p2),
-                   rep->peer_gbps, fmt_time(rep->peer_s, q2, sizeof q2));
-        }
-        if (rep->regen_s > 0) {
-            char g[32], gt[32];
-            printf("lower bound: max(compute %s + regenerating %s at %.0f GB/s = %s, transfer %s "
-                   "at %.1f GB/s pinned = %s) = %s; measured %s, ratio %.2f\n",
-                   fmt_time(tt->body_s, t, sizeof t), fmt_bytes(tt->regen_bytes, g, sizeof g),
-                   rep->gen_gbps, fmt_time(rep->regen_s, gt, sizeof gt), fmt_bytes(pcie, a, sizeof a),
-                   rep->pinned_gbps, fmt_time(rep->transfer_s, lb, sizeof lb),
-                   fmt_time(rep->lower_bound_s, t2, sizeof t2), fmt_time(tt->time_s, t3, sizeof t3),
-                   rep->ratio);
-        } else
-        printf("lower bound: max(compute %s, transfer %s at %.1f GB/s pinned = %s) = %s; "
-               "measured %s, ratio %.2f\n",
-               fmt_time(tt->body_s, t, sizeof t), fmt_bytes(pcie, a, sizeof a), rep->pinned_gbps,
-               fmt_time(rep->transfer_s, lb, sizeof lb), fmt_time(rep->lower_bound_s, t2, sizeof t2),
-               fmt_time(tt->time_s, t3, sizeof t3), rep->ratio);
-        if (rep->link_windows) {
-            char b1[32], b2[32], b3[32];
-            double run_s = tt->time_s > 0 ? tt->time_s : 1;
-            printf("link onto devices: busy %s, idle %s between transfers, of it %s (%.1f%% of "
-                   "the run) while a later transfer's room was free\n",
-                   fmt_time(rep->link_busy_s, b1, sizeof b1), fmt_time(rep->link_idle_s, b2, sizeof b2),
-                   fmt_time(rep->link_ready_idle_s, b3, sizeof b3),
-                   100.0 * rep->link_ready_idle_s / run_s);
-        }
+        print_overlap(rep);
+        print_bound(rep, pcie);
         uint64_t nw = 0;
         for (int w = 0; w < RPLAN_WAITS; w++)
             nw += rep->host_waits[w];

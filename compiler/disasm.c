@@ -53,10 +53,17 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
 {
     char b1[40], b2[40];
     const char *S = p->strs;
-    int seeded = 0; /* the version it is written as: 1.0 without seeded values */
-    for (uint32_t i = 0; i < p->nvals; i++)
-        seeded |= p->vals[i].seeded;
-    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, seeded ? RP_MINOR : 1);
+    int minor = 1; /* the version it is written as: 1.2 with seeded values, 1.3 with engine
+                      data, fields or kernel costs */
+    for (uint32_t i = 0; i < p->nvals; i++) {
+        if (p->vals[i].seeded && minor < 2)
+            minor = 2;
+        if (p->vals[i].data == RPLAN_DATA_ENGINE)
+            minor = 3;
+    }
+    if (p->nfields || p->nkerns)
+        minor = 3;
+    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, minor);
     if (S[p->src_name])
         rp_out_printf(o, ", source %s", S + p->src_name);
     rp_out_printf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,
@@ -77,8 +84,18 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
             rp_out_printf(o, " file(");
             pstr(o, S + v->arg);
             rp_out_printf(o, ")");
-        } else
+        } else if (v->data == RPLAN_DATA_ENGINE)
+            rp_out_printf(o, " engine.%s(%" PRIu64 ")", S + v->loader, v->arg);
+        else
             rp_out_printf(o, " zero");
+        if (v->nfields) {
+            rp_out_printf(o, " fields(");
+            for (uint32_t k = 0; k < v->nfields; k++) {
+                const rp_fieldrec *f = &p->fields[v->field0 + k];
+                rp_out_printf(o, "%s%s = %s", k ? ", " : "", S + f->name, size_text(f->nbytes, b2));
+            }
+            rp_out_printf(o, ")");
+        }
         if (v->prio)
             rp_out_printf(o, " priority %d", v->prio);
         if (v->seeded) {
@@ -89,6 +106,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
                 rp_out_printf(o, " keep pinned");
         }
         rp_out_printf(o, "  ; %u:%u\n", v->line, v->col);
+    }
+    for (uint32_t i = 0; i < p->nkerns; i++) {
+        const rp_kernrec *k = &p->kerns[i];
+        if (k->kind == RPLAN_COST_READS)
+            rp_out_printf(o, "kernel  %s reads %s\n", S + k->name, size_text(k->imm, b1));
+        else
+            rp_out_printf(o, "kernel  %s cost %" PRIu64 " ns\n", S + k->name, k->imm);
     }
     for (uint32_t i = 0; i < p->npols; i++) {
         const rp_policyrec *r = &p->pols[i];

@@ -55,7 +55,7 @@ static int is_stmt_start(int k)
     case T_RPLAN: case T_BUDGET: case T_CONST: case T_VALUE: case T_POLICY: case T_STAGE:
     case T_PLAN: case T_REQUEST: case T_RECLAIM: case T_ENTER: case T_BODY: case T_EXIT:
     case T_RESERVE: case T_REQUIRE: case T_ENSURE: case T_MOVE: case T_DROP: case T_DISCARD:
-    case T_HOLD: case T_RELEASE: case T_RUN: case T_FOR:
+    case T_HOLD: case T_RELEASE: case T_RUN: case T_FOR: case T_KERNEL:
         return 1;
     default:
         return 0;
@@ -254,7 +254,8 @@ static int spaced(const ftok *a, const ftok *b, int a_unary)
         return 0;
     if (a->k == '(' || a->k == '[' || a->k == '.' || b->k == '.')
         return 0;
-    if (b->k == '(' && (a->k == T_IDENT || a->k == T_SYNTH || a->k == T_FILE || a->k == T_SEEDED))
+    if (b->k == '(' && (a->k == T_IDENT || a->k == T_SYNTH || a->k == T_FILE || a->k == T_SEEDED ||
+                        a->k == T_FIELDS))
         return 0;
     if (b->k == '[' && a->k == T_IDENT)
         return 0;

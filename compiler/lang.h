@@ -54,6 +54,8 @@ typedef enum rp_kind {
     N_LOC,  /* op: 0 host, 1 pinned, 2 text "kind:N", 3 bare identifier text */
     N_SYNTH, /* synth(a) */
     N_FILE, /* file("text") */
+    N_ENGINE, /* text "engine.NAME"(a): data the engine's loader NAME supplies */
+    N_FIELD,  /* text = a (a size expr, or NULL: an equal share) */
     N_CHAIN, /* a: list of N_LOC */
     A_MODE, /* op: fhr_replica_mode */
     A_AT,   /* a: loc */
@@ -62,6 +64,7 @@ typedef enum rp_kind {
     A_PRIORITY, /* a: expr */
     A_SEEDED,   /* text: generator or NULL (the built-in counter), a: seed expr */
     A_KEEP,     /* a: loc (host or pinned) */
+    A_FIELDS,   /* a: list of N_FIELD */
     S_VERSION, /* num */
     S_BUDGET, /* a loc, b expr */
     S_CONST,  /* text = a */
@@ -80,7 +83,8 @@ typedef enum rp_kind {
     S_HOLD,    /* a vref, b loc */
     S_RELEASE, /* a vref, b loc */
     S_RUN,     /* text kernel, a: args list */
-    S_FOR      /* text var, a lo, b hi, c block; op 1: hi is exclusive */
+    S_FOR,     /* text var, a lo, b hi, c block; op 1: hi is exclusive */
+    S_KERNEL   /* text kernel, text2 "cost" or "reads" (b: N_NAME at its position), a: expr */
 } rp_kind;
 
 typedef struct rp_node {

@@ -10,6 +10,9 @@
 #include "runtime/program/program.h"
 
 enum { K_INT = 0, K_SIZE = 1, K_DUR = 2 };
+/* A constant expression's value: signed, its magnitude below 2^64 (rplan(5): a negative
+ * intermediate result or constant is fine; what a count, size or seed takes is not). */
+typedef __int128 rp_int;
 enum { SYM_CONST, SYM_VALUE, SYM_POLICY };
 enum { CX_TOP, CX_STAGE, CX_PLAN, CX_REQ, CX_ACTS, CX_BODY };
 
@@ -17,7 +20,7 @@ typedef struct sym {
     const char *name;
     int kind;
     rp_loc decl;
-    uint64_t v;    /* const value */
+    rp_int v;      /* const value */
     int vkind;     /* const kind */
     uint32_t first; /* value index or policy index */
     uint32_t dim;  /* 0: scalar */
@@ -87,7 +90,11 @@ RP_HIDDEN void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name);
 /* ---- expressions (sema_expr.c) ------------------------------------------------------ */
 
 /* Evaluates e to a value of kind K_INT, K_SIZE or K_DUR; 0 after reporting an error. */
+RP_HIDDEN int rp_sema_eval_signed(S *s, rp_node *e, rp_int *v, int *kind);
+/* The same for a value that may not be negative ("negative result: ... is below zero"). */
 RP_HIDDEN int rp_sema_eval(S *s, rp_node *e, uint64_t *v, int *kind);
+/* Writes v in decimal into buf (cap bytes; 24 suffice) and returns buf. */
+RP_HIDDEN const char *rp_int_str(rp_int v, char *buf, size_t cap);
 /* Like rp_sema_eval, and the kind must be want (what names the operand in the error). */
 RP_HIDDEN int rp_sema_eval_kind(S *s, rp_node *e, int want, const char *what, uint64_t *v);
 
@@ -112,6 +119,7 @@ RP_HIDDEN rp_loc rp_sema_join(rp_loc a, rp_loc b);
 RP_HIDDEN void rp_sema_decl_budget(S *s, rp_node *n);
 RP_HIDDEN void rp_sema_decl_const(S *s, rp_node *n);
 RP_HIDDEN void rp_sema_decl_policy(S *s, rp_node *n);
+RP_HIDDEN void rp_sema_decl_kernel(S *s, rp_node *n);
 RP_HIDDEN void rp_sema_decl_value(S *s, rp_node *n);
 
 /* ---- statements (sema_stmt.c) ------------------------------------------------------- */

@@ -27,11 +27,11 @@ void rp_sema_decl_budget(S *s, rp_node *n)
 
 void rp_sema_decl_const(S *s, rp_node *n)
 {
-    uint64_t v;
+    rp_int v;
     int k;
     s->defining = n->text;
     s->cause = NULL;
-    int ok = rp_sema_eval(s, n->a, &v, &k);
+    int ok = rp_sema_eval_signed(s, n->a, &v, &k);
     if (!ok && s->nbroken < (int)(sizeof s->broken / sizeof s->broken[0])) {
         s->broken[s->nbroken].name = n->text;
         s->broken[s->nbroken].cause = s->cause;
@@ -146,17 +146,97 @@ void rp_sema_decl_policy(S *s, rp_node *n)
     p->pols[p->npols++] = pr;
 }
 
+/* "engine.NAME" -> "NAME"; NULL when text is not of that form. */
+static const char *engine_loader_name(const char *text)
+{
+    static const char pre[] = "engine.";
+    if (!text || strncmp(text, pre, sizeof pre - 1) != 0 || !text[sizeof pre - 1])
+        return NULL;
+    return text + sizeof pre - 1;
+}
+
+/* fields(...): distinct names, at most RP_MAX_FIELDS, sizes on all of them or none. */
+static int check_field_names(S *s, rp_node *fields)
+{
+    int n = 0, sized = 0, ok = 1;
+    for (rp_node *f = fields->a->a; f; f = f->next) {
+        n++;
+        sized += f->a != NULL;
+        for (rp_node *g = fields->a->a; g != f; g = g->next)
+            if (strcmp(g->text, f->text) == 0) {
+                ERR(s, f->loc, "duplicate field '%s'", f->text);
+                NOTE(s, g->loc, "first given here");
+                ok = 0;
+            }
+    }
+    if (n > RP_MAX_FIELDS) {
+        ERR(s, fields->loc, "a value has at most %d fields, not %d", RP_MAX_FIELDS, n);
+        ok = 0;
+    }
+    if (sized && sized != n) {
+        ERR(s, fields->loc, "give every field a size ('NAME = SIZE') or none (equal shares)");
+        ok = 0;
+    }
+    return ok;
+}
+
+/* The field records of one value of `size` bytes: declared sizes that add up to it, or
+ * equal shares of it. */
+static int add_fields(S *s, rp_node *fields, const char *value, uint64_t size, uint32_t *count)
+{
+    rplan_program *p = s->p;
+    uint64_t n = 0, sum = 0;
+    for (rp_node *f = fields->a->a; f; f = f->next)
+        n++;
+    int sized = fields->a->a && fields->a->a->a;
+    if (!sized && size % n) {
+        ERR(s, fields->loc, "%" PRIu64 " fields cannot share the %" PRIu64 " bytes of '%s' "
+                            "equally; give each a size", n, size, value);
+        return 0;
+    }
+    for (rp_node *f = fields->a->a; f; f = f->next) {
+        uint64_t fb = size / n;
+        if (sized) {
+            if (!rp_sema_eval_kind(s, f->a, K_SIZE, "a field size", &fb))
+                return 0;
+            if (fb == 0) {
+                ERR(s, f->a->loc, "field '%s' has no bytes", f->text);
+                return 0;
+            }
+            if (fb > size - sum) {
+                ERR(s, f->a->loc, "the fields of '%s' hold more than its %" PRIu64 " bytes",
+                    value, size);
+                return 0;
+            }
+            sum += fb;
+        }
+        rp_fieldrec r = {p->nvals, 0, fb};
+        if (!rp_prog_str(p, f->text, strlen(f->text), &r.name) || !rp_prog_field(p, r)) {
+            s->oom = 1;
+            return 0;
+        }
+    }
+    if (sized && sum != size) {
+        ERR(s, fields->loc, "the fields of '%s' hold %" PRIu64 " bytes, the value %" PRIu64,
+            value, sum, size);
+        return 0;
+    }
+    *count = (uint32_t)n;
+    return 1;
+}
+
 void rp_sema_decl_value(S *s, rp_node *n)
 {
     rp_node *mode = NULL, *at = NULL, *init = NULL, *src = NULL, *prio = NULL;
-    rp_node *seeded = NULL, *keep = NULL;
+    rp_node *seeded = NULL, *keep = NULL, *fields = NULL;
     int ok = 1;
     for (rp_node *a = n->c->a; a; a = a->next) {
         rp_node **slot = a->kind == A_MODE ? &mode : a->kind == A_AT ? &at
                        : a->kind == A_INIT ? &init : a->kind == A_SOURCE ? &src
-                       : a->kind == A_SEEDED ? &seeded : a->kind == A_KEEP ? &keep : &prio;
+                       : a->kind == A_SEEDED ? &seeded : a->kind == A_KEEP ? &keep
+                       : a->kind == A_FIELDS ? &fields : &prio;
         static const char *const an[] = {"replica mode", "at", "init", "source", "priority",
-                                         "seeded", "keep"};
+                                         "seeded", "keep", "fields"};
         if (*slot) {
             ERR(s, a->loc, "duplicate %s%s%s for value '%s'", a->kind == A_MODE ? "" : "'",
                 an[a->kind - A_MODE], a->kind == A_MODE ? "" : "'", n->text);
@@ -186,6 +266,19 @@ void rp_sema_decl_value(S *s, rp_node *n)
                             "file(PATH)");
         ok = 0;
     }
+    rp_node *data0 = src ? src->a : init ? init->a : NULL;
+    if (data0 && data0->kind == N_ENGINE && !engine_loader_name(data0->text)) {
+        ERR(s, data0->loc, "unknown data '%s': data is zero, synth(SEED), file(PATH) or "
+                           "engine.NAME(ARG), which the engine's loader NAME supplies",
+            data0->text);
+        ok = 0;
+    }
+    if (fields && seeded) {
+        ERR(s, fields->loc, "a seeded value has the fields 'b' and 'a' already; '%s' cannot "
+                            "declare others", n->text);
+        ok = 0;
+    } else if (fields && !check_field_names(s, fields))
+        ok = 0;
     uint8_t keep_bits = 0;
     if (keep && !seeded) {
         ERR(s, keep->loc, "'keep' says where host copies hold the regenerated half; value "
@@ -222,11 +315,16 @@ void rp_sema_decl_value(S *s, rp_node *n)
         ok = 0;
     int64_t priority = 0;
     if (prio) {
-        uint64_t pv;
-        if (!rp_sema_eval_kind(s, prio->a, K_INT, "a priority", &pv))
+        rp_int pv;
+        int pk;
+        if (!rp_sema_eval_signed(s, prio->a, &pv, &pk))
             ok = 0;
-        else if (pv > INT32_MAX) {
-            ERR(s, prio->a->loc, "priority must be from 0 to 2147483647");
+        else if (pk != K_INT) {
+            ERR(s, prio->a->loc, "a priority must be an integer, not a %s",
+                pk == K_SIZE ? "size" : "duration");
+            ok = 0;
+        } else if (pv > INT32_MAX || pv < INT32_MIN) {
+            ERR(s, prio->a->loc, "priority must be from -2147483648 to 2147483647");
             ok = 0;
         } else
             priority = (int64_t)pv;
@@ -251,7 +349,15 @@ void rp_sema_decl_value(S *s, rp_node *n)
             return;
         }
     }
-    uint32_t first = p->nvals;
+    uint32_t loader = 0;
+    if (data && data->kind == N_ENGINE) {
+        const char *ln = engine_loader_name(data->text);
+        if (!rp_prog_str(p, ln, strlen(ln), &loader)) {
+            s->oom = 1;
+            return;
+        }
+    }
+    uint32_t first = p->nvals, first_field = p->nfields;
     int pushed = 0;
     if (n->a) {
         if (s->nloops == (int)(sizeof s->loops / sizeof s->loops[0])) {
@@ -300,6 +406,16 @@ void rp_sema_decl_value(S *s, rp_node *n)
         } else if (data && data->kind == N_FILE) {
             v.data = RPLAN_DATA_FILE;
             v.arg = path;
+        } else if (data && data->kind == N_ENGINE) {
+            v.data = RPLAN_DATA_ENGINE;
+            v.loader = loader;
+            if (!rp_sema_eval_kind(s, data->a, K_INT, "a loader argument", &v.arg))
+                goto fail;
+        }
+        if (fields) {
+            v.field0 = p->nfields;
+            if (!add_fields(s, fields, n->text, size, &v.nfields))
+                goto fail;
         }
         if (seeded) {
             v.seeded = 1;
@@ -337,4 +453,29 @@ fail:
     if (pushed)
         s->nloops--;
     p->nvals = first;
+    p->nfields = first_field;
+}
+
+/* kernel NAME cost DURATION | kernel NAME reads SIZE: the model's time for an engine
+ * kernel (rplan(5), "Kernels"). */
+void rp_sema_decl_kernel(S *s, rp_node *n)
+{
+    rplan_program *p = s->p;
+    int reads = strcmp(n->text2, "reads") == 0;
+    if (!reads && strcmp(n->text2, "cost") != 0) {
+        ERR(s, n->b->loc, "a kernel declaration gives 'cost DURATION' or 'reads SIZE', not "
+                          "'%s'", n->text2);
+        return;
+    }
+    for (uint32_t i = 0; i < p->nkerns; i++)
+        if (strcmp(rp_prog_cstr(p, p->kerns[i].name), n->text) == 0) {
+            ERR(s, n->loc, "kernel '%s' is declared twice", n->text);
+            return;
+        }
+    rp_kernrec k = {0, reads ? RPLAN_COST_READS : RPLAN_COST_DURATION, 0};
+    if (!rp_sema_eval_kind(s, n->a, reads ? K_SIZE : K_DUR,
+                           reads ? "bytes read per call" : "a duration per call", &k.imm))
+        return;
+    if (!rp_prog_str(p, n->text, strlen(n->text), &k.name) || !rp_prog_kernel(p, k))
+        s->oom = 1;
 }

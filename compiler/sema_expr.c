@@ -1,6 +1,7 @@
 /* compiler/sema_expr.c — constant expressions: integer/size/duration kinds, units,
  * overflow-checked arithmetic, min/max and the calls to the CKKS size functions. */
 #include <inttypes.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -68,7 +69,16 @@ ovf:
     return 0;
 }
 
-static int eval_call(S *s, rp_node *e, uint64_t *v, int *kind)
+#define RP_INT_MAX ((rp_int)UINT64_MAX)
+
+const char *rp_int_str(rp_int v, char *buf, size_t cap)
+{
+    uint64_t m = v < 0 ? (uint64_t)-v : (uint64_t)v;
+    snprintf(buf, cap, "%s%" PRIu64, v < 0 ? "-" : "", m);
+    return buf;
+}
+
+static int eval_call(S *s, rp_node *e, rp_int *v, int *kind)
 {
     int f = -1;
     for (size_t i = 0; i < sizeof funcs / sizeof funcs[0]; i++)
@@ -88,11 +98,12 @@ static int eval_call(S *s, rp_node *e, uint64_t *v, int *kind)
             func_arity[f], nargs);
         return 0;
     }
-    uint64_t a[3];
+    rp_int a[3];
+    uint64_t ua[3];
     int ka[3];
     int i = 0;
     for (rp_node *x = e->a->a; x; x = x->next, i++) {
-        if (!rp_sema_eval(s, x, &a[i], &ka[i]))
+        if (f < 7 ? !rp_sema_eval(s, x, &ua[i], &ka[i]) : !rp_sema_eval_signed(s, x, &a[i], &ka[i]))
             return 0;
         if (f < 7 && ka[i] != K_INT) {
             ERR(s, x->loc, "%s(): argument %d must be an integer, not %s", funcs[f], i + 1,
@@ -111,11 +122,15 @@ static int eval_call(S *s, rp_node *e, uint64_t *v, int *kind)
         return 1;
     }
     *kind = K_SIZE;
-    return ckks_call(s, e, f, a, v);
+    uint64_t r;
+    if (!ckks_call(s, e, f, ua, &r))
+        return 0;
+    *v = r;
+    return 1;
 }
 
 /* e's operator on a (of kind ka) and b (kb). */
-static int apply_bin(S *s, rp_node *e, uint64_t a, int ka, uint64_t b, int kb, uint64_t *v,
+static int apply_bin(S *s, rp_node *e, rp_int a, int ka, rp_int b, int kb, rp_int *v,
                      int *kind)
 {
     const char *opn = e->op == '+' ? "+" : e->op == '-' ? "-" : e->op == '*' ? "*"
@@ -146,14 +161,9 @@ static int apply_bin(S *s, rp_node *e, uint64_t a, int ka, uint64_t b, int kb, u
     }
     switch (e->op) {
     case '+':
-        if (__builtin_add_overflow(a, b, v))
-            goto ovf;
+        *v = a + b; /* magnitudes below 2^64: no overflow of 128 bits */
         break;
     case '-':
-        if (b > a) {
-            ERR(s, e->loc, "negative result: %" PRIu64 " - %" PRIu64 " is below zero", a, b);
-            return 0;
-        }
         *v = a - b;
         break;
     case '*':
@@ -166,14 +176,17 @@ static int apply_bin(S *s, rp_node *e, uint64_t a, int ka, uint64_t b, int kb, u
             ERR(s, e->loc, "division by zero");
             return 0;
         }
-        *v = e->op == '/' ? a / b : a % b;
+        *v = e->op == '/' ? a / b : a % b; /* truncated toward zero, as in C */
         break;
     default:
-        if (b >= 64 || (a >> (63 - b)) >> 1)
+        if (b < 0 || b >= 64)
             goto ovf;
-        *v = a << b;
+        if (__builtin_mul_overflow(a, (rp_int)1 << (int)b, v))
+            goto ovf;
         break;
     }
+    if (*v > RP_INT_MAX || *v < -RP_INT_MAX)
+        goto ovf;
     *kind = k;
     return 1;
 mismatch:
@@ -187,7 +200,7 @@ ovf:
 /* A left-leaning chain (1 + 2 + ... + n, the parser's shape for a flat sum) is evaluated
  * along its spine without recursion, so only real nesting (parentheses, right operands)
  * counts against the depth limit. */
-static int eval_bin(S *s, rp_node *e, uint64_t *v, int *kind)
+static int eval_bin(S *s, rp_node *e, rp_int *v, int *kind)
 {
     size_t n = 0;
     for (rp_node *x = e; x->kind == N_BIN; x = x->a)
@@ -200,10 +213,10 @@ static int eval_bin(S *s, rp_node *e, uint64_t *v, int *kind)
     n = 0;
     for (rp_node *x = e; x->kind == N_BIN; x = x->a)
         spine[n++] = x;
-    uint64_t a, b;
-    int ka, kb, ok = rp_sema_eval(s, spine[n - 1]->a, &a, &ka);
+    rp_int a, b;
+    int ka, kb, ok = rp_sema_eval_signed(s, spine[n - 1]->a, &a, &ka);
     for (size_t i = n; ok && i-- > 0;)
-        ok = rp_sema_eval(s, spine[i]->b, &b, &kb) &&
+        ok = rp_sema_eval_signed(s, spine[i]->b, &b, &kb) &&
              apply_bin(s, spine[i], a, ka, b, kb, &a, &ka);
     free(spine);
     if (ok) {
@@ -213,9 +226,24 @@ static int eval_bin(S *s, rp_node *e, uint64_t *v, int *kind)
     return ok;
 }
 
-static int eval1(S *s, rp_node *e, uint64_t *v, int *kind);
+static int eval1(S *s, rp_node *e, rp_int *v, int *kind);
 
 int rp_sema_eval(S *s, rp_node *e, uint64_t *v, int *kind)
+{
+    rp_int r;
+    if (!rp_sema_eval_signed(s, e, &r, kind))
+        return 0;
+    if (r < 0) {
+        char b[32];
+        ERR(s, e->loc, "negative result: %s is below zero (only constants and priorities may "
+            "be negative)", rp_int_str(r, b, sizeof b));
+        return 0;
+    }
+    *v = (uint64_t)r;
+    return 1;
+}
+
+int rp_sema_eval_signed(S *s, rp_node *e, rp_int *v, int *kind)
 {
     if (s->depth >= 200) {
         ERR(s, e->loc, "expression is nested too deeply (at most 200 levels)");
@@ -227,7 +255,7 @@ int rp_sema_eval(S *s, rp_node *e, uint64_t *v, int *kind)
     return r;
 }
 
-static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
+static int eval1(S *s, rp_node *e, rp_int *v, int *kind)
 {
     switch (e->kind) {
     case N_INT:
@@ -266,25 +294,22 @@ static int eval1(S *s, rp_node *e, uint64_t *v, int *kind)
         return eval_call(s, e, v, kind);
     case N_BIN:
         return eval_bin(s, e, v, kind);
-    case N_NEG: {
-        if (!rp_sema_eval(s, e->a, v, kind))
+    case N_NEG:
+        if (!rp_sema_eval_signed(s, e->a, v, kind))
             return 0;
-        if (*v != 0) {
-            ERR(s, e->loc, "negative result: -%" PRIu64 " is below zero", *v);
-            return 0;
-        }
+        *v = -*v;
         return 1;
-    }
     case N_UNIT: {
         const rp_unit *u = rp_unit_get(e->op);
-        if (!u || !rp_sema_eval(s, e->a, v, kind))
+        if (!u || !rp_sema_eval_signed(s, e->a, v, kind))
             return 0;
         if (*kind != K_INT) {
             ERR(s, e->loc, "unit '%s' applied to %s (units apply to plain integers)", u->name,
                 kind_name[*kind]);
             return 0;
         }
-        if (__builtin_mul_overflow(*v, u->mult, v)) {
+        if (__builtin_mul_overflow(*v, (rp_int)u->mult, v) || *v > RP_INT_MAX ||
+            *v < -RP_INT_MAX) {
             ERR(s, e->loc, "size overflow: the value in '%s' does not fit in 64 bits", u->name);
             return 0;
         }

@@ -107,7 +107,7 @@ int rp_sema_interp(S *s, rp_node *n, uint32_t *out)
             }
             memcpy(name, t + 1, nl);
             name[nl] = '\0';
-            uint64_t v;
+            rp_int v;
             loopvar *lv = rp_sema_lookup_loop(s, name);
             sym *y = lv ? NULL : rp_sema_lookup(s, name);
             if (lv)
@@ -123,7 +123,8 @@ int rp_sema_interp(S *s, rp_node *n, uint32_t *out)
                     ERR(s, n->loc, "unknown name '%s' in \"%s\"", name, n->text);
                 return 0;
             }
-            int w = snprintf(buf + len, sizeof buf - len, "%" PRIu64, v);
+            char num[32];
+            int w = snprintf(buf + len, sizeof buf - len, "%s", rp_int_str(v, num, sizeof num));
             if (w < 0 || (size_t)w >= sizeof buf - len)
                 goto toolong;
             len += (size_t)w;

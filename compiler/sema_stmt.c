@@ -99,6 +99,13 @@ static void lower_stmt(S *s, rp_node *n, cx *c)
             rp_sema_decl_policy(s, n);
         return;
     }
+    case S_KERNEL:
+        if (c->kind != CX_TOP) {
+            ERR(s, n->loc, "'kernel' declarations are only allowed at the top level");
+            return;
+        }
+        rp_sema_decl_kernel(s, n);
+        return;
     case S_STAGE: lower_scope(s, n, RPLAN_OP_STAGE, c); return;
     case S_PLAN: lower_scope(s, n, RPLAN_OP_PLAN, c); return;
     case S_REQUEST: lower_scope(s, n, RPLAN_OP_REQUEST, c); return;

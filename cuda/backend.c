@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Parses the optional ":N" after a backend name: absent → 1. Returns 0 on a bad count. */
 static int parse_count(const char *rest)
@@ -55,13 +56,24 @@ fhr_status fhr_backend_open(const char *spec, fhr_backend **out, fhr_error *err)
     if (strcmp(spec, "cuda") == 0)
         return fhr_backend_cuda_create(out, err);
     int n = 0;
+    const char *virt = strchr(spec, ',');
+    if (virt && strcmp(virt, ",virtual") == 0 && has_prefix(spec, "emu")) {
+        char head[32];
+        size_t len = (size_t)(virt - spec);
+        if (len < sizeof head) {
+            memcpy(head, spec, len);
+            head[len] = '\0';
+            if ((n = parse_count(head + 3)) > 0)
+                return fhr_backend_emu_create_virtual(n, 0, out, err);
+        }
+    }
     if (has_prefix(spec, "emu") && (n = parse_count(spec + 3)) > 0)
         return fhr_backend_emu_create(n, 0, out, err);
     if (has_prefix(spec, "model") && (n = parse_count(spec + 5)) > 0)
         return fhr_backend_model_create(n, out, err);
     return fhr_fail(err, FHR_E_INVALID,
-                    "unknown device spec '%.64s' (want auto, cuda, emu, emu:N, model or model:N "
-                    "with N in 1..%d)",
+                    "unknown device spec '%.64s' (want auto, cuda, emu, emu:N, emu:N,virtual, "
+                    "model or model:N with N in 1..%d)",
                     spec, FHR_MAX_CUDA_DEVICES);
 }
 
@@ -69,6 +81,19 @@ void fhr_backend_destroy(fhr_backend *b)
 {
     if (b)
         b->ops->destroy(b);
+}
+
+uint64_t fhr_backend_clock_ns(fhr_backend *b, int *is_virtual)
+{
+    uint64_t ns = 0;
+    int v = b && b->ops->clock && b->ops->clock(b, &ns);
+    if (is_virtual)
+        *is_virtual = v;
+    if (v)
+        return ns;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
 }
 
 fhr_status fhr_stream_create(fhr_backend *b, fhr_location loc, fhr_stream **out, fhr_error *err)

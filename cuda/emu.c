@@ -1,6 +1,20 @@
 /* cuda/emu.c — the emulated device: device memory in host RAM, every stream a worker
- * thread draining a FIFO, events as real completion markers with CUDA semantics. */
+ * thread draining a FIFO, events as real completion markers with CUDA semantics.
+ *
+ * Two clocks. The wall clock (the default) times events by CLOCK_MONOTONIC when their
+ * record runs. The virtual clock (fhr_backend_emu_create_virtual, "emu:N,virtual") is a
+ * deterministic simulation: every stream is a timeline whose work is given simulated
+ * start and end times when it is enqueued (the host's simulated time at that moment,
+ * the stream's tail, an event waited for: the latest of them), a copy lasts its bytes
+ * over the bandwidth profile's rate for its direction, `advance` models work of a given
+ * duration, and everything else takes no time. The host's simulated time moves only
+ * when it waits (stream or event sync, and a query that finds an event complete in
+ * simulated time); an event is complete for the host when its simulated time has been
+ * reached, whatever the worker threads have really done so far (a query that answers 1
+ * first waits for the real work). So every figure and decision follows from the order
+ * of calls alone, and none of it from how fast the machine runs the workers. */
 #include "fheplan/backend.h"
+#include "fheplan/residency.h"
 #include "base/error.h"
 
 #include <pthread.h>
@@ -15,9 +29,10 @@ typedef struct emu_marker {
     int done;
     int refs;
     uint64_t done_ns; /* when the record op ran (CLOCK_MONOTONIC) */
+    uint64_t vt;      /* virtual clock: its simulated completion time, set when enqueued */
 } emu_marker;
 
-typedef enum emu_op_kind { OP_COPY, OP_FREE, OP_HOST, OP_RECORD, OP_WAIT } emu_op_kind;
+typedef enum emu_op_kind { OP_COPY, OP_FREE, OP_HOST, OP_RECORD, OP_WAIT, OP_ADVANCE } emu_op_kind;
 
 typedef struct emu_op {
     struct emu_op *next;
@@ -29,6 +44,7 @@ typedef struct emu_op {
     fhr_stream *queue; /* OP_FREE: the stream that runs it (its reuse credit) */
     fhr_host_fn fn;
     emu_marker *marker; /* OP_RECORD, OP_WAIT */
+    uint64_t vt;        /* virtual clock: its simulated start */
 } emu_op;
 
 typedef struct emu emu;
@@ -48,6 +64,7 @@ struct fhr_stream {
      * an allocation on the same stream reuses them, as a stream-ordered pool does.
      * Guarded by emu.mu. */
     uint64_t credit[FHR_LOC_SLOTS];
+    uint64_t vt_tail; /* virtual clock: when its last enqueued work ends; emu.sync_mu */
 };
 
 struct fhr_event {
@@ -62,11 +79,23 @@ struct emu {
     uint64_t used[FHR_LOC_SLOTS];
     uint64_t used_high[FHR_LOC_SLOTS];
     uint64_t next_stream_id;
-    pthread_mutex_t sync_mu; /* markers and events */
+    pthread_mutex_t sync_mu; /* markers, events and the virtual clock */
     pthread_cond_t sync_cv;  /* broadcast when any marker completes */
+    int virt;                /* 1: the virtual clock */
+    uint64_t host_vt;        /* virtual clock: the host's simulated time (ns) */
 };
 
+/* Virtual clock: the simulated start of the host function running on this thread (a
+ * stream worker), so that a clock read inside it answers that time; NULL owner: not a
+ * worker, or not inside a host function. */
+static _Thread_local const struct emu *cur_owner;
+static _Thread_local uint64_t cur_vt;
+
 static emu *E(fhr_backend *b) { return (emu *)b->impl; }
+
+/* Virtual clock: a copy within one device runs at the kernel model's default device
+ * memory bandwidth (rplan_vm_opts.device_gbps), in GB/s. */
+#define EMU_DEVICE_GBPS 3000.0
 
 /* ---- locations and accounting ------------------------------------------------------ */
 
@@ -122,7 +151,12 @@ static void run_op(emu *e, emu_op *op)
             unaccount(e, op->loc, op->n);
         break;
     case OP_HOST:
+        cur_owner = e;
+        cur_vt = op->vt;
         op->fn(op->dst);
+        cur_owner = NULL;
+        break;
+    case OP_ADVANCE: /* simulated time only: its duration was counted when enqueued */
         break;
     case OP_RECORD: {
         struct timespec ts;
@@ -172,11 +206,30 @@ static void *stream_main(void *arg)
 /* The stream that runs a stream's work: a view's target, else the stream itself. */
 static fhr_stream *R(fhr_stream *s) { return s && s->target ? s->target : s; }
 
-/* Takes ownership of op (heap-allocated) and queues it behind earlier work. */
-static void enqueue(fhr_stream *s, emu_op *op)
+static uint64_t max_u64(uint64_t a, uint64_t b) { return a > b ? a : b; }
+
+/* Takes ownership of op (heap-allocated) and queues it behind earlier work. On the
+ * virtual clock it starts at the latest of the host's time, the stream's tail and (a
+ * wait) its event's time, and lasts dur ns. ev: an event that op (a record) now captures,
+ * installed in the same step so that no wait sees the marker before its time is set. */
+static void enqueue_timed(emu *e, fhr_stream *s, emu_op *op, uint64_t dur, fhr_event *ev)
 {
     s = R(s);
     op->next = NULL;
+    pthread_mutex_lock(&e->sync_mu);
+    if (e->virt) {
+        uint64_t t = max_u64(s->vt_tail, e->host_vt);
+        if (op->kind == OP_WAIT)
+            t = max_u64(t, op->marker->vt);
+        op->vt = t;
+        if (op->kind == OP_RECORD)
+            op->marker->vt = t;
+        s->vt_tail = t + dur;
+    }
+    if (ev) {
+        marker_unref_locked(ev->marker);
+        ev->marker = op->marker;
+    }
     pthread_mutex_lock(&s->mu);
     if (s->tail)
         s->tail->next = op;
@@ -186,6 +239,25 @@ static void enqueue(fhr_stream *s, emu_op *op)
     s->enqueued++;
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
+    pthread_mutex_unlock(&e->sync_mu);
+}
+
+static void enqueue(fhr_stream *s, emu_op *op) { enqueue_timed(R(s)->owner, s, op, 0, NULL); }
+
+/* Virtual clock: a copy's simulated duration, its bytes over the bandwidth profile's
+ * default rate for its direction (fhr_link_rates; within one device, the kernel model's
+ * default device memory bandwidth), rounded up to whole nanoseconds. */
+static uint64_t copy_ns(fhr_location d, fhr_location s, size_t n)
+{
+    double gbps = FHR_DEFAULT_PAGEABLE_GBPS; /* host and pinned among themselves */
+    if (d.kind == FHR_LOC_CUDA && s.kind == FHR_LOC_CUDA)
+        gbps = d.index == s.index ? EMU_DEVICE_GBPS : FHR_DEFAULT_PEER_GBPS;
+    else if (d.kind == FHR_LOC_CUDA || s.kind == FHR_LOC_CUDA)
+        gbps = (d.kind == FHR_LOC_PINNED || s.kind == FHR_LOC_PINNED) ? FHR_DEFAULT_PINNED_GBPS
+                                                                       : FHR_DEFAULT_PAGEABLE_GBPS;
+    double ns = (double)n / gbps; /* bytes / (GB/s) = ns */
+    uint64_t whole = (uint64_t)ns;
+    return whole + ((double)whole < ns);
 }
 
 static emu_op *new_op(emu_op_kind kind, fhr_error *err)
@@ -288,7 +360,7 @@ static fhr_status emu_copy(fhr_backend *b, void *dst, fhr_location dloc, const v
     op->dst = dst;
     op->src = src;
     op->n = n;
-    enqueue(s, op);
+    enqueue_timed(e, s, op, e->virt ? copy_ns(dloc, sloc, n) : 0, NULL);
     return FHR_OK;
 }
 
@@ -340,15 +412,23 @@ static void emu_stream_destroy(fhr_backend *b, fhr_stream *s)
 
 static fhr_status emu_stream_sync(fhr_backend *b, fhr_stream *s, fhr_error *err)
 {
-    (void)b;
+    emu *e = E(b);
     if (!s)
         return fhr_fail(err, FHR_E_INVALID, "emu: stream_sync on a NULL stream");
     s = R(s);
+    pthread_mutex_lock(&e->sync_mu); /* the work and its simulated end, taken together */
+    uint64_t vt = s->vt_tail;
     pthread_mutex_lock(&s->mu);
+    pthread_mutex_unlock(&e->sync_mu);
     uint64_t target = s->enqueued;
     while (s->completed < target)
         pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
+    if (e->virt) {
+        pthread_mutex_lock(&e->sync_mu);
+        e->host_vt = max_u64(e->host_vt, vt);
+        pthread_mutex_unlock(&e->sync_mu);
+    }
     return FHR_OK;
 }
 
@@ -387,11 +467,7 @@ static fhr_status emu_event_record(fhr_backend *b, fhr_event *ev, fhr_stream *s,
     }
     m->refs = 2; /* the event and the queued record op */
     op->marker = m;
-    pthread_mutex_lock(&e->sync_mu);
-    marker_unref_locked(ev->marker);
-    ev->marker = m;
-    pthread_mutex_unlock(&e->sync_mu);
-    enqueue(s, op);
+    enqueue_timed(e, s, op, 0, ev);
     return FHR_OK;
 }
 
@@ -401,7 +477,17 @@ static int emu_event_query(fhr_backend *b, fhr_event *ev)
     if (!ev)
         return -1;
     pthread_mutex_lock(&e->sync_mu);
-    int done = !ev->marker || ev->marker->done;
+    emu_marker *m = ev->marker;
+    int done = !m || m->done;
+    if (e->virt && m) { /* complete once the host's simulated time reached it */
+        done = m->vt <= e->host_vt;
+        if (done && !m->done) { /* ... and then the real work is waited for */
+            m->refs++;
+            while (!m->done)
+                pthread_cond_wait(&e->sync_cv, &e->sync_mu);
+            marker_unref_locked(m);
+        }
+    }
     pthread_mutex_unlock(&e->sync_mu);
     return done;
 }
@@ -417,13 +503,15 @@ static fhr_status emu_event_sync(fhr_backend *b, fhr_event *ev, fhr_error *err)
         m->refs++;
         while (!m->done)
             pthread_cond_wait(&e->sync_cv, &e->sync_mu);
+        if (e->virt)
+            e->host_vt = max_u64(e->host_vt, m->vt);
         marker_unref_locked(m);
     }
     pthread_mutex_unlock(&e->sync_mu);
     return FHR_OK;
 }
 
-/* Every emulated event captures its completion time. */
+/* Every emulated event captures its completion time: real, or simulated. */
 static fhr_status emu_event_elapsed(fhr_backend *b, fhr_event *from, fhr_event *to,
                                     double *seconds, fhr_error *err)
 {
@@ -433,7 +521,9 @@ static fhr_status emu_event_elapsed(fhr_backend *b, fhr_event *from, fhr_event *
     pthread_mutex_lock(&e->sync_mu);
     emu_marker *a = from->marker, *z = to->marker;
     int ok = a && z && a->done && z->done;
-    double d = ok ? ((double)z->done_ns - (double)a->done_ns) * 1e-9 : 0;
+    double d = !ok ? 0
+               : e->virt ? ((double)z->vt - (double)a->vt) * 1e-9
+                         : ((double)z->done_ns - (double)a->done_ns) * 1e-9;
     pthread_mutex_unlock(&e->sync_mu);
     if (!ok)
         return fhr_fail(err, FHR_E_INVALID, "emu: event_elapsed on an event not recorded or "
@@ -462,6 +552,38 @@ static fhr_status emu_stream_wait_event(fhr_backend *b, fhr_stream *s, fhr_event
     }
     enqueue(s, op);
     return FHR_OK;
+}
+
+/* Virtual clock only: simulated work of ns on s (nothing runs). */
+static fhr_status emu_advance(fhr_backend *b, fhr_stream *s, uint64_t ns, fhr_error *err)
+{
+    emu *e = E(b);
+    if (!e->virt)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "emu: advance needs the virtual clock");
+    if (!s)
+        return fhr_fail(err, FHR_E_INVALID, "emu: advance needs a stream");
+    emu_op *op = new_op(OP_ADVANCE, err);
+    if (!op)
+        return FHR_E_NOMEM;
+    enqueue_timed(e, s, op, ns, NULL);
+    return FHR_OK;
+}
+
+/* Virtual clock: the host's simulated time, or inside a host function running on a
+ * stream, the time that function runs at. */
+static int emu_clock(fhr_backend *b, uint64_t *ns)
+{
+    emu *e = E(b);
+    if (!e->virt)
+        return 0;
+    if (cur_owner == e) {
+        *ns = cur_vt;
+        return 1;
+    }
+    pthread_mutex_lock(&e->sync_mu);
+    *ns = e->host_vt;
+    pthread_mutex_unlock(&e->sync_mu);
+    return 1;
 }
 
 static fhr_status emu_launch_host(fhr_backend *b, fhr_stream *s, fhr_host_fn fn, void *arg,
@@ -575,10 +697,12 @@ static const fhr_backend_ops emu_ops = {
     .stream_native = emu_stream_native,
     .event_create_timed = emu_event_create,
     .event_elapsed = emu_event_elapsed,
+    .clock = emu_clock,
+    .advance = emu_advance,
 };
 
-fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend **out,
-                                  fhr_error *err)
+static fhr_status emu_create(int ndev, uint64_t capacity_bytes, int virt, fhr_backend **out,
+                             fhr_error *err)
 {
     if (ndev < 1 || ndev > FHR_MAX_CUDA_DEVICES || !out)
         return fhr_fail(err, FHR_E_INVALID, "emu: device count %d is not in 1..%d", ndev,
@@ -590,9 +714,23 @@ fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend
     e->base.impl = e;
     e->ndev = ndev;
     e->capacity = capacity_bytes;
+    e->virt = virt;
     pthread_mutex_init(&e->mu, NULL);
     pthread_mutex_init(&e->sync_mu, NULL);
     pthread_cond_init(&e->sync_cv, NULL);
     *out = &e->base;
     return FHR_OK;
+}
+
+
+fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes, fhr_backend **out,
+                                  fhr_error *err)
+{
+    return emu_create(ndev, capacity_bytes, 0, out, err);
+}
+
+fhr_status fhr_backend_emu_create_virtual(int ndev, uint64_t capacity_bytes, fhr_backend **out,
+                                          fhr_error *err)
+{
+    return emu_create(ndev, capacity_bytes, 1, out, err);
 }

@@ -101,6 +101,18 @@ static fhr_status f_event_elapsed(fhr_backend *b, fhr_event *from, fhr_event *to
     return IN(b)->ops->event_elapsed(IN(b), from, to, seconds, err);
 }
 
+static int f_clock(fhr_backend *b, uint64_t *ns)
+{
+    return IN(b)->ops->clock && IN(b)->ops->clock(IN(b), ns);
+}
+
+static fhr_status f_advance(fhr_backend *b, fhr_stream *s, uint64_t ns, fhr_error *err)
+{
+    if (!IN(b)->ops->advance)
+        return fhr_fail(err, FHR_E_UNSUPPORTED, "fault: the inner backend has no virtual clock");
+    return IN(b)->ops->advance(IN(b), s, ns, err);
+}
+
 static void f_event_destroy(fhr_backend *b, fhr_event *e)
 {
     IN(b)->ops->event_destroy(IN(b), e);
@@ -192,6 +204,8 @@ static const fhr_backend_ops fault_ops = {
     .stream_native = f_stream_native,
     .event_create_timed = f_event_create_timed,
     .event_elapsed = f_event_elapsed,
+    .clock = f_clock,
+    .advance = f_advance,
 };
 
 fhr_status fhr_backend_fault_create(fhr_backend *inner, fhr_backend **out, fhr_error *err)

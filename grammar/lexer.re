@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/units.h"
 #include "compiler/lang.h"
 #include "parser.h"
 #include "runtime/program/program.h"
@@ -31,6 +32,10 @@ int rp_unit_find(const char *name)
 
 const char *rp_unit_suggest(const char *name)
 {
+    /* what the user most likely meant (GB: GiB, msec: ms) before the nearest spelling */
+    const char *g = fhr_unit_guess(name);
+    if (g && rp_unit_find(g) >= 0)
+        return g;
     const char *c[sizeof units / sizeof units[0]];
     for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
         c[i] = units[i].name;
@@ -49,7 +54,7 @@ static const char *const keywords[] = {
     "reclaim", "reserve", "enter", "body", "exit", "require", "ensure", "move", "drop",
     "discard", "hold", "release", "run", "for", "in", "from", "at", "init", "source",
     "priority", "exclusive", "replicable", "host", "pinned", "synth", "file", "zero",
-    "seeded", "keep",
+    "seeded", "keep", "fields", "kernel",
 };
 
 const char *rp_keyword_suggest(const char *word)
@@ -138,7 +143,7 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             }
             "\n" | "\r\n" | "\r" { lx->line++; lx->line_start = lx->cur; continue; }
             [ \t]+ { continue; }
-            "#" [^\n\x00]* {
+            "#" [^\n\r\x00]* {
                 if (lx->keep_comments) {
                     tk = T_COMMENT;
                     goto done;
@@ -177,6 +182,8 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             "priority"   { tk = T_PRIORITY; goto done; }
             "seeded"     { tk = T_SEEDED; goto done; }
             "keep"       { tk = T_KEEP; goto done; }
+            "fields"     { tk = T_FIELDS; goto done; }
+            "kernel"     { tk = T_KERNEL; goto done; }
             "exclusive"  { lval->u = FHR_EXCLUSIVE; tk = T_MODE; goto done; }
             "replicable" { lval->u = FHR_REPLICABLE; tk = T_MODE; goto done; }
             "host"       { tk = T_HOST; goto done; }

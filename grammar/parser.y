@@ -78,6 +78,7 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %union {
     rp_node *n;
     char *s;
+    const char *cs;
     uint64_t u;
 }
 
@@ -90,12 +91,14 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %token RELEASE "release" RUN "run" FOR "for" IN "in" FROM "from" AT "at" INIT "init"
 %token SOURCE "source" PRIORITY "priority" HOST "host" PINNED "pinned"
 %token SYNTH "synth" FILE "file" ZERO "zero" SEEDED "seeded" KEEP "keep"
+%token FIELDS "fields" KERNEL "kernel"
 %token ARROW "->" DOTDOT ".." DOTDOTLT "..<" SHL "<<"
 %token COMMENT "comment" /* only with rp_lexer.keep_comments (the formatter) */
 
 %type <n> stmts stmt block expr loc vref str attrs attr data chains chain locs
-%type <n> args argl opt_from opt_label opt_dim
+%type <n> args argl opt_from opt_label opt_dim fieldl field
 %type <s> kname
+%type <cs> kword
 
 %destructor { free($$); } <s>
 %destructor { rp_node_free($$); } <n>
@@ -141,6 +144,12 @@ stmt:
     | CONST IDENT '=' expr { $$ = mkt(S_CONST, @2, $2, $4, NULL, NULL); NOMEM($$); }
     | VALUE IDENT opt_dim '=' expr attrs {
         $$ = mkt(S_VALUE, @2, $2, $3, $5, $6); NOMEM($$);
+    }
+    | KERNEL kname IDENT expr {
+        $$ = mkt(S_KERNEL, @2, $2, $4, NULL, NULL);
+        if ($$) { $$->text2 = $3; $$->b = rp_node_new(N_NAME, @3); }
+        else free($3);
+        NOMEM($$ && $$->b);
     }
     | POLICY IDENT '=' IDENT '(' chains ')' {
         $$ = mkt(S_POLICY, @2, $2, NULL, NULL, $6);
@@ -205,12 +214,24 @@ attr:
     | SEEDED '(' expr ')' { $$ = mk(A_SEEDED, @1, $3, NULL, NULL); NOMEM($$); }
     | SEEDED kname '(' expr ')' { $$ = mkt(A_SEEDED, @1, $2, $4, NULL, NULL); NOMEM($$); }
     | KEEP loc { $$ = mk(A_KEEP, @1, $2, NULL, NULL); NOMEM($$); }
+    | FIELDS '(' fieldl ')' { $$ = mk(A_FIELDS, @1, $3, NULL, NULL); NOMEM($$); }
+    ;
+
+fieldl:
+    field { $$ = rp_list_new(@$); NOMEM($$); rp_list_append($$, $1); }
+    | fieldl ',' field { $$ = rp_list_append($1, $3); $1 = NULL; }
+    ;
+
+field:
+    IDENT { $$ = mkt(N_FIELD, @1, $1, NULL, NULL, NULL); NOMEM($$); }
+    | IDENT '=' expr { $$ = mkt(N_FIELD, @1, $1, $3, NULL, NULL); NOMEM($$); }
     ;
 
 data:
     SYNTH '(' expr ')' { $$ = mk(N_SYNTH, @$, $3, NULL, NULL); NOMEM($$); }
     | FILE '(' STRING ')' { $$ = mkt(N_FILE, @$, $3, NULL, NULL, NULL); NOMEM($$); }
     | ZERO { $$ = mk(N_NAME, @$, NULL, NULL, NULL); NOMEM($$); }
+    | kname '(' expr ')' { $$ = mkt(N_ENGINE, @$, $1, $3, NULL, NULL); NOMEM($$); }
     ;
 
 chains:
@@ -245,6 +266,13 @@ str:
 
 kname:
     IDENT { $$ = $1; }
+    | kname '.' kword {
+        size_t a = strlen($1), b = strlen($3);
+        $$ = malloc(a + b + 2);
+        if ($$) { memcpy($$, $1, a); $$[a] = '.'; memcpy($$ + a + 1, $3, b + 1); }
+        free($1);
+        NOMEM($$);
+    }
     | kname '.' IDENT {
         size_t a = strlen($1), b = strlen($3);
         $$ = malloc(a + b + 2);
@@ -252,6 +280,13 @@ kname:
         free($1); free($3);
         NOMEM($$);
     }
+    ;
+
+/* the words after `kernel` and `fields` were identifiers before they were keywords:
+   as parts of a dotted kernel name they still are */
+kword:
+    KERNEL { $$ = "kernel"; }
+    | FIELDS { $$ = "fields"; }
     ;
 
 args:

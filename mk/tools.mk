@@ -5,9 +5,6 @@
 .PHONY: test-fmt test-editors test-timeline
 TEST_EXTRA += test-fmt test-editors test-timeline
 
-$(BUILD)/obj/tests/unit/test_fmt.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
-$(BUILD)/obj/tests/unit/test_sarif.o: CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
-
 test-fmt: $(BUILD)/fheplan
 	$(BUILD)/fheplan fmt --check plans/*.rplan
 

@@ -15,8 +15,3 @@ example: deps
 example-run: all
 	$(BUILD)/fheplan check plans/ckks-bootstrap.rplan
 	$(BUILD)/fheplan run --device auto plans/ckks-bootstrap.rplan
-
-# The CLI tests run the fheplan binary of the same build.
-$(BUILD)/obj/tests/unit/test_cli.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
-$(BUILD)/obj/tests/unit/test_lookahead_cli.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'
-$(BUILD)/obj/tests/unit/test_cli_output.o: FHR_CPPFLAGS += -DFHEPLAN_CLI='"$(BUILD)/fheplan"'

@@ -5,10 +5,17 @@
  * memory, the a halves regenerated on the device by Phantom's own sampler from the seeds
  * captured at key generation); prints every acceptance check and writes results.json.
  *
- * usage: phantom-bsgs [--out DIR] [--fheplan PATH] [--budgets K,K,...] [--reps N]
- * Budgets are counted in keys (0: all 14). DIR defaults to $OUT, else ".". */
+ * Then the same transform again as a plan file (bsgs.rplan) that the embedded VM runs on
+ * Phantom's keys, kernels and stream (the plan-driven path), against the controller-driven
+ * loop in the same process.
+ *
+ * usage: phantom-bsgs [--out DIR] [--fheplan PATH] [--plan FILE] [--budgets K,K,...]
+ *                     [--reps N]
+ * Budgets are counted in keys (0: all 14). DIR defaults to $OUT, else "."; FILE to
+ * bsgs.rplan beside the program. */
 #include "fheplan/residency.h"
 #include "fheplan/cuda.h"
+#include "fheplan/vm.h"
 
 #include "examples/phantom/adapter.h"
 
@@ -170,15 +177,28 @@ typedef struct check_pred {
 } check_pred;
 
 /* Runs `fheplan check --json --pinned-gbps P --gen-gbps G PATH`. */
+static check_pred predicted_at(const char *fheplan, const char *path, double pinned_gbps,
+                               double gen_gbps, uint64_t budget);
+
 static check_pred predicted(const char *fheplan, const char *path, double pinned_gbps,
                             double gen_gbps)
+{
+    return predicted_at(fheplan, path, pinned_gbps, gen_gbps, 0);
+}
+
+/* The same with --budget cuda:0=BUDGET when budget is not 0. */
+static check_pred predicted_at(const char *fheplan, const char *path, double pinned_gbps,
+                               double gen_gbps, uint64_t budget)
 {
     check_pred none = {-1, -1, -1};
     if (!path)
         return none;
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.3f --gen-gbps %.3f '%s'",
-             fheplan, pinned_gbps, gen_gbps, path);
+    char bud[64] = "";
+    if (budget)
+        snprintf(bud, sizeof bud, " --budget cuda:0=%lluB", (unsigned long long)budget);
+    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.3f --gen-gbps %.3f%s '%s'",
+             fheplan, pinned_gbps, gen_gbps, bud, path);
     FILE *p = popen(cmd, "r");
     if (!p)
         return none;
@@ -453,7 +473,247 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
     fhr_manager_destroy(m);
 }
 
+/* ---- the plan-driven path: the same transform, run by the embedded VM ------------------- */
+
+/* The kernels the plan names: ph.begin(p), ph.rotate(rk[k], p, u), ph.products(p),
+ * ph.end(p), each the adapter's step on cudaStreamPerThread, the stream the VM was given. */
+static fhr_status ph_fail(fhr_error *err, const char *what)
+{
+    if (err) {
+        err->status = FHR_E_BACKEND;
+        snprintf(err->message, sizeof err->message, "%.40s: %.400s", what, msg);
+    }
+    return FHR_E_BACKEND;
+}
+
+static int int_arg(const rplan_kernel_call *c, int nth)
+{
+    for (size_t a = 0; a < c->nargs; a++)
+        if (c->args[a].kind == RPLAN_ARG_INT && nth-- == 0)
+            return (int)c->args[a].imm;
+    return -1;
+}
+
+static fhr_status k_begin(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    return ph_pass_begin(ctx, int_arg(c, 0), msg, sizeof msg) ? ph_fail(err, "ph.begin") : FHR_OK;
+}
+
+static fhr_status k_end(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    return ph_pass_end(ctx, int_arg(c, 0), msg, sizeof msg) ? ph_fail(err, "ph.end") : FHR_OK;
+}
+
+static fhr_status k_products(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    return ph_pass_after_use(ctx, int_arg(c, 0), msg, sizeof msg) ? ph_fail(err, "ph.products")
+                                                                   : FHR_OK;
+}
+
+/* The leased key's fields are laid out as the plan declares them, b0 a0 ... b4 a4 back to
+ * back: Phantom's own layout, so the table points at field b0. */
+static fhr_status k_rotate(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    int p = int_arg(c, 0), u = int_arg(c, 1), k = p >= 0 && u >= 0 ? ph_use_key(p, u) : -1;
+    char want[16];
+    snprintf(want, sizeof want, "rk[%d]", k);
+    void *dev = NULL;
+    size_t n;
+    if (k < 0 || c->nvalues != 1 || strcmp(c->infos[0]->name, want) != 0 ||
+        fhr_value_field(c->values[0], "b0", &dev, &n) != FHR_OK) {
+        snprintf(msg, sizeof msg, "use %d of pass %d reads %s, not %s", u, p,
+                 c->nvalues ? c->infos[0]->name : "no key", want);
+        return ph_fail(err, "ph.rotate");
+    }
+    if (ph_bind_key(ctx, k, dev, msg, sizeof msg) || ph_pass_use(ctx, p, u, msg, sizeof msg))
+        return ph_fail(err, "ph.rotate");
+    return FHR_OK;
+}
+
+/* Key k's pinned export as a value with the plan's fields (the VM adopts it). */
+static fhr_value *key_value(void *pinned, uint64_t key_bytes)
+{
+    fhr_value *v = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    size_t bi;
+    fhr_check(fhr_value_create(fhr_loc_pinned(), NULL, &v, &err), &err, "value");
+    fhr_check(fhr_value_add_buffer(v, pinned, key_bytes, NULL, NULL, &bi, &err), &err, "buffer");
+    for (size_t part = 0; part < nparts; part++)
+        for (int h = 0; h < 2; h++) {
+            char name[24];
+            snprintf(name, sizeof name, "%c%zu", h ? 'a' : 'b', part);
+            fhr_check(fhr_value_add_field(v, name, bi, (2 * part + (size_t)h) * half_bytes,
+                                          half_bytes, &err), &err, "field");
+        }
+    return v;
+}
+
+typedef struct plan_out {
+    double stage_s[PH_PASSES];   /* the VM's stage times: first device work to the last */
+    double run_s;                /* rplan_vm_run, host wall */
+    double total_s;              /* the report's run time: first instruction to the end */
+    uint64_t bytes, loads, evictions, waits;
+    double link_busy_s, link_idle_s, lower_bound_s, ratio;
+    char *profile;               /* the run's kernel profile (JSON) */
+} plan_out;
+
+/* The plan run by a VM embedded in Phantom: its keys adopted, its kernels registered, its
+ * stream (cudaStreamPerThread) the body stream; the budget of nk keys overrides the plan's. */
+static void run_plan(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinned,
+                     uint64_t key_bytes, int nk, const rplan_program *prog, double bw,
+                     run_out *r, plan_out *po)
+{
+    memset(r, 0, sizeof *r);
+    memset(po, 0, sizeof *po);
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_budget bud = {fhr_loc_cuda(0), key_bytes * (uint64_t)nk};
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.budget_override = &bud;
+    o.nbudget_override = 1;
+    o.pinned_gbps = bw / 1e9; /* measured above: no probe of its own */
+    rplan_vm *vm = NULL;
+    fhr_check(rplan_vm_create(prog, b, &o, &vm, &err), &err, "vm");
+    fhr_check(rplan_kernel_register(vm, "ph.begin", k_begin, e, &err), &err, "kernel");
+    fhr_check(rplan_kernel_register(vm, "ph.rotate", k_rotate, e, &err), &err, "kernel");
+    fhr_check(rplan_kernel_register(vm, "ph.products", k_products, e, &err), &err, "kernel");
+    fhr_check(rplan_kernel_register(vm, "ph.end", k_end, e, &err), &err, "kernel");
+    fhr_check(rplan_vm_body_stream(vm, fhr_loc_cuda(0), view, &err), &err, "body stream");
+    for (int k = 0; k < PH_KEYS; k++) {
+        char name[16];
+        snprintf(name, sizeof name, "rk[%d]", k);
+        long i = rplan_vm_value_index(vm, name);
+        fhr_value *v = key_value(pinned[k], key_bytes);
+        if (i < 0)
+            fhr_check(FHR_E_INVALID, NULL, "the plan has no key rk[k]");
+        fhr_check(rplan_vm_adopt(vm, (size_t)i, &v, &err), &err, "adopt");
+    }
+    rplan_vm_report *rep = NULL;
+    double t0 = now_s();
+    fhr_status st = rplan_vm_run(vm, &rep, &err);
+    po->run_s = now_s() - t0;
+    if (st != FHR_OK) {
+        fprintf(stderr, "phantom-bsgs: the plan failed at %u:%u: %s\n", rep ? rep->line : 0,
+                rep ? rep->col : 0, rep ? rep->message : err.message);
+        exit(2);
+    }
+    for (size_t i = 0; i < rep->nstages; i++)
+        for (int p = 0; p < PH_PASSES; p++) {
+            char nm[16];
+            snprintf(nm, sizeof nm, "pass%d", p + 1);
+            if (!strcmp(rep->stages[i].name, nm)) {
+                po->stage_s[p] = rep->stages[i].time_s;
+                r->bytes[p] = rep->stages[i].bytes[FHR_DIR_H2D];
+                r->pass_s[p] = rep->stages[i].time_s;
+            }
+        }
+    po->total_s = rep->total.time_s;
+    po->bytes = rep->total.bytes[FHR_DIR_H2D];
+    po->loads = rep->total.copies[FHR_DIR_H2D];
+    po->evictions = rep->total.evictions;
+    for (int w = 0; w < RPLAN_WAITS; w++)
+        po->waits += rep->host_waits[w];
+    po->link_busy_s = rep->link_busy_s;
+    po->link_idle_s = rep->link_idle_s;
+    po->lower_bound_s = rep->lower_bound_s;
+    po->ratio = rep->ratio;
+    po->profile = rplan_profile_json(rep);
+    sample_peaks(rplan_vm_manager(vm), r);
+    rplan_vm_report_free(rep);
+    PH(ph_results(e, &r->words, &r->nwords, msg, sizeof msg));
+    PH(ph_check_slots(e, &r->max_err, msg, sizeof msg));
+    rplan_vm_destroy(vm);
+}
+
 static const char *verdict(int ok) { return ok ? "PASS" : "FAIL"; }
+
+#define PLAN_LIMIT 1.01 /* the plan-driven pass against the controller-driven one */
+
+/* The plan-driven run of one budget, against the controller-driven run r of the same
+ * budget (ctl_gpu_ms: its passes by timing events) and the resident reference; prints
+ * and appends to results.json (a "plan" member of the budget's object). Returns 1 when
+ * every check passes. */
+static int plan_budget(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinned,
+                       uint64_t key_bytes, int nk, const rplan_program *prog,
+                       const char *planfile, const char *fheplan, const char *outdir, double bw,
+                       double gen_rate, int reps, const run_out *ref, const double *ctl_gpu_ms,
+                       const run_out *ctl, FILE *js)
+{
+    run_out r;
+    plan_out po;
+    memset(&po, 0, sizeof po);
+    r.words = NULL;
+    for (int rep = 0; rep < reps; rep++) {
+        if (rep)
+            free(r.words);
+        free(po.profile);
+        run_plan(e, b, view, pinned, key_bytes, nk, prog, bw, &r, &po);
+    }
+    uint64_t budget = key_bytes * (uint64_t)nk;
+    check_pred pc = predicted_at(fheplan, planfile, bw / 1e9, gen_rate / 1e9, budget);
+    int same = r.nwords == ref->nwords && !memcmp(r.words, ref->words, r.nwords * sizeof *r.words);
+    int slots_ok = r.max_err < TOLERANCE;
+    int peak_ok = r.peak_charged <= budget && r.peak_pool <= budget;
+    int bytes_ok = pc.moved >= 0 && (double)po.bytes == pc.moved;
+    printf("  the plan (%s) run by the VM embedded in Phantom, budget %d keys:\n", planfile, nk);
+    printf("    results bit-identical to resident keys: %s; slots within %.3g: %s\n",
+           verdict(same), r.max_err, verdict(slots_ok));
+    printf("    fheplan peak %.3f GiB charged, %.3f GiB from its pool; budget %.3f GiB: %s\n",
+           (double)r.peak_charged / (1 << 30), (double)r.peak_pool / (1 << 30),
+           (double)budget / (1 << 30), verdict(peak_ok));
+    printf("    bytes moved %llu (%llu loads, %llu evictions), fheplan check of the same file "
+           "predicts %.0f: %s; the controller-driven loop moved %llu\n",
+           (unsigned long long)po.bytes, (unsigned long long)po.loads,
+           (unsigned long long)po.evictions, pc.moved, verdict(bytes_ok),
+           (unsigned long long)(ctl->bytes[0] + ctl->bytes[1]));
+    printf("    the VM's report: link busy %.2f ms, idle %.2f ms between transfers, %llu host "
+           "waits, ratio %.3f to its bound; rplan_vm_run %.2f ms in all (setup included)\n",
+           po.link_busy_s * 1e3, po.link_idle_s * 1e3, (unsigned long long)po.waits, po.ratio,
+           po.run_s * 1e3);
+    /* the two passes, each path from its first action to its last work's end: the loop
+     * synchronises the host after each pass, the VM runs the passes back to back (so its
+     * stages overlap, and their times are not comparable pass by pass) */
+    double ctl_s = ctl->pass_s[0] + ctl->pass_s[1];
+    double vs_loop = po.total_s / ctl_s;
+    int time_ok = vs_loop <= PLAN_LIMIT;
+    printf("    both passes: %.2f ms plan-driven (the VM's run, first instruction to the end), "
+           "%.2f ms controller-driven (host, each pass to its synchronisation): %.4fx: %s\n",
+           po.total_s * 1e3, ctl_s * 1e3, vs_loop, verdict(time_ok));
+    int ok = same && slots_ok && peak_ok && bytes_ok && time_ok;
+    fprintf(js, ", \"plan\": {\"bit_identical\": %s, \"max_err\": %.3g, \"peak_charged\": %llu,"
+                " \"bytes\": %llu, \"predicted\": %.0f, \"loads\": %llu, \"waits\": %llu,"
+                " \"link_busy_ms\": %.3f, \"link_idle_ms\": %.3f, \"passes\": [",
+            same ? "true" : "false", r.max_err, (unsigned long long)r.peak_charged,
+            (unsigned long long)po.bytes, pc.moved, (unsigned long long)po.loads,
+            (unsigned long long)po.waits, po.link_busy_s * 1e3, po.link_idle_s * 1e3);
+    for (int p = 0; p < PH_PASSES; p++) {
+        double xfer = (double)r.bytes[p] / bw;
+        double bound = ref->pass_s[p] > xfer ? ref->pass_s[p] : xfer;
+        double vs_ctl = ctl_gpu_ms[p] > 0 ? po.stage_s[p] * 1e3 / ctl_gpu_ms[p] : 0;
+        printf("    pass %d: stage %.2f ms (the VM's stage: it opens while the last pass "
+               "still runs on the GPU), controller-driven %.2f ms by timing events (%.4fx); "
+               "%.3fx max(resident %.2f ms, transfers %.2f ms)\n", p + 1, po.stage_s[p] * 1e3,
+               ctl_gpu_ms[p], vs_ctl, po.stage_s[p] / bound, ref->pass_s[p] * 1e3, xfer * 1e3);
+        fprintf(js, "%s{\"ms\": %.3f, \"controller_ms\": %.3f, \"vs_controller\": %.4f,"
+                    " \"bytes\": %llu, \"ratio\": %.4f}", p ? ", " : "", po.stage_s[p] * 1e3,
+                ctl_gpu_ms[p], vs_ctl, (unsigned long long)r.bytes[p], po.stage_s[p] / bound);
+    }
+    fprintf(js, "], \"ms\": %.3f, \"controller_ms\": %.3f, \"vs_controller\": %.4f}",
+            po.total_s * 1e3, ctl_s * 1e3, vs_loop);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/bsgs-%dkeys-profile.json", outdir, nk);
+    FILE *f = po.profile ? fopen(path, "w") : NULL;
+    if (f) {
+        fputs(po.profile, f);
+        fclose(f);
+        printf("    kernel profile (fheplan check --profile): %s\n", path);
+    }
+    free(po.profile);
+    free(r.words);
+    return ok;
+}
 
 /* Every key once through fheplan's own copy path (fhr_manager_value_to on a stream fheplan
  * made, Phantom's sampler registered): the device copy's a halves against Phantom's own,
@@ -641,11 +901,19 @@ int main(int argc, char **argv)
     else
         snprintf(fheplan, sizeof fheplan, "fheplan");
     int budgets[8] = {4, 8, 0}, nbudgets = 3, reps = 2;
+    char planfile[2048];
+    snprintf(planfile, sizeof planfile, "%s", fheplan);
+    if ((slash = strrchr(planfile, '/')) != NULL)
+        strcpy(slash + 1, "bsgs.rplan");
+    else
+        snprintf(planfile, sizeof planfile, "bsgs.rplan");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             outdir = argv[++i];
         } else if (!strcmp(argv[i], "--fheplan") && i + 1 < argc) {
             snprintf(fheplan, sizeof fheplan, "%s", argv[++i]);
+        } else if (!strcmp(argv[i], "--plan") && i + 1 < argc) {
+            snprintf(planfile, sizeof planfile, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--budgets") && i + 1 < argc) {
@@ -653,14 +921,24 @@ int main(int argc, char **argv)
             for (char *t = strtok(argv[++i], ","); t && nbudgets < 8; t = strtok(NULL, ","))
                 budgets[nbudgets++] = atoi(t);
         } else {
-            fprintf(stderr, "usage: %s [--out DIR] [--fheplan PATH] [--budgets K,...] [--reps N]\n",
-                    argv[0]);
+            fprintf(stderr, "usage: %s [--out DIR] [--fheplan PATH] [--plan FILE] [--budgets K,...] "
+                            "[--reps N]\n", argv[0]);
             return 64;
         }
     }
     if (reps < 1)
         reps = 1;
     setvbuf(stdout, NULL, _IOLBF, 0); /* line by line into a pipe too (gpu-run.sh tees) */
+    rplan_program *prog = NULL;
+    {
+        rplan_diags *d = rplan_diags_new();
+        if (rplan_compile_file(planfile, NULL, &prog, d) != FHR_OK) {
+            rplan_diags_render(d, stderr, 0);
+            fprintf(stderr, "phantom-bsgs: cannot compile the plan %s\n", planfile);
+            return 2;
+        }
+        rplan_diags_free(d);
+    }
     events_create();
     ph_engine *e = NULL;
     double t0 = now_s();
@@ -795,6 +1073,9 @@ int main(int argc, char **argv)
             /* the last repetition is the one reported; the pool's marks cover them all */
             run_streamed(e, b, view, pinned, key_bytes, nk, 0, 0, &r);
         }
+        double ctl_gpu_ms[PH_PASSES]; /* the controller loop's passes by timing events */
+        for (int p = 0; p < PH_PASSES; p++)
+            ctl_gpu_ms[p] = ev_ms(pev[p].start, pev[p].z);
         uint64_t budget = key_bytes * (uint64_t)nk, moved = r.bytes[0] + r.bytes[1];
         int same = r.nwords == ref.nwords && !memcmp(r.words, ref.words, r.nwords * sizeof *r.words);
         int slots_ok = r.max_err < TOLERANCE;
@@ -895,6 +1176,8 @@ int main(int argc, char **argv)
         all_exact = all_exact && exact;
         fprintf(js, "]");
         all_ok = all_ok && ok;
+        all_ok = plan_budget(e, b, view, pinned, key_bytes, nk, prog, planfile, fheplan, outdir,
+                             bw, gen_rate, reps, &ref, ctl_gpu_ms, &r, js) && all_ok;
         fhr_stream_destroy(b, view);
         fhr_backend_destroy(b);
         /* the same budget with seeded keys, against this unseeded run */
@@ -913,6 +1196,7 @@ int main(int argc, char **argv)
            "(the first key's load added): %s (results in %s)\n", verdict(all_ok),
            verdict(all_exact), path);
     free(ref.words);
+    rplan_program_free(prog);
     for (int k = 0; k < PH_KEYS; k++) {
         cudaFreeHost(pinned[k]);
         cudaFreeHost(pinned_b[k]);

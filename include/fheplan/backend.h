@@ -88,6 +88,14 @@ typedef struct fhr_backend_ops {
     fhr_status (*event_create_timed)(fhr_backend *b, fhr_event **out, fhr_error *err);
     fhr_status (*event_elapsed)(fhr_backend *b, fhr_event *from, fhr_event *to,
                                 double *seconds, fhr_error *err);
+    /* Optional (NULL, or 0 returned: the backend runs on the wall clock). A virtual
+     * clock (the emulated device's, "emu:N,virtual"): 1, with *ns the host's simulated
+     * time in nanoseconds, or inside a host function running on a stream the simulated
+     * time it runs at (this one call may be made from a host function). */
+    int (*clock)(fhr_backend *b, uint64_t *ns);
+    /* Optional (NULL, or FHR_E_UNSUPPORTED: no virtual clock). Models ns of work on s:
+     * later work on s starts ns later in simulated time; nothing runs. */
+    fhr_status (*advance)(fhr_backend *b, fhr_stream *s, uint64_t ns, fhr_error *err);
 } fhr_backend_ops;
 
 struct fhr_backend {
@@ -102,15 +110,23 @@ struct fhr_backend {
  * capacity_bytes per device (0: unlimited) bounds allocations like a real card. */
 FHR_API fhr_status fhr_backend_emu_create(int ndev, uint64_t capacity_bytes,
                                           fhr_backend **out, fhr_error *err);
+/* The emulated device on a virtual clock: deterministic simulated time instead of
+ * wall-clock time (fhr_backend(3), "Virtual time"); what runs is the same. */
+FHR_API fhr_status fhr_backend_emu_create_virtual(int ndev, uint64_t capacity_bytes,
+                                                  fhr_backend **out, fhr_error *err);
 /* Model backend: allocates and copies nothing, only hands out distinct fake
  * addresses; streams and events complete at once. Used by dry runs (`check`). */
 FHR_API fhr_status fhr_backend_model_create(int ndev, fhr_backend **out, fhr_error *err);
 /* Real CUDA backend; FHR_E_UNSUPPORTED when built without CUDA or no device is visible. */
 FHR_API fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err);
 /* "auto" (CUDA when a device is visible, else emu:1), "cuda", "emu", "emu:N", "model",
- * "model:N". NULL means the FHEPLAN_DEVICE environment variable, else "auto". */
+ * "model:N"; "emu,virtual" and "emu:N,virtual" put the emulated device on its virtual
+ * clock. NULL means the FHEPLAN_DEVICE environment variable, else "auto". */
 FHR_API fhr_status fhr_backend_open(const char *spec, fhr_backend **out, fhr_error *err);
 FHR_API void fhr_backend_destroy(fhr_backend *b);
+/* The backend's clock in nanoseconds: its simulated time where it has a virtual clock
+ * (*is_virtual 1), else CLOCK_MONOTONIC (*is_virtual 0). is_virtual may be NULL. */
+FHR_API uint64_t fhr_backend_clock_ns(fhr_backend *b, int *is_virtual);
 
 /* Fault injection: wraps inner (taking ownership) and fails the k-th (1-based) call of
  * the chosen kind with FHR_E_BACKEND; 0 disables that kind. Counters are readable so

@@ -127,7 +127,10 @@ FHR_API char *rplan_disasm_string(const rplan_program *p, unsigned flags); /* fr
 typedef enum rplan_data_kind {
     RPLAN_DATA_ZERO = 0, /* adopted, zero-filled */
     RPLAN_DATA_SYNTH,    /* deterministic synthetic bytes from `seed` */
-    RPLAN_DATA_FILE      /* bytes read from `path` */
+    RPLAN_DATA_FILE,     /* bytes read from `path` */
+    RPLAN_DATA_ENGINE    /* `engine.NAME(ARG)`: the engine's loader NAME fills each copy
+                            (rplan_loader_register), or the engine adopts the value
+                            (rplan_vm_adopt) */
 } rplan_data_kind;
 
 typedef struct rplan_value_info {
@@ -150,7 +153,33 @@ typedef struct rplan_value_info {
     uint64_t regen_seed;
     uint64_t regen_nbytes;
     unsigned keep;                   /* FHR_KEEP_*: host copies that keep "a" */
+    /* RPLAN_DATA_ENGINE: the loader's name ("key" for engine.key(i)) and its argument */
+    const char *loader;
+    uint64_t loader_arg;
+    /* `fields(...)`: the value's named fields (rplan_value_field); 0: one field "data"
+     * (a seeded value: "b" and "a") */
+    size_t nfields;
 } rplan_value_info;
+
+/* Field k of value i: its name (borrowed from the program) and size in bytes, in
+ * declaration order; the fields lie back to back in that order. FHR_E_INVALID when i or
+ * k is out of range. */
+FHR_API fhr_status rplan_value_field(const rplan_program *p, size_t i, size_t k,
+                                     const char **name, uint64_t *nbytes);
+
+/* The cost a `kernel NAME cost DURATION` or `kernel NAME reads SIZE` declaration gives an
+ * engine kernel (rplan(5), "Kernels"), for the model's body time. */
+typedef enum rplan_cost_kind {
+    RPLAN_COST_DURATION = 1, /* imm nanoseconds per call */
+    RPLAN_COST_READS = 2     /* imm bytes read per call, at the device bandwidth */
+} rplan_cost_kind;
+typedef struct rplan_kernel_info {
+    const char *name;
+    rplan_cost_kind kind;
+    uint64_t imm;
+} rplan_kernel_info;
+FHR_API size_t rplan_nkernels(const rplan_program *p);
+FHR_API fhr_status rplan_kernel_cost(const rplan_program *p, size_t i, rplan_kernel_info *out);
 
 typedef enum rplan_policy_kind {
     RPLAN_POLICY_TIERED_LRU = 1, /* least recently used first (fhr_policy_tiered_lru_create) */

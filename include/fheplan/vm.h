@@ -116,7 +116,20 @@ typedef struct rplan_vm_opts {
     int objective;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
     void *progress_ctx;
+    /* Measured kernel times (a previous run's rplan_vm_report.kernels, or `fheplan run
+     * --profile-out`'s file read back): the model's body time of a kernel named here is
+     * its mean, ahead of the plan's `kernel NAME cost|reads` declaration and the built-in
+     * model. Borrowed: it must outlive the VM. Under the time objective, decisions
+     * depend on it: give check and run the same profile. */
+    const struct rplan_kernel_profile *profile;
+    size_t nprofile;
 } rplan_vm_opts;
+
+typedef struct rplan_kernel_profile {
+    const char *name;
+    uint64_t calls;  /* bodies measured */
+    double mean_s;   /* their mean device time */
+} rplan_kernel_profile;
 
 /* ---- kernels --------------------------------------------------------------------- */
 
@@ -148,7 +161,9 @@ typedef struct rplan_kernel_call {
     const rplan_value_info *const *infos;  /* declaration of each value (nbytes scaled) */
     size_t nargs;
     const rplan_arg *args;
-    void *scratch;                 /* VM-owned writable memory at loc */
+    void *scratch;                 /* VM-owned writable memory at loc, for the built-in
+                                      kernels; NULL for an engine's (whose scratch is its
+                                      own, declared with `reserve`) */
     size_t scratch_nbytes;
     uint32_t line, col;            /* source position of the run statement */
 } rplan_kernel_call;
@@ -165,6 +180,68 @@ FHR_API fhr_status rplan_generator_register(rplan_vm *vm, const char *name,
  * spin and ckks.keyswitch are registered by rplan_vm_create and can be replaced. */
 FHR_API fhr_status rplan_kernel_register(rplan_vm *vm, const char *name, rplan_kernel_fn fn,
                                          void *ctx, fhr_error *err);
+
+/* ---- engines ---------------------------------------------------------------------- */
+
+/* One call of a loader: fill the copy of engine value `value` (declared `engine.NAME(ARG)`,
+ * loader NAME, argument `arg`) that fheplan has just allocated at `loc`. fields[k] points to
+ * field k (field_names[k], field_nbytes[k] bytes, in declaration order, back to back).
+ * stream non-NULL: enqueue the fill there (on a device, a transfer stream of fheplan's;
+ * fhr_stream_cuda gives the cudaStream_t) and return; the copy is used only after that
+ * work, in stream order. stream NULL: fill it before returning.
+ * A size probe has fields == NULL and supplied != NULL: store the number of bytes the
+ * engine has for this value in *supplied and return (the VM refuses a run whose declared
+ * sizes differ, naming the value's declaration). */
+typedef struct rplan_load {
+    rplan_vm *vm;
+    const char *loader;
+    uint64_t arg;
+    size_t value;                   /* index of the value in the program */
+    const rplan_value_info *info;   /* its declaration */
+    fhr_location loc;
+    fhr_stream *stream;
+    int device_memory;              /* 1: the fields are CUDA device memory */
+    size_t nfields;
+    const char *const *field_names;
+    void *const *fields;            /* NULL in a size probe */
+    const uint64_t *field_nbytes;
+    uint64_t nbytes;                /* the declared size: the sum of field_nbytes */
+    uint64_t *supplied;             /* size probe only */
+} rplan_load;
+
+/* Returns FHR_OK, or a status and a message in err: the load fails, the run stops at the
+ * instruction that needed the copy (nothing is lost: the manager frees the new copy and
+ * keeps every other one). Called from the thread running rplan_vm_run, while the
+ * manager's source load runs: it must not call the VM's manager. */
+typedef fhr_status (*rplan_loader_fn)(void *ctx, const rplan_load *ld, fhr_error *err);
+
+/* Registers (or replaces) the loader NAME for `engine.NAME(...)` values. name is copied.
+ * Before rplan_vm_run (FHR_E_STATE after). A run with an engine value whose loader is not
+ * registered is refused before its first statement, unless opts.unknown_as_touch, which
+ * fills such values with synthetic content instead (a rehearsal: `fheplan run`). */
+FHR_API fhr_status rplan_loader_register(rplan_vm *vm, const char *name, rplan_loader_fn fn,
+                                         void *ctx, fhr_error *err);
+
+/* Hands the engine's own value to the program's value slot i (a MUST_PRESERVE value: `at
+ * LOC`, with any `init`): the run adopts it instead of making one. The VM owns *value from
+ * here (*value is set to NULL); it must be at the declared location, hold the declared
+ * bytes and, where the plan declares fields, those fields with those sizes; the run is
+ * refused otherwise, naming the declaration. Before rplan_vm_run. FHR_E_INVALID for a
+ * source or seeded value or an index out of range (the caller keeps *value then). */
+FHR_API fhr_status rplan_vm_adopt(rplan_vm *vm, size_t i, fhr_value **value, fhr_error *err);
+
+/* Index of the value named `name` ("key[3]"), or -1. */
+FHR_API long rplan_vm_value_index(const rplan_vm *vm, const char *name);
+
+/* Bodies at CUDA location loc run on s, a stream of the engine (a view: fhr_stream_wrap /
+ * fhr_stream_wrap_cuda, cudaStreamPerThread and the legacy stream included) instead of
+ * the VM's own compute stream: kernels are called with it, leases record their consumer
+ * events on it, and the copies a body reads (on fheplan's transfer streams) are ordered
+ * before it. The VM never destroys s; the engine keeps it alive until rplan_vm_destroy has
+ * returned. A per-thread stream must be given by, and the VM run on, the thread it
+ * means. Before rplan_vm_run. */
+FHR_API fhr_status rplan_vm_body_stream(rplan_vm *vm, fhr_location loc, fhr_stream *s,
+                                        fhr_error *err);
 
 /* ---- VM ------------------------------------------------------------------------ */
 
@@ -206,6 +283,23 @@ typedef struct rplan_stage_report {
     uint64_t regen_checks;           /* of the checks: seeded values (both halves) */
 } rplan_stage_report;
 
+/* One device's figures in a run (or pinned or host where bodies ran there). */
+typedef struct rplan_device_figures {
+    fhr_location loc;
+    uint64_t bodies;
+    double compute_s;           /* its bodies' measured time, overlapping bodies counted once */
+    uint64_t regen_bytes;       /* generated on it */
+    double regen_s;             /* regen_bytes / gen_gbps */
+    uint64_t pcie_bytes;        /* over its PCIe link: copies onto it and back, loads onto it */
+    uint64_t peer_bytes;        /* copied onto it from another device */
+    double pcie_s, peer_s;      /* pcie_bytes / pinned_gbps, peer_bytes / peer_gbps */
+    double link_s;              /* max(pcie_s, peer_s), or link_busy_s where the link carried
+                                   its bytes in less time than that (faster than rated) */
+    uint64_t link_windows;      /* its transfer stream: the windows timed, busy and idle time */
+    double link_busy_s, link_idle_s, link_ready_idle_s;
+    double bound_s;             /* max(compute_s + regen_s, link_s) */
+} rplan_device_figures;
+
 typedef struct rplan_vm_report {
     int ok;
     int explain;
@@ -216,7 +310,7 @@ typedef struct rplan_vm_report {
     rplan_stage_report total;
     double pinned_gbps;         /* measured or configured */
     double transfer_s;          /* max(PCIe bytes / pinned, peer bytes / peer bandwidth) */
-    double lower_bound_s;       /* max(total body time, transfer_s) */
+    double lower_bound_s;       /* the largest of devices[].bound_s */
     double ratio;               /* total time / lower bound (0 when undefined) */
     double predicted_s;         /* max(modelled body time + regen_s, transfer_s) */
     /* The requests' modelled timeline (rplan_vm_opts.objective; 0 without requests): its
@@ -227,7 +321,7 @@ typedef struct rplan_vm_report {
     int objective;              /* the objective the requests ran under (auto: the choice) */
     double auto_bytes_s, auto_time_s; /* objective auto: the two modelled timelines */
     /* The links onto devices (runs on a backend with timed events: cuda, emu; 0
-     * otherwise), summed over devices: the transfer windows timed, the time their
+     * otherwise), summed over devices (devices[] has them per link): the transfer windows timed, the time their
      * transfer streams were busy, idle between the first transfer and the last one's end,
      * and the part of that idle time during which a transfer the run made later already
      * had its room (its victims' readers had ended): a load that could have run. */
@@ -250,11 +344,31 @@ typedef struct rplan_vm_report {
     fhr_phase phase;
     char scope[128];
     char *partial_json;         /* the failing plan's partial report (or NULL) */
+    /* Measured time per kernel (run mode, on a backend that times its streams), in the
+     * order kernels first ran: what `fheplan run --profile-out` writes. Owned by the
+     * report; names are copies. */
+    size_t nkernels;
+    rplan_kernel_profile *kernels;
     /* failed before its first statement (a budget at a device the backend lacks, a value
      * that cannot be set up, a device whose warm-up fails): nothing ran, stages and totals are empty, and the JSON has
      * "refused": true and the error without them */
     int refused;
+    /* runs: the figures of every device that ran bodies or moved bytes, in location order;
+     * the lower bound is the largest of their bounds (each device computes and each link
+     * carries its bytes on its own, side by side with the others) */
+    size_t ndevices;
+    rplan_device_figures devices[RPLAN_MAX_PEAKS];
 } rplan_vm_report;
+
+/* A kernel profile as JSON ({"fheplan_profile": 1, "kernels": [{"name", "calls",
+ * "mean_s"}...]}; malloc'd, free()), from a run's report; NULL on allocation failure. */
+FHR_API char *rplan_profile_json(const rplan_vm_report *r);
+/* Reads such a document (len bytes) into a new array (*out, *n; rplan_profile_free).
+ * FHR_E_INVALID, with the place in err, for anything else: not JSON, a kernel without a
+ * name, a negative, non-finite or absurd (over an hour) time, a name given twice. */
+FHR_API fhr_status rplan_profile_parse(const char *text, size_t len, rplan_kernel_profile **out,
+                                       size_t *n, fhr_error *err);
+FHR_API void rplan_profile_free(rplan_kernel_profile *p, size_t n);
 
 /* Runs the whole program once. Returns FHR_OK and a report when every statement
  * succeeded; on a runtime failure returns its status and still fills *report (ok 0,

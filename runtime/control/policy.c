@@ -112,8 +112,9 @@ typedef struct tiers {
 } tiers;
 
 /* A ranked candidate: smaller keys are evicted first; the handle serial breaks ties. */
+#define RANK_KEYS 4
 typedef struct cand {
-    uint64_t k[3];
+    uint64_t k[RANK_KEYS];
     uint64_t serial;
     uint32_t vi;      /* index into snapshot values */
     uint32_t ci;      /* index into that value's copies */
@@ -121,11 +122,11 @@ typedef struct cand {
 
 /* Fills the three ranking keys of a copy (ci) of a value (vi). */
 typedef void (*rank_fn)(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
-                        const fhr_copy_info *ci, uint64_t k[3]);
+                        const fhr_copy_info *ci, uint64_t k[RANK_KEYS]);
 
 static int cand_less(const cand *a, const cand *b)
 {
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < RANK_KEYS; i++)
         if (a->k[i] != b->k[i])
             return a->k[i] < b->k[i];
     return a->serial < b->serial;
@@ -135,13 +136,13 @@ static uint64_t prio_key(int32_t p) { return (uint64_t)((int64_t)p + INT32_MAX +
 
 /* Tiered LRU: lower priority, then older last use. */
 static void lru_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
-                     const fhr_copy_info *ci, uint64_t k[3])
+                     const fhr_copy_info *ci, uint64_t k[RANK_KEYS])
 {
     (void)ctx;
     (void)req;
     k[0] = prio_key(vi->priority);
     k[1] = ci->last_use;
-    k[2] = 0;
+    k[2] = k[3] = 0;
 }
 
 static void sift_down(cand *h, size_t n, size_t i)
@@ -627,9 +628,12 @@ static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_
  * cross the link. A copy never used again ranks first; then the largest distance to the
  * next use weighted by the bytes it frees per unit of restore cost (Belady's order when
  * that ratio is the same for all, e.g. equal sizes or all keys seeded alike); then larger
- * size, then lower priority. Without a position everything ranks as never used again. */
+ * size, then lower priority, then the older last use: of copies equal in all that (those
+ * never used again, above all) the one read longest ago goes, whose readers are the
+ * likeliest to have ended, so a run need not wait for the newest body to evict. Without
+ * a position everything ranks as never used again. */
 static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
-                           const fhr_copy_info *ci, uint64_t k[3])
+                           const fhr_copy_info *ci, uint64_t k[RANK_KEYS])
 {
     const lookahead *la = ctx;
     uint64_t nu = UINT64_MAX;
@@ -648,6 +652,7 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
     }
     k[1] = UINT64_MAX - ci->charged_nbytes;
     k[2] = prio_key(vi->priority);
+    k[3] = ci->last_use;
 }
 
 static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,

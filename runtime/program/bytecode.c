@@ -41,7 +41,7 @@ static const uint32_t recsize[RP_NSECTIONS + 1] = {
     [RP_SEC_STRS] = 1, [RP_SEC_CONS] = 8, [RP_SEC_VALS] = RP_VAL_SIZE,
     [RP_SEC_BUDG] = RP_BUDG_SIZE, [RP_SEC_POLI] = RP_POLI_SIZE, [RP_SEC_CHAI] = RP_CHAI_SIZE,
     [RP_SEC_CODE] = RP_CODE_SIZE, [RP_SEC_LINE] = RP_LINE_SIZE, [RP_SEC_SRCE] = 1,
-    [RP_SEC_REGN] = RP_REGN_SIZE,
+    [RP_SEC_REGN] = RP_REGN_SIZE, [RP_SEC_FLDS] = RP_FLDS_SIZE, [RP_SEC_KERN] = RP_KERN_SIZE,
 };
 
 static uint32_t nseeded(const rplan_program *p)
@@ -50,6 +50,16 @@ static uint32_t nseeded(const rplan_program *p)
     for (uint32_t i = 0; i < p->nvals; i++)
         n += p->vals[i].seeded != 0;
     return n;
+}
+
+/* The sections a program needs: 1.3's when it has engine data, fields or kernel costs,
+ * 1.2's when it has seeded values, else 1.1's. */
+static int nsections(const rplan_program *p)
+{
+    int engine = p->nfields || p->nkerns;
+    for (uint32_t i = 0; i < p->nvals && !engine; i++)
+        engine = p->vals[i].data == RPLAN_DATA_ENGINE;
+    return engine ? RP_NSECTIONS : nseeded(p) ? RP_NSECTIONS_1_2 : RP_NSECTIONS_1_0;
 }
 
 static uint32_t sec_count(const rplan_program *p, int id)
@@ -64,6 +74,8 @@ static uint32_t sec_count(const rplan_program *p, int id)
     case RP_SEC_CODE: return p->ncode;
     case RP_SEC_LINE: return p->ncode;
     case RP_SEC_REGN: return nseeded(p);
+    case RP_SEC_FLDS: return p->nfields;
+    case RP_SEC_KERN: return p->nkerns;
     default: return p->src ? p->srclen : 0;
     }
 }
@@ -82,8 +94,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
 {
     if (!p || !out || !outlen)
         return FHR_E_INVALID;
-    /* 1.1 (budget positions); a program with seeded values is 1.2 (the REGN section) */
-    const int nsec = nseeded(p) ? RP_NSECTIONS : RP_NSECTIONS_1_0;
+    const int nsec = nsections(p);
     uint64_t total = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)nsec;
     uint64_t size[RP_NSECTIONS + 1];
     for (int id = 1; id <= nsec; id++) {
@@ -97,7 +108,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         return FHR_E_NOMEM;
     memcpy(b, RP_MAGIC, 8);
     put16(b + 8, RP_MAJOR);
-    put16(b + 10, nsec == RP_NSECTIONS ? RP_MINOR : 1);
+    put16(b + 10, nsec == RP_NSECTIONS ? RP_MINOR : nsec == RP_NSECTIONS_1_2 ? 2 : 1);
     put32(b + 12, (uint32_t)nsec);
     put32(b + 16, (uint32_t)total);
     uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint32_t)nsec;
@@ -128,6 +139,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
                 put32(q + 28, v->line);
                 put16(q + 32, v->col);
                 put16(q + 34, v->len);
+                put32(q + 36, v->data == RPLAN_DATA_ENGINE ? v->loader : 0);
             }
             break;
         case RP_SEC_BUDG:
@@ -185,6 +197,20 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
                 q += RP_REGN_SIZE;
             }
             break;
+        case RP_SEC_FLDS:
+            for (uint32_t i = 0; i < p->nfields; i++, q += RP_FLDS_SIZE) {
+                put32(q, p->fields[i].value);
+                put32(q + 4, p->fields[i].name);
+                put64(q + 8, p->fields[i].nbytes);
+            }
+            break;
+        case RP_SEC_KERN:
+            for (uint32_t i = 0; i < p->nkerns; i++, q += RP_KERN_SIZE) {
+                put32(q, p->kerns[i].name);
+                put32(q + 4, p->kerns[i].kind);
+                put64(q + 8, p->kerns[i].imm);
+            }
+            break;
         }
         off += (uint32_t)size[id];
     }
@@ -226,7 +252,7 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
                  get32(b + 16), len);
         return FHR_E_INVALID;
     }
-    const int nsec = minor >= 2 ? RP_NSECTIONS : RP_NSECTIONS_1_0;
+    const int nsec = minor >= 3 ? RP_NSECTIONS : minor == 2 ? RP_NSECTIONS_1_2 : RP_NSECTIONS_1_0;
     if (get32(b + 12) != (uint32_t)nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
         snprintf(msg, cap, "bad header: section count or reserved fields");
         return FHR_E_INVALID;
@@ -282,7 +308,8 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
 #define ALLOC(f, n) ((p->f = calloc((n) ? (n) : 1, sizeof *p->f)) != NULL)
     if (!ALLOC(strs, p->nstrs) || !ALLOC(cons, p->ncons) || !ALLOC(vals, p->nvals) ||
         !ALLOC(buds, p->nbuds) || !ALLOC(pols, p->npols) || !ALLOC(chains, p->nchains) ||
-        !ALLOC(code, p->ncode) || !ALLOC(lines, p->ncode))
+        !ALLOC(code, p->ncode) || !ALLOC(lines, p->ncode) || !ALLOC(fields, cnt[RP_SEC_FLDS]) ||
+        !ALLOC(kerns, cnt[RP_SEC_KERN]))
         goto nomem;
 #undef ALLOC
     memcpy(p->strs, sec[RP_SEC_STRS], p->nstrs);
@@ -302,7 +329,9 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         v->line = get32(q + 28);
         v->col = get16(q + 32);
         v->len = get16(q + 34);
-        if (get32(q + 36) != 0) {
+        if (v->data == RPLAN_DATA_ENGINE && minor >= 3)
+            v->loader = get32(q + 36);
+        else if (get32(q + 36) != 0) {
             snprintf(msg, cap, "value %u: reserved field is not zero", i);
             rplan_program_free(p);
             return FHR_E_INVALID;
@@ -331,7 +360,7 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
     q = sec[RP_SEC_LINE];
     for (uint32_t i = 0; i < p->ncode; i++, q += RP_LINE_SIZE)
         p->lines[i] = (rp_linerec){get32(q), get16(q + 4), get16(q + 6)};
-    q = nsec == RP_NSECTIONS ? sec[RP_SEC_REGN] : NULL;
+    q = nsec >= RP_NSECTIONS_1_2 ? sec[RP_SEC_REGN] : NULL;
     for (uint32_t i = 0; q && i < cnt[RP_SEC_REGN]; i++, q += RP_REGN_SIZE) {
         uint32_t vi = get32(q);
         int bad = vi >= p->nvals || p->vals[vi].seeded || (i && vi <= get32(q - RP_REGN_SIZE));
@@ -349,6 +378,29 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         v->seed = get64(q + 8);
         v->keep = q[16];
     }
+    /* fields: grouped by value in value order, each value's in declaration order */
+    p->nfields = cnt[RP_SEC_FLDS];
+    q = nsec == RP_NSECTIONS ? sec[RP_SEC_FLDS] : NULL;
+    for (uint32_t i = 0; q && i < p->nfields; i++, q += RP_FLDS_SIZE) {
+        rp_fieldrec f = {get32(q), get32(q + 4), get64(q + 8)};
+        uint32_t prev = i ? p->fields[i - 1].value : 0;
+        if (f.value >= p->nvals || (i && f.value < prev) ||
+            (p->vals[f.value].nfields && f.value != prev) ||
+            p->vals[f.value].nfields >= RP_MAX_FIELDS) {
+            snprintf(msg, cap, "field record %u: value %u out of order, unknown, or with more "
+                     "than %d fields", i, f.value, RP_MAX_FIELDS);
+            rplan_program_free(p);
+            return FHR_E_INVALID;
+        }
+        if (!p->vals[f.value].nfields)
+            p->vals[f.value].field0 = i;
+        p->vals[f.value].nfields++;
+        p->fields[i] = f;
+    }
+    p->nkerns = cnt[RP_SEC_KERN];
+    q = nsec == RP_NSECTIONS ? sec[RP_SEC_KERN] : NULL;
+    for (uint32_t i = 0; q && i < p->nkerns; i++, q += RP_KERN_SIZE)
+        p->kerns[i] = (rp_kernrec){get32(q), get32(q + 4), get64(q + 8)};
     p->src_name = get32(sec[RP_SEC_SRCE]);
     if (p->srclen) {
         p->src = malloc((size_t)p->srclen + 1);

@@ -52,6 +52,8 @@ void rplan_program_free(rplan_program *p)
     free(p->buds);
     free(p->pols);
     free(p->chains);
+    free(p->fields);
+    free(p->kerns);
     free(p->code);
     free(p->lines);
     free(p->src);
@@ -191,6 +193,22 @@ int rp_prog_emit(rplan_program *p, rp_ins in, rp_linerec ln)
     return 1;
 }
 
+int rp_prog_field(rplan_program *p, rp_fieldrec f)
+{
+    if (!grow((void **)&p->fields, &p->capfields, p->nfields + 1, sizeof *p->fields))
+        return 0;
+    p->fields[p->nfields++] = f;
+    return 1;
+}
+
+int rp_prog_kernel(rplan_program *p, rp_kernrec k)
+{
+    if (!grow((void **)&p->kerns, &p->capkerns, p->nkerns + 1, sizeof *p->kerns))
+        return 0;
+    p->kerns[p->nkerns++] = k;
+    return 1;
+}
+
 const char *rp_prog_cstr(const rplan_program *p, uint32_t off)
 {
     return off < p->nstrs ? p->strs + off : "";
@@ -226,6 +244,11 @@ fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *o)
         o->seed = v->arg;
     if (v->data == RPLAN_DATA_FILE)
         o->path = rp_prog_cstr(p, (uint32_t)v->arg);
+    if (v->data == RPLAN_DATA_ENGINE) {
+        o->loader = rp_prog_cstr(p, v->loader);
+        o->loader_arg = v->arg;
+    }
+    o->nfields = v->nfields;
     o->priority = v->prio;
     o->line = v->line;
     o->col = v->col;
@@ -236,6 +259,31 @@ fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *o)
         o->regen_nbytes = rp_regen_nbytes(v->nbytes);
         o->keep = v->keep;
     }
+    return FHR_OK;
+}
+
+fhr_status rplan_value_field(const rplan_program *p, size_t i, size_t k, const char **name,
+                             uint64_t *nbytes)
+{
+    if (!p || i >= p->nvals || k >= p->vals[i].nfields)
+        return FHR_E_INVALID;
+    const rp_fieldrec *f = &p->fields[p->vals[i].field0 + k];
+    if (name)
+        *name = rp_prog_cstr(p, f->name);
+    if (nbytes)
+        *nbytes = f->nbytes;
+    return FHR_OK;
+}
+
+size_t rplan_nkernels(const rplan_program *p) { return p ? p->nkerns : 0; }
+
+fhr_status rplan_kernel_cost(const rplan_program *p, size_t i, rplan_kernel_info *o)
+{
+    if (!p || !o || i >= p->nkerns)
+        return FHR_E_INVALID;
+    o->name = rp_prog_cstr(p, p->kerns[i].name);
+    o->kind = (rplan_cost_kind)p->kerns[i].kind;
+    o->imm = p->kerns[i].imm;
     return FHR_OK;
 }
 

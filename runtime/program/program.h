@@ -38,13 +38,19 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"
 #define RP_MAJOR 1
-#define RP_MINOR 2 /* 1.1: budget records carry their declaration; 1.2: the REGN section */
+#define RP_MINOR 3 /* 1.1: budget records carry their declaration; 1.2: the REGN section;
+                      1.3: engine data (the loader in the value record), FLDS and KERN */
 #define RP_HDR_SIZE 32
 #define RP_DIR_SIZE 16
 enum {
     RP_SEC_STRS = 1, RP_SEC_CONS, RP_SEC_VALS, RP_SEC_BUDG, RP_SEC_POLI, RP_SEC_CHAI,
-    RP_SEC_CODE, RP_SEC_LINE, RP_SEC_SRCE, RP_SEC_REGN, RP_NSECTIONS = RP_SEC_REGN
+    RP_SEC_CODE, RP_SEC_LINE, RP_SEC_SRCE, RP_SEC_REGN, RP_SEC_FLDS, RP_SEC_KERN,
+    RP_NSECTIONS = RP_SEC_KERN
 };
+#define RP_NSECTIONS_1_2 RP_SEC_REGN /* minor 2 files end with the seeded-value section */
+#define RP_FLDS_SIZE 16
+#define RP_KERN_SIZE 16
+#define RP_MAX_FIELDS 16 /* fields of one value (a kernel call's pointers per value) */
 #define RP_NSECTIONS_1_0 RP_SEC_SRCE /* minor 0 files end with the source section */
 #define RP_REGN_SIZE 24
 #define RP_VAL_SIZE 40
@@ -66,7 +72,21 @@ typedef struct rp_value {
     uint8_t seeded, keep; /* keep: FHR_KEEP_* */
     uint32_t gen;         /* generator name (string offset) */
     uint64_t seed;
+    /* engine data (RPLAN_DATA_ENGINE): the loader's name (string offset; arg is its
+     * argument); declared fields: records field0 .. field0 + nfields - 1 (FLDS) */
+    uint32_t loader;
+    uint32_t field0, nfields;
 } rp_value;
+
+typedef struct rp_fieldrec {
+    uint32_t value, name; /* value index, field name (string offset) */
+    uint64_t nbytes;
+} rp_fieldrec;
+
+typedef struct rp_kernrec {
+    uint32_t name, kind;  /* kernel name (string offset), rplan_cost_kind */
+    uint64_t imm;         /* nanoseconds per call, or bytes read per call */
+} rp_kernrec;
 
 typedef struct rp_budgetrec {
     uint8_t slot;
@@ -106,6 +126,10 @@ struct rplan_program {
     uint32_t npols, cappols;
     rp_chainrec *chains;
     uint32_t nchains, capchains;
+    rp_fieldrec *fields;
+    uint32_t nfields, capfields;
+    rp_kernrec *kerns;
+    uint32_t nkerns, capkerns;
     rp_ins *code;
     rp_linerec *lines;
     uint32_t ncode, capcode;
@@ -124,6 +148,8 @@ RP_HIDDEN rplan_program *rp_prog_new(void);
 RP_HIDDEN int rp_prog_str(rplan_program *p, const char *s, size_t n, uint32_t *out);
 RP_HIDDEN int rp_prog_const(rplan_program *p, uint64_t v, uint32_t *out);
 RP_HIDDEN int rp_prog_emit(rplan_program *p, rp_ins in, rp_linerec ln);
+RP_HIDDEN int rp_prog_field(rplan_program *p, rp_fieldrec f);
+RP_HIDDEN int rp_prog_kernel(rplan_program *p, rp_kernrec k);
 RP_HIDDEN void rp_prog_drop_build_tables(rplan_program *p);
 RP_HIDDEN const char *rp_prog_cstr(const rplan_program *p, uint32_t off); /* verified only */
 

@@ -115,7 +115,7 @@ static fhr_status check_tables(V *s)
         const rp_value *v = &p->vals[i];
         if (!str_ok(p, v->name) || !p->strs[v->name])
             return fail(s, FHR_E_INVALID, -1, "value %u: bad name", i);
-        if (v->mode > 1 || v->recov > 1 || v->data > RPLAN_DATA_FILE)
+        if (v->mode > 1 || v->recov > 1 || v->data > RPLAN_DATA_ENGINE)
             return fail(s, FHR_E_INVALID, -1, "value %u: bad mode, recoverability or data kind",
                         i);
         if (v->nbytes == 0)
@@ -127,11 +127,42 @@ static fhr_status check_tables(V *s)
             return fail(s, FHR_E_INVALID, -1, "value %u: bad file path", i);
         if (v->data == RPLAN_DATA_ZERO && v->arg != 0)
             return fail(s, FHR_E_INVALID, -1, "value %u: stray data argument", i);
-        if (v->prio < 0)
-            return fail(s, FHR_E_INVALID, -1, "value %u: negative priority", i);
+        if (v->data == RPLAN_DATA_ENGINE && (!str_ok(p, v->loader) || !p->strs[v->loader]))
+            return fail(s, FHR_E_INVALID, -1, "value %u: bad loader name", i);
+        if (v->nfields) { /* named fields: distinct, none empty, adding up to the value */
+            uint64_t sum = 0;
+            if (v->seeded)
+                return fail(s, FHR_E_INVALID, -1, "value %u: a seeded value with fields", i);
+            for (uint32_t k = 0; k < v->nfields; k++) {
+                const rp_fieldrec *f = &p->fields[v->field0 + k];
+                if (!str_ok(p, f->name) || !p->strs[f->name] || f->nbytes == 0 ||
+                    f->nbytes > v->nbytes - sum)
+                    return fail(s, FHR_E_INVALID, -1, "value %u: field %u: bad name or size",
+                                i, k);
+                sum += f->nbytes;
+                for (uint32_t j = 0; j < k; j++)
+                    if (p->fields[v->field0 + j].name == f->name ||
+                        !strcmp(p->strs + p->fields[v->field0 + j].name, p->strs + f->name))
+                        return fail(s, FHR_E_INVALID, -1, "value %u: field '%s' repeated", i,
+                                    p->strs + f->name);
+            }
+            if (sum != v->nbytes)
+                return fail(s, FHR_E_INVALID, -1, "value %u: its fields hold %llu of its %llu "
+                            "bytes", i, (unsigned long long)sum, (unsigned long long)v->nbytes);
+        }
         char sm[160];
         if (!rp_check_seeded(p, i, sm, sizeof sm))
             return fail(s, FHR_E_INVALID, -1, "%s", sm);
+    }
+    for (uint32_t i = 0; i < p->nkerns; i++) {
+        const rp_kernrec *k = &p->kerns[i];
+        if (!str_ok(p, k->name) || !p->strs[k->name] ||
+            (k->kind != RPLAN_COST_DURATION && k->kind != RPLAN_COST_READS))
+            return fail(s, FHR_E_INVALID, -1, "kernel cost %u: bad name or kind", i);
+        for (uint32_t j = 0; j < i; j++)
+            if (!strcmp(p->strs + p->kerns[j].name, p->strs + k->name))
+                return fail(s, FHR_E_INVALID, -1, "kernel cost %u: '%s' repeated", i,
+                            p->strs + k->name);
     }
     for (uint32_t i = 0; i < p->nbuds; i++) {
         if (p->buds[i].slot >= FHR_LOC_SLOTS || (i && p->buds[i].slot <= p->buds[i - 1].slot))
@@ -740,10 +771,12 @@ static fhr_status check_signature(V *s)
                     "it takes %s", name, want);
     if (!strcmp(name, "verify"))
         for (uint32_t a = 0; a < n; a++)
-            if (s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE) {
+            if (s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE ||
+                s->p->vals[s->run_x[a]].data == RPLAN_DATA_ENGINE) {
                 fail(s, FHR_E_INFEASIBLE, s->run_at, "verify of '%s': its content comes "
-                     "from a file; only synth and zero content can be recomputed",
-                     NAMEV(s->run_x[a]));
+                     "from %s; only synth and zero content can be recomputed",
+                     NAMEV(s->run_x[a]),
+                     s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE ? "a file" : "the engine");
                 note(s, -1, (long)s->run_x[a], "'%s' is declared here", NAMEV(s->run_x[a]));
                 return FHR_E_INFEASIBLE;
             }

@@ -3,6 +3,7 @@
 #include "runtime/vm/internal.h"
 #include "base/error.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,9 @@ double vm_model_body(const rplan_vm *vm, const vm_run *r)
     const char *env = getenv("FHEPLAN_DEVICE_GBPS");
     if (gbps <= 0)
         gbps = env && atof(env) > 0 ? atof(env) : 3000.0;
+    double declared = vm_kernel_cost(vm, r->in->str, gbps); /* profile or declaration */
+    if (declared >= 0)
+        return declared;
     uint64_t bytes = 0, repeat = 1, ns = 0;
     for (size_t v = 0; v < r->nvals; v++) /* at full size: scaling is exact (create.c) */
         bytes += vm->vinfo[r->vals[v]].nbytes * vm->o.scale;
@@ -117,6 +121,21 @@ static fhr_status ensure_scratch(rplan_vm *vm, fhr_location loc, fhr_stream *s, 
 /* Before timing starts: the streams, scratch and counters of every location a body may
  * run at, and the first tally block, so that no run pays for creating them (a first
  * pinned allocation may map a whole pool arena). */
+/* 1 when a body may run a built-in kernel (registered with the VM as its context, or a
+ * rehearsal's touch): only those use the VM's scratch and counters, so a program of
+ * engine kernels alone allocates neither (they would sit outside its budgets). */
+static int uses_builtins(const rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->ninstr; i++) {
+        if (vm->ins[i].op != RPLAN_OP_RUN)
+            continue;
+        const vm_kernel *k = vm_find_kernel(vm, vm->ins[i].str);
+        if (!k || k->ctx == vm)
+            return 1;
+    }
+    return 0;
+}
+
 fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
 {
     fhr_status st = FHR_OK;
@@ -127,6 +146,7 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
     int has_body = 0;
     for (size_t i = 0; i < vm->ninstr && !has_body; i++)
         has_body = vm->ins[i].op == RPLAN_OP_RUN;
+    int builtins = has_body && uses_builtins(vm);
     for (int sl = 0; has_body && sl < FHR_LOC_SLOTS; sl++) {
         if (!(slots & (1ULL << sl)))
             continue;
@@ -135,7 +155,8 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
             continue;
         fhr_stream *s;
         if (vm_compute_stream(vm, loc, &s, NULL) == FHR_OK) {
-            ensure_scratch(vm, loc, s, NULL);
+            if (builtins)
+                ensure_scratch(vm, loc, s, NULL);
             /* the reference that times this device's bodies: recorded, waited for, and
              * its completion taken as now */
             fhr_event *ev = NULL;
@@ -147,7 +168,7 @@ fhr_status vm_warm_up(rplan_vm *vm, fhr_error *err)
                 if ((st = vm->b->ops->event_record(vm->b, ev, s, &e2)) == FHR_OK &&
                     (st = vm->b->ops->event_sync(vm->b, ev, &e2)) == FHR_OK) {
                     vm->tref[sl] = ev;
-                    vm->tref_ns[sl] = vm_now_ns();
+                    vm->tref_ns[sl] = vm_now_ns(vm);
                 } else {
                     char lb[16];
                     vm->b->ops->event_destroy(vm->b, ev);
@@ -234,7 +255,8 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         fhr_status st;
         if ((st = vm_compute_stream(vm, loc, &s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
-        if (!vm->explain && (st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
+        int builtin = kctx == vm; /* the VM's own kernels (touch among them) */
+        if (!vm->explain && builtin && (st = ensure_scratch(vm, loc, s, err)) != FHR_OK)
             return body_fail_keep(r, st, err);
         fhr_handle hs[16];
         const rplan_value_info *infos[16];
@@ -273,6 +295,9 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         if (!mk)
             st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
         else {
+            mk->slot = fhr_loc_slot(loc); /* its device (link.c's compute per device) */
+            for (size_t v = 0; v < r->nvals && mk->nv < 16; v++)
+                mk->v[mk->nv++] = r->vals[v]; /* the values it reads (the trace's args) */
             int timed = 0; /* device events, no host round trip on the stream */
             vm_link_read(vm, r, loc); /* the copies it reads are free when it ends */
             st = vm_mark_timed(vm, mk, loc, s, &timed, err);
@@ -284,11 +309,14 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
         if (st == FHR_OK) {
             rplan_kernel_call c = {
                 vm, vm->m, vm->b, r->in->str, loc, s, vm->is_cuda && loc.kind == FHR_LOC_CUDA,
-                r->nvals, vals, infos, r->nargs, r->args, vm->scratch[fhr_loc_slot(loc)],
-                vm->scratch_nbytes, r->in->line, r->in->col};
+                r->nvals, vals, infos, r->nargs, r->args,
+                builtin ? vm->scratch[fhr_loc_slot(loc)] : NULL, builtin ? vm->scratch_nbytes : 0,
+                r->in->line, r->in->col};
             fhr_error ke;
             fhr_error_init(&ke);
             st = fn(kctx, &c, &ke);
+            if (st == FHR_OK && vm_virtual(vm)) /* simulated time: the kernel model's duration */
+                st = vm->b->ops->advance(vm->b, s, (uint64_t)llround(model * 1e9), &ke);
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);

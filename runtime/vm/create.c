@@ -16,7 +16,7 @@ static uint64_t div_up(uint64_t x, uint64_t scale)
 /* A scaled kernel size argument (no decision depends on it): divided, rounded up to whole
  * 8-byte words, at least one word; a size within 7 bytes of 2^64 keeps its last whole
  * word rather than wrapping. */
-static uint64_t scale_up8(uint64_t x, uint64_t scale)
+uint64_t vm_scale_up8(uint64_t x, uint64_t scale)
 {
     if (scale <= 1)
         return x;
@@ -45,6 +45,11 @@ static uint64_t exact_scale(const rplan_vm *vm, const fhr_budget *bud, size_t nb
 {
     uint64_t g = 0;
     for (size_t i = 0; i < vm->nvals; i++) {
+        for (size_t f = 0; f < vm->vinfo[i].nfields; f++) { /* declared fields divide too */
+            uint64_t fb = 0;
+            rplan_value_field(vm->p, i, f, NULL, &fb);
+            g = gcd64(g, fb);
+        }
         g = gcd64(g, vm->vinfo[i].nbytes);
         if (vm->vinfo[i].seeded)
             g = gcd64(g, vm->vinfo[i].regen_nbytes);
@@ -131,11 +136,15 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
         if (vm->vinfo[i].nbytes > vm->scratch_nbytes)
             vm->scratch_nbytes = (size_t)vm->vinfo[i].nbytes;
     }
+    if ((st = vm_fields_setup(vm, err)) != FHR_OK) {
+        rplan_vm_destroy(vm);
+        return st;
+    }
     for (size_t i = 0; i < vm->ninstr; i++)
         if (vm->ins[i].op == RPLAN_OP_RESERVE)
             vm->ins[i].imm /= sc;
         else if (vm->ins[i].op == RPLAN_OP_ARGSIZE)
-            vm->ins[i].imm = scale_up8(vm->ins[i].imm, sc);
+            vm->ins[i].imm = vm_scale_up8(vm->ins[i].imm, sc);
     for (size_t i = 0; i < nbud; i++)
         bud[i].nbytes /= sc;
     /* a budget at a device the backend does not have: the run fails at its declaration
@@ -195,7 +204,7 @@ void rplan_vm_destroy(rplan_vm *vm)
             vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i],
                              (size_t)vm_backing_nbytes(&vm->vinfo[i]), NULL);
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
-        if (vm->compute[i])
+        if (vm->compute[i] && !vm->engine_stream[i])
             vm->b->ops->stream_destroy(vm->b, vm->compute[i]);
         if (vm->xfer[i])
             vm->b->ops->stream_destroy(vm->b, vm->xfer[i]);
@@ -215,6 +224,8 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->marks);
     free(vm->last_read);
     free(vm->slices);
+    free(vm->resid);
+    free(vm->resid_at);
     free(vm->samples);
     free(vm->kerns);
     free(vm->holds);
@@ -224,6 +235,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->srcs);
     free(vm->backing);
     free(vm->ins);
+    vm_engine_free(vm);
     free(vm);
 }
 

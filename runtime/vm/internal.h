@@ -42,7 +42,29 @@ typedef struct vm_mark {
     int slot;              /* the device location whose reference times them */
     size_t after;          /* a transfer window: 1 + the index of the body mark whose end
                               frees its room (link.c); 0: its room was free when decided */
+    fhr_backend *b;        /* whose clock its host functions read */
+    /* tracing: a body's values (indices into the program's values); a window's values
+     * copied in and its bytes by link (PCIe to the device, peer, PCIe back) */
+    uint32_t nv, v[16];
+    uint64_t bytes_h2d, bytes_d2d, bytes_d2h;
 } vm_mark;
+
+/* Tracing: one change of the bytes present at a location (trace.c's residency counter).
+ * An arrival counts when its copy ends (its transfer window's end), a departure when the
+ * last body reading the copy ends, and never before the host decided it. */
+typedef struct vm_resid {
+    uint64_t t;            /* the host's decision (the action's end on the host) */
+    size_t win;            /* 1 + the transfer window that carried it; 0: none */
+    size_t after;          /* a departure: 1 + the last body mark reading the copy; 0: none */
+    int slot;
+    int arrive;
+    uint64_t bytes;
+} vm_resid;
+/* One declared field of a value (engine.c). */
+typedef struct vm_field {
+    const char *name; /* borrowed from the program, or "data" */
+    uint64_t nbytes;  /* scaled */
+} vm_field;
 
 /* A host-side trace slice (scopes, submitted transitions). */
 typedef struct vm_slice {
@@ -50,6 +72,7 @@ typedef struct vm_slice {
     uint64_t tid;
     const char *cat;
     char name[112];
+    uint64_t host_t0;      /* a stage: when the host opened it (its slice starts on a device) */
 } vm_slice;
 
 /* The bytes charged at one location at one moment (tracing only): used plus reserved,
@@ -179,12 +202,46 @@ struct rplan_vm {
     size_t ready_after;
     uint64_t waits[RPLAN_WAITS];   /* host waits for bodies, by reason (RPLAN_WAIT_*) */
     uint64_t wait_ns[RPLAN_WAITS];
+    /* per location slot: bytes over its PCIe link (copies onto it and back, loads onto it),
+     * peer bytes copied onto it, bytes generated on it (link.c's per-device bound) */
+    uint64_t dev_pcie[FHR_LOC_SLOTS], dev_peer[FHR_LOC_SLOTS], dev_regen[FHR_LOC_SLOTS];
+    /* tracing: the transfer windows of the scope being accounted (scope.c), the bytes
+     * present per location when the first sample was taken, and every change after */
+    vm_mark **cur_win;
+    size_t ncur_win;
+    int resid_base_set;
+    uint64_t resid_base[FHR_LOC_SLOTS];
+    vm_resid *resid;
+    size_t nresid, capresid;
+    uint64_t *resid_at;        /* per value: the location slots holding a copy */
+    /* engine.c: what an engine hands the VM */
+    struct vm_loader *loaders;
+    size_t nloaders, caploaders;
+    fhr_value **adopted;           /* per value: rplan_vm_adopt's, until the run adopts it */
+    int engine_stream[FHR_LOC_SLOTS]; /* compute[slot] is the engine's: never destroyed */
+    vm_field *flds;                /* every value's fields, scaled (seeded values: none) */
+    size_t *fld0;                  /* per value: its first field in flds */
 };
+
+/* engine.c: fields, loaders, adopted values, the engine's body stream, kernel costs. */
+#define RP_VM_MAX_FIELDS 16 /* RP_MAX_FIELDS */
+fhr_status vm_fields_setup(rplan_vm *vm, fhr_error *err);
+size_t vm_value_nfields(const rplan_vm *vm, size_t i);
+fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_meta *meta,
+                        fhr_stream *s, fhr_value **out, fhr_error *err);
+fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, fhr_error *err);
+fhr_status vm_engine_check(rplan_vm *vm, long *bad, fhr_error *err);
+fhr_value *vm_take_adopted(rplan_vm *vm, size_t i);
+double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps);
+void vm_engine_free(rplan_vm *vm);
+void vm_profile_build(rplan_vm *vm, rplan_vm_report *rep);
+uint64_t vm_scale_up8(uint64_t x, uint64_t scale); /* create.c */
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
  * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run
  * (the report's) and the declared rate (every decision's). */
-uint64_t vm_now_ns(void);
+uint64_t vm_now_ns(const rplan_vm *vm);
+int vm_virtual(const rplan_vm *vm); /* 1: the backend runs on a virtual clock */
 fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err);
 fhr_stream *vm_xfer_stream(rplan_vm *vm, fhr_location loc, fhr_error *err);
 fhr_status vm_sync_all(rplan_vm *vm, fhr_error *err);
@@ -209,6 +266,11 @@ void vm_link_read(rplan_vm *vm, const vm_run *r, fhr_location loc);
 size_t vm_link_last_read(const rplan_vm *vm, fhr_handle h, fhr_location loc);
 /* After vm_marks_time: each window's busy start, and the report's link figures. */
 void vm_link_resolve(rplan_vm *vm, rplan_vm_report *rep);
+/* Once total.time_s is known: the figures per device (compute, link) and the lower
+ * bound, the largest device's, with the ratio of the run to it. */
+void vm_figures_resolve(rplan_vm *vm, rplan_vm_report *rep);
+/* The index of the program value whose handle is h; -1: none. */
+long vm_value_index(const rplan_vm *vm, fhr_handle h);
 
 /* trace.c: host-side slices and stream markers (rplan_vm_trace_json is public). */
 fhr_status vm_add_slice(rplan_vm *vm, uint64_t t0, uint64_t t1, uint64_t tid, const char *cat,

@@ -2,7 +2,9 @@
  * touch (reads every byte), verify (recomputes synthetic or zero content and counts
  * values that differ), spin(duration) (modelled compute) and ckks.keyswitch(ct, key
  * [, batch]) (a modular multiply-accumulate over every word of the key into a scratch
- * accumulator of the ciphertext's size, repeated `batch` times). On real CUDA memory
+ * accumulator of the ciphertext's size, repeated `batch` times). On a virtual clock
+ * (the emulated device's) spin runs nothing, and every body's stream advances by the kernel
+ * model's time for it (body.c), whatever the host job really takes. On real CUDA memory
  * they launch the kernels of cuda/kernels.cu; elsewhere (the emulated device, host and
  * pinned copies) they run as host functions enqueued on the stream, so stream order
  * holds either way. verify also recomputes a seeded value's regenerated "a" half (the
@@ -444,6 +446,10 @@ static fhr_status spin_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *
             ns += c->args[a].imm;
     if (c->device_memory)
         return fhk_spin(c->stream, ns, err);
+    int virt = 0;
+    fhr_backend_clock_ns(c->backend, &virt);
+    if (virt) /* simulated time: the VM advances the stream by the body's modelled time */
+        return FHR_OK;
     host_job *j = new_job(JOB_SPIN, err);
     if (!j)
         return FHR_E_NOMEM;

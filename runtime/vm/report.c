@@ -12,6 +12,7 @@ void rplan_vm_report_free(rplan_vm_report *r)
         return;
     free(r->stages);
     free(r->partial_json);
+    rplan_profile_free(r->kernels, r->nkernels);
     free(r);
 }
 
@@ -53,6 +54,32 @@ static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
         cJSON_AddNumberToObject(ig, "seeded_checks", (double)r->regen_checks);
         cJSON_AddBoolToObject(ig, "ok", r->check_failures == 0);
     }
+}
+
+/* One device's figures: its compute, its link's bytes and times, its bound. */
+static void device_json(cJSON *arr, const rplan_device_figures *d)
+{
+    char lb[16];
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "location", fhr_loc_format(d->loc, lb, sizeof lb));
+    cJSON_AddNumberToObject(o, "bodies", (double)d->bodies);
+    cJSON_AddNumberToObject(o, "compute_s", d->compute_s);
+    cJSON_AddNumberToObject(o, "regen_bytes", (double)d->regen_bytes);
+    cJSON_AddNumberToObject(o, "regen_s", d->regen_s);
+    cJSON_AddNumberToObject(o, "pcie_bytes", (double)d->pcie_bytes);
+    cJSON_AddNumberToObject(o, "peer_bytes", (double)d->peer_bytes);
+    cJSON_AddNumberToObject(o, "pcie_s", d->pcie_s);
+    cJSON_AddNumberToObject(o, "peer_s", d->peer_s);
+    cJSON_AddNumberToObject(o, "link_s", d->link_s);
+    cJSON_AddNumberToObject(o, "bound_s", d->bound_s);
+    if (d->link_windows) {
+        cJSON *lk = cJSON_AddObjectToObject(o, "link");
+        cJSON_AddNumberToObject(lk, "windows", (double)d->link_windows);
+        cJSON_AddNumberToObject(lk, "busy_s", d->link_busy_s);
+        cJSON_AddNumberToObject(lk, "idle_s", d->link_idle_s);
+        cJSON_AddNumberToObject(lk, "ready_idle_s", d->link_ready_idle_s);
+    }
+    cJSON_AddItemToArray(arr, o);
 }
 
 char *rplan_vm_report_json(const rplan_vm_report *r)
@@ -115,6 +142,9 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
             cJSON_AddNumberToObject(t, "transfer_s", r->transfer_s);
             cJSON_AddNumberToObject(t, "lower_bound_s", r->lower_bound_s);
             cJSON_AddNumberToObject(t, "ratio", r->ratio);
+            cJSON *dv = cJSON_AddArrayToObject(t, "devices");
+            for (size_t i = 0; i < r->ndevices; i++)
+                device_json(dv, &r->devices[i]);
         }
     }
     if (r->ok) {

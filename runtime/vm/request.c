@@ -221,7 +221,7 @@ static int inflight_wait_oldest(rplan_vm *vm, int why)
     if (!vm->ninflight)
         return 0;
     fhr_event *ev = vm->inflight[0].ev;
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     vm->b->ops->event_sync(vm->b, ev, NULL);
     vm_host_waited(vm, why, t0);
     if (why != RPLAN_WAIT_BOUND && vm->inflight[0].mark > vm->ready_after)
@@ -620,7 +620,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                  * every stream, then decide again on the same view */
                 int waited = inflight_wait_oldest(vm, RPLAN_WAIT_ROOM);
                 if (!waited && attempt == 0) {
-                    uint64_t t0 = vm_now_ns();
+                    uint64_t t0 = vm_now_ns(vm);
                     vm_sync_all(vm, NULL);
                     vm_host_waited(vm, RPLAN_WAIT_ROOM, t0);
                     waited = 1;

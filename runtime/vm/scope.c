@@ -31,7 +31,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         return st;
     if (has_version)
         fhr_scope_expect_version(sc, version);
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     vm_mark *mk[FHR_LOC_SLOTS] = {0};
     int timed[FHR_LOC_SLOTS] = {0};
     /* Transfer windows (link.c): two timed events on each device's transfer stream, or,
@@ -75,9 +75,12 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
                                        : vm->b->ops->launch_host(vm->b, xs[i].stream, vm_mark_end,
                                                                  mk[i], &werr),
                               &werr);
+    vm->cur_win = mk; /* the windows that carried this scope's copies (stage.c) */
+    vm->ncur_win = nxs < FHR_LOC_SLOTS ? nxs : FHR_LOC_SLOTS;
     if (st) {
         if (err && err->partial_report)
             vm_account_report(vm, err->partial_report, request);
+        vm->cur_win = NULL;
         fhr_scope_destroy(sc);
         return st;
     }
@@ -111,7 +114,8 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         vm_account_report(vm, rep, request);
     else if (kept && kept->partial_report)
         vm_account_report(vm, kept->partial_report, request);
-    vm_add_slice(vm, t0, vm_now_ns(), 0, request ? "request" : "plan", fhr_plan_name(plan));
+    vm->cur_win = NULL;
+    vm_add_slice(vm, t0, vm_now_ns(vm), 0, request ? "request" : "plan", fhr_plan_name(plan));
     if (bst) {
         if (err) {
             fhr_error_clear(err);

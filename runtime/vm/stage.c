@@ -7,6 +7,96 @@
 #include <stdlib.h>
 #include <string.h>
 
+static int slot_of(fhr_location loc)
+{
+    int sl = fhr_loc_slot(loc);
+    return sl >= 0 && sl < FHR_LOC_SLOTS ? sl : -1;
+}
+
+/* Tracing: one change of the bytes present at a location. */
+static void resid_add(rplan_vm *vm, const fhr_transition *t, fhr_location loc, int arrive,
+                      size_t win, uint64_t bytes)
+{
+    int sl = slot_of(loc);
+    if (sl < 0 || !bytes ||
+        !fhr_grow((void **)&vm->resid, &vm->capresid, vm->nresid, sizeof *vm->resid, 64))
+        return; /* out of memory: the residency counter misses this change */
+    size_t after = arrive ? 0 : vm_link_last_read(vm, t->handle, loc);
+    vm->resid[vm->nresid++] = (vm_resid){t->t_end_ns, win, after, sl, arrive, bytes};
+}
+
+/* One transition's bytes per device link (the per-device bound) and, when tracing, in the
+ * transfer window that carried it (its bytes and values) and in the residency changes. */
+static void vm_account_link(rplan_vm *vm, const fhr_transition *t)
+{
+    int to = slot_of(t->to), from = t->has_from ? slot_of(t->from) : -1;
+    fhr_direction d = t->has_from ? fhr_direction_of(t->from, t->to) : FHR_DIR_NONE;
+    if (to >= 0) {
+        vm->dev_regen[to] += t->regen_nbytes;
+        if (t->loaded && t->to.kind == FHR_LOC_CUDA)
+            vm->dev_pcie[to] += t->nbytes;
+        else if (!t->loaded && d == FHR_DIR_H2D)
+            vm->dev_pcie[to] += t->nbytes;
+        else if (!t->loaded && d == FHR_DIR_D2D)
+            vm->dev_peer[to] += t->nbytes;
+    }
+    if (!t->loaded && d == FHR_DIR_D2H && from >= 0)
+        vm->dev_pcie[from] += t->nbytes;
+    if (!vm->o.trace)
+        return;
+    size_t win = 0;
+    for (size_t i = 0; vm->cur_win && i < vm->ncur_win && !win; i++)
+        if (vm->cur_win[i] && vm->cur_win[i]->tid == t->stream_id)
+            win = i + 1;
+    vm_mark *w = win ? vm->cur_win[win - 1] : NULL;
+    size_t wi = 0; /* 1 + the window's index among the marks */
+    for (size_t i = vm->nmarks; w && i-- > 0 && !wi;)
+        if (vm->marks[i] == w)
+            wi = i + 1;
+    long v = vm_value_index(vm, t->handle);
+    uint64_t charge = v >= 0 ? vm->vinfo[v].nbytes : t->nbytes + t->regen_nbytes;
+    int copies = t->loaded || t->nbytes || t->regen_nbytes;
+    if (w && copies) {
+        if (t->loaded || d == FHR_DIR_H2D || d == FHR_DIR_H2H)
+            w->bytes_h2d += t->nbytes;
+        else if (d == FHR_DIR_D2D)
+            w->bytes_d2d += t->nbytes;
+        else if (d == FHR_DIR_D2H)
+            w->bytes_d2h += t->nbytes;
+        int seen = 0;
+        for (uint32_t k = 0; k < w->nv; k++)
+            seen |= v >= 0 && w->v[k] == (uint32_t)v;
+        if (v >= 0 && !seen && w->nv < 16)
+            w->v[w->nv++] = (uint32_t)v;
+    }
+    if (v < 0)
+        return;
+    /* where each value has a copy: adopted values start at their initial location */
+    if (!vm->resid_at && (vm->resid_at = calloc(vm->nvals, sizeof *vm->resid_at)))
+        for (size_t i = 0; i < vm->nvals; i++)
+            if (vm->vinfo[i].has_initial && slot_of(vm->vinfo[i].initial) >= 0)
+                vm->resid_at[i] = 1ull << slot_of(vm->vinfo[i].initial);
+    if (!vm->resid_at)
+        return;
+    uint64_t *at = &vm->resid_at[v];
+    if (t->kind == FHR_ACT_DISCARD) { /* every copy goes */
+        for (int sl = 0; sl < FHR_LOC_SLOTS; sl++)
+            if (*at & (1ull << sl))
+                resid_add(vm, t, fhr_loc_from_slot(sl), 0, 0, charge);
+        *at = 0;
+        return;
+    }
+    if (t->has_from && from >= 0 && t->kind != FHR_ACT_ENSURE && (*at & (1ull << from)) &&
+        (t->kind == FHR_ACT_DROP || from != to)) {
+        resid_add(vm, t, t->from, 0, t->kind == FHR_ACT_MOVE ? wi : 0, charge);
+        *at &= ~(1ull << from);
+    }
+    if (copies && to >= 0 && t->kind != FHR_ACT_DROP && !(*at & (1ull << to))) {
+        resid_add(vm, t, t->to, 1, wi, charge);
+        *at |= 1ull << to;
+    }
+}
+
 void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
 {
     (void)is_request;
@@ -18,6 +108,7 @@ void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
         int ours = 0;
         for (int s = 0; s < FHR_LOC_SLOTS && !ours; s++)
             ours = vm->xfer[s] && vm->b->ops->stream_id(vm->b, vm->xfer[s]) == t->stream_id;
+        vm_account_link(vm, t);
         FOR_OPEN_RECORDS(vm, r)
         {
             r->regen_bytes += t->regen_nbytes;
@@ -88,13 +179,17 @@ void vm_sample_peaks(rplan_vm *vm)
     for (size_t i = 0; i < s->nlocs; i++) {
         const fhr_loc_stats *l = &s->locs[i];
         uint64_t v = l->used_bytes + l->reserved_bytes;
+        int sl = slot_of(l->loc);
+        if (vm->o.trace && !vm->resid_base_set && sl >= 0)
+            vm->resid_base[sl] = l->used_bytes; /* what was there before the first scope */
         if (!v && !l->has_budget)
             continue;
         FOR_OPEN_RECORDS(vm, r)
         peak_update(r, l->loc, v, l->has_budget, l->budget_bytes);
         if (vm->o.trace)
-            vm_add_sample(vm, vm_now_ns(), l->loc, v, l->has_budget, l->budget_bytes);
+            vm_add_sample(vm, vm_now_ns(vm), l->loc, v, l->has_budget, l->budget_bytes);
     }
+    vm->resid_base_set = 1;
     fhr_snapshot_free(s);
 }
 
@@ -214,7 +309,7 @@ fhr_status vm_stage_open(rplan_vm *vm, const char *name, int top)
      * transfers start; a stage's time runs from here to its last marker. */
     int rec = (int)vm->nstages++;
     vm->stack[vm->depth] = rec;
-    vm->stack_t0[vm->depth] = vm_now_ns();
+    vm->stack_t0[vm->depth] = vm_now_ns(vm);
     vm->stage_t0[rec] = vm->stage_t1[rec] = vm->stack_t0[vm->depth];
     vm->stack_checks0[vm->depth] = vm->checks_total;
     tally_counters(vm, rec, -1);
@@ -232,7 +327,7 @@ void vm_stage_close(rplan_vm *vm)
     vm->depth--;
     int rec = vm->stack[vm->depth];
     rplan_stage_report *r = &vm->stages[rec];
-    uint64_t t1 = vm_now_ns();
+    uint64_t t1 = vm_now_ns(vm);
     if (t1 > vm->stage_t1[rec])
         vm->stage_t1[rec] = t1;
     r->checks = vm->checks_total - vm->stack_checks0[vm->depth];
@@ -257,11 +352,28 @@ void vm_stage_resolve(rplan_vm *vm)
         if ((size_t)t->stage < vm->nstages)
             vm->stages[t->stage].check_failures += (uint64_t)((int64_t)t->sign * (int64_t)t->slot[0]);
     }
+    /* the trace's stage slices begin with the stage's first work on a device (the host
+     * opens a stage ahead of it) and keep the host's opening in their args */
+    uint64_t *d0 = vm->o.trace ? calloc(vm->nstages ? vm->nstages : 1, sizeof *d0) : NULL;
+    for (size_t i = 0; d0 && i < vm->nmarks; i++) {
+        const vm_mark *mk = vm->marks[i];
+        if (!mk->t1 || mk->t1 < mk->t0)
+            continue;
+        for (size_t k = 0; k < mk->nstages; k++) {
+            int rec = mk->stages[k];
+            if ((size_t)rec < vm->nstages && (!d0[rec] || mk->t0 < d0[rec]))
+                d0[rec] = mk->t0;
+        }
+    }
     for (size_t rec = 0; rec < vm->nstages; rec++) {
         rplan_stage_report *r = &vm->stages[rec];
         r->time_s = (double)(vm->stage_t1[rec] - vm->stage_t0[rec]) / 1e9;
-        vm_add_slice(vm, vm->stage_t0[rec], vm->stage_t1[rec], 0, "stage", r->name);
+        uint64_t t0 = d0 && d0[rec] ? d0[rec] : vm->stage_t0[rec];
+        if (vm_add_slice(vm, t0, vm->stage_t1[rec], 0, "stage", r->name) == FHR_OK &&
+            vm->nslices && vm->o.trace)
+            vm->slices[vm->nslices - 1].host_t0 = vm->stage_t0[rec];
     }
+    free(d0);
 }
 
 /* Work outside any stage is reported under "(top level)". */

@@ -8,11 +8,14 @@
 #include <string.h>
 #include <time.h>
 
-uint64_t vm_now_ns(void)
+/* The backend's clock: simulated time on a virtual clock, else CLOCK_MONOTONIC. */
+uint64_t vm_now_ns(const rplan_vm *vm) { return fhr_backend_clock_ns(vm->b, NULL); }
+
+int vm_virtual(const rplan_vm *vm)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+    int v = 0;
+    fhr_backend_clock_ns(vm->b, &v);
+    return v;
 }
 
 fhr_status vm_compute_stream(rplan_vm *vm, fhr_location loc, fhr_stream **out, fhr_error *err)
@@ -118,11 +121,11 @@ double vm_pinned_bandwidth(rplan_vm *vm)
         vm->b->ops->stream_sync(vm->b, s, NULL);
         int ok = 1;
         for (int k = 0; k < reps && ok; k++) {
-            uint64_t t0 = vm_now_ns();
+            uint64_t t0 = vm_now_ns(vm);
             for (int c = 0; c < per; c++)
                 ok &= vm->b->ops->copy(vm->b, dst, dev, src, pin, n, s, NULL) == FHR_OK;
             ok &= vm->b->ops->stream_sync(vm->b, s, NULL) == FHR_OK;
-            uint64_t dt = vm_now_ns() - t0;
+            uint64_t dt = vm_now_ns(vm) - t0;
             r[k] = dt ? (double)per * (double)n / (double)dt : 0;
         }
         for (int a = 1; a < reps; a++) /* the median */

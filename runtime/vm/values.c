@@ -8,15 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static fhr_status alloc_field(fhr_value *v, fhr_backend *b, size_t n, fhr_error *err)
-{
-    size_t bi;
-    fhr_status st = fhr_value_alloc_buffer(v, b, n, NULL, &bi, err);
-    if (st == FHR_OK)
-        st = fhr_value_add_field(v, "data", bi, 0, n, err);
-    return st;
-}
-
 static fhr_status read_file(const char *path, size_t n, void *dst, fhr_error *err)
 {
     FILE *f = fopen(path, "rb");
@@ -86,21 +77,21 @@ static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location a
         fhr_value_destroy(hv); /* borrowed: the backing store stays */
         return st;
     }
+    (void)b; /* the VM's backend */
     size_t n = (size_t)spec->storage_nbytes;
     fhr_value *v = NULL;
-    fhr_status st = fhr_value_create(at, &spec->meta, &v, err);
+    fhr_status st = vm_value_new(vm, vs->index, at, &spec->meta, s, &v, err);
     if (st)
         return st;
-    size_t bi;
-    if ((st = fhr_value_alloc_buffer(v, b, n, s, &bi, err)) != FHR_OK ||
-        (st = fhr_value_add_field(v, "data", bi, 0, n, err)) != FHR_OK) {
-        fhr_value_destroy(v);
-        return st;
-    }
-    if (!vm->explain) {
+    if (vi->data == RPLAN_DATA_ENGINE) { /* the engine's loader fills it */
+        if ((st = vm_engine_load(vm, vs->index, v, s, err)) != FHR_OK) {
+            fhr_value_destroy(v);
+            return st;
+        }
+    } else if (!vm->explain) {
         void *dst;
         size_t dn;
-        fhr_value_field(v, "data", &dst, &dn);
+        fhr_value_field_at(v, 0, &dst, &dn);
         st = b->ops->copy(b, dst, at, vm->backing[vs->index], vm->backing_loc, n, s, err);
         if (st) {
             fhr_value_destroy(v);
@@ -123,6 +114,21 @@ static fhr_status name_value(rplan_vm *vm, fhr_status st, const rplan_value_info
         memcpy(err->message, msg, sizeof msg);
     }
     return st;
+}
+
+/* Registers value i as a source whose copies have its declared fields. */
+static fhr_status register_fields(rplan_vm *vm, size_t i, const fhr_ckks_meta *meta,
+                                  const fhr_adopt_opts *ao, fhr_error *err)
+{
+    size_t nf = vm_value_nfields(vm, i);
+    fhr_field_spec fs[RP_VM_MAX_FIELDS];
+    for (size_t f = 0; f < nf; f++)
+        fs[f] = (fhr_field_spec){vm->flds[vm->fld0[i] + f].name, vm->flds[vm->fld0[i] + f].nbytes};
+    fhr_value_spec spec = {*meta, nf, fs, vm->vinfo[i].nbytes, 0, 0};
+    vm->srcs[i].vm = vm;
+    vm->srcs[i].index = (uint32_t)i;
+    fhr_source src = {src_load, &vm->srcs[i], NULL};
+    return fhr_register_source(vm->m, &spec, &src, ao, &vm->h[i], err);
 }
 
 /* Adopts every MUST_PRESERVE value and registers every source. */
@@ -167,22 +173,28 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 fhr_value_destroy(v);
         } else if (vi->recoverability == FHR_MUST_PRESERVE) {
             fhr_location at = vi->has_initial ? vi->initial : fhr_loc_host();
-            fhr_value *v = NULL;
-            if ((st = fhr_value_create(at, &meta, &v, err)) == FHR_OK &&
-                (st = alloc_field(v, vm->b, n, err)) == FHR_OK && !vm->explain) {
+            fhr_value *v = vm_take_adopted(vm, i); /* the engine's own (rplan_vm_adopt) */
+            if (!v && (st = vm_value_new(vm, i, at, &meta, NULL, &v, err)) == FHR_OK &&
+                !vm->explain) {
                 void *p;
                 size_t pn;
-                fhr_value_field(v, "data", &p, &pn);
+                fhr_value_field_at(v, 0, &p, &pn);
                 fhr_stream *s = NULL;
                 if (at.kind == FHR_LOC_CUDA)
                     st = vm_compute_stream(vm, at, &s, err);
-                if (st == FHR_OK)
+                if (st == FHR_OK && vi->data == RPLAN_DATA_ENGINE) {
+                    st = vm_engine_load(vm, i, v, s, err);
+                    if (st == FHR_OK && s)
+                        st = vm->b->ops->stream_sync(vm->b, s, err);
+                } else if (st == FHR_OK)
                     st = vm_fill(vm, p, at, n, vi, filebuf, s, err);
             }
             if (st == FHR_OK)
                 st = fhr_adopt(vm->m, &v, &ao, &vm->h[i], err);
             if (v)
                 fhr_value_destroy(v);
+        } else if (vi->data == RPLAN_DATA_ENGINE) { /* no backing store: the engine's */
+            st = register_fields(vm, i, &meta, &ao, err);
         } else {
             if (!vm->explain || vi->seeded) { /* model memory for a seeded value's borrow */
                 size_t nb = (size_t)vm_backing_nbytes(vi);
@@ -208,12 +220,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 fhr_source src = {src_load, &vm->srcs[i], NULL};
                 st = fhr_register_source(vm->m, &spec, &src, &ao, &vm->h[i], err);
             } else if (st == FHR_OK) {
-                fhr_field_spec fs = {"data", vi->nbytes};
-                fhr_value_spec spec = {meta, 1, &fs, vi->nbytes, 0, 0};
-                vm->srcs[i].vm = vm;
-                vm->srcs[i].index = (uint32_t)i;
-                fhr_source src = {src_load, &vm->srcs[i], NULL};
-                st = fhr_register_source(vm->m, &spec, &src, &ao, &vm->h[i], err);
+                st = register_fields(vm, i, &meta, &ao, err);
             }
         }
         free(filebuf);

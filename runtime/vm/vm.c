@@ -227,7 +227,7 @@ static fhr_status exec_action(rplan_vm *vm, size_t pc, fhr_error *err)
     size_t nxs = xfer_map(vm, &a, 1, xs);
     fhr_report *rep = NULL;
     wait_consumers(vm, &a, 1);
-    uint64_t t0 = vm_now_ns();
+    uint64_t t0 = vm_now_ns(vm);
     fhr_status st = fhr_execute_actions(vm->m, &a, 1, xs, nxs, &rep, err);
     if (rep) {
         vm_account_report(vm, rep, 0);
@@ -237,7 +237,7 @@ static fhr_status exec_action(rplan_vm *vm, size_t pc, fhr_error *err)
     }
     char nm[96];
     snprintf(nm, sizeof nm, "%s %.60s", vm->ins[pc].opname, vm->vinfo[vm->ins[pc].value].name);
-    vm_add_slice(vm, t0, vm_now_ns(), 0, "action", nm);
+    vm_add_slice(vm, t0, vm_now_ns(vm), 0, "action", nm);
     vm_sample_peaks(vm);
     return st;
 }
@@ -282,7 +282,7 @@ static void progress(rplan_vm *vm, const char *scope)
         return;
     rplan_vm_progress pr = {vm->depth ? vm->stages[vm->stack[vm->depth - 1]].name : "", scope,
                             vm->scopes_done, vm->scopes_total, vm->bytes_moved,
-                            (double)(vm_now_ns() - vm->t_begin) / 1e9};
+                            (double)(vm_now_ns(vm) - vm->t_begin) / 1e9};
     vm->o.progress(vm->o.progress_ctx, &pr);
 }
 
@@ -370,7 +370,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (!vm->bad_budget[0])
         objective_auto(vm); /* before any decision: it sets the objective */
     fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
-                                      : vm_setup_values(vm, &e);
+                                      : vm_engine_check(vm, &vm->setup_value, &e);
+    if (st == FHR_OK)
+        st = vm_setup_values(vm, &e);
     if (st == FHR_OK)
         st = vm_requests_setup(vm, &e);
     long fail_pc = -1;
@@ -404,7 +406,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
             }
             vm_sync_all(vm, NULL);
         }
-        vm->t_begin = vm_now_ns();
+        vm->t_begin = vm_now_ns(vm);
     }
     for (size_t pc = 0; pc < vm->ninstr && st == FHR_OK; pc++) {
         const rplan_instr *in = &vm->ins[pc];
@@ -480,9 +482,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
                     vm->stages[mk->stages[k]].body_s += dt;
             vm->total.body_s += dt;
         }
-        vm_add_slice(vm, mk->t0, mk->t1, mk->tid, mk->kind ? "transfer" : "body", mk->name);
     }
-    vm->total.time_s = vm->t_begin ? (double)(vm_now_ns() - vm->t_begin) / 1e9 : 0;
+    if (!vm->explain)
+        vm_profile_build(vm, rep);
+    vm->total.time_s = vm->t_begin ? (double)(vm_now_ns(vm) - vm->t_begin) / 1e9 : 0;
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
         vm->total.check_failures = vm_read_failures(vm);
@@ -504,13 +507,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     rep->pcie_s = rep->pinned_gbps > 0 ? (double)pcie / (rep->pinned_gbps * 1e9) : 0;
     rep->peer_s = (double)rep->peer_bytes / (rep->peer_gbps * 1e9);
     rep->transfer_s = rep->pcie_s > rep->peer_s ? rep->pcie_s : rep->peer_s;
-    rep->lower_bound_s = t->body_s > rep->transfer_s ? t->body_s : rep->transfer_s;
-    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
     rep->gen_gbps = vm_gen_rate(vm);
     rep->regen_s = (double)t->regen_bytes / (rep->gen_gbps * 1e9);
-    if (t->body_s + rep->regen_s > rep->lower_bound_s)
-        rep->lower_bound_s = t->body_s + rep->regen_s;
-    rep->ratio = rep->lower_bound_s > 0 ? t->time_s / rep->lower_bound_s : 0;
+    vm_figures_resolve(vm, rep); /* per device: the lower bound and the ratio */
     double busy = t->model_body_s + rep->regen_s;
     rep->predicted_s = busy > rep->transfer_s ? busy : rep->transfer_s;
     rep->timeline_s = vm->m_comp > vm->m_link ? vm->m_comp : vm->m_link;

@@ -1,11 +1,12 @@
 #!/bin/sh
 # tests/man/run.sh — `make test-man`: lints every page of man/ with mandoc (cross
-# references resolved against man/ itself) and runs every tested example of the guides
-# (man/*.7; see extract.sh for the markers). POSIX sh; no GPU needed: C examples run on
+# references resolved against man/ itself), checks that every function of the API has a
+# section-3 page that `man NAME` finds once installed, and runs every tested example of
+# the pages (man/*.3 and man/*.7; see extract.sh for the markers): each page has one. POSIX sh; no GPU needed: C examples run on
 # the emulated device and plans run with --device emu.
 #
-# Environment (set by mk/guides.mk): BUILD (build folder holding libfheplan.a and
-# fheplan), CC, LDLIBS, and optionally LDFLAGS and SAN.
+# Environment (set by mk/guides.mk): BUILD (build folder holding libfheplan.a,
+# libfheplan.so and fheplan), MAKE, CC, LDLIBS, and optionally LDFLAGS and SAN.
 set -u
 BUILD=${BUILD:-build}
 CC=${CC:-cc}
@@ -52,12 +53,71 @@ else
     bad "groff not found (make deps installs it)"
 fi
 
+# ---- a page for every function ---------------------------------------------------------
+# Every function the built library exports, and every function a public header declares
+# (the static inline ones included), is named in the NAME section of a section-3 page and
+# in its SYNOPSIS; every name a NAME section lists is a function of the API; and after
+# `make install` into a scratch prefix `man -M PREFIX/share/man 3 NAME` finds, for each
+# name, a page whose NAME section lists it.
+names=$build/man-names
+rm -rf "$names"
+mkdir -p "$names"
+nm -D --defined-only "$build/libfheplan.so" | awk '$2 == "T" { print $3 }' | sort -u \
+    >"$names/exported"
+# FHR_API declarations, and static inline definitions, of include/fheplan/*.h
+for h in include/fheplan/*.h; do
+    sed '/^[[:space:]]*#/d' "$h" | tr '\n' ' ' | sed 's/;/;\n/g; s/{/{\n/g' |
+        grep -E '(FHR_API|static inline|_INLINE) ' |
+        sed -n 's/.*[ *]\([A-Za-z_][A-Za-z0-9_]*\) *(.*/\1/p'
+done | sort -u >"$names/declared"
+sort -u "$names/exported" "$names/declared" >"$names/api"
+: >"$names/named"
+for p in man/*.3; do
+    awk -v page="$p" '
+        /^\.Sh / { sec = $2 }
+        sec == "NAME" && /^\.Nm / { print $2 > "/dev/stdout"; nm[$2] = 1 }
+        sec == "SYNOPSIS" && /^\.Fn / { fn[$2] = 1 }
+        END {
+            for (n in nm) if (!(n in fn)) printf "%s: %s is in NAME but has no .Fn in SYNOPSIS\n", page, n > "/dev/stderr"
+            for (n in fn) if (!(n in nm)) printf "%s: %s has a .Fn in SYNOPSIS but is not in NAME\n", page, n > "/dev/stderr"
+        }' "$p" >>"$names/named" 2>>"$names/synopsis"
+done
+sort "$names/named" | uniq -d >"$names/twice"
+sort -u -o "$names/named" "$names/named"
+comm -23 "$names/api" "$names/named" >"$names/missing"
+comm -13 "$names/api" "$names/named" >"$names/unknown"
+if [ -s "$names/missing" ]; then
+    say "functions of the API that no page's NAME section lists (add each to the NAME and"
+    say "SYNOPSIS of the page of its group, or write a page: see man/README):"
+    sed 's/^/  /' "$names/missing"
+    bad "$(wc -l <"$names/missing" | tr -d ' ') of $(wc -l <"$names/api" | tr -d ' ') functions have no page"
+fi
+[ -s "$names/unknown" ] && { sed 's/^/  /' "$names/unknown"; bad "pages list names the API does not have"; }
+[ -s "$names/twice" ] && { sed 's/^/  /' "$names/twice"; bad "names listed by two pages"; }
+[ -s "$names/synopsis" ] && { cat "$names/synopsis"; bad "NAME and SYNOPSIS disagree"; }
+stage=$build/man-stage
+rm -rf "$stage"
+if ! ${MAKE:-make} --no-print-directory install BUILD="$BUILD" PREFIX="$stage" >"$names/install.log" 2>&1; then
+    cat "$names/install.log"
+    bad "make install PREFIX=$stage"
+fi
+nres=0
+while read -r n; do
+    f=$(MANPAGER=cat man -M "$stage/share/man" -w 3 "$n" 2>/dev/null) &&
+        [ -n "$f" ] && f=$(readlink -f "$f") &&
+        awk -v n="$n" '/^\.Sh / { sec = $2 } sec == "NAME" && $1 == ".Nm" && $2 == n { ok = 1 } END { exit !ok }' "$f" &&
+        MANPAGER=cat MANWIDTH=80 man -M "$stage/share/man" 3 "$n" 2>/dev/null | grep -q "$n" ||
+        { bad "man -M $stage/share/man 3 $n finds no page that documents it"; continue; }
+    nres=$((nres + 1))
+done <"$names/api"
+say "pages: $(wc -l <"$names/named" | tr -d ' ') of $(wc -l <"$names/api" | tr -d ' ') functions named in $(ls man/*.3 | wc -l | tr -d ' ') section-3 pages; man -M resolves $nres"
+
 # ---- examples --------------------------------------------------------------------------
 out=$build/man-tests
 rm -rf "$out"
 mkdir -p "$out/bin"
 ln -s "$build/fheplan" "$out/bin/fheplan"
-if ! sh tests/man/extract.sh "$out" man/*.7; then
+if ! sh tests/man/extract.sh "$out" man/*.3 man/*.7; then
     bad "extract.sh"
 fi
 export PATH="$out/bin:$PATH" FHEPLAN_DEVICE=emu:1 NO_COLOR=1

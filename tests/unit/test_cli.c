@@ -13,8 +13,8 @@
 
 #include "tests/unit/tmpdir.h"
 
-#ifndef FHEPLAN_CLI
-#define FHEPLAN_CLI "build/fheplan"
+#ifndef FHEPLAN_CLI /* the CLI of the build this test belongs to (the Makefile) */
+#error "FHEPLAN_CLI is not defined: build the tests with make"
 #endif
 
 typedef struct result {
@@ -463,6 +463,8 @@ Test(cli, numeric_options_parse_strictly)
         "run --prefetch -1", "run --prefetch 1000001", "check --world-size 0",
         "check --world-size 65537", "check --world-size +2", "run --device emu:0",
         "run --device emu:63", "run --device emu:1x", "run --device model:2",
+        "check --budget cuda:0=4", "check --budget cuda:0=1.5", "check --budget cuda:0=2GB",
+        "check --budget 'cuda:0=1 G'", "check --pinned-gbps 1e3", "check --gen-gbps 0x10",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         result r = run_cli(NULL, "%s plans/design-example.rplan", bad[i]);
@@ -472,8 +474,10 @@ Test(cli, numeric_options_parse_strictly)
                        r.err);
         result_free(&r);
     }
-    const char *good[] = {"check --budget cuda:0=4.5GiB", "check --budget cuda:0=18446744073709551615",
-                          "check --pinned-gbps 25.5", "check --world-size 2",
+    const char *good[] = {"check --budget cuda:0=4.5GiB",
+                          "check --budget cuda:0=18446744073709551615B",
+                          "check --budget 'cuda:0=4 GiB'", "check --pinned-gbps 25.5",
+                          "check --pinned-gbps .5", "check --world-size 2",
                           "check --peer-gbps 300"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++) {
         result r = run_cli(NULL, "%s plans/design-example.rplan", good[i]);
@@ -554,4 +558,108 @@ Test(cli, names_with_control_bytes_or_bad_utf8_never_reach_json_or_the_terminal_
     cr_assert_null(strchr(r.err, '\033'), "a raw ESC reached the terminal");
     cr_assert_null(strchr(r.err, '\xff'));
     result_free(&r);
+}
+
+/* check --world-size N - reads standard input once and compiles the same text on every
+ * rank (rank 2 of 3 refuses here, so an empty text on ranks 1 and 2 would pass). */
+Test(cli, world_size_check_of_standard_input_compiles_it_on_every_rank)
+{
+    const char *p = tmp_path("ranks.rplan");
+    write_file(p, "rplan 1\nconst R = 2 / (2 - rank)\nvalue x = 1 KiB at host\n");
+    result r = run_cli(NULL, "check --world-size 3 - <%s", p);
+    cr_assert_eq(r.rc, 1, "rc %d\n%s%s", r.rc, r.out, r.err);
+    cr_assert(strstr(r.err, "rejected on rank 2 of 3"), "%s", r.err);
+    cr_assert(strstr(r.out, "rank 1 of 3"), "%s", r.out);
+    result_free(&r);
+    write_file(p, "rplan 1\nvalue x[world_size] = 1 KiB at host\n");
+    r = run_cli(NULL, "check --world-size 3 --json - <%s", p);
+    cr_assert_eq(r.rc, 0, "rc %d\n%s%s", r.rc, r.out, r.err);
+    result_free(&r);
+    unlink(p);
+}
+
+/* A size's unit is the language's, and the likely one is named; FHEPLAN_*_GBPS and
+ * FHEPLAN_EMU_MEMORY are read by the options' grammar and a bad one is named. */
+Test(cli, sizes_rates_and_variables_refused_by_name)
+{
+    result r = run_cli(NULL, "check --budget cuda:0=2GB plans/design-example.rplan");
+    cr_assert_eq(r.rc, 64);
+    cr_assert(strstr(r.err, "fheplan: bad --budget 'cuda:0=2GB': 'GB' is not a unit; did you "
+                            "mean GiB?"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check --budget cuda:0=4 plans/design-example.rplan");
+    cr_assert_eq(r.rc, 64);
+    cr_assert(strstr(r.err, "a SIZE needs a unit"), "%s", r.err);
+    result_free(&r);
+    static const char *const vars[] = {"FHEPLAN_PINNED_GBPS", "FHEPLAN_DEVICE_GBPS",
+                                       "FHEPLAN_GEN_GBPS", "FHEPLAN_PEER_GBPS"};
+    static const char *const vals[] = {"abc", "-1", "nan", "1e400", "0"};
+    for (size_t v = 0; v < 4; v++)
+        for (size_t k = 0; k < 5; k++) {
+            char env[96], want[96];
+            snprintf(env, sizeof env, "%s=%s", vars[v], vals[k]);
+            snprintf(want, sizeof want, "fheplan: bad %s '%s' in the environment", vars[v],
+                     vals[k]);
+            r = run_cli(env, "%s plans/design-example.rplan", k % 2 ? "check" : "run --device emu");
+            cr_assert_eq(r.rc, 64, "%s: exit %d: %s", env, r.rc, r.err);
+            cr_assert(strstr(r.err, want), "%s: %s", env, r.err);
+            result_free(&r);
+        }
+    r = run_cli("FHEPLAN_PINNED_GBPS=.5", "check plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli("FHEPLAN_EMU_MEMORY=64", "run --device emu plans/design-example.rplan");
+    cr_assert_eq(r.rc, 64, "%s", r.err);
+    cr_assert(strstr(r.err, "bad FHEPLAN_EMU_MEMORY '64' in the environment: a SIZE needs a "
+                            "unit"), "%s", r.err);
+    result_free(&r);
+}
+
+/* --device auto that falls back to the emulated device says why (where CUDA is built in
+ * but cannot run; elsewhere there is nothing to say). */
+Test(cli, device_auto_says_why_it_runs_on_the_emulated_device)
+{
+    result c = run_cli(NULL, "run --device cuda plans/design-example.rplan");
+    int no_gpu = c.rc != 0 && strstr(c.err, "no usable CUDA device") != NULL;
+    result_free(&c);
+    if (!no_gpu)
+        cr_skip_test("CUDA works here or is not built in");
+    result r = run_cli("FHEPLAN_DEVICE=", "run plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.err, "fheplan: note: --device auto: cuda: no usable CUDA device ("),
+              "%s", r.err);
+    cr_assert(strstr(r.err, "running on the emulated device"), "%s", r.err);
+    result_free(&r);
+}
+
+/* check --quiet: the exit status only; every subcommand's --help names every option it
+ * takes (--gen-gbps among them). */
+Test(cli, check_quiet_prints_nothing_and_help_names_every_rate)
+{
+    result r = run_cli(NULL, "check --quiet plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_str_empty(r.out);
+    cr_assert_str_empty(r.err);
+    result_free(&r);
+    const char *p = tmp_path("quiet.rplan");
+    write_file(p, "rplan 1\nvalue x = 1 KiB at nowhere\n");
+    r = run_cli(NULL, "check --quiet %s", p);
+    cr_assert_eq(r.rc, 1);
+    cr_assert_str_empty(r.out);
+    cr_assert_str_empty(r.err);
+    result_free(&r);
+    unlink(p);
+    r = run_cli(NULL, "check --quiet --json plans/design-example.rplan");
+    cr_assert_eq(r.rc, 64, "%s", r.err);
+    result_free(&r);
+    static const char *const cmds[] = {"check", "run"};
+    static const char *const opts[] = {"--pinned-gbps", "--peer-gbps", "--device-gbps",
+                                       "--gen-gbps", "--quiet", "--budget", "--objective"};
+    for (size_t i = 0; i < 2; i++) {
+        r = run_cli(NULL, "%s --help", cmds[i]);
+        cr_assert_eq(r.rc, 0);
+        for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+            cr_assert(strstr(r.out, opts[k]), "%s --help lacks %s:\n%s", cmds[i], opts[k], r.out);
+        result_free(&r);
+    }
 }

@@ -8,8 +8,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#ifndef FHEPLAN_CLI
-#define FHEPLAN_CLI "build/fheplan"
+#ifndef FHEPLAN_CLI /* the CLI of the build this test belongs to (the Makefile) */
+#error "FHEPLAN_CLI is not defined: build the tests with make"
 #endif
 
 /* Runs `fheplan args >/dev/full`; returns the exit status, stderr in err (malloc'd). */

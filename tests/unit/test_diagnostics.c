@@ -230,3 +230,35 @@ Test(diagnostics, budgets_carry_their_declaration_and_old_files_load)
     free(w);
     rplan_program_free(p);
 }
+
+/* A comment ends at every line end the language allows: LF, CR LF and a lone CR. */
+Test(diagnostics, a_comment_ends_at_a_lone_cr_and_mixed_line_ends_compile)
+{
+    static const char *const srcs[] = {
+        "rplan 1\r# c\rbudget cuda:0 2 KiB\rvalue x = 1 KiB at host # c\rvalue y = 1 KiB at "
+        "host\rplan \"p\" { enter { move y -> cuda:0 from host } }\r",
+        "rplan 1\r\n# c\r\nbudget cuda:0 2 KiB\rvalue x = 1 KiB at host # c\rvalue y = 1 KiB "
+        "at host # d\r\nplan \"p\" { enter { move y -> cuda:0 from host } }\n",
+    };
+    for (size_t k = 0; k < 2; k++) {
+        rplan_compile_opts o = {.filename = "d.rplan"};
+        rplan_program *p = NULL;
+        rplan_diags *d = rplan_diags_new();
+        fhr_status st = rplan_compile(srcs[k], strlen(srcs[k]), &o, &p, d);
+        char *r = rplan_diags_render_string(d);
+        cr_assert_eq(st, FHR_OK, "source %zu: %s", k, r);
+        cr_assert_eq(rplan_nvalues(p), 2, "source %zu: a statement after a comment vanished", k);
+        cr_assert_eq(rplan_nbudgets(p), 1, "source %zu", k);
+        /* the program round-trips: its line table fits the embedded source */
+        void *w;
+        size_t n;
+        cr_assert_eq(rplan_write_mem(p, &w, &n), FHR_OK);
+        rplan_program *q = NULL;
+        cr_assert_eq(rplan_load_mem(w, n, "m.rpc", &q, NULL), FHR_OK, "source %zu", k);
+        rplan_program_free(q);
+        free(w);
+        free(r);
+        rplan_program_free(p);
+        rplan_diags_free(d);
+    }
+}

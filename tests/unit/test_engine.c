@@ -8,6 +8,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#ifndef FHEPLAN_CLI /* the CLI of the build this test belongs to (the Makefile) */
+#error "FHEPLAN_CLI is not defined: build the tests with make"
+#endif
+
 #define KEY 4096
 
 /* A gate: a host function on a stream that blocks it until opened, standing in for an
@@ -412,7 +416,7 @@ static void kernel_sleep(void *arg)
 static double check_bytes(const char *path)
 {
     char cmd[512];
-    snprintf(cmd, sizeof cmd, "NO_COLOR=1 build/fheplan check --json %s 2>/dev/null", path);
+    snprintf(cmd, sizeof cmd, "NO_COLOR=1 %s check --json %s 2>/dev/null", FHEPLAN_CLI, path);
     FILE *p = popen(cmd, "r");
     cr_assert_not_null(p);
     static char buf[1 << 16];

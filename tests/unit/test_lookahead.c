@@ -303,3 +303,55 @@ Test(lookahead, bad_futures_are_refused)
     cr_assert_str_eq(fhr_policy_name(p), "lookahead");
     fhr_policy_destroy(p);
 }
+
+/* Of copies never used again, the one read longest ago goes (not the lowest handle): a run
+ * that decides as if its bodies had ended then waits for the oldest body, not the newest
+ * (examples/phantom's second pass: keys used in reverse, then none of them again). */
+Test(lookahead, ties_among_copies_never_used_again_evict_the_least_recent)
+{
+    static const int trace[] = {3, 2, 1, 0, 4};
+    const uint64_t size[5] = {1 << 20, 1 << 20, 1 << 20, 1 << 20, 1 << 20};
+    fhr_backend *b;
+    cr_assert_eq(fhr_backend_model_create(1, &b, NULL), FHR_OK);
+    fhr_budget bud = {fhr_loc_cuda(0), 4u << 20};
+    fhr_manager *m = new_manager(b, &bud, 1);
+    fhr_handle keys[5];
+    for (int k = 0; k < 5; k++) {
+        fhr_value *v = NULL;
+        size_t bi;
+        cr_assert_eq(fhr_value_create(fhr_loc_pinned(), NULL, &v, NULL), FHR_OK);
+        cr_assert_eq(fhr_value_alloc_buffer(v, b, size[k], NULL, &bi, NULL), FHR_OK);
+        cr_assert_eq(fhr_value_add_field(v, "key", bi, 0, size[k], NULL), FHR_OK);
+        fhr_adopt_opts o = {FHR_REPLICABLE, NULL, 0};
+        cr_assert_eq(fhr_adopt(m, &v, &o, &keys[k], NULL), FHR_OK);
+    }
+    fhr_location fb[] = {fhr_loc_pinned()};
+    fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
+    fhr_future_use fut[5];
+    for (int i = 0; i < 5; i++)
+        fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[trace[i]], fhr_loc_cuda(0)};
+    fhr_policy *p;
+    cr_assert_eq(fhr_policy_lookahead_create(&chain, 1, fut, 5, &p, NULL), FHR_OK);
+    fhr_controller *c;
+    cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
+    fhr_stream *cs;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
+    fhr_stream_map cons = {fhr_loc_cuda(0), cs};
+    for (int i = 0; i < 5; i++) {
+        fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0)};
+        fhr_request req = {"use", &rq, 1, NULL, 0, (uint64_t)i + 1};
+        fhr_use *u = NULL;
+        cr_assert_eq(fhr_use_begin(c, &req, &cons, 1, NULL, 0, &u, NULL), FHR_OK);
+        cr_assert_eq(fhr_use_end(u, FHR_OK, NULL), FHR_OK);
+        fhr_use_destroy(u);
+        t_reap(m);
+    }
+    cr_assert_not(t_is_resident(m, keys[3], fhr_loc_cuda(0)), "key 3, read first, goes");
+    for (int k = 0; k < 3; k++)
+        cr_assert(t_is_resident(m, keys[k], fhr_loc_cuda(0)), "key %d, read later, stays", k);
+    fhr_stream_destroy(b, cs);
+    fhr_controller_destroy(c);
+    fhr_policy_destroy(p);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}

@@ -16,8 +16,8 @@
 #include "fheplan/vm.h"
 #include "tests/unit/tmpdir.h"
 
-#ifndef FHEPLAN_CLI
-#define FHEPLAN_CLI "build/fheplan"
+#ifndef FHEPLAN_CLI /* the CLI of the build this test belongs to (the Makefile) */
+#error "FHEPLAN_CLI is not defined: build the tests with make"
 #endif
 
 static char *run_out(const char *args, int *rc)

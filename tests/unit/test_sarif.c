@@ -14,8 +14,8 @@
 
 #include "fheplan/rplan.h"
 
-#ifndef FHEPLAN_CLI
-#define FHEPLAN_CLI "build/fheplan"
+#ifndef FHEPLAN_CLI /* the CLI of the build this test belongs to (the Makefile) */
+#error "FHEPLAN_CLI is not defined: build the tests with make"
 #endif
 
 static char *slurp(const char *path)

@@ -5,6 +5,7 @@
 
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
+#include <math.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +23,9 @@ static rplan_program *compile_src(const char *src)
     rplan_diags_free(d);
     return p;
 }
+
+/* The kernel model's time of a body reading `bytes`, in ns (3000 GB/s, the default). */
+#define MODEL_NS(bytes) ((uint64_t)llround((double)(bytes) / 3000.0))
 
 static fhr_backend *open_backend(const char *spec)
 {
@@ -68,7 +72,7 @@ static const char *tile_src =
 Test(vm, plan_runs_on_emu_with_integrity)
 {
     rplan_vm_opts o = {0};
-    rplan_vm_report *r = run_prog(tile_src, "emu:1", &o, FHR_OK);
+    rplan_vm_report *r = run_prog(tile_src, "emu:1,virtual", &o, FHR_OK);
     cr_assert(r->ok);
     cr_assert_eq(r->nstages, 1);
     cr_assert_str_eq(r->stages[0].name, "s");
@@ -77,7 +81,11 @@ Test(vm, plan_runs_on_emu_with_integrity)
     cr_assert_eq(r->total.checks, 3);
     cr_assert_eq(r->total.check_failures, 0);
     cr_assert_eq(r->total.bodies, 5);
-    cr_assert(r->total.body_s >= 0.001);
+    /* virtual clock: each body lasts the kernel model's time (its bytes at 3000 GB/s; spin
+     * its duration): verify 1 MiB, verify 2 MiB, touch 3 MiB, spin 1 ms, verify 1 MiB */
+    cr_assert_float_eq(r->total.body_s,
+                       (2 * MODEL_NS(1 << 20) + MODEL_NS(2 << 20) + MODEL_NS(3 << 20) + 1000000) * 1e-9,
+                       1e-12, "%.9f s", r->total.body_s);
     int found = 0;
     for (size_t i = 0; i < r->total.npeaks; i++)
         if (r->total.peaks[i].loc.kind == FHR_LOC_CUDA) {
@@ -411,7 +419,7 @@ Test(vm, body_and_exit_fail_the_body_error_is_primary)
  * stalls the device stream for tens of microseconds per body (measured on the H200: a
  * 75%-budget bootstrap run twice took 378.9 ms with them, 355.8 without). On the emulated
  * device the run launches no host function for its device bodies, and still reports
- * their time, within the run's. */
+ * their time: on the virtual clock, exactly the kernel model's. */
 static fhr_backend_ops hostfn_ops;
 static fhr_status (*hostfn_inner)(fhr_backend *, fhr_stream *, fhr_host_fn, void *, fhr_error *);
 static int hostfns;
@@ -441,7 +449,7 @@ static const char *device_src =
 static rplan_vm_report *count_run(int timed, int *nhost)
 {
     rplan_program *p = compile_src(device_src);
-    fhr_backend *b = open_backend("emu:1");
+    fhr_backend *b = open_backend("emu:1,virtual");
     hostfn_ops = *b->ops;
     hostfn_inner = hostfn_ops.launch_host;
     hostfn_ops.launch_host = counting_host;
@@ -471,11 +479,17 @@ Test(vm, device_bodies_are_timed_by_events)
      * four bodies that read values on cuda:0 (spin reads none and runs on the host) */
     cr_assert_eq(without - with, 2 * 4, "%d host functions with timed events, %d without",
                  with, without);
-    cr_assert_geq(r->total.body_s, 3e-3, "body time from the events: %.6f s", r->total.body_s);
-    /* bodies on two streams may overlap, so their sum is bounded by twice the run */
-    cr_assert_leq(r->total.body_s, 2 * r->total.time_s + 1e-3, "%.6f s of bodies in %.6f s",
-                  r->total.body_s, r->total.time_s);
-    cr_assert_geq(u->total.body_s, 3e-3, "without timed events, from host functions");
+    /* virtual clock: verify 1 MiB, verify 2 MiB, touch 3 MiB and spin 2 ms, then touch 3 MiB
+     * and spin 1 ms, each the kernel model's time, from events or from host functions alike */
+    double body = (MODEL_NS(1 << 20) + MODEL_NS(2 << 20) + 2 * MODEL_NS(3 << 20) + 3000000) * 1e-9;
+    cr_assert_float_eq(r->total.body_s, body, 1e-12, "body time from the events: %.9f s",
+                       r->total.body_s);
+    cr_assert_float_eq(u->total.body_s, body, 1e-12, "from host functions: %.9f s",
+                       u->total.body_s);
+    /* the spins (no values: on the host's stream) run back to back from the start and
+     * bound the run; the device's bodies overlap them */
+    cr_assert_float_eq(r->total.time_s, 3e-3, 1e-12, "%.9f s", r->total.time_s);
+    cr_assert_float_eq(u->total.time_s, 3e-3, 1e-12, "%.9f s", u->total.time_s);
     rplan_vm_report_free(r);
     rplan_vm_report_free(u);
 }
