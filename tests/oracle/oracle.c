@@ -422,6 +422,9 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
     double scale = (double)c->scale;
     cJSON *run = cf ? do_run(o, c, file, c->policy) : NULL;
     o->t.runs++;
+    /* the scale the run used: the largest exact one below --scale (fheplan(1), --scale) */
+    if (run && cJSON_IsNumber(cJSON_GetObjectItem(run, "scale")) && jnum(run, "scale") >= 1)
+        scale = jnum(run, "scale");
     if (!cf || !run) {
         dprintf_(&d, K_ERROR, "no JSON document from fheplan %s", cf ? "run" : "check");
     } else {
@@ -551,7 +554,7 @@ static void gen_config(oracle *o, config *c, int ndev, const char *file, uint64_
     const char *loc = ndev == 2 && splitmix64(&s) % 100 < 35 ? "cuda:1" : "cuda:0";
     uint64_t b = choose_budget(o, c, file, loc, &s);
     if (b) {
-        snprintf(c->budget[0], sizeof c->budget[0], "%s=%" PRIu64, loc, b);
+        snprintf(c->budget[0], sizeof c->budget[0], "%s=%" PRIu64 "B", loc, b);
         c->nbudget = 1;
     }
 }
