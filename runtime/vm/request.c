@@ -216,18 +216,30 @@ static void inflight_pop(rplan_vm *vm)
 }
 
 /* Waits for the oldest body in flight; 0 when none was. */
+static void inflight_drop_done(rplan_vm *vm);
+
+/* Waits for the bodies of entry i (and drops those that have ended with them). */
+static void inflight_wait_at(rplan_vm *vm, size_t i, int why)
+{
+    struct vm_inflight *f = &vm->inflight[i];
+    uint64_t t0 = vm_now_ns(vm);
+    vm->b->ops->event_sync(vm->b, f->ev, NULL);
+    vm_host_waited(vm, why, t0);
+    if (why != RPLAN_WAIT_BOUND && f->mark > vm->ready_after)
+        vm->ready_after = f->mark; /* the room it waited for is free then */
+    vm->b->ops->event_destroy(vm->b, f->ev);
+    vm_reads_free(f->hs, f->at);
+    memmove(f, f + 1, (vm->ninflight - i - 1) * sizeof *f);
+    vm->ninflight--;
+    inflight_drop_done(vm);
+    fhr_reap(vm->m, NULL, NULL);
+}
+
 static int inflight_wait_oldest(rplan_vm *vm, int why)
 {
     if (!vm->ninflight)
         return 0;
-    fhr_event *ev = vm->inflight[0].ev;
-    uint64_t t0 = vm_now_ns(vm);
-    vm->b->ops->event_sync(vm->b, ev, NULL);
-    vm_host_waited(vm, why, t0);
-    if (why != RPLAN_WAIT_BOUND && vm->inflight[0].mark > vm->ready_after)
-        vm->ready_after = vm->inflight[0].mark; /* the room it waited for is free then */
-    inflight_pop(vm);
-    fhr_reap(vm->m, NULL, NULL);
+    inflight_wait_at(vm, 0, why);
     return 1;
 }
 
@@ -305,20 +317,21 @@ static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, 
     return FHR_OK;
 }
 
-/* Whether a real body in flight still reads a copy the decision evicts. */
-static int settled_evicted(const rplan_vm *vm, const fhr_decision *d)
+/* 1 + the newest entry in flight whose bodies still read a copy the decision evicts; 0:
+ * none (waiting for that one entry suffices on its stream: bodies end in issue order). */
+static size_t settled_evicted(const rplan_vm *vm, const fhr_decision *d)
 {
-    size_t ne = fhr_decision_nevictions(d);
+    size_t ne = fhr_decision_nevictions(d), last = 0;
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
         fhr_location at = evicted_from(ev);
-        for (size_t i = 0; i < vm->ninflight; i++)
+        for (size_t i = last; i < vm->ninflight; i++)
             for (size_t k = 0; k < vm->inflight[i].nh; k++)
                 if (fhr_handle_equal(vm->inflight[i].hs[k], ev->action.handle) &&
                     fhr_loc_equal(vm->inflight[i].at[k], at))
-                    return 1;
+                    last = i + 1;
     }
-    return 0;
+    return last;
 }
 
 /* Values read by bodies in flight that the next request does not itself require. */
@@ -596,11 +609,10 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (st)
             break;
         if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
-            /* the decision evicts a copy a real body still reads: wait for the bodies
-             * that read it (in issue order), then decide again on the same view */
-            while (settled_evicted(vm, d) &&
-                   inflight_wait_oldest(vm, tobj ? RPLAN_WAIT_SETTLED : RPLAN_WAIT_REGRET))
-                ;
+            /* the decision evicts a copy a real body still reads: wait for the newest
+             * body that reads one, then decide again on the same view */
+            for (size_t i; (i = settled_evicted(vm, d)) != 0;)
+                inflight_wait_at(vm, i - 1, tobj ? RPLAN_WAIT_SETTLED : RPLAN_WAIT_REGRET);
             fhr_decision_destroy(d);
             continue;
         }
