@@ -173,13 +173,13 @@ Test(lookahead_cli, min_budget_is_tight_to_the_byte)
     cJSON_Delete(j);
     char args[256];
     int rc;
-    snprintf(args, sizeof args, "check --budget cuda:0=%llu plans/ckks-bootstrap.rplan", b);
+    snprintf(args, sizeof args, "check --budget cuda:0=%lluB plans/ckks-bootstrap.rplan", b);
     free(run_out(args, &rc));
     cr_assert_eq(rc, 0, "the budget found must pass check");
-    snprintf(args, sizeof args, "check --budget cuda:0=%llu plans/ckks-bootstrap.rplan", b - 1);
+    snprintf(args, sizeof args, "check --budget cuda:0=%lluB plans/ckks-bootstrap.rplan", b - 1);
     free(run_out(args, &rc));
     cr_assert_eq(rc, 1, "one byte less must be rejected");
-    snprintf(args, sizeof args, "check --budget cuda:0=%llu plans/ckks-bootstrap.rplan", near - 1);
+    snprintf(args, sizeof args, "check --budget cuda:0=%lluB plans/ckks-bootstrap.rplan", near - 1);
     free(run_out(args, &rc));
     cr_assert_eq(rc, 0);
 }
@@ -289,7 +289,7 @@ Test(lookahead_cli, objective_time_check_predicts_the_run_bytes)
         for (int bi = 0; bi < 2; bi++) {
             char bud[64] = "";
             if (bi)
-                snprintf(bud, sizeof bud, "--budget cuda:0=%llu", quarter);
+                snprintf(bud, sizeof bud, "--budget cuda:0=%lluB", quarter);
             char extra[128];
             snprintf(extra, sizeof extra, "--objective time %s", bud);
             double tl = 0, idle = 0, tl_min = 0, idle_min = 0;
