@@ -426,6 +426,9 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
     double scale = (double)c->scale;
     cJSON *run = cf ? do_run(o, c, file, c->policy) : NULL;
     o->t.runs++;
+    /* the scale the run used: the largest exact one below --scale (fheplan(1), --scale) */
+    if (run && cJSON_IsNumber(cJSON_GetObjectItem(run, "scale")) && jnum(run, "scale") >= 1)
+        scale = jnum(run, "scale");
     if (!cf || !run) {
         dprintf_(&d, K_ERROR, "no JSON document from fheplan %s", cf ? "run" : "check");
     } else {
