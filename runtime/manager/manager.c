@@ -39,6 +39,8 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->claims_cv, NULL);
     fhr_status gst = gens_create(&m->gens, err);
+    if (gst == FHR_OK)
+        gst = snap_spare_create(&m->spare, err);
     if (gst != FHR_OK) {
         fhr_manager_destroy(m);
         return gst;
@@ -131,6 +133,7 @@ void fhr_manager_destroy(fhr_manager *m)
     free(m->trace);
     free(m->scopes);
     gens_destroy(m->gens);
+    snap_spare_unref(m->spare);
     pthread_cond_destroy(&m->claims_cv);
     pthread_mutex_destroy(&m->lock);
     free(m);

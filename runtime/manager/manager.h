@@ -90,6 +90,12 @@ typedef struct pending_ref { /* a consumer event protecting one copy */
     evref *e;
 } pending_ref;
 
+/* snapshot.c: the memory of the snapshot freed last, for the next take (per manager,
+ * reference counted: the manager and each live snapshot hold one). */
+typedef struct snap_spare snap_spare;
+fhr_status snap_spare_create(snap_spare **out, fhr_error *err);
+void snap_spare_unref(snap_spare *sp);
+
 struct fhr_manager {
     uint64_t id;
     uint64_t ev_seq; /* events recorded so far (evref.seq) */
@@ -123,6 +129,7 @@ struct fhr_manager {
     /* active scopes, innermost last, for stage paths */
     fhr_scope **scopes;
     size_t nscopes, capscopes;
+    snap_spare *spare;        /* snapshot.c */
 };
 
 /* The charge of a copy at slot (host and pinned copies may omit regenerable fields). */
@@ -292,5 +299,10 @@ void lease_abandon_locked(fhr_lease *l);
  * consumer event can be recorded, queues a chore that waits for the consumers without
  * the lock) and frees. */
 void lease_destroy_locked(fhr_lease *l);
+/* With the lock held while a source load runs, before a destroy is deferred to the load's
+ * end: records the lease's consumer events now, from the destroying thread, or if one
+ * cannot be recorded waits for the consumer streams (letting go of the lock meanwhile).
+ * The deferred release then touches none of the streams the caller passed. */
+void lease_settle_consumers(fhr_lease *l);
 
 #endif

@@ -16,14 +16,20 @@ typedef struct snap_block {
     fhr_ckks_meta *metas;
     char *labels;
     size_t cap_locs, cap_values, cap_copies, cap_labels, cap_metas;
+    snap_spare *home; /* the spare of the manager that took it (a reference) */
 } snap_block;
 
-/* The memory of the snapshot freed last, kept for the next take (one, of at most
- * SPARE_MAX_VALUES values). Freeing a snapshot of many values hands its pages back to the
- * kernel (the allocator trims the top of the heap) and the next take faults them in again,
- * under the manager's lock: at 1,000 values that costs more than the walk itself. */
+/* The memory of the snapshot its manager freed last, kept for the next take (one, of at
+ * most SPARE_MAX_VALUES values). Freeing a snapshot of many values hands its pages back to
+ * the kernel (the allocator trims the top of the heap) and the next take faults them in
+ * again, under the manager's lock: at 1,000 values that costs more than the walk itself.
+ * Each manager has its own (no state is shared between managers); a snapshot may outlive
+ * its manager, so the manager and every live snapshot each hold a reference. */
 #define SPARE_MAX_VALUES 65536
-static _Atomic(snap_block *) spare;
+struct snap_spare {
+    _Atomic(snap_block *) block;
+    atomic_uint refs;
+};
 
 static void block_free(snap_block *sb)
 {
@@ -33,6 +39,27 @@ static void block_free(snap_block *sb)
     free(sb->s.values);
     free(sb->s.locs);
     free(sb);
+}
+
+fhr_status snap_spare_create(snap_spare **out, fhr_error *err)
+{
+    snap_spare *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
+    atomic_init(&sp->block, NULL);
+    atomic_init(&sp->refs, 1);
+    *out = sp;
+    return FHR_OK;
+}
+
+void snap_spare_unref(snap_spare *sp)
+{
+    if (!sp || atomic_fetch_sub_explicit(&sp->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    snap_block *sb = atomic_exchange(&sp->block, NULL);
+    if (sb)
+        block_free(sb);
+    free(sp);
 }
 
 /* At least n elements in *p (its contents are not kept). */
@@ -78,6 +105,8 @@ void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
     vi->spec_storage_nbytes = v->charge;
     vi->logical_nbytes = v->logical;
     vi->regen_nbytes = v->regen;
+    vi->omitted_nbytes[0] = v->omit[0];
+    vi->omitted_nbytes[1] = v->omit[1];
     vi->meta = NULL;
 }
 
@@ -123,11 +152,13 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
     size_t nlocs = 0, ncopies = 0, nlabel = 1, nv = m->nlive ? m->nlive : 1;
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         nlocs += m->loc[i].present;
-    snap_block *sb = atomic_exchange(&spare, NULL);
+    snap_block *sb = atomic_exchange(&m->spare->block, NULL);
     if (!sb)
         sb = calloc(1, sizeof *sb);
     fhr_snapshot *s = sb ? &sb->s : NULL;
     if (s) {
+        sb->home = m->spare;
+        atomic_fetch_add_explicit(&m->spare->refs, 1, memory_order_relaxed);
         s->nlocs = s->nvalues = 0;
         int ok = reserve((void **)&s->locs, &sb->cap_locs, nlocs ? nlocs : 1, sizeof *s->locs);
         ok = ok && reserve((void **)&s->values, &sb->cap_values, nv, sizeof *s->values);
@@ -214,8 +245,12 @@ void fhr_snapshot_free(fhr_snapshot *s)
     if (!s)
         return;
     snap_block *sb = (snap_block *)s, *none = NULL;
-    if (sb->cap_values > SPARE_MAX_VALUES || !atomic_compare_exchange_strong(&spare, &none, sb))
+    snap_spare *home = sb->home;
+    sb->home = NULL;
+    if (sb->cap_values > SPARE_MAX_VALUES ||
+        !atomic_compare_exchange_strong(&home->block, &none, sb))
         block_free(sb);
+    snap_spare_unref(home);
 }
 
 const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc)
