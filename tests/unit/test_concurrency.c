@@ -332,33 +332,14 @@ static void check_settled(fhr_backend *b, fhr_manager *m, fhr_handle x, int want
     check_accounting(m);
 }
 
-/* A value on cuda:0 leased for a watched consumer stream, inside a load of another thread. */
-Test(threads_concurrency, lease_destroyed_during_a_load_is_done_with_the_stream_on_return)
+/* A value on cuda:0 leased for a watched consumer stream, destroyed inside a load of
+ * another thread; fail_records: the consumer event cannot be recorded, so the destroy
+ * waits for the stream itself (from the caller's thread) before it returns. */
+static void lease_destroyed_during_a_load(uint64_t seed, int fail_records)
 {
     fhr_backend *b = watched_emu();
     fhr_manager *m = new_manager(b, NULL, 0);
-    fhr_handle x = adopt_n(m, 4096, 1, FHR_REPLICABLE);
-    cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
-    fhr_stream *c = watched_stream(b);
-    fhr_lease *l = NULL;
-    cr_assert_eq(fhr_acquire(m, &x, 1, fhr_loc_cuda(0), c, &l, NULL), FHR_OK);
-    held hl;
-    held_start(&hl, m);
-    fhr_lease_destroy(l);
-    fhr_stream_destroy(b, c); /* the caller is done with its stream: the destroy returned */
-    held_finish(&hl);
-    check_settled(b, m, x, 1);
-    fhr_manager_destroy(m);
-    fhr_backend_destroy(b);
-}
-
-/* The same when no consumer event can be recorded: the destroy waits for the stream itself
- * (from the caller's thread) before it returns, never later on the loading thread. */
-Test(threads_concurrency, lease_destroyed_during_a_load_without_events_waits_before_return)
-{
-    fhr_backend *b = watched_emu();
-    fhr_manager *m = new_manager(b, NULL, 0);
-    fhr_handle x = adopt_n(m, 4096, 2, FHR_REPLICABLE);
+    fhr_handle x = adopt_n(m, 4096, seed, FHR_REPLICABLE);
     cr_assert_eq(fhr_ensure(m, x, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     fhr_stream *c = watched_stream(b);
     fhr_lease *l = NULL;
@@ -366,14 +347,24 @@ Test(threads_concurrency, lease_destroyed_during_a_load_without_events_waits_bef
     held hl;
     held_start(&hl, m);
     pthread_mutex_lock(&W(b)->mu);
-    W(b)->fail_records = 1;
+    W(b)->fail_records = fail_records;
     pthread_mutex_unlock(&W(b)->mu);
     fhr_lease_destroy(l);
-    fhr_stream_destroy(b, c);
+    fhr_stream_destroy(b, c); /* the caller is done with its stream: the destroy returned */
     held_finish(&hl);
-    check_settled(b, m, x, 1); /* the one refused record */
+    check_settled(b, m, x, 1); /* the one record (refused, with fail_records) */
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
+}
+
+Test(threads_concurrency, lease_destroyed_during_a_load_is_done_with_the_stream_on_return)
+{
+    lease_destroyed_during_a_load(1, 0);
+}
+
+Test(threads_concurrency, lease_destroyed_during_a_load_without_events_waits_before_return)
+{
+    lease_destroyed_during_a_load(2, 1);
 }
 
 Test(threads_concurrency, scope_destroyed_during_a_load_is_done_with_the_stream_on_return)
