@@ -62,6 +62,27 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     return FHR_OK;
 }
 
+fhr_status snap_spare_create(snap_spare **out, fhr_error *err)
+{
+    snap_spare *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
+    atomic_init(&sp->block, NULL);
+    atomic_init(&sp->refs, 1);
+    *out = sp;
+    return FHR_OK;
+}
+
+void snap_spare_unref(snap_spare *sp)
+{
+    if (!sp || atomic_fetch_sub_explicit(&sp->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    void *block = atomic_exchange(&sp->block, NULL);
+    if (block)
+        sp->free_block(block);
+    free(sp);
+}
+
 uint64_t fhr_manager_id(const fhr_manager *m) { return m ? m->id : 0; }
 fhr_backend *fhr_manager_backend(const fhr_manager *m) { return m ? m->b : NULL; }
 

@@ -8,6 +8,7 @@
 #include "runtime/manager/value.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* A backend event shared by several owners (a copy's ready marker is also a read
  * marker on its source; one consumer event protects every leased copy). */
@@ -90,9 +91,16 @@ typedef struct pending_ref { /* a consumer event protecting one copy */
     evref *e;
 } pending_ref;
 
-/* snapshot.c: the memory of the snapshot freed last, for the next take (per manager,
- * reference counted: the manager and each live snapshot hold one). */
-typedef struct snap_spare snap_spare;
+/* The memory of the snapshot this manager freed last, kept for its next take
+ * (snapshot.c fills and takes it). Each manager has its own (no state is shared between
+ * managers); a snapshot may outlive its manager, so the manager and each live snapshot
+ * hold a reference, and the last one frees the slot and the block in it (free_block,
+ * set by snapshot.c before it keeps one). */
+typedef struct snap_spare {
+    _Atomic(void *) block;
+    atomic_uint refs;
+    void (*free_block)(void *);
+} snap_spare;
 fhr_status snap_spare_create(snap_spare **out, fhr_error *err);
 void snap_spare_unref(snap_spare *sp);
 

@@ -26,10 +26,6 @@ typedef struct snap_block {
  * Each manager has its own (no state is shared between managers); a snapshot may outlive
  * its manager, so the manager and every live snapshot each hold a reference. */
 #define SPARE_MAX_VALUES 65536
-struct snap_spare {
-    _Atomic(snap_block *) block;
-    atomic_uint refs;
-};
 
 static void block_free(snap_block *sb)
 {
@@ -41,26 +37,7 @@ static void block_free(snap_block *sb)
     free(sb);
 }
 
-fhr_status snap_spare_create(snap_spare **out, fhr_error *err)
-{
-    snap_spare *sp = calloc(1, sizeof *sp);
-    if (!sp)
-        return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
-    atomic_init(&sp->block, NULL);
-    atomic_init(&sp->refs, 1);
-    *out = sp;
-    return FHR_OK;
-}
-
-void snap_spare_unref(snap_spare *sp)
-{
-    if (!sp || atomic_fetch_sub_explicit(&sp->refs, 1, memory_order_acq_rel) != 1)
-        return;
-    snap_block *sb = atomic_exchange(&sp->block, NULL);
-    if (sb)
-        block_free(sb);
-    free(sp);
-}
+static void block_free_any(void *sb) { block_free(sb); }
 
 /* At least n elements in *p (its contents are not kept). */
 static int reserve(void **p, size_t *cap, size_t n, size_t elem)
@@ -152,12 +129,13 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
     size_t nlocs = 0, ncopies = 0, nlabel = 1, nv = m->nlive ? m->nlive : 1;
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         nlocs += m->loc[i].present;
-    snap_block *sb = atomic_exchange(&m->spare->block, NULL);
+    snap_block *sb = atomic_exchange(&m->spare->block, (void *)NULL);
     if (!sb)
         sb = calloc(1, sizeof *sb);
     fhr_snapshot *s = sb ? &sb->s : NULL;
     if (s) {
         sb->home = m->spare;
+        m->spare->free_block = block_free_any; /* for the last reference's release */
         atomic_fetch_add_explicit(&m->spare->refs, 1, memory_order_relaxed);
         s->nlocs = s->nvalues = 0;
         int ok = reserve((void **)&s->locs, &sb->cap_locs, nlocs ? nlocs : 1, sizeof *s->locs);
@@ -244,11 +222,12 @@ void fhr_snapshot_free(fhr_snapshot *s)
 {
     if (!s)
         return;
-    snap_block *sb = (snap_block *)s, *none = NULL;
+    snap_block *sb = (snap_block *)s;
+    void *none = NULL;
     snap_spare *home = sb->home;
     sb->home = NULL;
     if (sb->cap_values > SPARE_MAX_VALUES ||
-        !atomic_compare_exchange_strong(&home->block, &none, sb))
+        !atomic_compare_exchange_strong(&home->block, &none, (void *)sb))
         block_free(sb);
     snap_spare_unref(home);
 }
