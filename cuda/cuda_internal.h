@@ -40,7 +40,7 @@ void pin_pool_destroy(pin_pool *pp);
 typedef struct stager_set stager_set;
 fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_set **out,
                              fhr_error *err);
-/* The pinned bytes every stager's slots hold now (freed by stager_set_destroy). */
+/* The pinned bytes every stager's slots hold now (the pinned observation counts them). */
 uint64_t stager_set_bytes(stager_set *set);
 /* Synchronous for the calling thread: waits for s's earlier work, runs the pipeline,
  * and returns once the host side is done. Device-to-host is complete on return;
