@@ -117,7 +117,8 @@ static char *compiled(size_t *n)
 }
 
 /* A character device to write to: a null device made in the test's directory (root), else
- * /dev/null itself. */
+ * /dev/null itself, which only root could replace: so a broken build never replaces the
+ * machine's /dev/null (as root without a usable device node the test skips). */
 static void char_device(char *path, size_t cap)
 {
     snprintf(path, cap, "%s/null", tmpdir_get());
@@ -129,6 +130,8 @@ static void char_device(char *path, size_t cap)
         }
         unlink(path); /* a filesystem mounted nodev */
     }
+    if (geteuid() == 0)
+        cr_skip_test("root cannot make a usable device node under %s", tmpdir_get());
     snprintf(path, cap, "/dev/null");
 }
 
@@ -159,9 +162,11 @@ Test(cli_output, a_character_device_is_written_through_not_replaced)
     char_device(dev, sizeof dev);
     cr_assert_eq(cli("compile %s -o %s", PLAN, dev), 0);
     expect_char_device(dev);
-    cr_assert_eq(cli("run --device emu --trace %s --timeline /dev/null %s", dev, tiny_plan()), 0);
+    cr_assert_eq(cli("run --device emu --trace %s --timeline %s %s", dev, tmp_path("t.html"),
+                     tiny_plan()), 0);
     expect_char_device(dev);
-    expect_char_device("/dev/null");
+    cr_assert_eq(cli("run --device emu --timeline %s %s", dev, tiny_plan()), 0);
+    expect_char_device(dev);
 }
 
 /* A reader of the FIFO in a child: it copies what it reads to `to` (ends itself after 30 s
