@@ -317,6 +317,18 @@ Test(engine, protection_alone_blocks_a_plain_use_and_a_waiting_one_goes_through)
     rig_down(&r);
 }
 
+/* Nothing pending at the location: nothing to wait for, and no work on an empty list (an
+ * empty candidate list once reached qsort as a null pointer, which UBSan refuses). */
+Test(engine, wait_pending_with_nothing_pending_waits_for_nothing)
+{
+    rig r;
+    rig_up(&r);
+    size_t waited = 7;
+    cr_assert_eq(fhr_wait_pending(r.m, fhr_loc_cuda(0), KEY, &waited, NULL), FHR_OK);
+    cr_assert_eq(waited, 0);
+    rig_down(&r);
+}
+
 Test(engine, no_wait_when_the_budget_does_not_force_one)
 {
     rig r;
