@@ -117,11 +117,17 @@ int run_vm(const cli *c, input *in, fhr_backend *b, rplan_vm_opts *o, rplan_vm *
 /* ---- output (cli/output.c) ------------------------------------------------------ */
 
 /* An output path (compile -o, run --trace) that must not be an input FILE: the same
- * file by any spelling or link is refused (usage()'s EX_USAGE_), else 0. */
+ * file by any spelling or link is refused (usage()'s EX_USAGE_), and so is one that is a
+ * directory or neither a regular file, a character device nor a FIFO; else 0. */
 int check_output(const cli *c, const char *out, const char *opt);
-/* Writes len bytes to path atomically: a temporary file beside it, then rename, so a
- * failure leaves the old file (or none). 0, or -1 with errno set. */
+/* Writes len bytes to path ("-": stdout). A regular file (or none yet) is written
+ * atomically: a temporary file beside it, then rename, so a failure leaves the old file
+ * (or none); through a symbolic link, the file it names is so replaced and the link kept.
+ * A character device or FIFO is opened and written through, never replaced; a directory
+ * or another kind of file is refused. 0, or -1 with errno set. */
 int write_atomic(const char *path, const void *buf, size_t len);
+/* 1 when two output paths name one file (by spelling, or by any link when both exist). */
+int same_output(const char *a, const char *b);
 /* The diagnostics as a JSON array of {"severity", "file", "line", "col", "end_line",
  * "end_col" (one past the span), "message", "rule" (errors and warnings)}. */
 cJSON *diags_json(const rplan_diags *d);

@@ -223,6 +223,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
             rc = check_output(&c, c.timeline, "--timeline");
         if (!rc && is_run && c.profile_out)
             rc = check_output(&c, c.profile_out, "--profile-out");
+        if (!rc && is_run && c.trace && c.timeline && same_output(c.trace, c.timeline))
+            rc = usage("--trace and --timeline name the same file '%s'", c.trace);
         for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
             if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
                 rc = usage("%s reads standard input ('-') only once", cmd);

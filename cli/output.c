@@ -1,11 +1,13 @@
 /* cli/output.c — what the subcommands print and write alike: diagnostics as JSON, the one
  * JSON document (on stdout or into a rank's buffer), a stage's report as text, and output
- * files (never over an input, written atomically). */
+ * files (never over an input; a regular file replaced atomically, through a symbolic link
+ * the file it names; a character device or FIFO written through, never replaced). */
 #include "cli/cli.h"
 #include "cli/format.h"
 
 #include <cjson/cJSON.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +16,34 @@
 
 /* ---- output files ------------------------------------------------------------------ */
 
+/* What an existing output path is, following symbolic links: 'r' a regular file (or
+ * nothing there yet), 's' a stream written through (character device, FIFO), 'd' a
+ * directory, 'x' anything else (block device, socket). */
+static char output_kind(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return 'r';
+    if (S_ISREG(st.st_mode))
+        return 'r';
+    if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode))
+        return 's';
+    return S_ISDIR(st.st_mode) ? 'd' : 'x';
+}
+
 int check_output(const cli *c, const char *out, const char *opt)
 {
     struct stat so, si;
     if (!strcmp(out, "-"))
         return 0; /* standard output is never an input file */
+    char kind = output_kind(out);
+    if (kind == 'd' || kind == 'x') {
+        fprintf(stderr, "fheplan: %s '%s' is %s; refusing to write it (a regular file, a "
+                "character device or a FIFO, or a symbolic link to one, is written)\n", opt,
+                out, kind == 'd' ? "a directory" : "neither a regular file, a character device "
+                "nor a FIFO");
+        return usage(NULL, NULL);
+    }
     if (stat(out, &so) != 0)
         return 0; /* not there yet: cannot be an input */
     for (size_t i = 0; i < c->nfiles; i++)
@@ -31,20 +56,101 @@ int check_output(const cli *c, const char *out, const char *opt)
     return 0;
 }
 
+int same_output(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    if (!strcmp(a, b))
+        return 1;
+    return strcmp(a, "-") && strcmp(b, "-") && stat(a, &sa) == 0 && stat(b, &sb) == 0 &&
+           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Writes all of buf to fd; 0, or -1 with errno set. */
+static int write_all(int fd, const void *buf, size_t len)
+{
+    const char *p = buf;
+    while (len) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0) {
+            if (w == 0)
+                errno = EIO;
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+/* A character device or FIFO (or a link to one): written through, never replaced. */
+static int write_through(const char *path, const void *buf, size_t len)
+{
+    int fd = open(path, O_WRONLY | O_NOCTTY);
+    if (fd < 0)
+        return -1;
+    int rc = write_all(fd, buf, len), saved = errno;
+    if (close(fd) != 0 && rc == 0) {
+        rc = -1;
+        saved = errno;
+    }
+    errno = saved;
+    return rc;
+}
+
 int write_atomic(const char *path, const void *buf, size_t len)
 {
     if (!strcmp(path, "-"))
         return fwrite(buf, 1, len, stdout) == len && fflush(stdout) == 0 ? 0 : -1;
+    switch (output_kind(path)) {
+    case 's':
+        return write_through(path, buf, len);
+    case 'd':
+        errno = EISDIR;
+        return -1;
+    case 'x':
+        errno = EINVAL;
+        return -1;
+    default:
+        break;
+    }
+    /* a symbolic link: the file it names is replaced (the link stays); a link to nothing
+     * yet is written through, creating that file */
+    struct stat lst;
+    char *real = NULL;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        real = realpath(path, NULL);
+        if (!real) {
+            if (errno != ENOENT)
+                return -1;
+            int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOCTTY, 0666);
+            if (fd < 0)
+                return -1;
+            int rc = write_all(fd, buf, len), saved = errno;
+            if (close(fd) != 0 && rc == 0) {
+                rc = -1;
+                saved = errno;
+            }
+            errno = saved;
+            return rc;
+        }
+        path = real;
+    }
     size_t n = strlen(path);
     char *tmp = malloc(n + 16);
     if (!tmp) {
+        free(real);
         errno = ENOMEM;
         return -1;
     }
     snprintf(tmp, n + 16, "%s.tmp-XXXXXX", path);
     int fd = mkstemp(tmp);
     if (fd < 0) {
+        int saved = errno;
         free(tmp);
+        free(real);
+        errno = saved;
         return -1;
     }
     /* the mode of the file it replaces, else what creat() would give (mkstemp's is 0600) */
@@ -52,19 +158,7 @@ int write_atomic(const char *path, const void *buf, size_t len)
     mode_t um = umask(0);
     umask(um);
     fchmod(fd, stat(path, &st) == 0 ? st.st_mode & 07777 : 0666 & ~um);
-    const char *p = buf;
-    size_t left = len;
-    int ok = 1;
-    while (left && ok) {
-        ssize_t w = write(fd, p, left);
-        if (w < 0 && errno == EINTR)
-            continue;
-        ok = w > 0;
-        if (ok) {
-            p += w;
-            left -= (size_t)w;
-        }
-    }
+    int ok = write_all(fd, buf, len) == 0;
     int saved = errno;
     if (close(fd) != 0 && ok) {
         ok = 0;
@@ -77,6 +171,7 @@ int write_atomic(const char *path, const void *buf, size_t len)
     if (!ok)
         unlink(tmp);
     free(tmp);
+    free(real);
     errno = saved;
     return ok ? 0 : -1;
 }

@@ -57,13 +57,13 @@ fhr_status fhr_backend_open(const char *spec, fhr_backend **out, fhr_error *err)
         return fhr_backend_cuda_create(out, err);
     int n = 0;
     const char *virt = strchr(spec, ',');
-    if (virt && strcmp(virt, ",virtual") == 0 && has_prefix(spec, "emu")) {
+    if (virt && strcmp(virt, ",virtual") == 0) { /* the emulated device's virtual clock */
         char head[32];
         size_t len = (size_t)(virt - spec);
         if (len < sizeof head) {
             memcpy(head, spec, len);
             head[len] = '\0';
-            if ((n = parse_count(head + 3)) > 0)
+            if (has_prefix(head, "emu") && (n = parse_count(head + 3)) > 0)
                 return fhr_backend_emu_create_virtual(n, 0, out, err);
         }
     }

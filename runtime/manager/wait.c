@@ -35,7 +35,7 @@ static fhr_status collect(fhr_manager *m, int slot, uint64_t nbytes, evref ***ou
         }
         c[nc++] = (cand){x, VAL_CHARGE(v, slot)}; /* as charged there */
     }
-    if (nc) /* c is NULL when nothing qualifies */
+    if (nc > 1) /* none: c is NULL, which qsort must not be given */
         qsort(c, nc, sizeof *c, by_last_use);
     size_t take = 0;
     for (uint64_t got = 0; take < nc && (got < nbytes || take == 0); take++)

@@ -23,15 +23,23 @@ Test(backend_open, good_specs)
     struct { const char *spec, *name; int ndev; } cases[] = {
         {"emu", "emu", 1},     {"emu:1", "emu", 1},     {"emu:4", "emu", 4},
         {"emu:62", "emu", 62}, {"model", "model", 1},   {"model:8", "model", 8},
+        {"emu,virtual", "emu", 1}, {"emu:3,virtual", "emu", 3},
     };
-    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
-        fhr_backend_destroy(open_ok(cases[i].spec, cases[i].name, cases[i].ndev));
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        fhr_backend *b = open_ok(cases[i].spec, cases[i].name, cases[i].ndev);
+        int virt = -1;
+        fhr_backend_clock_ns(b, &virt);
+        cr_assert_eq(virt, strstr(cases[i].spec, ",virtual") != NULL, "%s", cases[i].spec);
+        fhr_backend_destroy(b);
+    }
 }
 
 Test(backend_open, bad_specs_are_named_in_the_error)
 {
     const char *bad[] = {"", "emu:", "emu:0", "emu:63", "emu:2x", "emu:-1", "emu:+2", "emux",
-                         "gpu", "model:", "model:1:2", "cuda:0", "AUTO", " emu"};
+                         "gpu", "model:", "model:1:2", "cuda:0", "AUTO", " emu", "emu,",
+                         "emu:2,virt", "emu:0,virtual", "model,virtual", "emu,virtual,virtual",
+                         "emu:2,virtualx"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         fhr_backend *b = NULL;
         fhr_error err;

@@ -448,3 +448,152 @@ Test(threads_emu_shared, event_recorded_on_one_thread_waited_on_another)
     fhr_backend_destroy(b);
     gate_fini(&g);
 }
+
+/* ---- the virtual clock ------------------------------------------------------------- */
+
+static fhr_backend *emu_virtual(int ndev)
+{
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_emu_create_virtual(ndev, 0, &b, NULL), FHR_OK);
+    return b;
+}
+
+static uint64_t now(fhr_backend *b)
+{
+    int virt = 0;
+    uint64_t t = fhr_backend_clock_ns(b, &virt);
+    cr_assert_eq(virt, 1);
+    return t;
+}
+
+static uint64_t elapsed_ns(fhr_backend *b, fhr_event *from, fhr_event *to)
+{
+    double s = -1;
+    cr_assert_eq(b->ops->event_elapsed(b, from, to, &s, NULL), FHR_OK);
+    return (uint64_t)(s * 1e9 + 0.5);
+}
+
+/* A copy lasts its bytes over its direction's rate, rounded up to whole ns; the host's
+ * time moves only when it waits. */
+Test(threads_emu_virtual, copies_last_their_bytes_over_their_direction_rate)
+{
+    fhr_backend *b = emu_virtual(2);
+    fhr_stream *s = stream(b, fhr_loc_cuda(0));
+    size_t n = 1000000;
+    void *pin, *host, *d0, *d0b, *d1;
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_pinned(), n, NULL, &pin, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_host(), n, NULL, &host, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), n, s, &d0, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(0), n, s, &d0b, NULL), FHR_OK);
+    cr_assert_eq(b->ops->alloc(b, fhr_loc_cuda(1), n, s, &d1, NULL), FHR_OK);
+    memset(pin, 7, n);
+    struct { void *dst; fhr_location dl; void *src; fhr_location sl; uint64_t ns; } c[] = {
+        {d0, fhr_loc_cuda(0), pin, fhr_loc_pinned(), 18019},   /* 1e6 B / 55.5 GB/s */
+        {host, fhr_loc_host(), d0, fhr_loc_cuda(0), 38462},    /* pageable: 26 GB/s */
+        {d1, fhr_loc_cuda(1), d0, fhr_loc_cuda(0), 2223},      /* peer: 450 GB/s */
+        {d0b, fhr_loc_cuda(0), d0, fhr_loc_cuda(0), 334},      /* one device: 3000 GB/s */
+        {pin, fhr_loc_pinned(), host, fhr_loc_host(), 38462},  /* host memories: 26 GB/s */
+    };
+    uint64_t t = 0;
+    cr_assert_eq(now(b), 0);
+    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+        cr_assert_eq(b->ops->copy(b, c[i].dst, c[i].dl, c[i].src, c[i].sl, n, s, NULL), FHR_OK);
+        cr_assert_eq(now(b), t, "enqueueing takes no time");
+        cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
+        t += c[i].ns;
+        cr_assert_eq(now(b), t, "copy %zu: %llu ns", i, (unsigned long long)now(b));
+    }
+    cr_assert_eq(((unsigned char *)host)[n - 1], 7, "the bytes were really copied");
+    b->ops->free(b, fhr_loc_cuda(1), d1, n, s);
+    b->ops->free(b, fhr_loc_cuda(0), d0b, n, s);
+    b->ops->free(b, fhr_loc_cuda(0), d0, n, s);
+    b->ops->free(b, fhr_loc_host(), host, n, NULL);
+    b->ops->free(b, fhr_loc_pinned(), pin, n, NULL);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
+static void read_clock(void *arg)
+{
+    void **a = arg;
+    *(uint64_t *)a[1] = fhr_backend_clock_ns(a[0], NULL);
+}
+
+/* Each stream is a timeline: work starts after the stream's earlier work, after the
+ * host's time when it was enqueued and after an event it waits for; an event is complete
+ * for the host once the host's time reached it, whatever the workers have done. */
+Test(threads_emu_virtual, streams_are_timelines_and_waits_take_the_latest)
+{
+    fhr_backend *b = emu_virtual(1);
+    fhr_stream *s1 = stream(b, fhr_loc_cuda(0)), *s2 = stream(b, fhr_loc_cuda(0)),
+               *s3 = stream(b, fhr_loc_cuda(0));
+    fhr_event *e0, *e1, *e2, *e3;
+    cr_assert_eq(b->ops->event_create_timed(b, &e0, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_create_timed(b, &e1, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_create_timed(b, &e2, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_create_timed(b, &e3, NULL), FHR_OK);
+    uint64_t in_fn = 0;
+    void *args[2] = {b, &in_fn};
+    cr_assert_eq(b->ops->event_record(b, e0, s1, NULL), FHR_OK); /* at 0 */
+    cr_assert_eq(b->ops->advance(b, s1, 100, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e1, s1, NULL), FHR_OK); /* at 100 */
+    cr_assert_eq(b->ops->advance(b, s2, 30, NULL), FHR_OK);
+    cr_assert_eq(b->ops->stream_wait_event(b, s2, e1, NULL), FHR_OK); /* max(30, 100) */
+    cr_assert_eq(b->ops->advance(b, s2, 5, NULL), FHR_OK);
+    cr_assert_eq(fhr_launch_host(b, s2, read_clock, args, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e2, s2, NULL), FHR_OK); /* at 105 */
+    cr_assert_eq(b->ops->event_query(b, e2), 0, "the host is still at 0");
+    cr_assert_eq(b->ops->event_query(b, e0), 1, "recorded at 0: complete at once");
+    cr_assert_eq(b->ops->event_sync(b, e1, NULL), FHR_OK);
+    cr_assert_eq(now(b), 100);
+    cr_assert_eq(b->ops->event_query(b, e2), 0, "105 is not reached at 100");
+    cr_assert_eq(b->ops->event_sync(b, e2, NULL), FHR_OK);
+    cr_assert_eq(now(b), 105);
+    cr_assert_eq(b->ops->event_query(b, e2), 1);
+    cr_assert_eq(in_fn, 105, "a host function reads the time it runs at: %llu",
+                 (unsigned long long)in_fn);
+    cr_assert_eq(elapsed_ns(b, e0, e1), 100);
+    cr_assert_eq(elapsed_ns(b, e1, e2), 5);
+    /* work enqueued now starts at the host's 105 on an idle stream */
+    cr_assert_eq(b->ops->advance(b, s3, 10, NULL), FHR_OK);
+    cr_assert_eq(b->ops->event_record(b, e3, s3, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(b, s3, NULL), FHR_OK);
+    cr_assert_eq(now(b), 115);
+    cr_assert_eq(elapsed_ns(b, e2, e3), 10);
+    /* a wait never moves the host back */
+    cr_assert_eq(b->ops->event_sync(b, e0, NULL), FHR_OK);
+    cr_assert_eq(now(b), 115);
+    b->ops->event_destroy(b, e0);
+    b->ops->event_destroy(b, e1);
+    b->ops->event_destroy(b, e2);
+    b->ops->event_destroy(b, e3);
+    fhr_stream_destroy(b, s1);
+    fhr_stream_destroy(b, s2);
+    fhr_stream_destroy(b, s3);
+    fhr_backend_destroy(b);
+}
+
+/* The wall clock (the default) has no simulated time and cannot advance; a fault
+ * decorator keeps its inner backend's clock. */
+Test(threads_emu_virtual, the_wall_clock_does_not_advance_and_the_fault_decorator_forwards)
+{
+    fhr_backend *w = emu(1, 0);
+    fhr_stream *s = stream(w, fhr_loc_cuda(0));
+    int virt = 1;
+    fhr_backend_clock_ns(w, &virt);
+    cr_assert_eq(virt, 0);
+    fhr_error err;
+    fhr_error_init(&err);
+    cr_assert_eq(w->ops->advance(w, s, 10, &err), FHR_E_UNSUPPORTED);
+    fhr_error_clear(&err);
+    fhr_stream_destroy(w, s);
+    fhr_backend_destroy(w);
+    fhr_backend *f = NULL;
+    cr_assert_eq(fhr_backend_fault_create(emu_virtual(1), &f, NULL), FHR_OK);
+    s = stream(f, fhr_loc_cuda(0));
+    cr_assert_eq(f->ops->advance(f, s, 42, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_sync(f, s, NULL), FHR_OK);
+    cr_assert_eq(now(f), 42);
+    fhr_stream_destroy(f, s);
+    fhr_backend_destroy(f);
+}
