@@ -4,6 +4,7 @@
 #include "base/error.h"
 
 #include <stdio.h>
+#include <string.h>
 
 /* A transfer window's event (or host function) that failed: the error names the plan and
  * the device. */
@@ -17,6 +18,18 @@ static fhr_status window_fail(const fhr_plan *plan, int request, fhr_location lo
     return fhr_fail(err, st, "%s '%.80s': the transfer window onto %s cannot %s: %.280s",
                     request ? "request" : "plan", fhr_plan_name(plan),
                     fhr_loc_format(loc, lb, sizeof lb), what, msg);
+}
+
+/* A request's failure is named as one: the manager's scope words it "plan 'NAME'". */
+static fhr_status as_request(int request, fhr_status st, fhr_error *err)
+{
+    static const char was[] = "plan '", now[] = "request '";
+    if (st && request && err && strncmp(err->message, was, sizeof was - 1) == 0) {
+        char msg[sizeof err->message];
+        snprintf(msg, sizeof msg, "%s%s", now, err->message + sizeof was - 1);
+        memcpy(err->message, msg, sizeof msg);
+    }
+    return st;
 }
 
 fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stream_map *xs, size_t nxs,
@@ -62,7 +75,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     if (st) {
         fhr_scope_destroy(sc);
         vm_range_pop(vm);
-        return st;
+        return as_request(request, st, err);
     }
     vm_range_push(vm, "copies", fhr_plan_name(plan)); /* the enter phase issues them */
     st = fhr_scope_enter(sc, err);
@@ -87,7 +100,7 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
         vm->cur_win = NULL;
         fhr_scope_destroy(sc);
         vm_range_pop(vm);
-        return st;
+        return as_request(request, st, err);
     }
     vm_sample_peaks(vm);
     /* bodies not placed by an enter action run where the enter phase left their values */
@@ -147,5 +160,5 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
     vm_sample_peaks(vm);
     fhr_scope_destroy(sc);
     vm_range_pop(vm);
-    return st;
+    return as_request(request, st, err);
 }

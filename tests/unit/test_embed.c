@@ -536,3 +536,28 @@ Test(embed, profile_round_trip_and_refusals)
     fhr_backend_destroy(mb);
     rplan_program_free(prog);
 }
+
+/* A request whose copy fails is named as a request (the manager's scope says "plan"). */
+Test(embed, a_failed_request_is_called_a_request)
+{
+    static const char src[] = "rplan 1\nbudget cuda:0 64 KiB\nvalue k = 8 KiB replicable at pinned\n"
+                              "policy p = tiered_lru(cuda:0 -> pinned -> host)\n"
+                              "request \"rot\" using p { require k @ cuda:0 }\n";
+    rplan_program *p = NULL;
+    cr_assert_eq(rplan_compile(src, strlen(src), NULL, &p, NULL), FHR_OK);
+    fhr_backend *inner = NULL, *b = NULL;
+    cr_assert_eq(fhr_backend_open("emu:1", &inner, NULL), FHR_OK);
+    cr_assert_eq(fhr_backend_fault_create(inner, &b, NULL), FHR_OK);
+    rplan_vm *vm = NULL;
+    rplan_vm_opts o = {.pinned_gbps = 55.5}; /* no bandwidth probe: the first copy is the key's */
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+    fhr_backend_fault_arm(b, FHR_FAULT_COPY, fhr_backend_fault_count(b, FHR_FAULT_COPY) + 1);
+    rplan_vm_report *r = NULL;
+    cr_assert_neq(rplan_vm_run(vm, &r, NULL), FHR_OK);
+    cr_assert_not_null(r);
+    cr_assert(strncmp(r->message, "request 'rot'", 13) == 0, "%s", r->message);
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b); /* and inner, which the fault decorator owns */
+    rplan_program_free(p);
+}
