@@ -714,3 +714,53 @@ Test(threads_copy_pool, jobs_and_slices)
     free(c);
     copy_pool_destroy(cp);
 }
+
+/* ---- the pageable path: CUDA's own copy below a size, the pipeline from it ---------- */
+
+Test(staging, direct_rule_follows_size_only)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, STAGING_DIRECT_BELOW);
+    /* the H200 figures: CUDA's path wins at 1 and 4 MiB, the pipeline from 64 MiB */
+    cr_assert_eq(staging_direct(1, &sh), 1);
+    cr_assert_eq(staging_direct(MiB, &sh), 1);
+    cr_assert_eq(staging_direct(4 * MiB + 1, &sh), 1);
+    cr_assert_eq(staging_direct(STAGING_DIRECT_BELOW - 1, &sh), 1);
+    cr_assert_eq(staging_direct(STAGING_DIRECT_BELOW, &sh), 0);
+    cr_assert_eq(staging_direct(64 * MiB, &sh), 0);
+    cr_assert_eq(staging_direct(GiB, &sh), 0);
+    cr_assert_eq(staging_direct(STAGING_DIRECT_BELOW - 1, &sh),
+                 staging_direct(STAGING_DIRECT_BELOW - 1, &sh)); /* deterministic */
+}
+
+Test(staging, direct_override)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(staging_direct_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, STAGING_DIRECT_BELOW);
+    cr_assert_eq(staging_direct_parse("", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, STAGING_DIRECT_BELOW);
+    cr_assert_eq(staging_direct_parse("0", &sh, NULL), FHR_OK); /* always staged */
+    cr_assert_eq(staging_direct(1, &sh), 0);
+    cr_assert_eq(staging_direct_parse("1G", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, GiB);
+    cr_assert_eq(staging_direct(GiB - 1, &sh), 1);
+    cr_assert_eq(staging_direct(GiB, &sh), 0);
+    cr_assert_eq(staging_direct_parse("300KiB", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, 300 * KiB);
+    cr_assert_eq(staging_direct_parse("12345", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, 12345);
+    const char *bad[] = {"-1", "1T", "2000G", "4KB", " 4K", "4K ", "x", "1e6", "K",
+                         "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.direct_below = 77;
+        cr_assert_eq(staging_direct_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_DIRECT") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.direct_below, 77); /* untouched */
+    }
+}
