@@ -12,6 +12,7 @@
 
 #define PIN_ALIGN ((size_t)256)
 #define PIN_ARENA ((size_t)256 << 20)
+#define PIN_PAGE ((size_t)4096) /* a dedicated arena is whole pages: mmap and registration */
 
 typedef struct pin_range { /* a free range of an arena, by offset */
     size_t off, size;
@@ -105,7 +106,7 @@ static void arena_unpin(pin_arena *a)
 /* Adds an arena of at least sz bytes; pinning runs outside the pool mutex. */
 static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
 {
-    size_t asz = sz > PIN_ARENA ? sz : PIN_ARENA;
+    size_t asz = sz > PIN_ARENA ? (sz + PIN_PAGE - 1) / PIN_PAGE * PIN_PAGE : PIN_ARENA;
     pin_arena *a = calloc(1, sizeof *a);
     pin_range *r = calloc(1, sizeof *r);
     if (!a || !r) {
