@@ -692,6 +692,10 @@ static void run_sweep(bench *k)
     char keep_t[32] = "", keep_c[32] = "";
     snprintf(keep_t, sizeof keep_t, "%s", old_t ? old_t : "");
     snprintf(keep_c, sizeof keep_c, "%s", old_c ? old_c : "");
+    char *old_d = getenv("FHEPLAN_STAGING_DIRECT");
+    char keep_d[32] = "";
+    snprintf(keep_d, sizeof keep_d, "%s", old_d ? old_d : "");
+    setenv("FHEPLAN_STAGING_DIRECT", "0", 1); /* the sweep measures the pipeline at every size */
     close_backend(k);
     for (int t = 0; t < nt; t++) {
         for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
@@ -738,6 +742,10 @@ static void run_sweep(bench *k)
         setenv("FHEPLAN_STAGING_CHUNK", keep_c, 1);
     else
         unsetenv("FHEPLAN_STAGING_CHUNK");
+    if (*keep_d)
+        setenv("FHEPLAN_STAGING_DIRECT", keep_d, 1);
+    else
+        unsetenv("FHEPLAN_STAGING_DIRECT");
 }
 
 int main(int argc, char **argv)
