@@ -45,7 +45,7 @@ TEST_LIBS  := -lcriterion
 .DEFAULT_GOAL := all
 # Each piece by name: a missing file stops the build instead of dropping its suite.
 MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
-            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/tools.mk mk/vm.mk
+            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/python.mk mk/tools.mk mk/vm.mk
 include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \
@@ -115,7 +115,7 @@ test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
 .PHONY: test-layers
 test-layers: $(LIB_OBJS) $(CLI_OBJS)
 	@tests/tools/layers.sh $(BUILD)/obj $^
-	@for f in $(sort $(wildcard base/*.c cuda/*.c cuda/*.cu runtime/*/*.c compiler/*.c cli/*.c)); do \
+	@for f in $(sort $(wildcard base/*.c cuda/*.c cuda/*.cu runtime/*/*.c compiler/*.c cli/*.c python/src/*.c)); do \
 	  d=$${f%/*}; grep "^| [^|]* | [^|]*\`$$d/\`" README.md | grep -q "\`$${f##*/}\`" || \
 	  { echo "layers: README's Layout table does not name $$f in its row for $$d/"; exit 1; }; done
 
@@ -185,7 +185,8 @@ valgrind: deps
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
 # mandoc and groff for the manual lint, man-db for `man NAME` of the installed pages,
-# cmake for the CMake package's test, and Open MPI unless MPI=0; clang and its libFuzzer
+# cmake for the CMake package's test, python3-dev, -numpy, -pytest, -setuptools, -wheel,
+# -venv and -pip for the Python binding, and Open MPI unless MPI=0; clang and its libFuzzer
 # runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
 # CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
 # Nothing happens when everything is present.
@@ -206,6 +207,14 @@ deps:
 	command -v valgrind >/dev/null 2>&1 || missing="$$missing valgrind"; \
 	command -v cmake >/dev/null 2>&1 || missing="$$missing cmake"; \
 	command -v man >/dev/null 2>&1 || missing="$$missing man-db"; \
+	ls /usr/include/python3*/Python.h >/dev/null 2>&1 || missing="$$missing python3-dev"; \
+	/usr/bin/python3 -c 'import numpy' 2>/dev/null || missing="$$missing python3-numpy"; \
+	/usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	/usr/bin/python3 -c 'import setuptools, wheel, ensurepip, pip' 2>/dev/null || \
+	  missing="$$missing python3-setuptools python3-wheel python3-venv python3-pip"; \
+	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \
+	command -v fish >/dev/null 2>&1 || missing="$$missing fish"; \
+	command -v python3 >/dev/null 2>&1 || missing="$$missing python3"; \
 	$(if $(MPI_DEBS),command -v $(MPICC) >/dev/null 2>&1 || missing="$$missing $(MPI_DEBS)";) \
 	if [ -n "$$missing" ]; then \
 	  echo "deps: installing$$missing"; \
@@ -217,7 +226,7 @@ deps:
 # ---- install ------------------------------------------------------------------------
 # Honours PREFIX and DESTDIR. Installs headers, both libraries (versioned soname), the CLI,
 # the manual pages (with a link per name of each page's NAME section), the pkg-config
-# files (fheplan, fheplan-static), the CMake package and the bash completion.
+# files (fheplan, fheplan-static), the CMake package and the bash, zsh and fish completions.
 HEADERS   = $(wildcard include/fheplan/*.h)
 MANPAGES  = $(wildcard man/*.[0-9])
 LIBDIR    = $(PREFIX)/lib
@@ -273,6 +282,9 @@ install: all $(BUILD)/fheplan.pc $(BUILD)/fheplan-static.pc $(CMAKE_FILES)
 	    ln -sf $${p##*/} $$d/$$n.$$s || exit 1; done; done
 	install -d $(DESTDIR)$(PREFIX)/share/bash-completion/completions
 	install -m 644 editors/bash/fheplan $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
+	install -d $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
+	install -m 644 editors/zsh/_fheplan $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan
+	install -m 644 editors/fish/fheplan.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
@@ -284,6 +296,8 @@ uninstall:
 	  rm -f $$d/$${p##*/}; for n in $$($(MAN_LINKS) $$p); do \
 	    [ "$$n.$$s" = "$${p##*/}" ] || rm -f $$d/$$n.$$s; done; done
 	rm -f $(DESTDIR)$(PREFIX)/share/bash-completion/completions/fheplan
+	rm -f $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan \
+	  $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
 
 # Builds every program in examples/ against a staged install, through pkg-config, once
 # statically and once against the shared library, and runs it; then tests/man/consumers.sh
@@ -308,6 +322,9 @@ test-install:
 	  echo "example $$src (shared)"; $$exe-shared; \
 	done
 	@MAKE='$(MAKE)' BUILD='$(BUILD)' CC='$(CC)' SAN='$(SAN)' sh tests/man/consumers.sh
+	@for f in bash-completion/completions/fheplan zsh/site-functions/_fheplan \
+	  fish/vendor_completions.d/fheplan.fish; do test -f $(STAGE)/share/$$f || \
+	  { echo "test-install: $$f is not installed"; exit 1; }; done
 
 clean:
 	rm -rf build

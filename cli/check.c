@@ -11,6 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A rate in GB/s: one decimal in the usual range, else with an exponent (absurd rates). */
+static const char *rate_text(double g, char *buf, size_t cap)
+{
+    snprintf(buf, cap, g >= 0.1 && g < 1e6 ? "%.1f" : "%.3g", g);
+    return buf;
+}
+
 static void explain_opts(const cli *c, rplan_vm_opts *o)
 {
     memset(o, 0, sizeof *o);
@@ -553,7 +560,26 @@ int cmd_check(cli *c)
             rc = EX_SOFTWARE_;
         if (fo) {
             cJSON_AddBoolToObject(fo, "feasible", rc == 0);
-            cJSON_AddItemToObject(fo, "diagnostics", input_diags_json(&in));
+            cJSON *dj = input_diags_json(&in);
+            if (rep && !rep->ok) {
+                /* the dry run's refusal is a diagnostic too, as --sarif lists it */
+                char msg[900];
+                if (rep->scope[0])
+                    snprintf(msg, sizeof msg, "%s (in '%s')", rep->message, rep->scope);
+                else
+                    snprintf(msg, sizeof msg, "%s", rep->message);
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "severity", "error");
+                cJSON_AddStringToObject(o, "file", c->files[i]);
+                cJSON_AddNumberToObject(o, "line", rep->line);
+                cJSON_AddNumberToObject(o, "col", rep->col);
+                cJSON_AddNumberToObject(o, "end_line", rep->line);
+                cJSON_AddNumberToObject(o, "end_col", rep->col ? rep->col + 1 : 0);
+                cJSON_AddStringToObject(o, "rule", rplan_rule_of_dry_run(rep->message)->id);
+                cJSON_AddStringToObject(o, "message", msg);
+                cJSON_AddItemToArray(dj, o);
+            }
+            cJSON_AddItemToObject(fo, "diagnostics", dj);
             if (rep && !rep->refused) { /* a refused dry run has only its error */
                 cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
                 cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
@@ -592,23 +618,25 @@ int cmd_check(cli *c)
             else
                 cJSON_AddNullToObject(fo, "report");
         } else if (rc == 0 && rep) {
-            char t[32], a[32];
+            char t[32], a[32], rt[32];
             printf("%s: feasible\n", c->files[i]);
             for (size_t s = 0; s < rep->nstages; s++)
                 print_stage(&rep->stages[s], 1, 0);
             if (rep->total.regen_bytes) {
                 char g[32], gt[32];
                 printf("  predicted %s (policies: %s): max(bodies %s modelled + regenerating %s "
-                       "at %.0f GB/s %s, transfers at %.1f GB/s pinned)\n",
+                       "at %.0f GB/s %s, transfers at %s GB/s pinned)\n",
                        fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
                        fmt_time(rep->total.model_body_s, a, sizeof a),
                        fmt_bytes(rep->total.regen_bytes, g, sizeof g), rep->gen_gbps,
-                       fmt_time(rep->regen_s, gt, sizeof gt), rep->pinned_gbps);
+                       fmt_time(rep->regen_s, gt, sizeof gt),
+                       rate_text(rep->pinned_gbps, rt, sizeof rt));
             } else {
-                printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %.1f "
+                printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %s "
                        "GB/s pinned)\n",
                        fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
-                       fmt_time(rep->total.model_body_s, a, sizeof a), rep->pinned_gbps);
+                       fmt_time(rep->total.model_body_s, a, sizeof a),
+                       rate_text(rep->pinned_gbps, rt, sizeof rt));
             }
             if (c->objective_set && rep->timeline_s > 0) {
                 char il[32];

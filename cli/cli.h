@@ -50,6 +50,9 @@ typedef struct cli {
     const char *profile_out;   /* run --profile-out FILE */
     rplan_kernel_profile *profile; /* check/run --profile FILE, read */
     size_t nprofile;
+    const char *warn_off[8];   /* -Wno-NAME: warnings not reported (rplan_compile_opts) */
+    size_t nwarn_off;
+    int warn_error;            /* -Werror */
 } cli;
 
 /* ---- the command line (cli/options.c) ------------------------------------------- */
@@ -82,6 +85,9 @@ int parse_policy(cli *c, const char *arg);
 int parse_objective(cli *c, const char *arg);
 int parse_uint(const char *arg, const char *opt, unsigned *out);
 int parse_world_size(cli *c, const char *arg);
+/* -Werror, -Wno-error, -Wno-NAME, -WNAME (NAME: unused or unused-constant, -value,
+ * -policy, -budget). 0, or usage()'s EX_USAGE_. */
+int parse_warning(cli *c, const char *arg);
 
 /* ---- a plan file (cli/input.c) -------------------------------------------------- */
 

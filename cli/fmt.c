@@ -45,6 +45,12 @@ static int fmt_one(const cli *c, const char *path)
         } else if (dr > 0 || strlen(src) != len) { /* a NUL byte cannot survive the parse */
             fprintf(stderr, "fheplan: %s is not formatted\n", name);
             rc = EX_FAIL;
+        } else if (strcmp(src, out) != 0) {
+            /* lines alike, bytes not: the line ends or the last newline */
+            fprintf(stderr, "fheplan: %s is not formatted (%s)\n", name,
+                    len && src[len - 1] != '\n' ? "no newline at the end of the file"
+                                                : "its line ends differ");
+            rc = EX_FAIL;
         }
     } else if (c->fmt_write && !is_stdin) {
         if (strcmp(src, out) != 0 && write_atomic(path, out, strlen(out)) != 0) {

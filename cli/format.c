@@ -3,6 +3,7 @@
 #include "cli/format.h"
 #include "base/units.h"
 
+#include <math.h>
 #include <stdio.h>
 
 const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
@@ -12,7 +13,11 @@ const char *fmt_bytes(uint64_t b, char *buf, size_t cap)
 
 const char *fmt_time(double s, char *buf, size_t cap)
 {
-    if (s >= 1)
+    if (!isfinite(s) || s < 0)
+        snprintf(buf, cap, "%s", isnan(s) || s < 0 ? "unknown time" : "unbounded time");
+    else if (s >= 1e6) /* absurd rates: a number with an exponent, still in seconds */
+        snprintf(buf, cap, "%.3g s", s);
+    else if (s >= 1)
         snprintf(buf, cap, "%.3f s", s);
     else if (s >= 1e-3)
         snprintf(buf, cap, "%.2f ms", s * 1e3);

@@ -1,6 +1,7 @@
 /* cli/input.c — a plan file as the command reads it: source (compiled with the command's
  * budgets and rank) or bytecode, and one VM run whose failure is shown at its source line. */
 #include "cli/cli.h"
+#include "compiler/lang.h"
 #include "fheplan/file.h"
 
 #include <stdio.h>
@@ -88,7 +89,8 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
         rplan_compile_opts o = {.filename = strcmp(path, "-") ? path : "<stdin>",
                                 .budget_override = c->budgets,
                                 .nbudget_override = c->nbudgets, .rank = c->rank,
-                                .world_size = c->world_size};
+                                .world_size = c->world_size, .warn_off = c->warn_off,
+                                .nwarn_off = c->nwarn_off, .warn_error = c->warn_error};
         in->text = buf;
         in->len = len;
         st = rplan_compile(buf, len, &o, &in->p, in->d);
@@ -100,29 +102,17 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
     return st == FHR_E_NOMEM ? EX_SOFTWARE_ : EX_FAIL;
 }
 
-/* A runtime diagnostic at a source position, in the compiler's format. */
+/* A runtime diagnostic at a source position, in the compiler's layout (check's): the
+ * same renderer, so line ends, tabs, bad bytes and colour are treated alike. */
 static void render_at(const cli *c, const input *in, uint32_t line, uint32_t col, const char *msg)
 {
-    const char *name = in->path;
-    const char *bold = c->colour ? "\033[1m" : "", *red = c->colour ? "\033[1;31m" : "",
-               *green = c->colour ? "\033[1;32m" : "", *off = c->colour ? "\033[0m" : "";
-    if (line)
-        fprintf(stderr, "%s%s:%u:%u:%s %serror:%s %s\n", bold, name, line, col, off, red, off, msg);
+    const char *name = strcmp(in->path, "-") ? in->path : "<stdin>";
+    rplan_diags *d = rplan_diags_new();
+    if (!d || rp_diags_add_error_at(d, name, in->text, in->len, line, col, msg) != 0)
+        fprintf(stderr, "%s: error: %s\n", name, msg);
     else
-        fprintf(stderr, "%s%s:%s %serror:%s %s\n", bold, name, off, red, off, msg);
-    if (!line || !in->text)
-        return;
-    const char *p = in->text, *end = in->text + in->len;
-    for (uint32_t l = 1; l < line && p < end; p++)
-        if (*p == '\n')
-            l++;
-    const char *e = p;
-    while (e < end && *e != '\n')
-        e++;
-    fprintf(stderr, "%5u | %.*s\n      | ", line, (int)(e - p), p);
-    for (uint32_t k = 1; k < col && p + k - 1 < e; k++)
-        fputc(p[k - 1] == '\t' ? '\t' : ' ', stderr);
-    fprintf(stderr, "%s^%s\n", green, off);
+        rplan_diags_render(d, stderr, c->colour);
+    rplan_diags_free(d);
 }
 
 /* ---- one VM run ------------------------------------------------------------------- */

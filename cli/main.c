@@ -169,6 +169,8 @@ static int cli_main(int argc, char **argv, const fp_world *w)
                 rc = usage("bad --min-budget '%s' (want a location: host, pinned, cuda:N)",
                            argv[i]);
             c.has_min_budget = 1;
+        } else if (!strncmp(a, "-W", 2) && (is_check || is_run || is_compile)) {
+            rc = parse_warning(&c, a);
         } else if (!strcmp(a, "--check") && is_fmt) {
             c.fmt_check = 1;
         } else if (!strcmp(a, "-w") && is_fmt) {

@@ -15,14 +15,14 @@ static const char usage_check[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
     "                     [--gen-gbps X] [--world-size N] [--profile FILE]\n"
-    "                     [--json | --sarif | --quiet] FILE...\n";
+    "                     [--json | --sarif | --quiet] [-Werror] [-Wno-NAME] FILE...\n";
 static const char usage_run[] =
     "usage: fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
-    "                   [--profile-out FILE] [--json] [--quiet] FILE\n";
-static const char usage_compile[] = "usage: fheplan compile FILE -o OUT\n";
+    "                   [--profile-out FILE] [--json] [--quiet] [-Werror] [-Wno-NAME] FILE\n";
+static const char usage_compile[] = "usage: fheplan compile [-Werror] [-Wno-NAME] FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
 
@@ -30,13 +30,13 @@ const char usage_text[] =
     "usage: fheplan check [--budget LOC=SIZE]... [--policy KIND] [--objective bytes|time|auto]\n"
     "                     [--min-budget LOC] [--pinned-gbps X] [--peer-gbps X] [--device-gbps X]\n"
     "                     [--gen-gbps X] [--world-size N] [--profile FILE]\n"
-    "                     [--json | --sarif | --quiet] FILE...\n"
+    "                     [--json | --sarif | --quiet] [-Werror] [-Wno-NAME] FILE...\n"
     "       fheplan run [--device auto|cuda|emu|emu:N] [--scale N] [--budget LOC=SIZE]...\n"
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
-    "                   [--profile-out FILE] [--json] [--quiet] FILE\n"
-    "       fheplan compile FILE -o OUT\n"
+    "                   [--profile-out FILE] [--json] [--quiet] [-Werror] [-Wno-NAME] FILE\n"
+    "       fheplan compile [-Werror] [-Wno-NAME] FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
     "       fheplan fmt [--check | -w] FILE...\n"
     "       fheplan --version | --help\n"
@@ -227,5 +227,34 @@ int parse_uint(const char *arg, const char *opt, unsigned *out)
         return usage(NULL, NULL);
     }
     *out = (unsigned)v;
+    return 0;
+}
+
+int parse_warning(cli *c, const char *arg)
+{
+    static const char *const names[] = {"unused", "unused-constant", "unused-value",
+                                        "unused-policy", "unused-budget"};
+    const char *w = arg + 2;
+    if (!strcmp(w, "error") || !strcmp(w, "no-error")) {
+        c->warn_error = w[0] == 'e';
+        return 0;
+    }
+    int off = !strncmp(w, "no-", 3);
+    const char *name = off ? w + 3 : w;
+    size_t i = 0;
+    while (i < sizeof names / sizeof names[0] && strcmp(names[i], name))
+        i++;
+    if (i == sizeof names / sizeof names[0])
+        return usage("unknown warning option '%s' (want -Werror, -Wno-error, -Wno-NAME or "
+                     "-WNAME with NAME unused, unused-constant, unused-value, unused-policy or "
+                     "unused-budget)", arg);
+    /* the last option for a name wins: drop it, then add it back when it turns it off */
+    size_t k = 0;
+    for (size_t j = 0; j < c->nwarn_off; j++)
+        if (strcmp(c->warn_off[j], names[i]))
+            c->warn_off[k++] = c->warn_off[j];
+    c->nwarn_off = k;
+    if (off)
+        c->warn_off[c->nwarn_off++] = names[i];
     return 0;
 }

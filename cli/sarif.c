@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 cJSON *sarif_new(void)
 {
@@ -25,7 +26,7 @@ cJSON *sarif_new(void)
         cJSON_AddStringToObject(o, "name", r->name);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "shortDescription"), "text", r->summary);
         cJSON_AddStringToObject(cJSON_AddObjectToObject(o, "defaultConfiguration"), "level",
-                                "error");
+                                strncmp(r->name, "unused-", 7) ? "error" : "warning");
         cJSON_AddItemToArray(rules, o);
     }
     cJSON_AddStringToObject(run, "columnKind", "unicodeCodePoints");
@@ -48,6 +49,9 @@ static int rule_index(const rplan_rule *r)
  * rest percent-encoded. */
 static char *uri_of(const char *path)
 {
+    /* standard input has no file name: a relative reference of its own, "stdin" */
+    if (!strcmp(path, "-") || !strcmp(path, "<stdin>"))
+        path = "stdin";
     size_t n = strlen(path);
     char *u = malloc(3 * n + 1), *q = u;
     if (!u)
@@ -66,6 +70,8 @@ static char *uri_of(const char *path)
 typedef struct srctext {
     const char *s;
     size_t n;
+    int bytecode;   /* the input is bytecode (its file is binary) */
+    size_t filelen; /* its length */
 } srctext;
 
 /* Start of line (1-based) in t, or NULL. */
@@ -108,6 +114,12 @@ static cJSON *location(const char *file, srctext t, uint32_t line, uint32_t col,
     char *u = uri_of(file ? file : "<input>");
     cJSON_AddStringToObject(cJSON_AddObjectToObject(phys, "artifactLocation"), "uri", u ? u : "");
     free(u);
+    if (!line && t.bytecode) {
+        /* a damaged bytecode file has no source position: the region is the file */
+        cJSON *r = cJSON_AddObjectToObject(phys, "region");
+        cJSON_AddNumberToObject(r, "byteOffset", 0);
+        cJSON_AddNumberToObject(r, "byteLength", (double)t.filelen);
+    }
     if (line) {
         cJSON *r = cJSON_AddObjectToObject(phys, "region");
         uint32_t el = end_line >= line ? end_line : line;
@@ -141,10 +153,23 @@ void sarif_add(cJSON *log, const char *path, int rc, const rplan_diags *d,
 {
     cJSON *run = run_of(log);
     cJSON *results = cJSON_GetObjectItem(run, "results");
-    srctext t = {text, len};
+    srctext t = {text, len, 0, 0};
+    struct stat st;
+    if (strcmp(path, "-") && stat(path, &st) == 0 && S_ISREG(st.st_mode)) {
+        FILE *f = fopen(path, "rb");
+        char head[16];
+        size_t got = f ? fread(head, 1, sizeof head, f) : 0;
+        if (f)
+            fclose(f);
+        t.bytecode = rplan_is_bytecode(head, got);
+        t.filelen = (size_t)st.st_size;
+    }
     char *u = uri_of(path);
     cJSON *art = cJSON_CreateObject();
     cJSON_AddStringToObject(cJSON_AddObjectToObject(art, "location"), "uri", u ? u : "");
+    if (!strcmp(path, "-"))
+        cJSON_AddStringToObject(cJSON_AddObjectToObject(art, "description"), "text",
+                                "standard input");
     cJSON_AddItemToArray(cJSON_GetObjectItem(run, "artifacts"), art);
     free(u);
     if (rc == 2 && rplan_diags_count(d) == 0) { /* unreadable: load_input said nothing */

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/units.h"
 #include "compiler/lang.h"
 #include "fheplan/file.h"
 #include "runtime/program/program.h"
@@ -28,6 +29,15 @@ static void report_vfail(rp_dctx *dc, const rplan_program *p, const rp_vfail *f)
         const rp_value *v = &p->vals[f->value];
         at = loc_of_line((rp_linerec){v->line, v->col, v->len});
     }
+    /* refusals that name a value or the program's length: the value's declaration, or
+     * the first instruction past the limit (when the line table holds them) */
+    unsigned vi, nins;
+    if (!at.first_line && sscanf(f->msg, "value %u: ", &vi) == 1 && vi < p->nvals) {
+        const rp_value *v = &p->vals[vi];
+        at = loc_of_line((rp_linerec){v->line, v->col, v->len});
+    } else if (!at.first_line && sscanf(f->msg, "program of %u instructions", &nins) == 1 &&
+               p->ncode > RP_MAX_INSTRS && p->lines)
+        at = loc_of_line(p->lines[RP_MAX_INSTRS]);
     rp_diag(dc, RPLAN_ERROR, at, "%s", f->msg);
     if (!f->note[0])
         return;
@@ -39,6 +49,51 @@ static void report_vfail(rp_dctx *dc, const rplan_program *p, const rp_vfail *f)
         nl = loc_of_line((rp_linerec){v->line, v->col, v->len});
     }
     rp_diag(dc, RPLAN_NOTE, nl, "%s", f->note);
+}
+
+/* A budget refusal also says where the bytes come from (the value named first in the
+ * message, where it is declared, and its size) and where the budget was set (its
+ * declaration, or an override: fheplan's --budget). */
+static void budget_notes(rp_dctx *dc, const rplan_program *p, const rp_vfail *f)
+{
+    const char *m = strstr(f->msg, " exceeds the budget of ");
+    char ln[24] = "", sz[32];
+    fhr_location loc;
+    if (!m || sscanf(m + 23, "%23s", ln) != 1)
+        return;
+    if (ln[0] && ln[strlen(ln) - 1] == ':')
+        ln[strlen(ln) - 1] = '\0';
+    if (fhr_loc_parse(ln, &loc) != FHR_OK)
+        return;
+    const char *q = memchr(f->msg, '\'', (size_t)(m - f->msg));
+    const char *qe = q ? memchr(q + 1, '\'', (size_t)(m - q - 1)) : NULL;
+    for (uint32_t i = 0; qe && i < p->nvals; i++) {
+        const char *nm = p->strs + p->vals[i].name;
+        if (strlen(nm) != (size_t)(qe - q - 1) || memcmp(nm, q + 1, (size_t)(qe - q - 1)))
+            continue;
+        const rp_value *v = &p->vals[i];
+        if (f->instr < 0 && f->value == (long)i)
+            break; /* the error is at its declaration already */
+        rp_diag(dc, RPLAN_NOTE, loc_of_line((rp_linerec){v->line, v->col, v->len}),
+                "'%s' is %s at %s, declared here", nm,
+                fhr_size_format(rp_value_charge(v, (uint8_t)fhr_loc_slot(loc)), FHR_SIZE_EXACT,
+                                sz, sizeof sz), ln);
+        break;
+    }
+    for (uint32_t i = 0; i < p->nbuds; i++) {
+        const rp_budgetrec *b = &p->buds[i];
+        if (b->slot != fhr_loc_slot(loc))
+            continue;
+        fhr_size_format(b->nbytes, FHR_SIZE_EXACT, sz, sizeof sz);
+        if (b->line)
+            rp_diag(dc, RPLAN_NOTE, (rp_loc){b->line, b->col, b->line, b->col},
+                    "the budget of %s, %s, is set here", ln, sz);
+        else
+            rp_diag(dc, RPLAN_NOTE, (rp_loc){0, 0, 0, 0},
+                    "the budget of %s, %s, is set by the caller, not the file (fheplan: "
+                    "--budget %s=SIZE)", ln, sz, ln);
+        break;
+    }
 }
 
 fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *opts,
@@ -68,8 +123,10 @@ fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *
     ps.lx.line = 1;
     ps.lx.dc = &dc;
     rp_parse_run(&ps);
+    size_t nbefore = rplan_diags_count(diags);
     if (!dc.nerrors && ps.root)
         rp_sema(ps.root, &dc, opts, p);
+    size_t nwarned = rplan_diags_count(diags); /* sema's warnings come last, after no error */
     rp_node_free(ps.root);
     fhr_status st = FHR_OK;
     if (dc.nerrors) {
@@ -89,7 +146,11 @@ fhr_status rplan_compile(const char *src, size_t len, const rplan_compile_opts *
     rp_vfail f;
     st = rp_verify(p, &f);
     if (st) {
+        /* warnings are for a program that is otherwise accepted: the refusal alone */
+        rp_diags_remove_from(diags, nbefore, nwarned);
         report_vfail(&dc, p, &f);
+        if (st == FHR_E_INFEASIBLE)
+            budget_notes(&dc, p, &f);
         if (st != FHR_E_INFEASIBLE && st != FHR_E_NOMEM)
             st = FHR_E_INVALID;
     }

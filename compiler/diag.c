@@ -81,11 +81,38 @@ int rp_diags_add_source(rplan_diags *d, const char *name, const char *text, size
     return (int)d->nsrcs++;
 }
 
+int rp_diags_add_error_at(rplan_diags *d, const char *file, const char *text, size_t len,
+                          uint32_t line, uint32_t col, const char *msg)
+{
+    rp_dctx dc = {d, rp_diags_add_source(d, file, text, text ? len : 0), file, 0};
+    if (dc.src < 0)
+        return -1;
+    if (!text)
+        line = col = 0;
+    size_t n = rplan_diags_count(d);
+    rp_diag(&dc, RPLAN_ERROR, (rp_loc){line, col, line, col}, "%s", msg);
+    return rplan_diags_count(d) > n ? 0 : -1;
+}
+
 const char *rp_diags_source_name(rplan_diags *d, int src)
 {
     if (!d || src < 0 || (size_t)src >= d->nsrcs)
         return "<input>";
     return d->srcs[src].name;
+}
+
+void rp_diags_remove_from(rplan_diags *d, size_t from, size_t to)
+{
+    if (!d || from >= to || to > d->n)
+        return;
+    for (size_t i = from; i < to; i++) {
+        if (d->v[i].severity == RPLAN_ERROR)
+            d->nerr--;
+        free((char *)d->v[i].message);
+    }
+    memmove(&d->v[from], &d->v[to], (d->n - to) * sizeof *d->v);
+    memmove(&d->vsrc[from], &d->vsrc[to], (d->n - to) * sizeof *d->vsrc);
+    d->n -= to - from;
 }
 
 void rp_vdiag(rp_dctx *dc, rplan_severity sev, rp_loc loc, const char *fmt, va_list ap)
@@ -162,6 +189,9 @@ static int build_lines(dsrc *s)
     return 1;
 }
 
+/* The longest source excerpt shown under a diagnostic, in bytes. */
+#define EXCERPT_MAX 240
+
 static void render(rplan_diags *d, rp_out *o, int colour)
 {
     static const char *const sevname[] = {"error", "warning", "note"};
@@ -196,15 +226,6 @@ static void render(rplan_diags *d, rp_out *o, int colour)
         while (b < s->len && s->text[b] != '\n' && s->text[b] != '\r')
             b++;
         size_t ll = b - a;
-        /* the excerpt as text: control bytes and broken UTF-8 become '?' (one column each) */
-        char *ex = malloc(ll + 1);
-        if (ex) {
-            memcpy(ex, s->text + a, ll);
-            rp_text_clean(ex, ll);
-            rp_out_put(o, ex, ll);
-            free(ex);
-        }
-        rp_out_puts(o, "\n");
         size_t c0 = g->col ? g->col - 1 : 0;
         if (c0 > ll)
             c0 = ll;
@@ -213,7 +234,33 @@ static void render(rplan_diags *d, rp_out *o, int colour)
             c1 = ll;
         if (c1 <= c0)
             c1 = c0 + 1;
-        for (size_t k = 0; k < c0; k++)
+        /* a long line is clipped to a window around the caret, "..." marking the cuts */
+        size_t w0 = 0, w1 = ll;
+        if (ll > EXCERPT_MAX) {
+            w0 = c0 > EXCERPT_MAX / 3 ? c0 - EXCERPT_MAX / 3 : 0;
+            w1 = w0 + EXCERPT_MAX < ll ? w0 + EXCERPT_MAX : ll;
+            if (c1 > w1)
+                c1 = w1 > c0 ? w1 : c0 + 1;
+            while (w0 > 0 && ((unsigned char)s->text[a + w0] & 0xc0) == 0x80)
+                w0--; /* not inside a UTF-8 character */
+            while (w1 < ll && ((unsigned char)s->text[a + w1] & 0xc0) == 0x80)
+                w1++;
+        }
+        const char *pre = w0 ? "..." : "";
+        /* the excerpt as text: control bytes and broken UTF-8 become '?' (one column each) */
+        char *ex = malloc(w1 - w0 + 1);
+        if (ex) {
+            memcpy(ex, s->text + a + w0, w1 - w0);
+            rp_text_clean(ex, w1 - w0);
+            rp_out_puts(o, pre);
+            rp_out_put(o, ex, w1 - w0);
+            if (w1 < ll)
+                rp_out_puts(o, "...");
+            free(ex);
+        }
+        rp_out_puts(o, "\n");
+        rp_out_puts(o, w0 ? "   " : "");
+        for (size_t k = w0; k < c0; k++)
             rp_out_put(o, s->text[a + k] == '\t' ? "\t" : " ", 1);
         if (colour)
             rp_out_puts(o, "\033[1;32m");

@@ -152,7 +152,14 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
                 e++;
             while (a < e && (p->src[a] == ' ' || p->src[a] == '\t'))
                 a++;
-            rp_out_printf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), p->src + a);
+            /* the source as text: a comment may hold any byte, and bytecode any source */
+            char *ex = malloc(e - a + 1);
+            if (ex) {
+                memcpy(ex, p->src + a, e - a);
+                rp_text_clean(ex, e - a);
+                rp_out_printf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), ex);
+                free(ex);
+            }
         }
         last_line = line;
         if (in->op == RPLAN_OP_ENDSTAGE || in->op == RPLAN_OP_END)

@@ -499,8 +499,18 @@ static void emit_simple(fmt *f, const fitem *it, size_t indent, int blank, piece
             end = end > start ? end : start + 1;
         last = line_add(f, ind, join(f, pc, start, end), start == 0 ? blank : 0);
         if (cmt >= 0) {
-            set_comment(f, last, cmt);
-            ci = (size_t)cmt + 1;
+            /* every comment up to the next piece: one after code on its line stays there;
+             * one on a line of its own keeps a line of its own, indented as what follows */
+            size_t stop = end < n ? pc[end].tok : it->h1;
+            for (size_t j = (size_t)cmt; j < stop && !f->nomem; j++) {
+                if (f->t[j].k != T_COMMENT)
+                    continue;
+                if (j == (size_t)cmt && f->t[j].line == f->t[j - 1].line && last)
+                    set_comment(f, last, (int)j);
+                else
+                    set_comment(f, line_add(f, indent + FMT_CONT, dupn("", 0), 0), (int)j);
+            }
+            ci = stop;
         }
         if (end < n)
             ci = ci > pc[end].tok ? ci : pc[end].tok;

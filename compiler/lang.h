@@ -28,6 +28,12 @@ typedef struct rp_dctx {
     size_t nerrors; /* errors reported through this context */
 } rp_dctx;
 
+/* One error at line:col (0: none) of file, whose text (len bytes, or NULL) is shown under it
+ * as the compiler shows its own: the run's refusals in check's layout. 0, or -1. */
+RP_HIDDEN int rp_diags_add_error_at(rplan_diags *d, const char *file, const char *text,
+                                    size_t len, uint32_t line, uint32_t col, const char *msg);
+/* Removes diagnostics from..to-1 (the warnings of a program the verifier then refused). */
+RP_HIDDEN void rp_diags_remove_from(rplan_diags *d, size_t from, size_t to);
 RP_HIDDEN int rp_diags_add_source(rplan_diags *d, const char *name, const char *text,
                                   size_t len);
 RP_HIDDEN const char *rp_diags_source_name(rplan_diags *d, int src);

@@ -48,19 +48,29 @@ static const rplan_rule rules[] = {
     {"RP701", "unreadable", "a file that cannot be opened or read"},
     {"RP702", "malformed-bytecode", "a bytecode file that is damaged or inconsistent"},
     {"RP307", "constant-order", "a constant used before its declaration, or constants in a cycle"},
+    {"RP801", "unused-constant", "warning: a constant that nothing uses"},
+    {"RP802", "unused-value", "warning: a value (or array) that no statement names"},
+    {"RP803", "unused-policy", "warning: a policy that no request uses"},
+    {"RP804", "unused-budget", "warning: a budget at a location where nothing is placed"},
 };
 
 enum { R_OTHER, R_INVCHAR, R_UNTERM, R_INTBIG, R_SYNTAX, R_VERSION, R_NESTING, R_UNKNOWN,
        R_UNIT, R_LOCATION, R_POLKIND, R_DUPDECL, R_KIND, R_MISPLACED, R_ORDER, R_DUP,
        R_VALUE, R_CHAIN, R_ARGS, R_LOOP, R_TEMPLATE, R_OVERFLOW, R_NEGATIVE, R_DIVZERO,
        R_UNITS, R_CKKS, R_RANGE, R_BUDGET, R_DISCARDED, R_NOCOPY, R_LASTCOPY, R_HELD,
-       R_EXCLUSIVE, R_SAME, R_DRYRUN, R_UNREADABLE, R_BYTECODE, R_CONSTORDER };
+       R_EXCLUSIVE, R_SAME, R_DRYRUN, R_UNREADABLE, R_BYTECODE, R_CONSTORDER, R_UNUSED_CONST,
+       R_UNUSED_VALUE, R_UNUSED_POLICY, R_UNUSED_BUDGET };
 
 /* First match wins: the specific patterns come before the general ones. */
 static const rule_pat pats[] = {
+    {R_UNUSED_CONST, "constant * is never used*"},
+    {R_UNUSED_VALUE, "value * is never used*"},
+    {R_UNUSED_POLICY, "policy * is never used*"},
+    {R_UNUSED_BUDGET, "budget for * is never used*"},
     {R_INVCHAR, "invalid character *"},
     {R_INVCHAR, "invalid byte *"},
     {R_INVCHAR, "byte * in a string is not UTF-8 text*"},
+    {R_INVCHAR, "character U+* in a string is a control or bidirectional*"},
     {R_UNTERM, "unterminated string"},
     {R_INTBIG, "integer literal is too large"},
     {R_VERSION, "unsupported format version *"},
@@ -133,6 +143,7 @@ static const rule_pat pats[] = {
     {R_BUDGET, "* exceeds the budget of *"},
     {R_BUDGET, "request * cannot fit *"},
     {R_BUDGET, "budget: *"},
+    {R_BUDGET, "* is short by * after every legal eviction*"},
     {R_DISCARDED, "* after it was discarded*"},
     {R_LASTCOPY, "drop of the last copy of *"},
     {R_NOCOPY, "run *: argument * is not required at *, where the body runs"},
@@ -176,6 +187,18 @@ static const rule_pat pats[] = {
     {R_BYTECODE, "string table *"},
     {R_BYTECODE, "not an rplan bytecode file*"},
     {R_BYTECODE, "bytecode *"},
+    {R_BYTECODE, "not a bytecode file*"},
+    {R_BYTECODE, "unsupported bytecode version *"},
+    {R_BYTECODE, "truncated or padded: *"},
+    {R_BYTECODE, "bad header: *"},
+    {R_BYTECODE, "checksum mismatch *"},
+    {R_BYTECODE, "truncated section directory"},
+    {R_BYTECODE, "bad section directory entry *"},
+    {R_BYTECODE, "line table has * entries for * instructions"},
+    {R_BYTECODE, "* stray bytes after the last section"},
+    {R_BYTECODE, "value *: *"},
+    {R_BYTECODE, "budget *: reserved byte is not zero"},
+    {R_BYTECODE, "seeded value record *"},
 };
 
 /* Glob match with '*' only; iterative, backtracking to the last star. */

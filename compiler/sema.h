@@ -22,6 +22,7 @@ typedef struct sym {
     rp_loc decl;
     rp_int v;      /* const value */
     int vkind;     /* const kind */
+    int used;      /* named by a statement or expression (warnings) */
     uint32_t first; /* value index or policy index */
     uint32_t dim;  /* 0: scalar */
     int is_array;
@@ -41,6 +42,7 @@ typedef struct cx {
 
 typedef struct S {
     rp_dctx *dc;
+    const rplan_compile_opts *opts;
     rplan_program *p;
     sym *syms;
     size_t nsyms, capsyms;
@@ -57,8 +59,10 @@ typedef struct S {
     rp_node *root;     /* the top-level statements (for names declared further down) */
     const char *defining; /* the constant whose expression is being evaluated */
     const char *cause;    /* the first unknown name in it */
-    struct { const char *name, *cause; rp_loc decl; } broken[64]; /* constants that failed */
+    /* declarations that failed (reported): later uses of their names say nothing more */
+    struct { const char *name, *cause; rp_loc decl; int cycle; } broken[256];
     int nbroken;
+    int cycle_reported; /* the constant being defined was reported as part of a cycle */
     uint64_t unrolled; /* loop iterations lowered so far, all loops together */
     int too_big;       /* the unroll or instruction limit was reported */
 } S;
@@ -83,6 +87,9 @@ RP_HIDDEN int rp_sema_check_new_name(S *s, const char *name, rp_loc at);
 RP_HIDDEN const char *rp_sema_suggest_name(S *s, const char *word, int kind);
 RP_HIDDEN void rp_sema_unknown_name(S *s, rp_loc at, const char *what, const char *name,
                                     int kind);
+/* Records a declaration whose error was reported (cause: for a constant, the first unknown
+ * name in its expression), so that its uses are not reported again. */
+RP_HIDDEN void rp_sema_mark_broken(S *s, const char *name, const char *cause, rp_loc decl);
 /* An unknown name in an expression: a cycle of constants, a constant declared further
  * down, a constant whose own definition failed (no second error), or unknown. */
 RP_HIDDEN void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name);

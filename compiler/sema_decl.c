@@ -31,13 +31,12 @@ void rp_sema_decl_const(S *s, rp_node *n)
     int k;
     s->defining = n->text;
     s->cause = NULL;
+    s->cycle_reported = 0;
     int ok = rp_sema_eval_signed(s, n->a, &v, &k);
-    if (!ok && s->nbroken < (int)(sizeof s->broken / sizeof s->broken[0])) {
-        s->broken[s->nbroken].name = n->text;
-        s->broken[s->nbroken].cause = s->cause;
-        s->broken[s->nbroken++].decl = n->loc;
-    }
+    if (!ok)
+        rp_sema_mark_broken(s, n->text, s->cause, n->loc);
     s->defining = NULL;
+    s->cycle_reported = 0;
     if (!ok)
         return;
     if (rp_sema_check_new_name(s, n->text, n->loc))
@@ -49,7 +48,27 @@ void rp_sema_decl_const(S *s, rp_node *n)
     }
 }
 
+static void decl_policy(S *s, rp_node *n);
+
+/* A policy or value whose declaration failed leaves its name behind as broken: its uses
+ * are not reported again ("unknown policy 'keys'" after "unknown policy kind"). */
 void rp_sema_decl_policy(S *s, rp_node *n)
+{
+    decl_policy(s, n);
+    if (n->text && !rp_sema_lookup(s, n->text))
+        rp_sema_mark_broken(s, n->text, NULL, n->loc);
+}
+
+static void decl_value(S *s, rp_node *n);
+
+void rp_sema_decl_value(S *s, rp_node *n)
+{
+    decl_value(s, n);
+    if (n->text && !rp_sema_lookup(s, n->text))
+        rp_sema_mark_broken(s, n->text, NULL, n->loc);
+}
+
+static void decl_policy(S *s, rp_node *n)
 {
     static const char *const kinds[] = {"tiered_lru", "lookahead"};
     uint32_t kind = strcmp(n->text2, "tiered_lru") == 0  ? RPLAN_POLICY_TIERED_LRU
@@ -225,7 +244,7 @@ static int add_fields(S *s, rp_node *fields, const char *value, uint64_t size, u
     return 1;
 }
 
-void rp_sema_decl_value(S *s, rp_node *n)
+static void decl_value(S *s, rp_node *n)
 {
     rp_node *mode = NULL, *at = NULL, *init = NULL, *src = NULL, *prio = NULL;
     rp_node *seeded = NULL, *keep = NULL, *fields = NULL;

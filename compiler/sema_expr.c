@@ -274,6 +274,7 @@ static int eval1(S *s, rp_node *e, rp_int *v, int *kind)
             rp_sema_unknown_expr_name(s, e->loc, e->text);
             return 0;
         }
+        y->used = 1;
         if (y->kind != SYM_CONST) {
             ERR(s, e->loc, "'%s' is a %s, not a number", e->text, rp_sema_sym_kind_name(y->kind));
             DECL_NOTE(s, y, e->text);

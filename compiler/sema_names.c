@@ -122,8 +122,41 @@ const char *rp_sema_suggest_name(S *s, const char *word, int kind)
     return r;
 }
 
+void rp_sema_mark_broken(S *s, const char *name, const char *cause, rp_loc decl)
+{
+    if (!name || s->nbroken >= (int)(sizeof s->broken / sizeof s->broken[0]))
+        return;
+    s->broken[s->nbroken].name = name;
+    s->broken[s->nbroken].cause = cause;
+    s->broken[s->nbroken].decl = decl;
+    s->broken[s->nbroken++].cycle = s->cycle_reported;
+}
+
+static int is_broken(const S *s, const char *name)
+{
+    for (int i = 0; i < s->nbroken; i++)
+        if (!strcmp(s->broken[i].name, name))
+            return 1;
+    return 0;
+}
+
+/* 1 when expression e names `name` (depth-bounded like the evaluator). */
+static int mentions(const rp_node *e, const char *name, int depth)
+{
+    for (; e && depth < 200; e = e->next) {
+        if ((e->kind == N_NAME || e->kind == N_INDEX) && e->text && !strcmp(e->text, name))
+            return 1;
+        if (mentions(e->a, name, depth + 1) || mentions(e->b, name, depth + 1) ||
+            mentions(e->c, name, depth + 1))
+            return 1;
+    }
+    return 0;
+}
+
 void rp_sema_unknown_name(S *s, rp_loc at, const char *what, const char *name, int kind)
 {
+    if (is_broken(s, name))
+        return; /* its declaration failed, and said so */
     const char *sug = rp_sema_suggest_name(s, name, kind);
     if (sug)
         ERR(s, at, "unknown %s '%s'; did you mean '%s'?", what, name, sug);
@@ -138,7 +171,8 @@ void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name)
     for (int i = 0; i < s->nbroken; i++) {
         if (strcmp(s->broken[i].name, name) != 0)
             continue;
-        if (s->defining && s->broken[i].cause && !strcmp(s->broken[i].cause, s->defining)) {
+        if (s->defining && s->broken[i].cause && !strcmp(s->broken[i].cause, s->defining) &&
+            !s->broken[i].cycle) {
             ERR(s, at, "constants '%s' and '%s' are defined in terms of each other (a cycle)",
                 s->defining, name);
             NOTE(s, s->broken[i].decl, "'%s' is declared here", name);
@@ -150,8 +184,14 @@ void rp_sema_unknown_expr_name(S *s, rp_loc at, const char *name)
         if (n->kind == S_CONST && n->text && !strcmp(n->text, name) &&
             (n->loc.first_line > at.first_line ||
              (n->loc.first_line == at.first_line && n->loc.first_column > at.first_column))) {
-            ERR(s, at, "'%s' is used before its declaration (constants are declared before "
-                "they are used)", name);
+            if (s->defining && mentions(n->a, s->defining, 0)) {
+                /* one error for the cycle, here; the later constant says nothing more */
+                ERR(s, at, "constants '%s' and '%s' are defined in terms of each other (a "
+                    "cycle)", s->defining, name);
+                s->cycle_reported = 1;
+            } else
+                ERR(s, at, "'%s' is used before its declaration (constants are declared "
+                    "before they are used)", name);
             NOTE(s, n->loc, "'%s' is declared here", name);
             return;
         }

@@ -6,6 +6,10 @@
 
 #include "compiler/sema.h"
 
+/* A string quoted in a message: at most 60 bytes of it, then "..." (the source line under
+ * the message shows the rest). */
+#define CLIP(t) (strlen(t) > 60 ? 60 : (int)strlen(t)), (t), (strlen(t) > 60 ? "..." : "")
+
 int rp_sema_resolve_loc(S *s, rp_node *n, uint8_t *slot)
 {
     fhr_location l;
@@ -45,6 +49,8 @@ const char *rp_sema_slot_name(uint8_t slot, char *buf, size_t cap)
 int rp_sema_resolve_value(S *s, rp_node *n, uint32_t *out)
 {
     sym *y = rp_sema_lookup(s, n->text);
+    if (y)
+        y->used = 1;
     if (!y || y->kind != SYM_VALUE) {
         if (!y && rp_sema_lookup_loop(s, n->text)) {
             ERR(s, n->loc, "'%s' is a loop variable, not a value", n->text);
@@ -96,13 +102,13 @@ int rp_sema_interp(S *s, rp_node *n, uint32_t *out)
         if (*t == '{') {
             const char *e = strchr(t, '}');
             if (!e) {
-                ERR(s, n->loc, "unterminated '{' in \"%s\"", n->text);
+                ERR(s, n->loc, "unterminated '{' in \"%.*s%s\"", CLIP(n->text));
                 return 0;
             }
             char name[64];
             size_t nl = (size_t)(e - t - 1);
             if (nl == 0 || nl >= sizeof name) {
-                ERR(s, n->loc, "expected a name inside '{}' in \"%s\"", n->text);
+                ERR(s, n->loc, "expected a name inside '{}' in \"%.*s%s\"", CLIP(n->text));
                 return 0;
             }
             memcpy(name, t + 1, nl);
@@ -112,15 +118,16 @@ int rp_sema_interp(S *s, rp_node *n, uint32_t *out)
             sym *y = lv ? NULL : rp_sema_lookup(s, name);
             if (lv)
                 v = lv->v;
-            else if (y && y->kind == SYM_CONST)
+            else if (y && y->kind == SYM_CONST) {
                 v = y->v;
-            else {
+                y->used = 1;
+            } else {
                 const char *sug = rp_sema_suggest_name(s, name, SYM_CONST);
                 if (sug)
-                    ERR(s, n->loc, "unknown name '%s' in \"%s\"; did you mean '%s'?", name,
-                        n->text, sug);
+                    ERR(s, n->loc, "unknown name '%s' in \"%.*s%s\"; did you mean '%s'?", name,
+                        CLIP(n->text), sug);
                 else
-                    ERR(s, n->loc, "unknown name '%s' in \"%s\"", name, n->text);
+                    ERR(s, n->loc, "unknown name '%s' in \"%.*s%s\"", name, CLIP(n->text));
                 return 0;
             }
             char num[32];
@@ -132,7 +139,7 @@ int rp_sema_interp(S *s, rp_node *n, uint32_t *out)
             continue;
         }
         if (*t == '}') {
-            ERR(s, n->loc, "unmatched '}' in \"%s\"", n->text);
+            ERR(s, n->loc, "unmatched '}' in \"%.*s%s\"", CLIP(n->text));
             return 0;
         }
         if (len + 1 >= sizeof buf)

@@ -40,6 +40,8 @@ static void lower_scope(S *s, rp_node *n, int op, cx *c)
     uint32_t pol = 0;
     if (op == RPLAN_OP_REQUEST) {
         sym *y = rp_sema_lookup(s, n->b->text);
+        if (y)
+            y->used = 1;
         if (!y || y->kind != SYM_POLICY) {
             if (y) {
                 ERR(s, n->b->loc, "'%s' is a %s, not a policy", n->b->text,

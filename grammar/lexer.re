@@ -213,9 +213,18 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
                     RP_LTYPE at = tok_loc(lx);
                     at.first_column += (uint32_t)bad + 1;
                     at.last_column = at.first_column;
-                    rp_diag(lx->dc, RPLAN_ERROR, at, "byte 0x%02x in a string is not UTF-8 "
-                            "text (control bytes and ill-formed sequences are refused)",
-                            (unsigned char)lx->tok[1 + bad]);
+                    const unsigned char *b = (const unsigned char *)lx->tok + 1 + bad;
+                    size_t k = rp_utf8_seq((const char *)b, n - bad);
+                    if (k == 2 || k == 3) /* well-formed, but C1 or a bidirectional override */
+                        rp_diag(lx->dc, RPLAN_ERROR, at, "character U+%04X in a string is a "
+                                "control or bidirectional formatting character (refused: it "
+                                "changes what a reader sees)",
+                                k == 2 ? (unsigned)(b[0] & 0x1f) << 6 | (b[1] & 0x3f)
+                                       : (unsigned)(b[0] & 0x0f) << 12 | (unsigned)(b[1] & 0x3f) << 6 |
+                                             (b[2] & 0x3f));
+                    else
+                        rp_diag(lx->dc, RPLAN_ERROR, at, "byte 0x%02x in a string is not UTF-8 "
+                                "text (control bytes and ill-formed sequences are refused)", b[0]);
                 }
                 lval->s = dup_range(lx->tok + 1, lx->cur - 1);
                 tk = lval->s ? T_STRING : T_RP_error;

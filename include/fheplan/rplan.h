@@ -76,6 +76,13 @@ typedef struct rplan_compile_opts {
      * world_size 0 means 1; rank must be below world_size. */
     uint32_t rank;
     uint32_t world_size;
+    /* Warnings (rplan(5) WARNINGS): each has a rule (rplan_rule_of) whose name is
+     * "unused-constant", "unused-value", "unused-policy" or "unused-budget". The names in
+     * warn_off (a rule's name, or a group such as "unused") are not reported; with
+     * warn_error set the others are reported as errors, and the compile fails. */
+    const char *const *warn_off;
+    size_t nwarn_off;
+    int warn_error;
 } rplan_compile_opts;
 
 /* Compiles src (len bytes; need not be NUL-terminated) and verifies the result,

@@ -30,10 +30,10 @@ typedef struct rplan_vm_progress {
 } rplan_vm_progress;
 
 /* Why a run's host waited for a body in flight (rplan_vm_report.host_waits): the prefetch
- * bound (serial or --prefetch N); MIN's victim still read (the lookahead policy waits
- * rather than evict a copy needed sooner); room that only bodies in flight hold (a
- * decision or a scope refused because of them); the time objective's decision evicting a
- * copy a real body still reads. */
+ * bound (serial or --prefetch N); a decision (check's, made as if every body had ended)
+ * evicting a copy a body still reads: under the bytes objective (MIN's victim) and under
+ * the time objective (settled); room that work outside the VM's records holds (a decision
+ * or a scope refused because of it). */
 enum { RPLAN_WAIT_BOUND, RPLAN_WAIT_REGRET, RPLAN_WAIT_ROOM, RPLAN_WAIT_SETTLED, RPLAN_WAITS };
 
 /* Objective auto takes time when it models this fraction faster than bytes (see below). */

@@ -1,5 +1,6 @@
 /* runtime/program/text.c — what text a program may carry and show: well-formed UTF-8
- * without control bytes, so names reach JSON output and terminals as they were written. */
+ * without control characters (C0, DEL, C1) or bidirectional overrides, so names reach
+ * JSON output, terminals and HTML as they were written. */
 #include "runtime/program/program.h"
 
 /* Length of the well-formed UTF-8 sequence at s (n bytes left), or 0. */
@@ -47,6 +48,14 @@ size_t rp_text_bad(const char *s, size_t n)
             return i;
         size_t k = seq_len(u + i, n - i);
         if (!k)
+            return i;
+        /* C1 controls (U+0080..U+009F) and the bidirectional embeddings, overrides and
+         * isolates (U+202A..U+202E, U+2066..U+2069), which reorder what a reader sees */
+        if (k == 2 && u[i] == 0xc2 && u[i + 1] < 0xa0)
+            return i;
+        if (k == 3 && u[i] == 0xe2 &&
+            ((u[i + 1] == 0x80 && u[i + 2] >= 0xaa && u[i + 2] <= 0xae) ||
+             (u[i + 1] == 0x81 && u[i + 2] >= 0xa6 && u[i + 2] <= 0xa9)))
             return i;
         i += k;
     }

@@ -353,9 +353,11 @@ fhr_status vm_exec_scope_plan(rplan_vm *vm, const fhr_plan *plan, const fhr_stre
 fhr_status vm_requests_setup(rplan_vm *vm, fhr_error *err);
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err);
 /* Records the end of bodies just issued at loc that read the copies rq (requests' and
- * plans' alike): the run's decisions are made as if they had ended (request.c). */
-void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
-                      double model_s, double mend_s);
+ * plans' alike): the run's decisions are made as if they had ended (request.c). A failed
+ * event is the run's failure. */
+fhr_status vm_inflight_push(rplan_vm *vm, const char *who, fhr_location loc,
+                            const fhr_requirement *rq, size_t nrq, double model_s, double mend_s,
+                            fhr_error *err);
 void vm_requests_teardown(rplan_vm *vm);
 
 /* objective.c: the time objective's modelled timeline (see rplan_vm_opts.objective) */

@@ -159,28 +159,41 @@ typedef struct req_parts {
 
 /* ---- bodies in flight ---------------------------------------------------------------- */
 
-/* Records the end of bodies on the compute stream at loc, with every copy they read. */
-void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq, size_t nrq,
-                      double model_s, double mend_s)
+/* Records the end of bodies on the compute stream at loc, with every copy they read. An
+ * event that cannot be made or recorded is a runtime fault: the run fails and says so. */
+fhr_status vm_inflight_push(rplan_vm *vm, const char *who, fhr_location loc,
+                            const fhr_requirement *rq, size_t nrq, double model_s, double mend_s,
+                            fhr_error *err)
 {
     int slot = fhr_loc_slot(loc);
     fhr_stream *s = slot >= 0 ? vm->compute[slot] : NULL;
     fhr_event *ev = NULL;
     fhr_handle *hs = NULL;
     fhr_location *at = NULL;
-    if (vm->explain || !s || vm->b->ops->event_create(vm->b, &ev, NULL) != FHR_OK)
-        return;
-    if (vm->b->ops->event_record(vm->b, ev, s, NULL) != FHR_OK ||
-        !vm_reads_set(&hs, &at, rq, nrq) ||
+    if (vm->explain || !s)
+        return FHR_OK;
+    fhr_error e2;
+    fhr_error_init(&e2);
+    fhr_status st = vm->b->ops->event_create(vm->b, &ev, &e2);
+    if (st == FHR_OK)
+        st = vm->b->ops->event_record(vm->b, ev, s, &e2);
+    if (st != FHR_OK) {
+        char lb[16];
+        fhr_fail(err, st, "%.120s: the event that ends its bodies at %s cannot be recorded: %.300s",
+                 who, fhr_loc_format(loc, lb, sizeof lb),
+                 e2.message[0] ? e2.message : fhr_status_name(st));
+        fhr_error_clear(&e2);
+        if (ev)
+            vm->b->ops->event_destroy(vm->b, ev);
+        return st;
+    }
+    fhr_error_clear(&e2);
+    if (!vm_reads_set(&hs, &at, rq, nrq) ||
         !fhr_grow((void **)&vm->inflight, &vm->capinflight, vm->ninflight,
                   sizeof *vm->inflight, 16)) {
-        /* nothing recorded: the host waits for the bodies now (a decision must never
-         * see them protected where check saw them ended) */
         vm_reads_free(hs, at);
-        vm->b->ops->event_sync(vm->b, ev, NULL);
         vm->b->ops->event_destroy(vm->b, ev);
-        fhr_reap(vm->m, NULL, NULL);
-        return;
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
     struct vm_inflight *f = &vm->inflight[vm->ninflight++];
     f->ev = ev;
@@ -190,6 +203,7 @@ void vm_inflight_push(rplan_vm *vm, fhr_location loc, const fhr_requirement *rq,
     f->model_s = model_s;
     f->mend_s = mend_s;
     f->mark = vm->nmarks; /* its bodies were the last marked */
+    return FHR_OK;
 }
 
 /* Removes the oldest entry (its event has completed or been waited for). */
@@ -202,18 +216,30 @@ static void inflight_pop(rplan_vm *vm)
 }
 
 /* Waits for the oldest body in flight; 0 when none was. */
+static void inflight_drop_done(rplan_vm *vm);
+
+/* Waits for the bodies of entry i (and drops those that have ended with them). */
+static void inflight_wait_at(rplan_vm *vm, size_t i, int why)
+{
+    struct vm_inflight *f = &vm->inflight[i];
+    uint64_t t0 = vm_now_ns(vm);
+    vm->b->ops->event_sync(vm->b, f->ev, NULL);
+    vm_host_waited(vm, why, t0);
+    if (why != RPLAN_WAIT_BOUND && f->mark > vm->ready_after)
+        vm->ready_after = f->mark; /* the room it waited for is free then */
+    vm->b->ops->event_destroy(vm->b, f->ev);
+    vm_reads_free(f->hs, f->at);
+    memmove(f, f + 1, (vm->ninflight - i - 1) * sizeof *f);
+    vm->ninflight--;
+    inflight_drop_done(vm);
+    fhr_reap(vm->m, NULL, NULL);
+}
+
 static int inflight_wait_oldest(rplan_vm *vm, int why)
 {
     if (!vm->ninflight)
         return 0;
-    fhr_event *ev = vm->inflight[0].ev;
-    uint64_t t0 = vm_now_ns(vm);
-    vm->b->ops->event_sync(vm->b, ev, NULL);
-    vm_host_waited(vm, why, t0);
-    if (why == RPLAN_WAIT_ROOM && vm->inflight[0].mark > vm->ready_after)
-        vm->ready_after = vm->inflight[0].mark; /* the room it waited for is free then */
-    inflight_pop(vm);
-    fhr_reap(vm->m, NULL, NULL);
+    inflight_wait_at(vm, 0, why);
     return 1;
 }
 
@@ -291,20 +317,21 @@ static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, 
     return FHR_OK;
 }
 
-/* Whether a real body in flight still reads a copy the decision evicts. */
-static int settled_evicted(const rplan_vm *vm, const fhr_decision *d)
+/* 1 + the newest entry in flight whose bodies still read a copy the decision evicts; 0:
+ * none (waiting for that one entry suffices on its stream: bodies end in issue order). */
+static size_t settled_evicted(const rplan_vm *vm, const fhr_decision *d)
 {
-    size_t ne = fhr_decision_nevictions(d);
+    size_t ne = fhr_decision_nevictions(d), last = 0;
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
         fhr_location at = evicted_from(ev);
-        for (size_t i = 0; i < vm->ninflight; i++)
+        for (size_t i = last; i < vm->ninflight; i++)
             for (size_t k = 0; k < vm->inflight[i].nh; k++)
                 if (fhr_handle_equal(vm->inflight[i].hs[k], ev->action.handle) &&
                     fhr_loc_equal(vm->inflight[i].at[k], at))
-                    return 1;
+                    last = i + 1;
     }
-    return 0;
+    return last;
 }
 
 /* Values read by bodies in flight that the next request does not itself require. */
@@ -582,10 +609,10 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
         if (st)
             break;
         if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
-            /* the decision evicts a copy a real body still reads: wait for the bodies
-             * that read it (in issue order), then decide again on the same view */
-            while (settled_evicted(vm, d) && inflight_wait_oldest(vm, RPLAN_WAIT_SETTLED))
-                ;
+            /* the decision evicts a copy a real body still reads: wait for the newest
+             * body that reads one, then decide again on the same view */
+            for (size_t i; (i = settled_evicted(vm, d)) != 0;)
+                inflight_wait_at(vm, i - 1, tobj ? RPLAN_WAIT_SETTLED : RPLAN_WAIT_REGRET);
             fhr_decision_destroy(d);
             continue;
         }
@@ -676,8 +703,13 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
                 size_t k2 = 0;
                 while (k2 < k && !fhr_loc_equal(q.at[k2], q.at[k]))
                     k2++;
-                if (k2 == k)
-                    vm_inflight_push(vm, q.at[k], q.rq, q.nrq, model, mend);
+                if (k2 == k) {
+                    char who[96];
+                    snprintf(who, sizeof who, "request '%.80s'", rin->str);
+                    st = vm_inflight_push(vm, who, q.at[k], q.rq, q.nrq, model, mend, err);
+                    if (st && err)
+                        err->action_index = (long)pc;
+                }
             }
         }
         break;

@@ -179,8 +179,11 @@ static fhr_status exec_plan(rplan_vm *vm, size_t pc, size_t end, long *fail_pc, 
         fhr_requirement rq[16];
         for (size_t v = 0; v < runs[k].nvals; v++)
             rq[v] = (fhr_requirement){vm->h[runs[k].vals[v]], at[k]};
-        if (runs[k].nvals)
-            vm_inflight_push(vm, at[k], rq, runs[k].nvals, 0, 0);
+        char who[96];
+        snprintf(who, sizeof who, "run %.80s", runs[k].in->str);
+        if (runs[k].nvals &&
+            (st = vm_inflight_push(vm, who, at[k], rq, runs[k].nvals, 0, 0, &e2)) != FHR_OK)
+            e2.phase = FHR_PHASE_BODY, e2.action_index = (long)runs[k].pc;
     }
     if (st) {
         if (e2.phase == FHR_PHASE_BODY)

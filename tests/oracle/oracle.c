@@ -426,9 +426,17 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
     double scale = (double)c->scale;
     cJSON *run = cf ? do_run(o, c, file, c->policy) : NULL;
     o->t.runs++;
+    /* the scale the run used: the largest exact one below --scale (fheplan(1), --scale) */
+    if (run && cJSON_IsNumber(cJSON_GetObjectItem(run, "scale")) && jnum(run, "scale") >= 1)
+        scale = jnum(run, "scale");
     if (!cf || !run) {
         dprintf_(&d, K_ERROR, "no JSON document from fheplan %s", cf ? "run" : "check");
     } else {
+        /* the run's own scale: the VM divides by the largest power of two of the one asked
+         * for that leaves every size whole (rplan_vm_opts.scale), and says which */
+        const cJSON *rsc = cJSON_GetObjectItem(run, "scale");
+        if (cJSON_IsNumber(rsc) && rsc->valuedouble >= 1)
+            scale = rsc->valuedouble;
         cmp_reports(o, &d, cf, run, scale, "check", "run");
         if (c->expect >= 0 && c->expect != jbool(cf, "feasible"))
             dprintf_(&d, K_MINB, "check --min-budget's intervals say %s at this budget, check "

@@ -9,6 +9,7 @@
 # The layers, lowest first (README "Layout"; a file may call its own layer and those below):
 #   base  cuda  runtime/manager  runtime/plan  runtime/control  runtime/program  runtime/vm
 #   compiler (and the generated lexer and parser)  cli
+# The Python binding (python/) sits beside the CLI and includes public headers only.
 set -eu
 obj=${1:?usage: layers.sh OBJ_DIR [OBJ...]}
 [ -d "$obj" ] || { echo "layers: $obj: no objects (build first)" >&2; exit 2; }
@@ -31,7 +32,7 @@ for f in $files; do
 done >"$tmp"
 # One line per (file, I, header) for the project's own internal headers.
 (cd "$root" && grep -H -o '^#include "\(base\|cuda\|runtime\|compiler\|cli\)/[^"]*"' \
-    $(find base cuda runtime compiler cli grammar -name '*.[chy]' -o -name '*.re' -o -name '*.cu') |
+    $(find base cuda runtime compiler cli grammar python -name '*.[chy]' -o -name '*.re' -o -name '*.cu') |
     sed 's/^\([^:]*\):#include "\(.*\)"$/\1 I \2/') >>"$tmp"
 awk '
 function rank(f) {
@@ -49,7 +50,8 @@ function rank(f) {
 function src(f) { sub(/\.o$/, "", f); sub(/^gen\//, "(generated) ", f); return f }
 $2 == "D" { def[$3] = $1; next }
 $2 == "I" {
-    if (rank($1) < 0 || rank($3) < 0) { printf "layers: %s includes %s, in no layer\n", $1, $3; bad = 1 }
+    if ($1 ~ /^python\//) { printf "layers: %s includes %s: the Python binding uses the public headers only\n", $1, $3; bad = 1 }
+    else if (rank($1) < 0 || rank($3) < 0) { printf "layers: %s includes %s, in no layer\n", $1, $3; bad = 1 }
     else if (rank($3) > rank($1)) { printf "layers: %s includes %s, a layer above it\n", $1, $3; bad = 1 }
     ninc++; next
 }

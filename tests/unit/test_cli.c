@@ -663,3 +663,115 @@ Test(cli, check_quiet_prints_nothing_and_help_names_every_rate)
         result_free(&r);
     }
 }
+
+/* A budget refusal says where the bytes come from and where the budget was set. */
+Test(cli, budget_errors_name_the_value_and_the_budget_option)
+{
+    result r = run_cli(NULL, "check --budget cuda:0=1.5KiB plans/design-example.rplan");
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "note: 'ct' is 25 MiB at cuda:0, declared here"), "%s", r.err);
+    cr_assert(strstr(r.err, "note: the budget of cuda:0, 1536 B, is set by the caller, not the "
+                            "file (fheplan: --budget cuda:0=SIZE)"), "%s", r.err);
+    result_free(&r);
+}
+
+/* run's refusals are rendered as check's: file:line:col, the source line, the caret. */
+Test(cli, run_errors_use_the_layout_of_check)
+{
+    const char *p = tmp_path("far.rplan");
+    write_file(p, "rplan 1\nvalue x = 1 KiB at host\nplan \"p\" {\n\tenter { move x -> cuda:1 from host }\n}\n");
+    result r = run_cli(NULL, "run --device emu %s", p);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    char want[512];
+    snprintf(want, sizeof want, "%s:4:10: error: ", p);
+    cr_assert(strstr(r.err, want), "%s", r.err);
+    cr_assert(strstr(r.err, "\n\tenter { move x -> cuda:1 from host }\n\t        ^\n"), "%s", r.err);
+    cr_assert_null(strstr(r.err, " | "), "%s", r.err);
+    result_free(&r);
+    unlink(p);
+}
+
+/* s without blanks (JSON printed with cJSON's layout). */
+static char *squeeze(const char *s)
+{
+    char *o = strdup(s), *w = o;
+    for (; *s; s++)
+        if (*s != ' ' && *s != '\t' && *s != '\n')
+            *w++ = *s;
+    *w = 0;
+    return o;
+}
+
+/* Warnings leave the exit status alone, -Werror makes them errors, -Wno-NAME silences
+ * them; --json and --sarif carry them with their rule. */
+Test(cli, warnings_exit_policy_and_machine_output)
+{
+    const char *p = tmp_path("warn.rplan");
+    write_file(p, "rplan 1\nbudget cuda:5 1 GiB\nconst K = 2\nvalue x = 1 KiB at host\n");
+    result r = run_cli(NULL, "check %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.err, ":3:7: warning: constant 'K' is never used"), "%s", r.err);
+    cr_assert(strstr(r.err, ":2:1: warning: budget for cuda:5 is never used"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check -Werror %s", p);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cr_assert(strstr(r.err, "error: value 'x' is never used [-Werror]"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check -Wno-unused -Werror %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert_null(strstr(r.err, "warning"), "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check -Wunused-lol %s", p);
+    cr_assert_eq(r.rc, 64, "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check --json %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    char *q = squeeze(r.out);
+    cr_assert(strstr(q, "\"severity\":\"warning\""), "%s", r.out);
+    cr_assert(strstr(q, "\"rule\":\"RP804\""), "%s", r.out);
+    free(q);
+    result_free(&r);
+    r = run_cli(NULL, "check --sarif %s", p);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    q = squeeze(r.out);
+    cr_assert(strstr(q, "\"ruleId\":\"RP801\""), "%s", r.out);
+    cr_assert(strstr(q, "\"level\":\"warning\""), "%s", r.out);
+    free(q);
+    result_free(&r);
+    unlink(p);
+}
+
+/* A dry run's refusal (here of bytecode under a smaller --budget) is in --json's
+ * diagnostics, located and with its rule, as --sarif lists it. */
+Test(cli, check_json_lists_the_dry_run_refusal)
+{
+    const char *bc = tmp_path("boot.rpc");
+    result r = run_cli(NULL, "compile plans/ckks-bootstrap.rplan -o %s", bc);
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    result_free(&r);
+    r = run_cli(NULL, "check --json --budget cuda:0=300MiB %s", bc);
+    cr_assert_eq(r.rc, 1, "%s", r.err);
+    cJSON *j = cJSON_Parse(r.out);
+    cr_assert_not_null(j, "%s", r.out);
+    cJSON *f = cJSON_GetArrayItem(cJSON_GetObjectItem(j, "files"), 0);
+    cJSON *d = cJSON_GetArrayItem(cJSON_GetObjectItem(f, "diagnostics"), 0);
+    cr_assert_not_null(d, "%s", r.out);
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(d, "severity")), "error");
+    cr_assert_str_eq(cJSON_GetStringValue(cJSON_GetObjectItem(d, "rule")), "RP601");
+    cr_assert_eq(cJSON_GetObjectItem(d, "line")->valueint, 40, "%s", r.out);
+    cr_assert(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(d, "message")), "is short by"));
+    cJSON_Delete(j);
+    result_free(&r);
+    unlink(bc);
+}
+
+/* Absurd rates: the predicted time and the rate keep their units, with an exponent. */
+Test(cli, absurd_rates_keep_their_units)
+{
+    result r = run_cli(NULL, "check --pinned-gbps 0.000001 --device-gbps 0.000001 "
+                             "plans/design-example.rplan");
+    cr_assert_eq(r.rc, 0, "%s", r.err);
+    cr_assert(strstr(r.out, "predicted 1.03e+07 s (policies"), "%s", r.out);
+    cr_assert(strstr(r.out, "transfers at 1e-06 GB/s pinned"), "%s", r.out);
+    result_free(&r);
+}

@@ -227,6 +227,11 @@ Test(fmt, comments_stay_where_they_belong)
     /* a comment in the middle of a statement ends its line; the rest continues */
     expect("rplan 1\nvalue v = 1 MiB # size\n  at host\n",
            "rplan 1\nvalue v = 1 MiB  # size\n    at host\n");
+    /* own-line comments inside a statement keep their own lines, and none is lost */
+    expect("rplan 1\nvalue v = 1 MiB\n  # one\n  # two\n  at host\nvalue w = 1 MiB # t\n"
+           "  # own\n  at host\n",
+           "rplan 1\nvalue v = 1 MiB\n    # one\n    # two\n    at host\nvalue w = 1 MiB  # t\n"
+           "    # own\n    at host\n");
     /* CR LF line ends and trailing blanks go */
     expect("rplan 1\r\nconst A = 1   # x  \r\n", "rplan 1\nconst A = 1  # x\n");
 }
@@ -340,6 +345,30 @@ Test(fmt, cli_check_write_and_stdin)
     snprintf(path, sizeof path, "%s/p.rpc", dir);
     unlink(path);
     snprintf(path, sizeof path, "%s/p.rplan", dir);
+    unlink(path);
+    rmdir(dir);
+}
+
+/* fmt --check refuses what fmt would change, the final newline included. */
+Test(fmt, check_refuses_a_missing_final_newline)
+{
+    char dir[] = "/tmp/fheplan-fmtnl-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char path[512], cmd[1024];
+    snprintf(path, sizeof path, "%s/p.rplan", dir);
+    FILE *f = fopen(path, "w");
+    fputs("rplan 1\nconst A = 1", f);
+    fclose(f);
+    char *out;
+    snprintf(cmd, sizeof cmd, "%s fmt --check %s", FHEPLAN_CLI, path);
+    cr_assert_eq(sh(cmd, &out), 1, "%s", out);
+    cr_assert(strstr(out, "is not formatted (no newline at the end of the file)"), "%s", out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "%s fmt -w %s", FHEPLAN_CLI, path);
+    cr_assert_eq(sh(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s fmt --check %s", FHEPLAN_CLI, path);
+    cr_assert_eq(sh(cmd, &out), 0, "%s", out);
+    free(out);
     unlink(path);
     rmdir(dir);
 }

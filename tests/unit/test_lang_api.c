@@ -113,7 +113,11 @@ Test(lang_api, budget_override_makes_infeasible)
     char *s = rplan_diags_render_string(d);
     cr_assert_str_eq(s, "o.rplan:4:1: error: ensure of 'v' at cuda:0 exceeds the budget of "
                         "cuda:0: needs 600 MiB, 512 MiB of 512 MiB available (88 MiB short)\n"
-                        "ensure v @ cuda:0\n^~~~~~~~~~~~~~~~~\n");
+                        "ensure v @ cuda:0\n^~~~~~~~~~~~~~~~~\n"
+                        "o.rplan:3:7: note: 'v' is 600 MiB at cuda:0, declared here\n"
+                        "value v = 600 MiB at host\n      ^\n"
+                        "o.rplan: note: the budget of cuda:0, 512 MiB, is set by the caller, "
+                        "not the file (fheplan: --budget cuda:0=SIZE)\n");
     free(s);
     rplan_diags_free(d);
 }
@@ -144,7 +148,7 @@ Test(lang_api, pathological_nesting_is_refused_not_crashing)
 {
     size_t n = 200000;
     char *s = malloc(n * 4 + 64);
-    size_t k = (size_t)sprintf(s, "rplan 1\nconst X = 1");
+    size_t k = (size_t)sprintf(s, "rplan 1\nconst _X = 1"); /* _: unused on purpose */
     for (size_t i = 0; i < n; i++)
         k += (size_t)sprintf(s + k, "+1");
     k += (size_t)sprintf(s + k, "\n");

@@ -118,6 +118,10 @@ Test(rules, the_verifier_and_limit_messages_have_rules)
          "RP702"},
         {"string at offset 12: byte 0xff at 3 is not UTF-8", "RP702"},
         {"program of 2000000 instructions is too long (at most 1000000)", "RP702"},
+        {"checksum mismatch (stored bd089cef, computed 06456295)", "RP702"},
+        {"truncated or padded: the header says 400 bytes, the file has 12", "RP702"},
+        {"value 0: bad generator name", "RP702"},
+        {"not a bytecode file: bad magic", "RP702"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         cr_assert_str_eq(rplan_rule_of(cases[i].msg)->id, cases[i].id, "\"%s\"", cases[i].msg);
@@ -203,6 +207,14 @@ static void check_location(const cJSON *l, const char *what, int related)
     if (!r)
         return;
     only_keys(r, what, kr);
+    const cJSON *bo = cJSON_GetObjectItem(r, "byteOffset");
+    if (bo) { /* a binary region (SARIF 3.30.2): a byte offset and length, no lines */
+        const cJSON *bl = need(r, "byteLength", what);
+        cr_assert(cJSON_IsNumber(bo) && bo->valuedouble >= 0 && cJSON_IsNumber(bl) &&
+                  bl->valuedouble >= 0, "%s: bad byte region", what);
+        cr_assert_null(cJSON_GetObjectItem(r, "startLine"), "%s: lines and bytes", what);
+        return;
+    }
     const cJSON *sl = need(r, "startLine", what), *sc = need(r, "startColumn", what),
                 *el = need(r, "endLine", what), *ec = need(r, "endColumn", what);
     cr_assert(positive_int(sl) && positive_int(sc) && positive_int(el) && positive_int(ec),
@@ -386,4 +398,51 @@ Test(sarif, feasible_plans_have_no_results_and_regions_count_code_points)
     cr_assert_eq(rc, 64);
     free(s);
     unlink(path);
+}
+
+/* Standard input is the artifact "stdin" (described as standard input), not "-" or an
+ * escaped "<stdin>"; a damaged bytecode file's result is RP702 with the file as region. */
+Test(sarif, standard_input_and_damaged_bytecode_are_located)
+{
+    int rc;
+    char *s = run("check --sarif - < tests/plans/fail/unknown-unit.rplan", &rc);
+    cr_assert_eq(rc, 1);
+    cr_assert_gt(check_sarif(s), 0);
+    cJSON *log = cJSON_Parse(s);
+    const cJSON *r0 = cJSON_GetArrayItem(cJSON_GetObjectItem(log, "runs"), 0);
+    const cJSON *art = cJSON_GetArrayItem(cJSON_GetObjectItem(r0, "artifacts"), 0);
+    cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(art, "location"), "uri")->valuestring,
+                     "stdin");
+    const cJSON *res = cJSON_GetArrayItem(cJSON_GetObjectItem(r0, "results"), 0);
+    const cJSON *pl = cJSON_GetObjectItem(
+        cJSON_GetArrayItem(cJSON_GetObjectItem(res, "locations"), 0), "physicalLocation");
+    cr_assert_str_eq(cJSON_GetObjectItem(cJSON_GetObjectItem(pl, "artifactLocation"), "uri")
+                         ->valuestring, "stdin");
+    cJSON_Delete(log);
+    free(s);
+    /* a bytecode file with one byte changed */
+    char src[] = "/tmp/fheplan-sarif-bc-XXXXXX";
+    int fd = mkstemp(src);
+    cr_assert(fd >= 0);
+    close(fd);
+    char cmd[512];
+    snprintf(cmd, sizeof cmd, "%s compile plans/design-example.rplan -o %s && printf 'Z' | "
+             "dd of=%s bs=1 seek=40 conv=notrunc 2>/dev/null", FHEPLAN_CLI, src, src);
+    cr_assert_eq(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "check --sarif %s", src);
+    s = run(cmd, &rc);
+    cr_assert_eq(rc, 1);
+    cr_assert_gt(check_sarif(s), 0);
+    log = cJSON_Parse(s);
+    res = cJSON_GetArrayItem(
+        cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(log, "runs"), 0), "results"), 0);
+    cr_assert_str_eq(cJSON_GetObjectItem(res, "ruleId")->valuestring, "RP702", "%s", s);
+    pl = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(res, "locations"), 0),
+                             "physicalLocation");
+    const cJSON *reg = cJSON_GetObjectItem(pl, "region");
+    cr_assert_not_null(reg, "%s", s);
+    cr_assert_gt(cJSON_GetObjectItem(reg, "byteLength")->valuedouble, 100, "%s", s);
+    cJSON_Delete(log);
+    free(s);
+    unlink(src);
 }

@@ -1,0 +1,173 @@
+"""fheplan: residency management for FHE values (pageable host, pinned host, CUDA devices).
+
+The names follow the behavioural reference one to one (``residency-lifetimes``). The work is
+done by the C core ``fheplan._fheplan`` over libfheplan's public API; this file only adds the
+small value types the reference spells as Python classes (actions, reservations, requests,
+CKKS metadata and the two enums). ``fheplan-python(7)`` maps every name to its C function.
+"""
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Optional, Tuple
+
+from . import _fheplan
+from ._fheplan import (  # noqa: F401  (re-exported)
+    PAGEABLE_HOST,
+    PINNED_HOST,
+    DeterministicLookahead,
+    DeterministicTieredLRU,
+    FieldView,
+    LeasedValue,
+    Location,
+    Program,
+    ResidencyBackendError,
+    ResidencyBudgetError,
+    ResidencyController,
+    ResidencyDecision,
+    ResidencyError,
+    ResidencyHandle,
+    ResidencyHandleError,
+    ResidencyHold,
+    ResidencyInfeasibleError,
+    ResidencyLease,
+    ResidencyLeaseError,
+    ResidencyLocationError,
+    ResidencyManager,
+    ResidencyMemoryError,
+    ResidencyPlan,
+    ResidencyPlanExecutionError,
+    ResidencyPreserveError,
+    ResidencyProtectedError,
+    ResidencyReentrancyError,
+    ResidencyReplicaError,
+    ResidencyScope,
+    ResidencyScopeError,
+    ResidencySourceError,
+    ResidencyStaleStateError,
+    ResidencyStateError,
+    ResidencyUnsupportedError,
+    ResidencyUse,
+    ResidencyValueError,
+    Stream,
+    Value,
+    check,
+    compile,
+    cuda_location,
+    run,
+    to,
+)
+
+__version__ = _fheplan.__version__
+
+
+class ReplicaMode(enum.IntEnum):
+    """REPLICABLE: several simultaneous copies (ensure); EXCLUSIVE: one (move)."""
+
+    REPLICABLE = _fheplan.REPLICABLE
+    EXCLUSIVE = _fheplan.EXCLUSIVE
+
+
+class Recoverability(enum.IntEnum):
+    """MUST_PRESERVE: adopt; RECONSTRUCTIBLE: register_source."""
+
+    MUST_PRESERVE = _fheplan.MUST_PRESERVE
+    RECONSTRUCTIBLE = _fheplan.RECONSTRUCTIBLE
+
+
+@dataclass(frozen=True)
+class CKKSMeta:
+    """CKKS metadata of a value; no movement ever changes it (fhr_ckks_meta)."""
+
+    context_id: int = 0
+    level: int = 0
+    scale: float = 0.0
+    prime_ids: Tuple[int, ...] = ()
+    domain: Optional[str] = None        # "coeff", "eval" or None
+    key_relation: Optional[str] = None  # "rotation", "conjugation", "relinearization" or None
+    key_param: int = 0
+
+
+@dataclass(frozen=True)
+class ManagedValue:
+    """A value to adopt: field names to arrays (any DLPack producer) and its CKKS metadata."""
+
+    fields: Any
+    meta: Optional[CKKSMeta] = None
+
+
+# ---- actions (fhr_action) ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EnsureResident:
+    handle: ResidencyHandle
+    at: Location
+    _kind = _fheplan.ACT_ENSURE
+
+
+@dataclass(frozen=True)
+class MoveResident:
+    handle: ResidencyHandle
+    to: Location
+    from_location: Optional[Location] = None
+    _kind = _fheplan.ACT_MOVE
+
+
+@dataclass(frozen=True)
+class DropResident:
+    handle: ResidencyHandle
+    at: Location
+    _kind = _fheplan.ACT_DROP
+
+
+@dataclass(frozen=True)
+class DiscardValue:
+    handle: ResidencyHandle
+    _kind = _fheplan.ACT_DISCARD
+
+
+@dataclass(frozen=True)
+class MemoryReservation:
+    """Headroom charged at a location for a scope's lifetime (fhr_reservation)."""
+
+    at: Location
+    nbytes: int
+    label: str = ""
+
+
+# ---- requests (fhr_request) -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ResidencyRequirement:
+    """An exact (handle, location) endpoint that must hold when the use begins."""
+
+    handle: ResidencyHandle
+    at: Location
+
+
+@dataclass(frozen=True)
+class ResidencyRequest:
+    name: str = ""
+    requirements: Tuple[ResidencyRequirement, ...] = ()
+    reservations: Tuple[MemoryReservation, ...] = ()
+    position: int = 0  # where it stands in a known future (DeterministicLookahead); 0: unknown
+
+
+def lookahead_future(requests):
+    """The future of DeterministicLookahead from requests in execution order (1-based)."""
+    return tuple(
+        (i, r.handle, r.at) for i, req in enumerate(requests, 1) for r in req.requirements
+    )
+
+
+_fheplan._set_types(
+    meta=CKKSMeta,
+    ensure=EnsureResident,
+    move=MoveResident,
+    drop=DropResident,
+    discard=DiscardValue,
+    reservation=MemoryReservation,
+)
+
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("enum", "dataclass", "field")]

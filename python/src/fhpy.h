@@ -1,0 +1,213 @@
+/* python/src/fhpy.h — what the files of the `_fheplan` extension share: the object layouts,
+ * the error mapping and the argument converters. The extension includes only the public
+ * headers of libfheplan (include/fheplan/). */
+#ifndef FHPY_H
+#define FHPY_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+
+#include "fheplan/residency.h"
+#include "fheplan/rplan.h"
+#include "fheplan/vm.h"
+#include "dlpack_abi.h"
+
+/* ---- objects ---------------------------------------------------------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    fhr_location loc;
+} fhpy_location;
+
+typedef struct {
+    PyObject_HEAD
+    fhr_handle h;
+} fhpy_handle;
+
+typedef struct {
+    PyObject_HEAD
+    fhr_backend *backend;
+    fhr_manager *m;
+    PyObject *layouts;     /* dict: handle -> tuple of (name, (code, bits, lanes), shape) */
+    PyObject *sources;     /* dict: handle serial -> source object (kept while registered) */
+    PyObject *load_exc;    /* the exception a Python load raised, until reported */
+    fhr_stream *adopt_streams[FHR_MAX_CUDA_DEVICES]; /* per device: orders producers */
+    PyObject *weakrefs;
+} fhpy_manager;
+
+typedef struct {
+    PyObject_HEAD
+    fhpy_manager *mgr;     /* strong */
+    fhr_lease *lease;
+    fhr_location at;
+    int released;
+    size_t nviews;
+    fhr_stream **views;    /* consumer stream views made for __dlpack__(stream=...) */
+    PyObject *handles;     /* tuple of handles */
+    PyObject *owner;       /* what owns the lease (a scope or a use), or NULL */
+} fhpy_lease;
+
+/* What a view asks of the object its memory belongs to. */
+typedef struct fhpy_owner_ops {
+    int (*alive)(PyObject *owner);  /* 0: released (views refuse new exports) */
+    /* Orders the native consumer stream after the value and protects the value until
+     * that stream's work completes; NULL: not offered (a plain host value). */
+    int (*add_consumer)(PyObject *owner, fhr_location at, PyObject *stream);
+    fhr_backend *(*backend)(PyObject *owner);
+} fhpy_owner_ops;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *owner;       /* the lease, use or Value the memory belongs to (strong) */
+    const fhpy_owner_ops *ops;
+    const fhr_value *v;    /* borrowed while the owner is alive */
+    PyObject *layout;      /* tuple or None */
+    fhr_location loc;
+    int cuda;              /* memory is real CUDA device memory */
+    int writable;          /* a loader's new copy: its views may be written */
+} fhpy_leased;
+
+typedef struct {
+    PyObject_HEAD
+    fhpy_leased *val;      /* strong */
+    Py_ssize_t field;      /* index in the value */
+    fhpy_dl_dtype dtype;
+    int ndim;
+    int64_t shape[8];
+} fhpy_view;
+
+/* An application-owned concrete value (the result of fheplan.to). */
+typedef struct {
+    PyObject_HEAD
+    fhr_value *v;          /* NULL once adopted */
+    fhr_backend *b;        /* to free with */
+    PyObject *keep;        /* the backend's owner (manager or module backend), strong */
+    PyObject *layout;
+} fhpy_value;
+
+typedef struct {
+    PyObject_HEAD
+    fhpy_manager *mgr;
+    fhr_hold *hold;
+    int released;
+} fhpy_hold;
+
+typedef struct {
+    PyObject_HEAD
+    fhr_plan *p;
+    PyObject *name;
+    PyObject *reclaim, *enter, *exit, *reservations; /* tuples of the Python objects */
+} fhpy_plan;
+
+typedef struct {
+    PyObject_HEAD
+    fhpy_manager *mgr;
+    fhpy_plan *plan;
+    fhr_scope *sc;
+    fhr_stream **views; size_t nviews;
+    int state;             /* 0 new, 1 entered, 2 done (exited or failed entry) */
+    PyObject *report;      /* dict after a successful exit, else None */
+    PyObject *exit_error;  /* the exit's ResidencyPlanExecutionError, else None */
+} fhpy_scope;
+
+typedef struct {
+    PyObject_HEAD
+    fhr_stream *s;
+    fhr_backend *b;
+    PyObject *owner;       /* keeps the backend alive */
+    int own;               /* 1: fhr_stream_destroy on dealloc */
+    fhr_location loc;
+} fhpy_stream;
+
+extern PyTypeObject fhpy_location_type, fhpy_handle_type, fhpy_manager_type, fhpy_lease_type,
+    fhpy_leased_type, fhpy_view_type, fhpy_hold_type, fhpy_plan_type, fhpy_scope_type,
+    fhpy_stream_type, fhpy_value_type, fhpy_policy_type, fhpy_controller_type,
+    fhpy_decision_type, fhpy_use_type, fhpy_program_type, fhpy_kcall_type;
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+extern PyObject *fhpy_exc[FHR_STATUS_COUNT_]; /* by status; [0] is the base class */
+/* Raises the exception of err (status, message, phase, action, partial report). Returns NULL. */
+PyObject *fhpy_raise(const fhr_error *err);
+/* The same for a bare status and message. */
+PyObject *fhpy_raise_msg(fhr_status st, const char *fmt, ...);
+/* Builds (not raises) the exception object of err. */
+PyObject *fhpy_error_object(const fhr_error *err);
+
+/* ---- converters ------------------------------------------------------------------- */
+
+/* Location from a Location object or its text form. 0 and an exception on failure. */
+int fhpy_to_loc(PyObject *o, fhr_location *out);
+int fhpy_to_loc_conv(PyObject *o, void *out); /* "O&" converter */
+PyObject *fhpy_loc_new(fhr_location loc);
+int fhpy_to_handle(PyObject *o, fhr_handle *out);
+PyObject *fhpy_handle_new(fhr_handle h);
+/* Native stream pointer from an int, an object with .cuda_stream (torch) or .ptr (CuPy,
+ * fheplan.Stream), or None (-> *native NULL, *given 0). */
+int fhpy_stream_native(PyObject *o, void **native, int *given);
+/* A view of the native stream o at loc (NULL in *out when o is None). */
+int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out);
+/* Views for a {location: stream} mapping; frees what it made on failure. */
+int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n);
+void fhpy_stream_maps_free(fhpy_manager *m, fhr_stream_map *maps, size_t n);
+
+/* JSON text (malloc'd, freed here) to Python objects through the json module. */
+PyObject *fhpy_json(char *text);
+PyObject *fhpy_report(const fhr_report *r); /* None for NULL */
+PyObject *fhpy_explanation(const fhr_explanation *e);
+PyObject *fhpy_action_object(const fhr_action *a, uint64_t manager_id);
+
+/* Plan objects to C. */
+int fhpy_actions(PyObject *seq, fhr_action **out, size_t *n);
+int fhpy_reservations(PyObject *seq, fhr_reservation **out, size_t *n);
+
+/* A record object: fheplan.Record(**fields) built from a dict (steals nothing). */
+PyObject *fhpy_record(const char *kind, PyObject *dict);
+
+/* ---- values ------------------------------------------------------------------------- */
+
+/* Builds an fhr_value at `at` whose buffers are the memory of the DLPack producers in
+ * value (a mapping of field names to arrays, an object with .fields, or one array), with
+ * no copy: each buffer's release drops its producer. meta: a CKKS metadata object or
+ * None. stream: where CUDA producers order their work (NULL: synchronised here).
+ * layout receives the fields' dtypes and shapes. */
+int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_location at,
+                     fhr_stream *order, fhr_value **out, PyObject **layout);
+int fhpy_meta(PyObject *o, fhr_ckks_meta *out);
+PyObject *fhpy_meta_object(const fhr_ckks_meta *meta);
+PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_value *v,
+                          PyObject *layout);
+extern const fhpy_owner_ops fhpy_lease_ops;
+int fhpy_parse_dtype(PyObject *o, fhpy_dl_dtype *out);
+/* Drops the producers whose buffers the library released since the last call. */
+void fhpy_release_drain(void);
+void fhpy_foreign_free(void *ctx, void *ptr, size_t nbytes);
+/* Runs fn(ctx) under the interpreter lock soon (callable from any thread, lock or not). */
+void fhpy_defer(void (*fn)(void *), void *ctx);
+
+int fhpy_backend_is_cuda(fhr_backend *b);
+PyObject *fhpy_lease_make(fhpy_manager *m, fhr_lease *l, fhr_location at, PyObject *handles,
+                          PyObject *owner);
+
+/* program.c */
+PyObject *fhpy_compile(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw);
+/* timing.c */
+PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
+/* value.c */
+PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw);
+
+int fhpy_add_types_controller(PyObject *mod);
+/* Sets .action on the pending ResidencyPlanExecutionError from the plan or action tuple. */
+void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e);
+/* The Python classes of the package (fheplan/__init__.py hands them over). */
+extern PyObject *fhpy_cls_ensure, *fhpy_cls_move, *fhpy_cls_drop, *fhpy_cls_discard,
+    *fhpy_cls_reservation;
+PyObject *fhpy_set_types(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *fhpy_set_meta_type(PyObject *self, PyObject *t);
+
+#define FHPY_ERR_INIT(e) fhr_error e; fhr_error_init(&e)
+
+#endif

@@ -1,0 +1,1156 @@
+/* python/src/manager.c — ResidencyManager: budgets, adopt (no copy), register_source with a
+ * Python load, the strict primitives, acquire and hold, snapshots, the trace, explain,
+ * scopes and execute_actions. Every call that may wait or copy runs without the
+ * interpreter lock; a Python load takes it back. */
+#include "fhpy.h"
+
+#include <string.h>
+
+#define NOGIL(st, expr)                                                                      \
+    do {                                                                                     \
+        Py_BEGIN_ALLOW_THREADS(st) = (expr);                                                 \
+        Py_END_ALLOW_THREADS                                                                 \
+    } while (0)
+
+/* Raises err, chaining the exception a Python load raised (when that made the call fail). */
+static PyObject *raise_mgr(fhpy_manager *m, fhr_error *e)
+{
+    PyObject *cause = m->load_exc;
+    m->load_exc = NULL;
+    fhpy_raise(e);
+    fhr_error_clear(e);
+    if (cause) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        if (v)
+            PyException_SetCause(v, cause);
+        else
+            Py_DECREF(cause);
+        PyErr_Restore(t, v, tb);
+    }
+    return NULL;
+}
+
+static PyObject *finish(fhpy_manager *m, fhr_status st, fhr_error *e)
+{
+    fhpy_release_drain();
+    if (st != FHR_OK)
+        return raise_mgr(m, e);
+    Py_CLEAR(m->load_exc);
+    Py_RETURN_NONE;
+}
+
+static int check_open(fhpy_manager *m)
+{
+    if (!m->m) {
+        PyErr_SetString(PyExc_RuntimeError, "the ResidencyManager is not initialised");
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_mode(PyObject *o, int *out, const char *what)
+{
+    if (!o || o == Py_None)
+        return 1;
+    long v = PyLong_AsLong(o);
+    if (PyErr_Occurred() || v < 0 || v > 1) {
+        PyErr_Clear();
+        fhpy_raise_msg(FHR_E_INVALID, "%s: expected %s", what,
+                       strcmp(what, "replica_mode") == 0 ? "ReplicaMode.REPLICABLE or EXCLUSIVE"
+                                                         : "a Recoverability");
+        return 0;
+    }
+    *out = (int)v;
+    return 1;
+}
+
+/* ---- life ------------------------------------------------------------------------------- */
+
+static int mgr_init(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *budgets = Py_None;
+    const char *device = NULL;
+    Py_ssize_t trace = 4096;
+    static char *kwl[] = {"budgets", "device", "trace_capacity", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$zn", kwl, &budgets, &device, &trace))
+        return -1;
+    if (m->m) {
+        PyErr_SetString(PyExc_RuntimeError, "ResidencyManager.__init__ called twice");
+        return -1;
+    }
+    if (trace < 0) {
+        fhpy_raise_msg(FHR_E_INVALID, "trace_capacity must be >= 0");
+        return -1;
+    }
+    fhr_budget *bs = NULL;
+    Py_ssize_t nb = 0;
+    if (budgets != Py_None) {
+        if (!PyDict_Check(budgets)) {
+            PyErr_SetString(PyExc_TypeError, "budgets is a dict {location: bytes}");
+            return -1;
+        }
+        bs = PyMem_Calloc((size_t)PyDict_Size(budgets) + 1, sizeof *bs);
+        if (!bs) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        Py_ssize_t pos = 0;
+        PyObject *k, *v;
+        while (PyDict_Next(budgets, &pos, &k, &v)) {
+            if (!fhpy_to_loc(k, &bs[nb].loc)) {
+                PyMem_Free(bs);
+                return -1;
+            }
+            bs[nb].nbytes = PyLong_AsUnsignedLongLong(v);
+            if (PyErr_Occurred()) {
+                PyErr_Clear();
+                PyMem_Free(bs);
+                fhpy_raise_msg(FHR_E_INVALID, "budget for %R: expected bytes as a "
+                                              "non-negative int", k);
+                return -1;
+            }
+            nb++;
+        }
+    }
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_backend_open(device, &m->backend, &e));
+    if (st == FHR_OK) {
+        fhr_manager_config cfg = {m->backend, bs, (size_t)nb, (size_t)trace};
+        NOGIL(st, fhr_manager_create(&cfg, &m->m, &e));
+        if (st != FHR_OK) {
+            fhr_backend_destroy(m->backend);
+            m->backend = NULL;
+        }
+    }
+    PyMem_Free(bs);
+    if (st != FHR_OK) {
+        fhpy_raise(&e);
+        fhr_error_clear(&e);
+        return -1;
+    }
+    m->layouts = PyDict_New();
+    m->sources = PyDict_New();
+    return m->layouts && m->sources ? 0 : -1;
+}
+
+static void mgr_dealloc(PyObject *self)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject_GC_UnTrack(self);
+    if (m->weakrefs)
+        PyObject_ClearWeakRefs(self);
+    Py_BEGIN_ALLOW_THREADS
+    for (int i = 0; i < FHR_MAX_CUDA_DEVICES; i++)
+        if (m->adopt_streams[i])
+            fhr_stream_destroy(m->backend, m->adopt_streams[i]);
+    if (m->m)
+        fhr_manager_destroy(m->m);
+    if (m->backend)
+        fhr_backend_destroy(m->backend);
+    Py_END_ALLOW_THREADS
+    fhpy_release_drain();
+    Py_XDECREF(m->layouts);
+    Py_XDECREF(m->sources);
+    Py_XDECREF(m->load_exc);
+    Py_TYPE(self)->tp_free(self);
+}
+
+static int mgr_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    Py_VISIT(m->sources);
+    Py_VISIT(m->load_exc);
+    return 0;
+}
+
+static int mgr_clear(PyObject *self)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    Py_CLEAR(m->load_exc);
+    return 0;
+}
+
+/* ---- adoption ------------------------------------------------------------------------------ */
+
+static int opts_parse(PyObject *mode, PyObject *label, int priority, fhr_adopt_opts *o)
+{
+    int md = FHR_REPLICABLE;
+    if (!parse_mode(mode, &md, "replica_mode"))
+        return 0;
+    o->mode = (fhr_replica_mode)md;
+    o->priority = priority;
+    o->label = NULL;
+    if (label && label != Py_None) {
+        o->label = PyUnicode_AsUTF8(label);
+        if (!o->label)
+            return 0;
+    }
+    return 1;
+}
+
+/* The stream that orders CUDA producers' work before adoption at device `dev`. */
+static fhr_stream *adopt_stream(fhpy_manager *m, fhr_location at)
+{
+    if (at.kind != FHR_LOC_CUDA || !fhpy_backend_is_cuda(m->backend))
+        return NULL;
+    if (!m->adopt_streams[at.index]) {
+        FHPY_ERR_INIT(e);
+        if (fhr_stream_create(m->backend, at, &m->adopt_streams[at.index], &e) != FHR_OK) {
+            fhpy_raise(&e);
+            return NULL;
+        }
+    }
+    return m->adopt_streams[at.index];
+}
+
+static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *value, *at_o = NULL, *mode = Py_None, *meta = Py_None, *label = Py_None;
+    int priority = 0;
+    static char *kwl[] = {"value", "at", "replica_mode", "meta", "label", "priority", NULL};
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|OO$OOi", kwl, &value, &at_o, &mode, &meta,
+                                     &label, &priority))
+        return NULL;
+    fhpy_release_drain();
+    fhr_location at = fhr_loc_host();
+    fhr_adopt_opts o;
+    if ((at_o && !fhpy_to_loc(at_o, &at)) || !opts_parse(mode, label, priority, &o))
+        return NULL;
+    fhr_value *v = NULL;
+    PyObject *layout = NULL;
+    fhpy_value *owned = NULL;
+    if (PyObject_TypeCheck(value, &fhpy_value_type)) { /* what fheplan.to returned */
+        owned = (fhpy_value *)value;
+        if (!owned->v)
+            return fhpy_raise_msg(FHR_E_STATE, "adopt: the value was adopted already");
+        if (owned->keep != self)
+            return fhpy_raise_msg(FHR_E_INVALID, "adopt: the value was copied by another "
+                                                 "manager's backend");
+        if (!fhr_loc_equal(fhr_value_location(owned->v), at) && at_o)
+            return fhpy_raise_msg(FHR_E_LOCATION, "adopt: the value lives elsewhere than at=");
+        v = owned->v;
+        layout = Py_NewRef(owned->layout);
+    } else {
+        fhr_stream *order = adopt_stream(m, at);
+        if (PyErr_Occurred())
+            return NULL;
+        if (!fhpy_build_value(m, value, meta, at, order, &v, &layout))
+            return NULL;
+        if (order) {
+            FHPY_ERR_INIT(e);
+            fhr_status st;
+            NOGIL(st, fhr_stream_sync(m->backend, order, &e));
+            if (st != FHR_OK) {
+                fhr_value_destroy(v);
+                Py_DECREF(layout);
+                return finish(m, st, &e);
+            }
+        }
+    }
+    FHPY_ERR_INIT(e);
+    fhr_handle h;
+    fhr_status st;
+    NOGIL(st, fhr_adopt(m->m, &v, &o, &h, &e));
+    if (st != FHR_OK) {
+        if (!owned)
+            fhr_value_destroy(v); /* the producers go back (queued, then dropped) */
+        Py_DECREF(layout);
+        return finish(m, st, &e);
+    }
+    if (owned)
+        owned->v = NULL;
+    PyObject *ho = fhpy_handle_new(h);
+    if (!ho || PyDict_SetItem(m->layouts, ho, layout) < 0) {
+        Py_XDECREF(ho);
+        Py_DECREF(layout);
+        return NULL;
+    }
+    Py_DECREF(layout);
+    return ho;
+}
+
+/* ---- sources ------------------------------------------------------------------------------- */
+
+typedef struct py_source {
+    fhpy_manager *m;  /* borrowed: the manager outlives its values */
+    PyObject *load;   /* callable(at) -> value */
+} py_source;
+
+static void source_free(void *p)
+{
+    py_source *s = p;
+    Py_XDECREF(s->load);
+    PyMem_RawFree(s);
+}
+
+static void source_release(void *ctx) { fhpy_defer(source_free, ctx); }
+
+static fhr_status source_load(void *ctx, const fhr_value_spec *spec, fhr_location at,
+                              fhr_backend *b, fhr_stream *s, fhr_value **out, fhr_error *err)
+{
+    (void)b;
+    py_source *src = ctx;
+    fhr_status st = FHR_OK;
+    PyGILState_STATE g = PyGILState_Ensure();
+    PyObject *loc = fhpy_loc_new(at);
+    PyObject *res = loc ? PyObject_CallOneArg(src->load, loc) : NULL;
+    Py_XDECREF(loc);
+    PyObject *meta = res ? fhpy_meta_object(&spec->meta) : NULL;
+    PyObject *layout = NULL;
+    if (!meta || !fhpy_build_value(src->m, res, meta, at, s, out, &layout)) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        PyObject *msg = v ? PyObject_Str(v) : NULL;
+        if (err) {
+            err->status = FHR_E_SOURCE;
+            snprintf(err->message, sizeof err->message, "source load raised %s: %s",
+                     t ? ((PyTypeObject *)t)->tp_name : "an error",
+                     msg && PyUnicode_AsUTF8(msg) ? PyUnicode_AsUTF8(msg) : "");
+        }
+        PyErr_Clear();
+        Py_XDECREF(msg);
+        if (v && tb)
+            PyException_SetTraceback(v, tb);
+        Py_XSETREF(src->m->load_exc, v);
+        Py_XDECREF(t);
+        Py_XDECREF(tb);
+        st = FHR_E_SOURCE;
+    }
+    Py_XDECREF(layout);
+    Py_XDECREF(meta);
+    Py_XDECREF(res);
+    PyGILState_Release(g);
+    return st;
+}
+
+/* fields: {name: nbytes} or {name: (shape, dtype)}; fills specs and the layout. */
+static int spec_fields(PyObject *fields, fhr_field_spec **out, size_t *n, PyObject **layout,
+                       uint64_t *total)
+{
+    if (!PyDict_Check(fields) || PyDict_Size(fields) == 0) {
+        fhpy_raise_msg(FHR_E_INVALID, "register_source: fields is a non-empty dict {name: "
+                                      "nbytes or (shape, dtype)}");
+        return 0;
+    }
+    Py_ssize_t cnt = PyDict_Size(fields), pos = 0, i = 0;
+    fhr_field_spec *fs = PyMem_Calloc((size_t)cnt, sizeof *fs);
+    PyObject *lay = PyTuple_New(cnt), *k, *v;
+    if (!fs || !lay) {
+        PyMem_Free(fs);
+        Py_XDECREF(lay);
+        PyErr_NoMemory();
+        return 0;
+    }
+    *total = 0;
+    while (PyDict_Next(fields, &pos, &k, &v)) {
+        fs[i].name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+        if (!fs[i].name) {
+            PyErr_SetString(PyExc_TypeError, "field names are strings");
+            goto fail;
+        }
+        if (PyLong_Check(v)) {
+            fs[i].nbytes = PyLong_AsUnsignedLongLong(v);
+            if (PyErr_Occurred())
+                goto fail;
+            PyObject *e = Py_BuildValue("(O(iii)(K))", k, FHPY_DL_UINT, 8, 1,
+                                        (unsigned long long)fs[i].nbytes);
+            if (!e)
+                goto fail;
+            PyTuple_SET_ITEM(lay, i, e);
+        } else {
+            PyObject *shape, *dto;
+            fhpy_dl_dtype dt;
+            if (!PyArg_ParseTuple(v, "OO", &shape, &dto) || !fhpy_parse_dtype(dto, &dt))
+                goto fail;
+            PyObject *st = PySequence_Tuple(shape);
+            if (!st)
+                goto fail;
+            uint64_t elems = 1;
+            for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(st); d++)
+                elems *= PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(st, d));
+            if (PyErr_Occurred()) {
+                Py_DECREF(st);
+                goto fail;
+            }
+            fs[i].nbytes = elems * dt.bits * dt.lanes / 8;
+            PyObject *e = Py_BuildValue("(O(iii)N)", k, dt.code, dt.bits, dt.lanes, st);
+            if (!e)
+                goto fail;
+            PyTuple_SET_ITEM(lay, i, e);
+        }
+        *total += fs[i].nbytes;
+        i++;
+    }
+    *out = fs;
+    *n = (size_t)cnt;
+    *layout = lay;
+    return 1;
+fail:
+    PyMem_Free(fs);
+    Py_DECREF(lay);
+    return 0;
+}
+
+static PyObject *mgr_register_source(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *load, *fields, *meta = Py_None, *mode = Py_None, *label = Py_None;
+    unsigned long long storage = 0;
+    int priority = 0;
+    static char *kwl[] = {"load", "fields", "meta", "storage_nbytes", "replica_mode", "label",
+                          "priority", NULL};
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "OO|$OKOOi", kwl, &load, &fields, &meta,
+                                     &storage, &mode, &label, &priority))
+        return NULL;
+    if (!PyCallable_Check(load)) {
+        if (PyObject_HasAttrString(load, "load"))
+            load = PyObject_GetAttrString(load, "load"); /* a ResidencySource object */
+        else
+            return fhpy_raise_msg(FHR_E_INVALID, "register_source: load must be callable (or "
+                                                 "an object with .load)");
+        if (!load)
+            return NULL;
+    } else
+        Py_INCREF(load);
+    fhr_adopt_opts o;
+    fhr_value_spec spec;
+    memset(&spec, 0, sizeof spec);
+    fhr_field_spec *fs = NULL;
+    PyObject *layout = NULL;
+    uint64_t total = 0;
+    if (!opts_parse(mode, label, priority, &o) || !fhpy_meta(meta, &spec.meta) ||
+        !spec_fields(fields, &fs, &spec.nfields, &layout, &total)) {
+        Py_DECREF(load);
+        return NULL;
+    }
+    spec.fields = fs;
+    spec.storage_nbytes = storage ? storage : total;
+    py_source *src = PyMem_RawCalloc(1, sizeof *src);
+    if (!src) {
+        Py_DECREF(load);
+        PyMem_Free(fs);
+        Py_DECREF(layout);
+        return PyErr_NoMemory();
+    }
+    src->m = m;
+    src->load = load;
+    fhr_source s = {source_load, src, source_release};
+    FHPY_ERR_INIT(e);
+    fhr_handle h;
+    fhr_status st;
+    NOGIL(st, fhr_register_source(m->m, &spec, &s, &o, &h, &e));
+    PyMem_Free(fs);
+    if (st != FHR_OK) {
+        source_free(src);
+        Py_DECREF(layout);
+        return finish(m, st, &e);
+    }
+    PyObject *ho = fhpy_handle_new(h);
+    if (!ho || PyDict_SetItem(m->layouts, ho, layout) < 0) {
+        Py_XDECREF(ho);
+        Py_DECREF(layout);
+        return NULL;
+    }
+    Py_DECREF(layout);
+    return ho;
+}
+
+/* ---- primitives ------------------------------------------------------------------------------ */
+
+static PyObject *mgr_ensure(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *ho, *stream = Py_None;
+    fhr_location at;
+    static char *kwl[] = {"handle", "at", "stream", NULL};
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "OO&|$O", kwl, &ho,
+                                                       fhpy_to_loc_conv, &at, &stream))
+        return NULL;
+    fhr_handle h;
+    fhr_stream *view = NULL;
+    if (!fhpy_to_handle(ho, &h) || !fhpy_stream_view(m, stream, at, &view))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fhr_ensure(m->m, h, at, view, &e);
+    if (view)
+        fhr_stream_destroy(m->backend, view);
+    Py_END_ALLOW_THREADS
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *ho, *from_o = Py_None, *stream = Py_None;
+    fhr_location to, from;
+    static char *kwl[] = {"handle", "to", "from_location", "stream", NULL};
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "OO&|O$O", kwl, &ho,
+                                                       fhpy_to_loc_conv, &to, &from_o, &stream))
+        return NULL;
+    fhr_handle h;
+    fhr_stream *view = NULL;
+    if (!fhpy_to_handle(ho, &h) || (from_o != Py_None && !fhpy_to_loc(from_o, &from)) ||
+        !fhpy_stream_view(m, stream, to, &view))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fhr_move(m->m, h, to, from_o != Py_None ? &from : NULL, view, &e);
+    if (view)
+        fhr_stream_destroy(m->backend, view);
+    Py_END_ALLOW_THREADS
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_drop(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *ho;
+    fhr_location at;
+    static char *kwl[] = {"handle", "at", NULL};
+    fhr_handle h;
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "OO&", kwl, &ho, fhpy_to_loc_conv, &at) ||
+        !fhpy_to_handle(ho, &h))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_drop(m->m, h, at, &e));
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_discard(PyObject *self, PyObject *ho)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    fhr_handle h;
+    if (!check_open(m) || !fhpy_to_handle(ho, &h))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_discard(m->m, h, &e));
+    if (st == FHR_OK && PyDict_DelItem(m->layouts, ho) < 0)
+        PyErr_Clear();
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_is_resident(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *ho;
+    fhr_location at;
+    fhr_handle h;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "OO&", &ho, fhpy_to_loc_conv, &at) ||
+        !fhpy_to_handle(ho, &h))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    int r = 0;
+    fhr_status st;
+    NOGIL(st, fhr_is_resident(m->m, h, at, &r, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    return PyBool_FromLong(r);
+}
+
+static PyObject *mgr_set_budget(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    fhr_location at;
+    unsigned long long nb;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&K", fhpy_to_loc_conv, &at, &nb))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_set_budget(m->m, at, nb, &e));
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_set_priority(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *ho;
+    int p;
+    fhr_handle h;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "Oi", &ho, &p) || !fhpy_to_handle(ho, &h))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_set_priority(m->m, h, p, &e));
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_reap(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    size_t n = 0;
+    fhr_status st;
+    NOGIL(st, fhr_reap(m->m, &n, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    fhpy_release_drain();
+    return PyLong_FromSize_t(n);
+}
+
+static PyObject *mgr_wait_pending(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    fhr_location at;
+    unsigned long long nb;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&K", fhpy_to_loc_conv, &at, &nb))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    size_t waited = 0;
+    fhr_status st;
+    NOGIL(st, fhr_wait_pending(m->m, at, nb, &waited, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    fhpy_release_drain();
+    return PyLong_FromSize_t(waited);
+}
+
+/* ---- leases and holds -------------------------------------------------------------------------- */
+
+/* handles: one handle or a sequence of them. */
+static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tuple)
+{
+    PyObject *t = PyObject_TypeCheck(o, &fhpy_handle_type) ? PyTuple_Pack(1, o)
+                                                            : PySequence_Tuple(o);
+    if (!t)
+        return 0;
+    Py_ssize_t cnt = PyTuple_GET_SIZE(t);
+    fhr_handle *hs = PyMem_Malloc((cnt ? (size_t)cnt : 1) * sizeof *hs);
+    if (!hs) {
+        Py_DECREF(t);
+        PyErr_NoMemory();
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < cnt; i++)
+        if (!fhpy_to_handle(PyTuple_GET_ITEM(t, i), &hs[i])) {
+            PyMem_Free(hs);
+            Py_DECREF(t);
+            return 0;
+        }
+    *out = hs;
+    *n = (size_t)cnt;
+    *tuple = t;
+    return 1;
+}
+
+static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *hso, *stream = Py_None;
+    fhr_location at;
+    static char *kwl[] = {"handles", "at", "consumer_stream", NULL};
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "OO&|O", kwl, &hso,
+                                                       fhpy_to_loc_conv, &at, &stream))
+        return NULL;
+    fhr_handle *hs;
+    size_t n;
+    PyObject *tuple;
+    if (!handle_list(hso, &hs, &n, &tuple))
+        return NULL;
+    fhr_stream *view = NULL;
+    fhr_stream **views = PyMem_Malloc(sizeof *views); /* the lease keeps its consumer's view */
+    if (!views || (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view))) {
+        if (!views)
+            PyErr_NoMemory();
+        PyMem_Free(views);
+        PyMem_Free(hs);
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    FHPY_ERR_INIT(e);
+    fhr_lease *l = NULL;
+    fhr_status st;
+    NOGIL(st, fhr_acquire(m->m, hs, n, at, view, &l, &e));
+    PyMem_Free(hs);
+    if (st != FHR_OK) {
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+        PyMem_Free(views);
+        Py_DECREF(tuple);
+        return finish(m, st, &e);
+    }
+    PyObject *r = fhpy_lease_make(m, l, at, tuple, NULL);
+    Py_DECREF(tuple);
+    if (!r) { /* the lease was destroyed (released): its view may go */
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+        PyMem_Free(views);
+        return NULL;
+    }
+    fhpy_lease *lo = (fhpy_lease *)r;
+    lo->views = views;
+    if (view)
+        lo->views[lo->nviews++] = view;
+    return r;
+}
+
+static PyObject *mgr_hold(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *hso;
+    fhr_location at;
+    static char *kwl[] = {"handles", "at", NULL};
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "OO&", kwl, &hso, fhpy_to_loc_conv, &at))
+        return NULL;
+    fhr_handle *hs;
+    size_t n;
+    PyObject *tuple;
+    if (!handle_list(hso, &hs, &n, &tuple))
+        return NULL;
+    Py_DECREF(tuple);
+    FHPY_ERR_INIT(e);
+    fhr_hold *hd = NULL;
+    fhr_status st;
+    NOGIL(st, fhr_hold_acquire(m->m, hs, n, at, &hd, &e));
+    PyMem_Free(hs);
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    fhpy_hold *o = PyObject_New(fhpy_hold, &fhpy_hold_type);
+    if (!o) {
+        fhr_hold_destroy(hd);
+        return NULL;
+    }
+    o->mgr = (fhpy_manager *)Py_NewRef(self);
+    o->hold = hd;
+    o->released = 0;
+    return (PyObject *)o;
+}
+
+/* ---- snapshots and the trace ----------------------------------------------------------------- */
+
+static PyObject *opt_u64(int has, uint64_t v)
+{
+    return has ? PyLong_FromUnsignedLongLong(v) : Py_NewRef(Py_None);
+}
+
+static PyObject *obs_record(const fhr_observation *o)
+{
+    if (!o->valid)
+        Py_RETURN_NONE;
+    PyObject *d = Py_BuildValue(
+        "{s:K,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N}", "device_free_bytes",
+        (unsigned long long)o->device_free_bytes, "device_total_bytes",
+        (unsigned long long)o->device_total_bytes, "pool_used_bytes",
+        (unsigned long long)o->pool_used_bytes, "pool_reserved_bytes",
+        (unsigned long long)o->pool_reserved_bytes, "pool_used_high_bytes",
+        (unsigned long long)o->pool_used_high_bytes, "pool_reserved_high_bytes",
+        (unsigned long long)o->pool_reserved_high_bytes, "pool_granule_bytes",
+        (unsigned long long)o->pool_granule_bytes, "nvml_used_bytes",
+        opt_u64(o->nvml_valid, o->nvml_used_bytes), "nvml_total_bytes",
+        opt_u64(o->nvml_valid, o->nvml_total_bytes));
+    PyObject *r = fhpy_record("observation", d);
+    Py_XDECREF(d);
+    return r;
+}
+
+static int dict_put(PyObject *d, PyObject *k, PyObject *v)
+{
+    int r = k && v ? PyDict_SetItem(d, k, v) : -1;
+    Py_XDECREF(k);
+    Py_XDECREF(v);
+    return r;
+}
+
+static PyObject *snapshot_object(const fhr_snapshot *s)
+{
+    PyObject *locs = PyDict_New(), *vals = PyDict_New();
+    if (!locs || !vals)
+        goto fail;
+    for (size_t i = 0; i < s->nlocs; i++) {
+        const fhr_loc_stats *l = &s->locs[i];
+        PyObject *d = Py_BuildValue(
+            "{s:N,s:K,s:K,s:K,s:K,s:N,s:N,s:N}", "location", fhpy_loc_new(l->loc), "used_bytes",
+            (unsigned long long)l->used_bytes, "reserved_bytes",
+            (unsigned long long)l->reserved_bytes, "peak_used_bytes",
+            (unsigned long long)l->peak_used_bytes, "peak_charged_bytes",
+            (unsigned long long)l->peak_charged_bytes, "budget_bytes",
+            opt_u64(l->has_budget, l->budget_bytes), "remaining_budget_bytes",
+            opt_u64(l->has_budget, l->remaining_budget_bytes), "observation",
+            obs_record(&l->obs));
+        PyObject *rec = fhpy_record("location", d);
+        Py_XDECREF(d);
+        if (dict_put(locs, fhpy_loc_new(l->loc), rec) < 0)
+            goto fail;
+    }
+    for (size_t i = 0; i < s->nvalues; i++) {
+        const fhr_value_info *v = &s->values[i];
+        PyObject *mats = PyDict_New();
+        if (!mats)
+            goto fail;
+        for (size_t c = 0; c < v->ncopies; c++) {
+            const fhr_copy_info *x = &v->copies[c];
+            PyObject *d = Py_BuildValue(
+                "{s:N,s:K,s:K,s:K,s:O,s:I,s:I,s:I,s:K,s:d,s:N}", "location",
+                fhpy_loc_new(x->loc), "storage_nbytes", (unsigned long long)x->storage_nbytes,
+                "charged_nbytes", (unsigned long long)x->charged_nbytes, "restore_nbytes",
+                (unsigned long long)x->restore_nbytes, "ready", x->ready ? Py_True : Py_False,
+                "leases", x->leases, "holds", x->holds, "pending_events", x->pending_events,
+                "last_use", (unsigned long long)x->last_use, "restore_s", x->restore_s,
+                "copied_from", x->copied ? fhpy_loc_new(x->source) : Py_NewRef(Py_None));
+            PyObject *rec = fhpy_record("materialization", d);
+            Py_XDECREF(d);
+            if (dict_put(mats, fhpy_loc_new(x->loc), rec) < 0) {
+                Py_DECREF(mats);
+                goto fail;
+            }
+        }
+        PyObject *d = Py_BuildValue(
+            "{s:N,s:s,s:i,s:i,s:i,s:K,s:K,s:K,s:N,s:N}", "handle", fhpy_handle_new(v->handle),
+            "label", v->label, "replica_mode", (int)v->mode, "recoverability",
+            (int)v->recoverability, "priority", v->priority, "storage_nbytes",
+            (unsigned long long)v->spec_storage_nbytes, "logical_nbytes",
+            (unsigned long long)v->logical_nbytes, "regen_nbytes",
+            (unsigned long long)v->regen_nbytes, "meta",
+            v->meta ? fhpy_meta_object(v->meta) : Py_NewRef(Py_None), "materializations", mats);
+        PyObject *rec = fhpy_record("value", d);
+        Py_XDECREF(d);
+        if (dict_put(vals, fhpy_handle_new(v->handle), rec) < 0)
+            goto fail;
+    }
+    PyObject *d = Py_BuildValue("{s:K,s:K,s:K,s:N,s:N}", "manager_id",
+                                (unsigned long long)s->manager_id, "state_version",
+                                (unsigned long long)s->state_version, "clock",
+                                (unsigned long long)s->clock, "locations", locs, "values", vals);
+    PyObject *r = fhpy_record("snapshot", d);
+    Py_XDECREF(d);
+    return r;
+fail:
+    Py_XDECREF(locs);
+    Py_XDECREF(vals);
+    return NULL;
+}
+
+static PyObject *mgr_snapshot(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    int placement = 0;
+    static char *kwl[] = {"placement", NULL};
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "|$p", kwl, &placement))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_snapshot *s = NULL;
+    fhr_status st;
+    NOGIL(st, placement ? fhr_snapshot_take_placement(m->m, &s, &e)
+                        : fhr_snapshot_take(m->m, &s, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    PyObject *r = snapshot_object(s);
+    fhr_snapshot_free(s);
+    return r;
+}
+
+static PyObject *mgr_snapshot_json(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_snapshot *s = NULL;
+    fhr_status st;
+    NOGIL(st, fhr_snapshot_take(m->m, &s, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    PyObject *r = fhpy_json(fhr_snapshot_json(s));
+    fhr_snapshot_free(s);
+    return r;
+}
+
+static PyObject *mgr_state_version(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    uint64_t v = 0;
+    fhr_status st;
+    NOGIL(st, fhr_state_version(m->m, &v, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    return PyLong_FromUnsignedLongLong(v);
+}
+
+static PyObject *mgr_trace(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    char *json = NULL;
+    fhr_status st;
+    NOGIL(st, fhr_trace_json(m->m, &json, &e));
+    if (st != FHR_OK)
+        return finish(m, st, &e);
+    return fhpy_json(json);
+}
+
+static PyObject *mgr_set_trace_capacity(PyObject *self, PyObject *arg)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    size_t n = PyLong_AsSize_t(arg);
+    if (!check_open(m) || PyErr_Occurred())
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_trace_set_capacity(m->m, n, &e));
+    return finish(m, st, &e);
+}
+
+/* ---- plans --------------------------------------------------------------------------------- */
+
+static PyObject *mgr_explain(PyObject *self, PyObject *plan)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    if (!PyObject_TypeCheck(plan, &fhpy_plan_type)) {
+        PyErr_SetString(PyExc_TypeError, "explain takes a ResidencyPlan");
+        return NULL;
+    }
+    FHPY_ERR_INIT(e);
+    fhr_explanation *x = PyMem_Calloc(1, sizeof *x);
+    if (!x)
+        return PyErr_NoMemory();
+    fhr_status st;
+    NOGIL(st, fhr_explain(m->m, ((fhpy_plan *)plan)->p, x, &e));
+    PyObject *r = st == FHR_OK ? fhpy_explanation(x) : finish(m, st, &e);
+    PyMem_Free(x);
+    return r;
+}
+
+/* Sets .action on a plan failure from the action list it ran. */
+void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v && e->status == FHR_E_PLAN && e->action_index >= 0) {
+        PyObject *list = NULL;
+        if (PyObject_TypeCheck(seq_or_plan, &fhpy_plan_type)) {
+            fhpy_plan *p = (fhpy_plan *)seq_or_plan;
+            list = e->phase == FHR_PHASE_RECLAIM ? p->reclaim
+                   : e->phase == FHR_PHASE_ENTER ? p->enter
+                   : e->phase == FHR_PHASE_EXIT  ? p->exit : NULL;
+        } else
+            list = seq_or_plan;
+        if (list && PyTuple_Check(list) && e->action_index < PyTuple_GET_SIZE(list))
+            PyObject_SetAttrString(v, "action", PyTuple_GET_ITEM(list, e->action_index));
+    }
+    PyErr_Restore(t, v, tb);
+}
+
+static PyObject *mgr_execute_actions(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *acts_o, *streams = Py_None;
+    static char *kwl[] = {"actions", "transfer_streams", NULL};
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|$O", kwl, &acts_o, &streams))
+        return NULL;
+    PyObject *tuple = PySequence_Tuple(acts_o);
+    if (!tuple)
+        return NULL;
+    fhr_action *acts = NULL;
+    size_t n = 0, ns = 0;
+    fhr_stream_map *maps = NULL;
+    if (!fhpy_actions(tuple, &acts, &n) || !fhpy_stream_maps(m, streams, &maps, &ns)) {
+        PyMem_Free(acts);
+        Py_DECREF(tuple);
+        return NULL;
+    }
+    FHPY_ERR_INIT(e);
+    fhr_report *rep = NULL;
+    fhr_status st;
+    NOGIL(st, fhr_execute_actions(m->m, acts, n, maps, ns, &rep, &e));
+    fhpy_stream_maps_free(m, maps, ns);
+    PyMem_Free(acts);
+    PyObject *r = NULL;
+    if (st == FHR_OK) {
+        r = fhpy_report(rep);
+        fhr_report_free(rep);
+        fhpy_release_drain();
+    } else {
+        fhr_error copy = e;
+        copy.partial_report = NULL;
+        finish(m, st, &e);
+        fhpy_set_failed_action(tuple, &copy);
+    }
+    Py_DECREF(tuple);
+    return r;
+}
+
+static PyObject *mgr_scope(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *plan, *streams = Py_None;
+    static char *kwl[] = {"plan", "transfer_streams", NULL};
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "O!|$O", kwl, &fhpy_plan_type,
+                                                       &plan, &streams))
+        return NULL;
+    fhr_stream_map *maps = NULL;
+    size_t ns = 0;
+    if (!fhpy_stream_maps(m, streams, &maps, &ns))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_scope *sc = NULL;
+    if (fhr_scope_create(m->m, ((fhpy_plan *)plan)->p, maps, ns, &sc, &e) != FHR_OK) {
+        fhpy_stream_maps_free(m, maps, ns);
+        return finish(m, e.status, &e);
+    }
+    fhpy_scope *o = PyObject_New(fhpy_scope, &fhpy_scope_type);
+    if (!o) {
+        fhr_scope_destroy(sc);
+        fhpy_stream_maps_free(m, maps, ns);
+        return NULL;
+    }
+    o->mgr = (fhpy_manager *)Py_NewRef(self);
+    o->plan = (fhpy_plan *)Py_NewRef(plan);
+    o->sc = sc;
+    o->views = NULL;
+    o->nviews = ns;
+    if (ns) {
+        o->views = PyMem_Malloc(ns * sizeof *o->views);
+        for (size_t i = 0; i < ns; i++)
+            if (o->views)
+                o->views[i] = maps[i].stream;
+    }
+    if (!o->views && ns) { /* cannot keep them: the scope must not outlive its streams */
+        o->nviews = 0;
+        Py_DECREF(o);
+        fhpy_stream_maps_free(m, maps, ns);
+        return PyErr_NoMemory();
+    }
+    PyMem_Free(maps);
+    o->state = 0;
+    o->report = Py_NewRef(Py_None);
+    o->exit_error = Py_NewRef(Py_None);
+    return (PyObject *)o;
+}
+
+static PyObject *mgr_stream(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    fhr_location at;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&", fhpy_to_loc_conv, &at))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_stream *s = NULL;
+    if (fhr_stream_create(m->backend, at, &s, &e) != FHR_OK)
+        return finish(m, e.status, &e);
+    fhpy_stream *o = PyObject_New(fhpy_stream, &fhpy_stream_type);
+    if (!o) {
+        fhr_stream_destroy(m->backend, s);
+        return NULL;
+    }
+    o->s = s;
+    o->b = m->backend;
+    o->owner = Py_NewRef(self);
+    o->own = 1;
+    o->loc = at;
+    return (PyObject *)o;
+}
+
+static PyObject *mgr_get_id(PyObject *self, void *c)
+{
+    (void)c;
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    return PyLong_FromUnsignedLongLong(fhr_manager_id(m->m)); /* immutable: no lock */
+}
+
+static PyObject *mgr_get_backend(PyObject *self, void *c)
+{
+    (void)c;
+    fhpy_manager *m = (fhpy_manager *)self;
+    if (!check_open(m))
+        return NULL;
+    return PyUnicode_FromString(m->backend->ops->name);
+}
+
+static PyObject *mgr_layout(PyObject *self, PyObject *ho)
+{
+    PyObject *l = PyDict_GetItemWithError(((fhpy_manager *)self)->layouts, ho);
+    if (!l && !PyErr_Occurred())
+        Py_RETURN_NONE;
+    return Py_XNewRef(l);
+}
+
+static PyMethodDef mgr_methods[] = {
+    {"adopt", (PyCFunction)(void (*)(void))mgr_adopt, METH_VARARGS | METH_KEYWORDS,
+     "adopt(value, at=PAGEABLE_HOST, replica_mode=ReplicaMode.REPLICABLE, *, meta=None, "
+     "label=None, priority=0) -> ResidencyHandle (fhr_adopt; no copy)"},
+    {"register_source", (PyCFunction)(void (*)(void))mgr_register_source,
+     METH_VARARGS | METH_KEYWORDS,
+     "register_source(load, fields, *, meta=None, storage_nbytes=0, replica_mode=..., "
+     "label=None, priority=0) -> ResidencyHandle (fhr_register_source)"},
+    {"ensure", (PyCFunction)(void (*)(void))mgr_ensure, METH_VARARGS | METH_KEYWORDS,
+     "ensure(handle, at, *, stream=None) (fhr_ensure)"},
+    {"move", (PyCFunction)(void (*)(void))mgr_move, METH_VARARGS | METH_KEYWORDS,
+     "move(handle, to, from_location=None, *, stream=None) (fhr_move)"},
+    {"drop", (PyCFunction)(void (*)(void))mgr_drop, METH_VARARGS | METH_KEYWORDS,
+     "drop(handle, at) (fhr_drop)"},
+    {"discard", mgr_discard, METH_O, "discard(handle) (fhr_discard)"},
+    {"is_resident", mgr_is_resident, METH_VARARGS, "is_resident(handle, at) (fhr_is_resident)"},
+    {"set_budget", mgr_set_budget, METH_VARARGS, "set_budget(at, nbytes) (fhr_set_budget)"},
+    {"set_priority", mgr_set_priority, METH_VARARGS, "set_priority(handle, p)"},
+    {"acquire", (PyCFunction)(void (*)(void))mgr_acquire, METH_VARARGS | METH_KEYWORDS,
+     "acquire(handles, at, consumer_stream=None) -> ResidencyLease (fhr_acquire)"},
+    {"hold", (PyCFunction)(void (*)(void))mgr_hold, METH_VARARGS | METH_KEYWORDS,
+     "hold(handles, at) -> ResidencyHold (fhr_hold_acquire)"},
+    {"reap", mgr_reap, METH_NOARGS, "reap() -> events reaped (fhr_reap)"},
+    {"wait_pending", mgr_wait_pending, METH_VARARGS, "wait_pending(at, nbytes) -> waits"},
+    {"snapshot", (PyCFunction)(void (*)(void))mgr_snapshot, METH_VARARGS | METH_KEYWORDS,
+     "snapshot(*, placement=False) (fhr_snapshot_take)"},
+    {"snapshot_json", mgr_snapshot_json, METH_NOARGS, "the snapshot's JSON as a dict"},
+    {"state_version", mgr_state_version, METH_NOARGS, "fhr_state_version"},
+    {"trace", mgr_trace, METH_NOARGS, "the rolling trace (fhr_trace_json)"},
+    {"set_trace_capacity", mgr_set_trace_capacity, METH_O, "fhr_trace_set_capacity"},
+    {"explain", mgr_explain, METH_O, "explain(plan) -> explanation (fhr_explain; dry run)"},
+    {"execute_actions", (PyCFunction)(void (*)(void))mgr_execute_actions,
+     METH_VARARGS | METH_KEYWORDS,
+     "execute_actions(actions, *, transfer_streams=None) -> report (fhr_execute_actions)"},
+    {"scope", (PyCFunction)(void (*)(void))mgr_scope, METH_VARARGS | METH_KEYWORDS,
+     "scope(plan, *, transfer_streams=None) -> ResidencyScope (fhr_scope_create)"},
+    {"stream", mgr_stream, METH_VARARGS, "stream(at) -> a new Stream of the backend"},
+    {"_layout", mgr_layout, METH_O, NULL},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef mgr_getset[] = {
+    {"manager_id", mgr_get_id, NULL, "immutable id (fhr_manager_id)", NULL},
+    {"backend", mgr_get_backend, NULL, "the backend's name: cuda, emu or model", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject fhpy_manager_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyManager",
+    .tp_basicsize = sizeof(fhpy_manager),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "ResidencyManager(budgets=None, *, device=None, trace_capacity=4096)",
+    .tp_dealloc = mgr_dealloc,
+    .tp_traverse = mgr_traverse,
+    .tp_clear = mgr_clear,
+    .tp_weaklistoffset = offsetof(fhpy_manager, weakrefs),
+    .tp_methods = mgr_methods,
+    .tp_getset = mgr_getset,
+    .tp_init = mgr_init,
+    .tp_new = PyType_GenericNew,
+};

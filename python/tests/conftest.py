@@ -1,0 +1,44 @@
+"""Shared fixtures: every test runs on the emulated device (FHEPLAN_DEVICE=emu, one device
+whose memory is host memory), so numpy arrays stand in for device arrays."""
+
+import os
+
+import numpy as np
+import pytest
+
+import fheplan
+from fheplan import PAGEABLE_HOST, ResidencyManager, cuda_location
+
+os.environ.setdefault("FHEPLAN_DEVICE", "emu")
+
+cuda0 = cuda_location("cuda:0")
+
+
+@pytest.fixture
+def residency():
+    return ResidencyManager(device="emu")
+
+
+def settle(m, stream):
+    """The consumer's work completes and its events are reaped (what the spec requires before
+    a once-leased CUDA copy may be removed)."""
+    stream.synchronize()
+    m.reap()
+
+
+def array(n, seed=1, dtype=np.uint64):
+    return (np.arange(n, dtype=np.uint64) * 2654435761 + seed).astype(dtype)
+
+
+@pytest.fixture
+def values(residency):
+    """Three values of the spec's plan example at their initial places."""
+    m = residency
+    previous_weight = array(512, 1)
+    weight = array(512, 2)
+    inp = array(512, 3)
+    h_prev = m.adopt(previous_weight, at=PAGEABLE_HOST)
+    m.ensure(h_prev, cuda0)
+    h_weight = m.adopt(weight, at=PAGEABLE_HOST)
+    h_input = m.adopt(inp, at=fheplan.PINNED_HOST, replica_mode=fheplan.ReplicaMode.EXCLUSIVE)
+    return h_prev, h_weight, h_input
