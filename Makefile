@@ -163,7 +163,7 @@ sanitize: deps
 TSAN_UNIT := tests/unit/test_controller_threads.c tests/unit/test_emu.c tests/unit/test_fault.c \
              tests/unit/test_lease.c tests/unit/test_lock.c tests/unit/test_reentrancy.c \
              tests/unit/test_stress.c tests/unit/test_engine.c tests/unit/test_engine_threads.c \
-             tests/unit/test_staging.c
+             tests/unit/test_staging.c tests/unit/test_concurrency.c
 TSAN_SRCS  = $(TSAN_UNIT) tests/tsan/main.c
 $(BUILD)/tests/tsan: $(patsubst %.c,$(BUILD)/obj/tsan-%.o,$(TSAN_SRCS)) $(STATIC) | $(CLI)
 	@mkdir -p $(dir $@)

@@ -539,6 +539,8 @@ static void cu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
         observe_device(c, loc.index, out);
     } else if (loc.kind == FHR_LOC_PINNED) {
         pin_stats(c->pinned, &out->pool_used_bytes, &out->pool_reserved_bytes);
+        /* pageable staging's slots are pinned memory held from the system too */
+        out->pool_reserved_bytes += c->stagers ? stager_set_bytes(c->stagers) : 0;
         out->pool_used_high_bytes = out->pool_used_bytes; /* no high-water mark kept */
         out->pool_reserved_high_bytes = out->pool_reserved_bytes;
         out->valid = 1;

@@ -44,7 +44,7 @@ void pin_pool_destroy(pin_pool *pp);
 typedef struct stager_set stager_set;
 fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_set **out,
                              fhr_error *err);
-/* The pinned bytes every stager's slots hold now (freed by stager_set_destroy). */
+/* The pinned bytes every stager's slots hold now (the pinned observation counts them). */
 uint64_t stager_set_bytes(stager_set *set);
 /* A copy below shape.direct_below (staging_direct) is CUDA's own pageable
  * cudaMemcpyAsync on s instead, under the same contract.

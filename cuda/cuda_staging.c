@@ -12,7 +12,8 @@
 /* ---- stagers ----------------------------------------------------------------------- *
  * A stager belongs to one device and to one copy at a time: an internal DMA stream and
  * up to STAGING_MAX_SLOTS pinned slots of shape.max_chunk bytes, each allocated when a
- * copy first needs it and kept until stager_set_destroy. ev[i] is the last DMA touching
+ * copy first needs it and kept while the stager is the one idle stager of its device
+ * (stager_put frees the others); the bytes are in the pinned observation. ev[i] is the last DMA touching
  * slot i (armed[i]: recorded and not yet waited for); job[i] its host copy. */
 
 typedef struct stager {
@@ -112,12 +113,26 @@ static fhr_status stager_take(stager_set *set, int dev, stager **out, fhr_error 
     return FHR_OK;
 }
 
+/* Gives g back. At most one idle stager per device keeps its slots (so that the next copy
+ * reuses them): a second one, left by copies that ran at once, is freed, so the pinned
+ * bytes held between copies stay within one copy's slots per device. */
 static void stager_put(stager_set *set, stager *g)
 {
     pthread_mutex_lock(&set->mu);
-    g->next = set->idle;
-    set->idle = g;
+    int spare = 0;
+    for (stager *i = set->idle; i && !spare; i = i->next)
+        spare = i->dev == g->dev;
+    if (!spare) {
+        g->next = set->idle;
+        set->idle = g;
+    }
     pthread_mutex_unlock(&set->mu);
+    if (spare) {
+        uint64_t held = stager_free(g, set->shape.max_chunk);
+        pthread_mutex_lock(&set->mu);
+        set->bytes -= held;
+        pthread_mutex_unlock(&set->mu);
+    }
 }
 
 /* Slot b's event and pinned buffer, made on first use. */
@@ -149,7 +164,11 @@ static fhr_status dma(stager *g, int b, void *dst, const void *src, size_t len,
                       enum cudaMemcpyKind kind, fhr_error *err)
 {
     CU_TRY(cudaMemcpyAsync(dst, src, len, kind, g->st), "cudaMemcpyAsync (staged chunk)");
-    CU_TRY(cudaEventRecord(g->ev[b], g->st), "cudaEventRecord (staging)");
+    cudaError_t e = cudaEventRecord(g->ev[b], g->st);
+    if (e != cudaSuccess) { /* a failed start leaves nothing running: no event tracks it */
+        cudaStreamSynchronize(g->st);
+        return fhr_cuda_fail(err, e, "cudaEventRecord (staging)");
+    }
     g->armed[b] = 1;
     return FHR_OK;
 }

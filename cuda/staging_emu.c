@@ -79,8 +79,8 @@ static fhr_status dma(staging_emu *x, size_t i, int k, int to_device, fhr_error 
                                                 fhr_loc_pinned(), len, x->s, err)
                               : x->b->ops->copy(x->b, x->slot[k], fhr_loc_pinned(), x->dev + off,
                                                 fhr_loc_cuda(0), len, x->s, err);
-    if (!st)
-        st = x->b->ops->event_record(x->b, x->ev[k], x->s, err);
+    if (!st && (st = x->b->ops->event_record(x->b, x->ev[k], x->s, err)) != FHR_OK)
+        fhr_stream_sync(x->b, x->s, NULL); /* a failed start leaves nothing running */
     if (!st)
         x->armed[k] = 1;
     return st;

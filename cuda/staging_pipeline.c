@@ -165,33 +165,66 @@ void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len)
     *len = p->n - *off < l ? p->n - *off : l;
 }
 
+/* One run's stages started and not yet waited for: per slot, the chunk of its open first
+ * (a) and second (b) stage, or SIZE_MAX. A slot has at most one open stage. */
+typedef struct stage_track {
+    const staging_ops *ops;
+    void *ctx;
+    size_t open[2][STAGING_MAX_SLOTS];
+} stage_track;
+
+static fhr_status start(stage_track *pp, int b, size_t i, int s, fhr_error *err)
+{
+    fhr_status st = b ? pp->ops->start_b(pp->ctx, i, s, err)
+                      : pp->ops->start_a(pp->ctx, i, s, err);
+    if (!st)
+        pp->open[b][s] = i;
+    return st;
+}
+
+static fhr_status finish(stage_track *pp, int b, size_t i, int s, fhr_error *err)
+{
+    pp->open[b][s] = SIZE_MAX; /* a wait that fails is not tried again */
+    return b ? pp->ops->wait_b(pp->ctx, i, s, err) : pp->ops->wait_a(pp->ctx, i, s, err);
+}
+
 fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,
                        fhr_error *err)
 {
     size_t nch = p->chunks, slots = (size_t)p->slots, lag = (size_t)p->lag;
+    stage_track pp = {.ops = ops, .ctx = ctx};
+    for (size_t s = 0; s < slots; s++)
+        pp.open[0][s] = pp.open[1][s] = SIZE_MAX;
     fhr_status st = FHR_OK;
     for (size_t i = 0; i < slots && i < nch && !st; i++)
         if (i != p->own)
-            st = ops->start_a(ctx, i, (int)i, err);
+            st = start(&pp, 0, i, (int)i, err);
     if (!st && p->own < slots && p->own < nch) /* the caller's own, once the threads have theirs */
-        st = ops->start_a(ctx, p->own, (int)p->own, err);
+        st = start(&pp, 0, p->own, (int)p->own, err);
     for (size_t i = 0; i < nch && !st; i++) {
         int s = (int)(i % slots);
-        st = ops->wait_a(ctx, i, s, err);
+        st = finish(&pp, 0, i, s, err);
         if (!st)
-            st = ops->start_b(ctx, i, s, err);
+            st = start(&pp, 1, i, s, err);
         /* recycle the slot of chunk j = i - lag for chunk j + slots, if there is one */
         if (!st && i >= lag && i - lag + slots < nch) {
             size_t j = i - lag;
-            st = ops->wait_b(ctx, j, (int)(j % slots), err);
+            st = finish(&pp, 1, j, (int)(j % slots), err);
             if (!st)
-                st = ops->start_a(ctx, j + slots, (int)(j % slots), err);
+                st = start(&pp, 0, j + slots, (int)(j % slots), err);
         }
     }
     /* the chunks whose slots were never recycled */
     for (size_t j = nch > slots ? nch - slots : 0; wait_tail && j < nch && !st; j++)
-        st = ops->wait_b(ctx, j, (int)(j % slots), err);
-    if (st)
+        st = finish(&pp, 1, j, (int)(j % slots), err);
+    if (st) {
+        /* A failed copy finishes every stage it started before it returns: no queued chunk
+         * may read or write the caller's buffers once the caller has its error. */
+        for (size_t s = 0; s < slots; s++)
+            for (int b = 0; b < 2; b++)
+                if (pp.open[b][s] != SIZE_MAX)
+                    (void)finish(&pp, b, pp.open[b][s], (int)s, NULL);
         ops->quiesce(ctx);
+    }
     return st;
 }

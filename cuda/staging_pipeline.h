@@ -80,8 +80,9 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len);
 
 /* The two stages of a chunk. start_a(i) runs (or starts) the first stage of chunk i in
- * slot i % slots, wait_a waits for it; start_b and wait_b likewise for the second.
- * quiesce waits for every host task started and not yet waited for (on failure). */
+ * slot i % slots, wait_a waits for it; start_b and wait_b likewise for the second. A
+ * start that fails leaves nothing of its stage running. quiesce waits for every host task
+ * started and not yet waited for (on failure, after the drain). */
 typedef struct staging_ops {
     fhr_status (*start_a)(void *ctx, size_t i, int slot, fhr_error *err);
     fhr_status (*wait_a)(void *ctx, size_t i, int slot, fhr_error *err);
@@ -94,7 +95,8 @@ typedef struct staging_ops {
  * b(i) was waited for; the first `slots` a-stages start at once, the plan's own chunk
  * last among them (the caller does it while the threads do the others). wait_tail: wait for the
  * b-stages of the last chunks too (otherwise the caller leaves them in flight). The
- * first failure stops it: quiesce runs and the error is returned. */
+ * first failure stops it: every stage started and not yet waited for is waited for (the
+ * drain; its own errors are ignored), quiesce runs, and the first error is returned. */
 fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,
                        fhr_error *err);
 

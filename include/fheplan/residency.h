@@ -354,6 +354,9 @@ typedef struct fhr_value_info {
     const fhr_ckks_meta *meta;  /* NULL in a placement snapshot */
     size_t ncopies;
     fhr_copy_info *copies;
+    uint64_t omitted_nbytes[2]; /* of regen_nbytes, what a copy at host [0] and at pinned
+                                 * [1] omits: its charge there is spec_storage_nbytes less
+                                 * this, whether or not such a copy exists */
 } fhr_value_info;
 
 /* Tensor-free picture of the manager. Caller owns it (fhr_snapshot_free). */

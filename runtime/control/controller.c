@@ -697,18 +697,17 @@ fhr_status fhr_use_end(fhr_use *u, fhr_status body_status, fhr_error *err)
         return fhr_fail(err, FHR_E_INVALID, "use_end: use is NULL");
     if (!u->active)
         return fhr_fail(err, FHR_E_SCOPE, "use_end: the use already ended");
-    u->active = 0;
-    fhr_status first = FHR_OK;
-    for (size_t i = 0; i < u->nleases; i++) {
-        fhr_status st = fhr_lease_release(u->leases[i].lease, first == FHR_OK ? err : NULL);
-        if (st != FHR_OK && first == FHR_OK)
-            first = st;
-    }
-    fhr_status st = fhr_scope_exit(u->scope, body_status, first == FHR_OK ? err : NULL);
+    /* The scope's exit releases the use's leases (they are the scope's) and its
+     * reservations in one entry to the manager: refused (a source load runs, or no memory
+     * for its claims), it changes nothing, the use stays active and may end later. */
+    fhr_status st = fhr_scope_exit(u->scope, body_status, err);
     const fhr_report *r = fhr_scope_report(u->scope);
+    if (!r && !fhr_scope_exit_error(u->scope))
+        return st; /* refused before anything ran */
+    u->active = 0;
     if (r && (u->report = fhr_report_clone(r)) != NULL)
         u->report->waits = u->waits;
-    return first != FHR_OK ? first : st;
+    return st;
 }
 
 const fhr_report *fhr_use_report(const fhr_use *u) { return u ? u->report : NULL; }

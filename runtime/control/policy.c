@@ -403,7 +403,9 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
                 have = &vi->copies[c];
         if (have)
             continue;
-        md.need[slot] += vi->spec_storage_nbytes;
+        /* as the manager will charge it: host and pinned copies omit regenerable fields */
+        md.need[slot] += slot < 2 ? vi->spec_storage_nbytes - vi->omitted_nbytes[slot]
+                                  : vi->spec_storage_nbytes;
         fhr_action a = {FHR_ACT_ENSURE, q->handle, q->at, 0, {0, 0}};
         if (vi->mode == FHR_EXCLUSIVE) {
             a.kind = FHR_ACT_MOVE;

@@ -64,6 +64,9 @@ fhr_status fhr_use_begin_opts(fhr_controller *c, const fhr_request *req,
             idle = n ? 0 : idle + 1;
             continue;
         }
+        /* An infeasible decision is the policy's verdict on this state: deciding again
+         * without a wait would only repeat it. */
+        int verdict = !fhr_decision_feasible(d);
         fhr_error e2;
         fhr_error_init(&e2);
         st = fhr_use_decision(c, d, consumer, nconsumer, transfer, ntransfer, out, &e2);
@@ -73,11 +76,12 @@ fhr_status fhr_use_begin_opts(fhr_controller *c, const fhr_request *req,
             return FHR_OK;
         }
         fhr_decision_destroy(d);
-        /* Stale, or refused by preflight for budget: another thread's copy, admitted after
-         * this decision and still in flight, holds bytes it counted on (the state version
-         * moves when a copy commits). Preflight refuses before any action, so nothing
-         * changed: decide again. */
-        if ((st == FHR_E_STALE || (st == FHR_E_INFEASIBLE && e2.cause == FHR_E_BUDGET)) &&
+        /* A feasible decision gone stale, or refused by preflight for budget: another
+         * thread's copy, admitted after this decision and still in flight, holds bytes it
+         * counted on (the state version moves when a copy commits). Preflight refuses
+         * before any action, so nothing changed: decide again. */
+        if (!verdict &&
+            (st == FHR_E_STALE || (st == FHR_E_INFEASIBLE && e2.cause == FHR_E_BUDGET)) &&
             ++stale < MAX_STALE) {
             fhr_error_clear(&e2);
             continue;

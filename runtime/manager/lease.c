@@ -20,6 +20,12 @@ struct fhr_lease {
     int released;
     mgr_chore chore;       /* waiting for the consumers when no event could be recorded */
     mgr_deferred deferred; /* destroyed while a source load ran */
+    /* A destroy during a source load is applied later, by whichever thread ends the last
+     * load, when the caller's streams may be gone: the destroying thread first records the
+     * consumer events (early, one per consumer) or, failing that, waits for the consumers
+     * (consumers_done). The deferred release then touches none of the caller's streams. */
+    evref **early;
+    int consumers_done;
 };
 
 struct fhr_hold {
@@ -239,18 +245,21 @@ fhr_status lease_release_locked(fhr_lease *l, fhr_error *err)
     fhr_status st = FHR_OK;
     if (l->released)
         return fhr_fail(err, FHR_E_LEASE, "lease_release: the lease was already released");
-    /* Record every consumer event first; if one fails nothing changes. */
+    /* Record every consumer event first; if one fails nothing changes. A destroy during a
+     * load recorded them already, or waited for the consumers (then none is needed). */
+    size_t ncons = l->consumers_done ? 0 : l->ncons;
+    fhr_stream *trace_s = l->early || l->consumers_done || !l->ncons ? NULL : l->cons[0];
     evref *evs[16];
-    evref **ev = l->ncons <= 16 ? evs : malloc(l->ncons * sizeof *ev);
+    evref **ev = l->early ? l->early : ncons <= 16 ? evs : malloc(ncons * sizeof *ev);
     if (!ev)
         return fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
-    size_t made = 0;
-    for (; made < l->ncons && st == FHR_OK; made++)
+    size_t made = l->early ? ncons : 0;
+    for (; made < ncons && st == FHR_OK; made++)
         if ((st = ev_new(m, l->cons[made], &ev[made], err)) != FHR_OK)
             break;
     if (st == FHR_OK) {
         /* reserve pending slots so that the commit below cannot fail half-way */
-        size_t need = m->npend + l->ncons * l->n;
+        size_t need = m->npend + ncons * l->n;
         if (need > m->cappend) {
             pending_ref *n = realloc(m->pend, need * sizeof *n);
             if (n) {
@@ -262,22 +271,24 @@ fhr_status lease_release_locked(fhr_lease *l, fhr_error *err)
             st = fhr_fail(err, FHR_E_NOMEM, "lease_release: out of host memory");
     }
     if (st == FHR_OK) {
-        for (size_t c = 0; c < l->ncons; c++)
+        for (size_t c = 0; c < ncons; c++)
             for (size_t i = 0; i < l->n; i++)
                 push_pending(m, l->mats[i], ev[c]);
         for (size_t i = 0; i < l->n; i++) {
             l->mats[i]->leases--;
             mgr_changed(m, l->mats[i]->serial);
-            mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0,
-                      l->ncons ? l->cons[0] : NULL, NULL);
+            mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0, trace_s, NULL);
         }
         l->released = 1;
         mgr_bump(m);
+    } else if (l->early) {
+        return st; /* kept for the fallback, which waits for them (lease_sync_work) */
     }
     for (size_t c = 0; c < made; c++)
         ev_unref(m, ev[c]);
     if (ev != evs)
         free(ev);
+    l->early = NULL;
     return st;
 }
 
@@ -295,23 +306,37 @@ fhr_status fhr_lease_release(fhr_lease *l, fhr_error *err)
     return st;
 }
 
-/* The fallback of a release that could not record consumer events: the copies stay
- * leased while the consumers are waited for without the lock, then are unprotected. */
+/* The fallback of a release that could not record consumer events (or, after a destroy
+ * during a load, could not commit the ones recorded then): the copies stay leased while
+ * the consumers are waited for without the lock, then are unprotected. A deferred
+ * release waits for its early events, never for the caller's streams. */
 static void lease_sync_work(fhr_manager *m, mgr_chore *c)
 {
     fhr_lease *l = (fhr_lease *)((char *)c - offsetof(fhr_lease, chore));
-    for (size_t i = 0; i < l->ncons; i++)
-        m->b->ops->stream_sync(m->b, l->cons[i], NULL);
+    if (l->consumers_done)
+        return;
+    for (size_t i = 0; i < l->ncons; i++) {
+        if (l->early)
+            m->b->ops->event_sync(m->b, l->early[i]->ev, NULL);
+        else
+            m->b->ops->stream_sync(m->b, l->cons[i], NULL);
+    }
 }
 
 static void lease_sync_done(fhr_manager *m, mgr_chore *c)
 {
     fhr_lease *l = (fhr_lease *)((char *)c - offsetof(fhr_lease, chore));
+    int deferred = l->early || l->consumers_done;
     for (size_t i = 0; i < l->n; i++) {
         l->mats[i]->leases--;
         mgr_changed(m, l->mats[i]->serial);
-        mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0, l->ncons ? l->cons[0] : NULL,
-                  NULL);
+        mgr_trace(m, FHR_TR_RELEASE, l->hs[i], l->at, l->at, 0,
+                  deferred || !l->ncons ? NULL : l->cons[0], NULL);
+    }
+    if (l->early) {
+        for (size_t i = 0; i < l->ncons; i++)
+            ev_unref(m, l->early[i]);
+        free(l->early);
     }
     mgr_bump(m);
     lease_free(l);
@@ -329,6 +354,31 @@ void lease_destroy_locked(fhr_lease *l)
     mgr_chore_push(l->m, &l->chore);
 }
 
+void lease_settle_consumers(fhr_lease *l)
+{
+    fhr_manager *m = l->m;
+    if (l->released || l->early || l->consumers_done || !l->ncons)
+        return;
+    evref **ev = malloc(l->ncons * sizeof *ev);
+    size_t made = 0;
+    while (ev && made < l->ncons && ev_new(m, l->cons[made], &ev[made], NULL) == FHR_OK)
+        made++;
+    if (ev && made == l->ncons) {
+        l->early = ev;
+        return;
+    }
+    for (size_t c = 0; c < made; c++)
+        ev_unref(m, ev[c]);
+    free(ev);
+    /* No event: wait here for the consumers, without the lock (the lease stays active
+     * meanwhile, so its copies stay protected). */
+    mgr_unlock(m);
+    for (size_t c = 0; c < l->ncons; c++)
+        m->b->ops->stream_sync(m->b, l->cons[c], NULL);
+    mgr_lock(m);
+    l->consumers_done = 1;
+}
+
 static void lease_deferred_destroy(fhr_manager *m, mgr_deferred *d)
 {
     (void)m;
@@ -336,14 +386,17 @@ static void lease_deferred_destroy(fhr_manager *m, mgr_deferred *d)
 }
 
 /* Inside a source load (from the load itself or from another thread) release is refused
- * and destroy changes nothing either: the release it owes is applied as the last load
- * ends, before the call that ran the load goes on. */
+ * and destroy changes no state either: the release it owes is applied as the last load
+ * ends, before the call that ran the load goes on. What it owes the caller's streams is
+ * done now (lease_settle_consumers): when destroy returns, the caller may destroy them. */
 void fhr_lease_destroy(fhr_lease *l)
 {
     if (!l)
         return;
     fhr_manager *m = l->m;
     mgr_lock(m);
+    if (m->loading)
+        lease_settle_consumers(l);
     l->deferred.fn = lease_deferred_destroy;
     mgr_defer(m, &l->deferred);
     mgr_leave(m);

@@ -39,6 +39,8 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->claims_cv, NULL);
     fhr_status gst = gens_create(&m->gens, err);
+    if (gst == FHR_OK)
+        gst = snap_spare_create(&m->spare, err);
     if (gst != FHR_OK) {
         fhr_manager_destroy(m);
         return gst;
@@ -58,6 +60,27 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     m->version = 0;
     *out = m;
     return FHR_OK;
+}
+
+fhr_status snap_spare_create(snap_spare **out, fhr_error *err)
+{
+    snap_spare *sp = calloc(1, sizeof *sp);
+    if (!sp)
+        return fhr_fail(err, FHR_E_NOMEM, "manager_create: out of host memory");
+    atomic_init(&sp->block, NULL);
+    atomic_init(&sp->refs, 1);
+    *out = sp;
+    return FHR_OK;
+}
+
+void snap_spare_unref(snap_spare *sp)
+{
+    if (!sp || atomic_fetch_sub_explicit(&sp->refs, 1, memory_order_acq_rel) != 1)
+        return;
+    void *block = atomic_exchange(&sp->block, NULL);
+    if (block)
+        sp->free_block(block);
+    free(sp);
 }
 
 uint64_t fhr_manager_id(const fhr_manager *m) { return m ? m->id : 0; }
@@ -131,6 +154,7 @@ void fhr_manager_destroy(fhr_manager *m)
     free(m->trace);
     free(m->scopes);
     gens_destroy(m->gens);
+    snap_spare_unref(m->spare);
     pthread_cond_destroy(&m->claims_cv);
     pthread_mutex_destroy(&m->lock);
     free(m);

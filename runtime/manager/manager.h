@@ -8,6 +8,7 @@
 #include "runtime/manager/value.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 /* A backend event shared by several owners (a copy's ready marker is also a read
  * marker on its source; one consumer event protects every leased copy). */
@@ -90,6 +91,19 @@ typedef struct pending_ref { /* a consumer event protecting one copy */
     evref *e;
 } pending_ref;
 
+/* The memory of the snapshot this manager freed last, kept for its next take
+ * (snapshot.c fills and takes it). Each manager has its own (no state is shared between
+ * managers); a snapshot may outlive its manager, so the manager and each live snapshot
+ * hold a reference, and the last one frees the slot and the block in it (free_block,
+ * set by snapshot.c before it keeps one). */
+typedef struct snap_spare {
+    _Atomic(void *) block;
+    atomic_uint refs;
+    void (*free_block)(void *);
+} snap_spare;
+fhr_status snap_spare_create(snap_spare **out, fhr_error *err);
+void snap_spare_unref(snap_spare *sp);
+
 struct fhr_manager {
     uint64_t id;
     uint64_t ev_seq; /* events recorded so far (evref.seq) */
@@ -123,6 +137,7 @@ struct fhr_manager {
     /* active scopes, innermost last, for stage paths */
     fhr_scope **scopes;
     size_t nscopes, capscopes;
+    snap_spare *spare;        /* snapshot.c */
 };
 
 /* The charge of a copy at slot (host and pinned copies may omit regenerable fields). */
@@ -292,5 +307,10 @@ void lease_abandon_locked(fhr_lease *l);
  * consumer event can be recorded, queues a chore that waits for the consumers without
  * the lock) and frees. */
 void lease_destroy_locked(fhr_lease *l);
+/* With the lock held while a source load runs, before a destroy is deferred to the load's
+ * end: records the lease's consumer events now, from the destroying thread, or if one
+ * cannot be recorded waits for the consumer streams (letting go of the lock meanwhile).
+ * The deferred release then touches none of the streams the caller passed. */
+void lease_settle_consumers(fhr_lease *l);
 
 #endif

@@ -178,6 +178,17 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
     return FHR_OK;
 }
 
+/* The admission of a copy made outside the lock: its charge is held as inflight from the
+ * prepare to the commit or failure, so that every other admission meanwhile (primitives,
+ * explain, preflight, the controller's fast path and snapshots) counts it. */
+static void hold_inflight(fhr_manager *m, int slot, uint64_t charge, int hold)
+{
+    if (hold)
+        m->loc[slot].inflight += charge;
+    else
+        m->loc[slot].inflight -= charge;
+}
+
 /* Creates the copy of v at `at` in three steps: prepared with the lock (admission held
  * as inflight, the source kept by the claim, room for the bookkeeping made), done
  * without it (the wait for the source, allocation, copy or load, the ready event),
@@ -198,7 +209,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
         wait->refs++;
     }
     uint64_t charge = VAL_CHARGE(v, slot); /* the whole copy, generated fields included */
-    m->loc[slot].inflight += charge;
+    hold_inflight(m, slot, charge, 1);
     mgr_unlock(m);
 
     fhr_status st = FHR_OK;
@@ -218,7 +229,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     }
 
     mgr_lock(m);
-    m->loc[slot].inflight -= charge;
+    hold_inflight(m, slot, charge, 0);
     if (wait)
         ev_unref(m, wait);
     if (st != FHR_OK) {

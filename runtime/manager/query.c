@@ -35,7 +35,9 @@ static int reservations_fit(const fhr_manager *m, const fhr_reservation *res, si
                     return 0;
                 need += res[k].nbytes;
             }
-        uint64_t committed = a->used + a->reserved + a->temp;
+        /* copies still being made hold their admitted charge (inflight) as the full path
+         * and preflight count it */
+        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
         if (committed > a->budget || need > a->budget - committed)
             return 0;
     }
@@ -47,7 +49,8 @@ static int none_over(const fhr_manager *m)
 {
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
         const locacct *a = &m->loc[i];
-        if (a->present && a->has_budget && a->used + a->reserved + a->temp > a->budget)
+        if (a->present && a->has_budget &&
+            a->used + a->reserved + a->temp + a->inflight > a->budget)
             return 0;
     }
     return 1;

@@ -9,9 +9,10 @@
 /* Under the manager lock, in O(requirements + reservations): *met = 1 when every
  * requirement names a live value with a copy at its location (ready or in flight) and
  * every location the reservations name has room for all of them beside what is committed
- * there (used + reserved + temporaries), and no location is over its budget; *version is the state version it was answered
- * at. Handles that are not live answer *met = 0 (the full path then names the error).
- * Fails only as the manager's entry does (reentrant during a source load). */
+ * there (used + reserved + temporaries + the charges of copies in flight), and no location
+ * is over its budget; *version is the state version it was answered at. Handles that are
+ * not live answer *met = 0 (the full path then names the error). Fails only as the
+ * manager's entry does (reentrant during a source load). */
 fhr_status mgr_request_met(fhr_manager *m, const fhr_requirement *rq, size_t nrq,
                            const fhr_reservation *res, size_t nres, int *met,
                            uint64_t *version, fhr_error *err);

@@ -16,14 +16,16 @@ typedef struct snap_block {
     fhr_ckks_meta *metas;
     char *labels;
     size_t cap_locs, cap_values, cap_copies, cap_labels, cap_metas;
+    snap_spare *home; /* the spare of the manager that took it (a reference) */
 } snap_block;
 
-/* The memory of the snapshot freed last, kept for the next take (one, of at most
- * SPARE_MAX_VALUES values). Freeing a snapshot of many values hands its pages back to the
- * kernel (the allocator trims the top of the heap) and the next take faults them in again,
- * under the manager's lock: at 1,000 values that costs more than the walk itself. */
+/* The memory of the snapshot its manager freed last, kept for the next take (one, of at
+ * most SPARE_MAX_VALUES values). Freeing a snapshot of many values hands its pages back to
+ * the kernel (the allocator trims the top of the heap) and the next take faults them in
+ * again, under the manager's lock: at 1,000 values that costs more than the walk itself.
+ * Each manager has its own (no state is shared between managers); a snapshot may outlive
+ * its manager, so the manager and every live snapshot each hold a reference. */
 #define SPARE_MAX_VALUES 65536
-static _Atomic(snap_block *) spare;
 
 static void block_free(snap_block *sb)
 {
@@ -34,6 +36,8 @@ static void block_free(snap_block *sb)
     free(sb->s.locs);
     free(sb);
 }
+
+static void block_free_any(void *sb) { block_free(sb); }
 
 /* At least n elements in *p (its contents are not kept). */
 static int reserve(void **p, size_t *cap, size_t n, size_t elem)
@@ -78,6 +82,8 @@ void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
     vi->spec_storage_nbytes = v->charge;
     vi->logical_nbytes = v->logical;
     vi->regen_nbytes = v->regen;
+    vi->omitted_nbytes[0] = v->omit[0];
+    vi->omitted_nbytes[1] = v->omit[1];
     vi->meta = NULL;
 }
 
@@ -123,11 +129,14 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
     size_t nlocs = 0, ncopies = 0, nlabel = 1, nv = m->nlive ? m->nlive : 1;
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         nlocs += m->loc[i].present;
-    snap_block *sb = atomic_exchange(&spare, NULL);
+    snap_block *sb = atomic_exchange(&m->spare->block, (void *)NULL);
     if (!sb)
         sb = calloc(1, sizeof *sb);
     fhr_snapshot *s = sb ? &sb->s : NULL;
     if (s) {
+        sb->home = m->spare;
+        m->spare->free_block = block_free_any; /* for the last reference's release */
+        atomic_fetch_add_explicit(&m->spare->refs, 1, memory_order_relaxed);
         s->nlocs = s->nvalues = 0;
         int ok = reserve((void **)&s->locs, &sb->cap_locs, nlocs ? nlocs : 1, sizeof *s->locs);
         ok = ok && reserve((void **)&s->values, &sb->cap_values, nv, sizeof *s->values);
@@ -213,9 +222,14 @@ void fhr_snapshot_free(fhr_snapshot *s)
 {
     if (!s)
         return;
-    snap_block *sb = (snap_block *)s, *none = NULL;
-    if (sb->cap_values > SPARE_MAX_VALUES || !atomic_compare_exchange_strong(&spare, &none, sb))
+    snap_block *sb = (snap_block *)s;
+    void *none = NULL;
+    snap_spare *home = sb->home;
+    sb->home = NULL;
+    if (sb->cap_values > SPARE_MAX_VALUES ||
+        !atomic_compare_exchange_strong(&home->block, &none, (void *)sb))
         block_free(sb);
+    snap_spare_unref(home);
 }
 
 const fhr_loc_stats *fhr_snapshot_loc(const fhr_snapshot *s, fhr_location loc)

@@ -33,9 +33,10 @@ static fhr_status collect(fhr_manager *m, int slot, uint64_t nbytes, evref ***ou
             free(c);
             return fhr_fail(err, FHR_E_NOMEM, "wait_pending: out of host memory");
         }
-        c[nc++] = (cand){x, v->charge};
+        c[nc++] = (cand){x, VAL_CHARGE(v, slot)}; /* as charged there */
     }
-    qsort(c, nc, sizeof *c, by_last_use);
+    if (nc) /* c is NULL when nothing qualifies */
+        qsort(c, nc, sizeof *c, by_last_use);
     size_t take = 0;
     for (uint64_t got = 0; take < nc && (got < nbytes || take == 0); take++)
         got += c[take].charge;

@@ -218,18 +218,28 @@ fhr_lease *fhr_scope_lease(const fhr_scope *sc, size_t i)
     return sc && i < sc->nleases ? sc->leases[i].lease : NULL;
 }
 
-/* Takes the scope's leases with the lock held; all or none. */
+/* Takes the scope's leases with the lock held, after the enter actions; all or none. A
+ * failure is an entry failure like an action's: phase enter, the index counting the enter
+ * actions first and then the leases, and the partial report of what committed. */
 static fhr_status take_leases(fhr_scope *sc, lease_waits *w, fhr_error *err)
 {
     for (size_t i = 0; i < sc->nleases; i++) {
         scope_lease *sl = &sc->leases[i];
+        fhr_error cause;
+        fhr_error_init(&cause);
         fhr_status st = lease_acquire_locked(sc->m, sl->hs, sl->n, sl->at, sl->consumer,
-                                             &sl->lease, w, err);
+                                             &sl->lease, w, &cause);
         if (st != FHR_OK) {
-            while (i-- > 0) {
-                lease_abandon_locked(sc->leases[i].lease);
-                sc->leases[i].lease = NULL;
+            for (size_t k = i; k-- > 0;) {
+                lease_abandon_locked(sc->leases[k].lease);
+                sc->leases[k].lease = NULL;
             }
+            char msg[sizeof cause.message];
+            snprintf(msg, sizeof msg, "lease %zu: %.480s", i, cause.message);
+            memcpy(cause.message, msg, sizeof msg);
+            st = plan_failed(sc->p->name, FHR_PHASE_ENTER, sc->p->nacts[1] + i, NULL, st,
+                             &cause, sc->rep, err);
+            fhr_error_clear(&cause);
             return st;
         }
     }
@@ -478,6 +488,11 @@ void fhr_scope_destroy(fhr_scope *sc)
     fhr_scope_close(sc);
     fhr_manager *m = sc->m;
     mgr_lock(m);
+    /* During a load the teardown waits for its end, when the caller's consumer streams
+     * may be gone: what the leases owe them is done now, from this thread. */
+    for (size_t i = 0; m->loading && i < sc->nleases; i++)
+        if (sc->leases[i].lease)
+            lease_settle_consumers(sc->leases[i].lease);
     sc->deferred.fn = scope_teardown;
     mgr_defer(m, &sc->deferred);
     mgr_leave(m);

@@ -347,6 +347,14 @@ static void *worker(void *arg)
 Test(cuda_threads, concurrent_staged_copies)
 {
     fhr_backend *b = cuda_or_skip();
+    /* one copy's staging slots, counted in the pinned observation */
+    fhr_location P = fhr_loc_pinned();
+    uint64_t r0 = observe(b, P).pool_reserved_bytes;
+    worker_arg one = {b, 0, 0};
+    worker(&one);
+    cr_assert(one.ok);
+    uint64_t single = observe(b, P).pool_reserved_bytes - r0;
+    cr_assert_gt(single, 0, "the staging slots are not in the pinned observation");
     pthread_t t[4];
     worker_arg a[4];
     for (int i = 0; i < 4; i++) {
@@ -357,6 +365,9 @@ Test(cuda_threads, concurrent_staged_copies)
         pthread_join(t[i], NULL);
         cr_assert(a[i].ok, "worker %d", i);
     }
+    /* copies of that size ran at once with slots each; idle, one copy's are kept */
+    cr_assert_leq(observe(b, P).pool_reserved_bytes - r0, single,
+                  "idle staging keeps the slots of more than one copy per device");
     fhr_backend_destroy(b);
 }
 

@@ -260,7 +260,18 @@ Test(scope, leases_taken_with_the_enter_actions)
     /* a lease on a copy the plan does not place fails entry and consumes the scope */
     cr_assert_eq(fhr_scope_create(m, p, NULL, 0, &sc, NULL), FHR_OK);
     cr_assert_eq(fhr_scope_add_lease(sc, &x, 1, fhr_loc_cuda(0), cs, &e), FHR_OK);
-    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_STATE);
+    fhr_error_clear(&e);
+    cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_PLAN, "a lease's failure is an entry failure");
+    /* like any entry failure: the cause, the phase, the step (after the enter actions) and
+     * the partial report of what committed */
+    cr_assert_eq(e.cause, FHR_E_STATE);
+    cr_assert_eq(e.phase, FHR_PHASE_ENTER);
+    cr_assert_eq(e.action_index, 1, "the first lease follows the one enter action");
+    cr_assert(strstr(e.message, "lease 0") && strstr(e.message, "no copy there"), "%s",
+              e.message);
+    cr_assert_not_null(e.partial_report);
+    cr_assert_eq(fhr_report_ntransitions(e.partial_report), 1, "the committed ensure");
+    cr_assert_eq(fhr_report_transition(e.partial_report, 0)->kind, FHR_ACT_ENSURE);
     cr_assert_eq(t_is_resident(m, w, fhr_loc_cuda(0)), 1, "committed enter actions stay");
     cr_assert_eq(fhr_drop(m, w, fhr_loc_cuda(0), &e), FHR_OK, "no lease was left behind");
     cr_assert_eq(fhr_scope_enter(sc, &e), FHR_E_SCOPE);

@@ -321,6 +321,7 @@ typedef struct mock {
     unsigned char *state; /* per chunk */
     long ops, fail_at;
     int failed, quiesced, late_ops;
+    int drained, bad_drain; /* waits after the failure; those for no open stage */
     size_t a_out, b_out, max_a_out, max_b_out;
     int bad;
     size_t bad_chunk;
@@ -338,14 +339,27 @@ static void check_busy(mock *m, size_t i, size_t out)
         m->starved++;
 }
 
+/* need: the state chunk i must be in; set: what the op adds. After the failure only the
+ * drain may call (waits for stages started and not yet waited for); a start is late. */
 static fhr_status step(mock *m, size_t i, int slot, int need, int set, fhr_error *err)
 {
+    int wait = set == A_DONE || set == B_DONE;
     if (m->failed) {
-        m->late_ops++;
+        if (!wait) {
+            m->late_ops++;
+            return FHR_OK;
+        }
+        if (i >= m->p->chunks || (m->state[i] & (need | set)) != need)
+            m->bad_drain++;
+        else
+            m->state[i] |= (unsigned char)set;
+        m->drained++;
         return FHR_OK;
     }
     if (++m->ops == m->fail_at) {
         m->failed = 1;
+        if (wait) /* a failed wait ends its stage: the drain does not wait again */
+            m->state[i] |= (unsigned char)set;
         return fhr_fail(err, FHR_E_BACKEND, "injected failure %ld", m->ops);
     }
     if (i >= m->p->chunks || (size_t)slot != i % (size_t)m->p->slots ||
@@ -499,7 +513,7 @@ Test(staging, pipeline_order_multi_gib)
     check_order(6 * GiB + 3, 5, 64 * KiB, 0);
 }
 
-Test(staging, pipeline_stops_at_the_first_failure)
+Test(staging, pipeline_stops_at_the_first_failure_and_drains_what_it_started)
 {
     for (int dir = 0; dir < 2; dir++) {
         staging_shape sh = shape(3, 4 * KiB);
@@ -512,8 +526,17 @@ Test(staging, pipeline_stops_at_the_first_failure)
         for (long k = 1; k <= total; k++) {
             cr_assert_eq(run_mock(&p, dir, 3, k, &m), FHR_E_BACKEND);
             cr_assert_eq(m.quiesced, 1, "failure at op %ld", k);
-            cr_assert_eq(m.late_ops, 0, "ops after the failure at op %ld", k);
+            cr_assert_eq(m.late_ops, 0, "stages started after the failure at op %ld", k);
+            cr_assert_eq(m.bad_drain, 0, "the drain waited for a stage not open (op %ld)", k);
             cr_assert_eq(m.ops, k);
+            /* every stage started before the failure was waited for before it returned */
+            for (size_t i = 0; i < p.chunks; i++) {
+                int st = m.state[i];
+                cr_assert(!(st & A_STARTED) || (st & A_DONE), "dir %d fail at %ld: chunk %zu's "
+                          "first stage left running", dir, k, i);
+                cr_assert(!(st & B_STARTED) || (st & B_DONE), "dir %d fail at %ld: chunk %zu's "
+                          "second stage left running", dir, k, i);
+            }
             free(m.state);
         }
     }
