@@ -41,7 +41,11 @@ static int parse_bytes(const char *v, unsigned long long lo, unsigned long long 
     long long x = whole(v, &e, (long long)hi);
     unsigned shift = 0;
     if (x >= 0 && *e) {
-        shift = *e == 'K' || *e == 'k' ? 10 : *e == 'M' || *e == 'm' ? 20 : *e == 'G' || *e == 'g' ? 30 : 99;
+        shift = *e == 'K' || *e == 'k'   ? 10
+                : *e == 'M' || *e == 'm' ? 20
+                : *e == 'G' || *e == 'g' ? 30
+                : *e == 'T' || *e == 't' ? 40
+                                         : 99;
         e++;
         if (e[0] == 'i' && e[1] == 'B')
             e += 2;
@@ -74,7 +78,7 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
     if (parse_bytes(v, 0, STAGING_DIRECT_LIMIT, &bytes))
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_STAGING_DIRECT: '%s' is not a size (bytes from 0 to 1T; "
-                        "suffix K, M or G; 0 stages every pageable copy)",
+                        "suffix K, M, G or T; 0 stages every pageable copy)",
                         v);
     sh->direct_below = (size_t)bytes;
     return FHR_OK;

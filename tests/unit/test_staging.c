@@ -773,9 +773,11 @@ Test(staging, direct_override)
     cr_assert_eq(staging_direct(GiB, &sh), 0);
     cr_assert_eq(staging_direct_parse("300KiB", &sh, NULL), FHR_OK);
     cr_assert_eq(sh.direct_below, 300 * KiB);
+    cr_assert_eq(staging_direct_parse("1T", &sh, NULL), FHR_OK); /* always direct */
+    cr_assert_eq(sh.direct_below, (size_t)1 << 40);
     cr_assert_eq(staging_direct_parse("12345", &sh, NULL), FHR_OK);
     cr_assert_eq(sh.direct_below, 12345);
-    const char *bad[] = {"-1", "1T", "2000G", "4KB", " 4K", "4K ", "x", "1e6", "K",
+    const char *bad[] = {"-1", "2T", "2000G", "4KB", " 4K", "4K ", "x", "1e6", "K",
                          "18446744073709551616"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fhr_error err;
