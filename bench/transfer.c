@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
 
 #define SKIPPED 77
@@ -331,6 +332,119 @@ static void run_staged_vs_host(bench *k)
                     bandwidth(k, DEV_TO_PAGE, BACKEND, k->sizes[i]), "", "");
 }
 
+/* (a) pageable->cuda and cuda->pageable side by side: fheplan's path (CUDA's own below
+ * FHEPLAN_STAGING_DIRECT, the staging pipeline from it) against CUDA's own pageable
+ * cudaMemcpyAsync, and against the pinned link of this run. */
+static void run_pageable_paths(bench *k, const staging_shape *sh)
+{
+    for (int d = PAGE_TO_DEV; d <= DEV_TO_PAGE; d++) {
+        for (int i = 0; i < k->nsizes; i++) {
+            size_t n = k->sizes[i];
+            double ours = bandwidth(k, (dir)d, BACKEND, n);
+            double cuda = bandwidth(k, (dir)d, RAW_ASYNC, n);
+            double over = k->pinned[i] > 0 ? ours / k->pinned[i] : 0;
+            const char *via = staging_direct(n, sh) ? "direct" : "staged";
+            char what[64], js[160], tx[96];
+            snprintf(what, sizeof what, "%s vs CUDA pageable", dir_names[d]);
+            snprintf(js, sizeof js, ", \"path\": \"%s\", \"pinned_gbps\": %.4f, "
+                     "\"over_pinned\": %.4f", via, k->pinned[i], over);
+            snprintf(tx, sizeof tx, "%s; / pinned->cuda %.2f = %.3f", via, k->pinned[i], over);
+            row_x(k, what, n, ours, cuda, "GB/s", js, tx);
+        }
+    }
+}
+
+/* ---- (b) pinned growth: cudaHostAlloc against mmap + cudaHostRegister --------------- */
+
+/* Seconds to pin `count` buffers of n bytes and release them again, by either way. */
+static double pin_cycle(int registered, size_t n, int count)
+{
+    void *p[64];
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        if (registered) {
+            p[i] = mmap(NULL, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (p[i] == MAP_FAILED)
+                die("mmap", "no memory to pin");
+            cu_check(cudaHostRegister(p[i], n, cudaHostRegisterPortable), "cudaHostRegister");
+        } else {
+            cu_check(cudaHostAlloc(&p[i], n, cudaHostAllocPortable), "cudaHostAlloc");
+        }
+    }
+    for (int i = 0; i < count; i++) {
+        if (registered) {
+            cu_check(cudaHostUnregister(p[i]), "cudaHostUnregister");
+            munmap(p[i], n);
+        } else {
+            cu_check(cudaFreeHost(p[i]), "cudaFreeHost");
+        }
+    }
+    return now() - t0;
+}
+
+/* Seconds for a fresh backend's pinned pool to hand out `count` x n bytes (the pool
+ * grows an arena per request that exceeds 256 MiB of room), FHEPLAN_PINNED_HOSTALLOC
+ * choosing the way it pins. The backend is destroyed afterwards (not timed). */
+static double pool_fill(int hostalloc, size_t n, int count)
+{
+    char *old = getenv("FHEPLAN_PINNED_HOSTALLOC");
+    char keep[8] = "";
+    snprintf(keep, sizeof keep, "%s", old ? old : "");
+    if (hostalloc)
+        setenv("FHEPLAN_PINNED_HOSTALLOC", "1", 1);
+    else
+        unsetenv("FHEPLAN_PINNED_HOSTALLOC");
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    if (fhr_backend_cuda_create(&b, &err) != FHR_OK)
+        die("backend (pinned pool)", err.message);
+    void *p[64];
+    double t0 = now();
+    for (int i = 0; i < count; i++)
+        if (b->ops->alloc(b, fhr_loc_pinned(), n, NULL, &p[i], &err) != FHR_OK)
+            die("pinned pool", err.message);
+    double t = now() - t0;
+    for (int i = 0; i < count; i++)
+        b->ops->free(b, fhr_loc_pinned(), p[i], n, NULL);
+    fhr_backend_destroy(b);
+    if (*keep)
+        setenv("FHEPLAN_PINNED_HOSTALLOC", keep, 1);
+    else
+        unsetenv("FHEPLAN_PINNED_HOSTALLOC");
+    return t;
+}
+
+static void run_pin_growth(bench *k)
+{
+    size_t n64 = (size_t)64 << 20, n180 = (size_t)180 << 20;
+    double ha[MAX_REPS], rg[MAX_REPS];
+    for (int r = 0; r < k->reps; r++) {
+        ha[r] = pin_cycle(0, n64, 1) * 1e3;
+        rg[r] = pin_cycle(1, n64, 1) * 1e3;
+    }
+    /* "backend" is the registration way, "raw" cudaHostAlloc: ratio > 1 is slower */
+    row_x(k, "pin+unpin 64 MiB: register vs HostAlloc", n64, median(rg, k->reps),
+          median(ha, k->reps), "ms", ", \"backend_way\": \"mmap+cudaHostRegister\"",
+          "(mmap+cudaHostRegister / cudaHostAlloc; lower is faster)");
+    /* 48 keys of 180 MiB, one pass each (about 8.4 GiB pinned at once) */
+    int reps = k->reps < 3 ? k->reps : 3;
+    for (int r = 0; r < reps; r++) {
+        ha[r] = pin_cycle(0, n180, 48) * 1e3;
+        rg[r] = pin_cycle(1, n180, 48) * 1e3;
+    }
+    row_x(k, "pin+unpin 48 x 180 MiB: register vs HostAlloc", 48 * n180, median(rg, reps),
+          median(ha, reps), "ms", ", \"backend_way\": \"mmap+cudaHostRegister\"",
+          "(medians of 3; lower is faster)");
+    for (int r = 0; r < reps; r++) {
+        ha[r] = pool_fill(1, n180, 48) * 1e3;
+        rg[r] = pool_fill(0, n180, 48) * 1e3;
+    }
+    row_x(k, "pinned pool 48 x 180 MiB: register vs HostAlloc", 48 * n180, median(rg, reps),
+          median(ha, reps), "ms", ", \"backend_way\": \"pool, default arenas\"",
+          "(fheplan's pool, default vs FHEPLAN_PINNED_HOSTALLOC=1; medians of 3)");
+}
+
 static void run_enqueue(bench *k)
 {
     size_t n = 64u << 10;
@@ -578,6 +692,10 @@ static void run_sweep(bench *k)
     char keep_t[32] = "", keep_c[32] = "";
     snprintf(keep_t, sizeof keep_t, "%s", old_t ? old_t : "");
     snprintf(keep_c, sizeof keep_c, "%s", old_c ? old_c : "");
+    char *old_d = getenv("FHEPLAN_STAGING_DIRECT");
+    char keep_d[32] = "";
+    snprintf(keep_d, sizeof keep_d, "%s", old_d ? old_d : "");
+    setenv("FHEPLAN_STAGING_DIRECT", "0", 1); /* the sweep measures the pipeline at every size */
     close_backend(k);
     for (int t = 0; t < nt; t++) {
         for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
@@ -624,6 +742,10 @@ static void run_sweep(bench *k)
         setenv("FHEPLAN_STAGING_CHUNK", keep_c, 1);
     else
         unsetenv("FHEPLAN_STAGING_CHUNK");
+    if (*keep_d)
+        setenv("FHEPLAN_STAGING_DIRECT", keep_d, 1);
+    else
+        unsetenv("FHEPLAN_STAGING_DIRECT");
 }
 
 int main(int argc, char **argv)
@@ -634,7 +756,8 @@ int main(int argc, char **argv)
     fhr_error err;
     fhr_error_init(&err);
     if (staging_shape_parse(getenv("FHEPLAN_COPY_THREADS"), getenv("FHEPLAN_STAGING_CHUNK"),
-                            k.cores, &sh, &err) != FHR_OK)
+                            k.cores, &sh, &err) != FHR_OK ||
+        staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &sh, &err) != FHR_OK)
         die("environment", err.message);
     if (k.host_only) { /* the yardstick alone: no GPU needed */
         k.pageable = malloc(k.max);
@@ -646,12 +769,15 @@ int main(int argc, char **argv)
     }
     if (k.json)
         printf("{\"reps\": %d, \"cores\": %d, \"copy_threads\": %d, \"chunk_min\": %zu, "
-               "\"chunk_max\": %zu, \"copy_threads_env\": \"%s\", \"rows\": [",
-               k.reps, k.cores, sh.threads, sh.min_chunk, sh.max_chunk,
+               "\"chunk_max\": %zu, \"direct_below\": %zu, \"copy_threads_env\": \"%s\", "
+               "\"rows\": [",
+               k.reps, k.cores, sh.threads, sh.min_chunk, sh.max_chunk, sh.direct_below,
                getenv("FHEPLAN_COPY_THREADS") ? getenv("FHEPLAN_COPY_THREADS") : "");
     else
-        printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, medians of %d\n", k.cores,
-               sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10, k.reps);
+        printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, pageable copies below "
+               "%zu KiB direct, medians of %d\n",
+               k.cores, sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10,
+               sh.direct_below >> 10, k.reps);
     if (!k.two_only)
         run_host(&k); /* the yardstick first, before any staging thread exists */
     if (k.host_only) {
@@ -663,7 +789,9 @@ int main(int argc, char **argv)
     if (!k.two_only) {
         run_bandwidth(&k);
         run_staged_vs_host(&k);
+        run_pageable_paths(&k, &sh);
         run_enqueue(&k);
+        run_pin_growth(&k);
     }
     run_two(&k);
     close_two(&k); /* before the sweep, which opens backends of its own */

@@ -699,6 +699,8 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
                                         getenv("FHEPLAN_STAGING_CHUNK"), staging_cores(), &shape,
                                         err);
     if (!st)
+        st = staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &shape, err);
+    if (!st)
         st = setup_pools(c, err);
     if (!st)
         st = pin_pool_create(&c->pinned, err);

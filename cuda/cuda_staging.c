@@ -262,9 +262,28 @@ static fhr_status d2h_drain(void *ctx, size_t i, int b, fhr_error *err)
 static const staging_ops to_device_ops = {h2d_fill, host_wait, h2d_dma, dma_wait_op, quiesce};
 static const staging_ops to_host_ops = {d2h_dma, dma_wait_op, d2h_drain, host_wait, quiesce};
 
+/* CUDA's own pageable copy, for the sizes where it beats the pipeline (staging_direct).
+ * Same contract as the staged one: s's earlier work first, the pageable side finished
+ * with on return (the driver has taken a host-to-device source; a device-to-host copy
+ * has landed). */
+static fhr_status direct_copy(int dev, void *dst, const void *src, size_t n, int to_dev,
+                              cudaStream_t s, fhr_error *err)
+{
+    CU_TRY(cudaStreamSynchronize(s), "waiting for the stream before a pageable copy");
+    CU_TRY(cudaSetDevice(dev), "cudaSetDevice (pageable copy)");
+    CU_TRY(cudaMemcpyAsync(dst, src, n, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                           s),
+           "cudaMemcpyAsync (pageable)");
+    if (!to_dev)
+        CU_TRY(cudaStreamSynchronize(s), "cudaStreamSynchronize (pageable copy)");
+    return FHR_OK;
+}
+
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
                        int to_dev, cudaStream_t s, fhr_error *err)
 {
+    if (staging_direct(n, &set->shape))
+        return direct_copy(dev, dst, src, n, to_dev, s, err);
     stager *g = NULL;
     fhr_status st = stager_take(set, dev, &g, err);
     if (st)

@@ -32,20 +32,36 @@ static long long whole(const char *v, const char **end, long long max)
     return (long long)x;
 }
 
-static fhr_status parse_chunk(const char *v, size_t *out, fhr_error *err)
+/* A byte count with an optional K, M or G suffix (KiB, MiB, GiB); 0 on success, -1 when v
+ * is not one or is outside [lo, hi]. */
+static int parse_bytes(const char *v, unsigned long long lo, unsigned long long hi,
+                       unsigned long long *out)
 {
     const char *e = v;
-    long long x = whole(v, &e, (long long)STAGING_CHUNK_LIMIT);
+    long long x = whole(v, &e, (long long)hi);
     unsigned shift = 0;
     if (x >= 0 && *e) {
-        shift = *e == 'K' || *e == 'k' ? 10 : *e == 'M' || *e == 'm' ? 20 : *e == 'G' || *e == 'g' ? 30 : 99;
+        shift = *e == 'K' || *e == 'k'   ? 10
+                : *e == 'M' || *e == 'm' ? 20
+                : *e == 'G' || *e == 'g' ? 30
+                : *e == 'T' || *e == 't' ? 40
+                                         : 99;
         e++;
         if (e[0] == 'i' && e[1] == 'B')
             e += 2;
     }
     unsigned long long bytes = x >= 0 && shift < 64 ? (unsigned long long)x << shift : 0;
     if (x < 0 || *e || shift >= 64 || (x > 0 && bytes >> shift != (unsigned long long)x) ||
-        bytes < STAGING_ALIGN || bytes > STAGING_CHUNK_LIMIT || bytes % STAGING_ALIGN)
+        bytes < lo || bytes > hi)
+        return -1;
+    *out = bytes;
+    return 0;
+}
+
+static fhr_status parse_chunk(const char *v, size_t *out, fhr_error *err)
+{
+    unsigned long long bytes = 0;
+    if (parse_bytes(v, STAGING_ALIGN, STAGING_CHUNK_LIMIT, &bytes) || bytes % STAGING_ALIGN)
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_STAGING_CHUNK: '%s' is not a chunk size (a multiple of 4 KiB "
                         "from 4K to 1G; suffix K, M or G)",
@@ -54,10 +70,27 @@ static fhr_status parse_chunk(const char *v, size_t *out, fhr_error *err)
     return FHR_OK;
 }
 
+fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    unsigned long long bytes = 0;
+    if (parse_bytes(v, 0, STAGING_DIRECT_LIMIT, &bytes))
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_DIRECT: '%s' is not a size (bytes from 0 to 1T; "
+                        "suffix K, M, G or T; 0 stages every pageable copy)",
+                        v);
+    sh->direct_below = (size_t)bytes;
+    return FHR_OK;
+}
+
+int staging_direct(size_t n, const staging_shape *sh) { return n < sh->direct_below; }
+
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err)
 {
-    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0};
+    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0,
+                        STAGING_DIRECT_BELOW};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;
     if (threads && *threads) {

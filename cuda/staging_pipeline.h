@@ -16,12 +16,18 @@
 #define STAGING_THREADS_LIMIT 64
 #define STAGING_CHUNK_LIMIT ((size_t)1 << 30)
 #define STAGING_MAX_SLOTS (STAGING_THREADS_LIMIT + 2)
+/* Default FHEPLAN_STAGING_DIRECT: pageable copies below it take CUDA's own pageable path.
+ * On the H200 CUDA's path beat the pipeline from 256 KiB to 4 MiB (1 MiB: 11.3 against
+ * 4.8 GB/s; 4 MiB: 13.0 against 9.2) and lost from 64 MiB up (6.6-8.9 against 40 at 1 GiB). */
+#define STAGING_DIRECT_BELOW ((size_t)8 << 20)
+#define STAGING_DIRECT_LIMIT ((size_t)1 << 40)
 
 /* What a backend stages with: host copy threads and the chunk range. */
 typedef struct staging_shape {
     int threads;
     size_t min_chunk, max_chunk; /* equal when FHEPLAN_STAGING_CHUNK fixes the chunk */
     int fixed_threads;           /* FHEPLAN_COPY_THREADS: every copy keeps them all busy */
+    size_t direct_below;         /* FHEPLAN_STAGING_DIRECT: smaller copies skip staging */
 } staging_shape;
 
 /* The cores this process may run on (its affinity mask), at least 1. */
@@ -32,6 +38,16 @@ int staging_cores(void);
  * of 4 KiB from 4 KiB to 1 GiB. A bad value is FHR_E_INVALID naming the variable. */
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err);
+
+/* Sets sh->direct_below from the value of FHEPLAN_STAGING_DIRECT (NULL or "": keep
+ * STAGING_DIRECT_BELOW, which staging_shape_parse sets): a byte count with an optional K, M
+ * or G suffix, 0 to 1T; 0 stages every copy. A bad value is FHR_E_INVALID naming the
+ * variable, sh untouched. */
+fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err);
+/* The path of one pageable copy of n bytes: 1 for the driver's own pageable copy, 0 for
+ * the staging pipeline. A function of n and the shape alone, so the same copy always
+ * takes the same path; either path moves the same bytes. */
+int staging_direct(size_t n, const staging_shape *sh);
 
 /* The plan of one copy of n bytes (n >= 1): `ramp` chunks of first, 2 first, 4 first, ...
  * (each below `chunk`), then chunks of `chunk`, the last one possibly shorter. */

@@ -158,6 +158,7 @@ static void small_chunks(const char *threads, size_t n)
 {
     setenv("FHEPLAN_COPY_THREADS", threads, 1);
     setenv("FHEPLAN_STAGING_CHUNK", "4K", 1);
+    setenv("FHEPLAN_STAGING_DIRECT", "0", 1); /* these sizes would take CUDA's own path */
     all_directions(n);
 }
 

@@ -20,7 +20,7 @@
  * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
     return sh;
@@ -29,7 +29,7 @@ static staging_shape shape(int threads, size_t fixed_chunk)
 /* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
 static staging_shape auto_shape(int threads)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0};
     return sh;
 }
 
@@ -75,7 +75,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -85,7 +85,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -736,4 +736,56 @@ Test(threads_copy_pool, jobs_and_slices)
     free(a);
     free(c);
     copy_pool_destroy(cp);
+}
+
+/* ---- the pageable path: CUDA's own copy below a size, the pipeline from it ---------- */
+
+Test(staging, direct_rule_follows_size_only)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, STAGING_DIRECT_BELOW);
+    /* the H200 figures: CUDA's path wins at 1 and 4 MiB, the pipeline from 64 MiB */
+    cr_assert_eq(staging_direct(1, &sh), 1);
+    cr_assert_eq(staging_direct(MiB, &sh), 1);
+    cr_assert_eq(staging_direct(4 * MiB + 1, &sh), 1);
+    cr_assert_eq(staging_direct(STAGING_DIRECT_BELOW - 1, &sh), 1);
+    cr_assert_eq(staging_direct(STAGING_DIRECT_BELOW, &sh), 0);
+    cr_assert_eq(staging_direct(64 * MiB, &sh), 0);
+    cr_assert_eq(staging_direct(GiB, &sh), 0);
+    cr_assert_eq(staging_direct(STAGING_DIRECT_BELOW - 1, &sh),
+                 staging_direct(STAGING_DIRECT_BELOW - 1, &sh)); /* deterministic */
+}
+
+Test(staging, direct_override)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(staging_direct_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, STAGING_DIRECT_BELOW);
+    cr_assert_eq(staging_direct_parse("", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, STAGING_DIRECT_BELOW);
+    cr_assert_eq(staging_direct_parse("0", &sh, NULL), FHR_OK); /* always staged */
+    cr_assert_eq(staging_direct(1, &sh), 0);
+    cr_assert_eq(staging_direct_parse("1G", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, GiB);
+    cr_assert_eq(staging_direct(GiB - 1, &sh), 1);
+    cr_assert_eq(staging_direct(GiB, &sh), 0);
+    cr_assert_eq(staging_direct_parse("300KiB", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, 300 * KiB);
+    cr_assert_eq(staging_direct_parse("1T", &sh, NULL), FHR_OK); /* always direct */
+    cr_assert_eq(sh.direct_below, (size_t)1 << 40);
+    cr_assert_eq(staging_direct_parse("12345", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.direct_below, 12345);
+    const char *bad[] = {"-1", "2T", "2000G", "4KB", " 4K", "4K ", "x", "1e6", "K",
+                         "18446744073709551616"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.direct_below = 77;
+        cr_assert_eq(staging_direct_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_DIRECT") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.direct_below, 77); /* untouched */
+    }
 }

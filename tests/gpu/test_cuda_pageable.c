@@ -1,0 +1,127 @@
+/* tests/gpu/test_cuda_pageable.c — pageable copies through both paths (CUDA's own below
+ * FHEPLAN_STAGING_DIRECT, the staging pipeline from it), bit-exact at odd sizes, and
+ * pinned arenas page-locked by registration (or cudaHostAlloc) released cleanly. */
+#include "tests/gpu/gpu_backend.h"
+#include "fheplan/backend.h"
+
+#include <criterion/criterion.h>
+#include <cuda_runtime_api.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+static void fill(unsigned char *p, size_t n, uint32_t seed)
+{
+    uint32_t x = seed * 2654435761u + 1;
+    for (size_t i = 0; i < n; i++) {
+        x = x * 1664525u + 1013904223u;
+        p[i] = (unsigned char)(x >> 24);
+    }
+}
+
+static void ok(fhr_status st, const fhr_error *err) { cr_assert_eq(st, FHR_OK, "%s", err->message); }
+
+/* host -> cuda -> host with the path chosen by `direct` ("0": always staged; "1T": always
+ * CUDA's own), into a destination whose every byte is first poisoned. */
+static void round_trip(const char *direct, size_t n)
+{
+    setenv("FHEPLAN_STAGING_DIRECT", direct, 1);
+    fhr_backend *b = cuda_or_skip();
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_stream *s = NULL;
+    ok(fhr_stream_create(b, fhr_loc_cuda(0), &s, &err), &err);
+    unsigned char *src = malloc(n), *back = malloc(n);
+    cr_assert(src && back);
+    fill(src, n, (uint32_t)n);
+    memset(back, 0xa5, n);
+    void *d = NULL;
+    ok(b->ops->alloc(b, fhr_loc_cuda(0), n, s, &d, &err), &err);
+    ok(b->ops->copy(b, d, fhr_loc_cuda(0), src, fhr_loc_host(), n, s, &err), &err);
+    ok(b->ops->copy(b, back, fhr_loc_host(), d, fhr_loc_cuda(0), n, s, &err), &err);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    cr_assert_eq(memcmp(src, back, n), 0, "%zu bytes, FHEPLAN_STAGING_DIRECT=%s", n, direct);
+    b->ops->free(b, fhr_loc_cuda(0), d, n, s);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    free(src), free(back);
+}
+
+static void both_paths(size_t n)
+{
+    round_trip("0", n);
+    round_trip("1T", n);
+}
+
+Test(cuda_pageable, one_byte) { both_paths(1); }
+Test(cuda_pageable, page_minus_one) { both_paths(4095); }
+Test(cuda_pageable, odd_below_the_default_threshold) { both_paths((1u << 20) + 4093); }
+Test(cuda_pageable, odd_at_the_default_threshold) { both_paths((8u << 20) - 1); }
+Test(cuda_pageable, odd_above_the_default_threshold) { both_paths((8u << 20) + 1); }
+Test(cuda_pageable, odd_large) { both_paths((67u << 20) + 4099); }
+Test(cuda_pageable, default_rule) { round_trip("", (5u << 20) + 3); }
+
+Test(cuda_pageable, bad_direct_environment_is_refused_by_name)
+{
+    setenv("FHEPLAN_STAGING_DIRECT", "4KB", 1);
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_status st = fhr_backend_cuda_create(&b, &err);
+    if (st == FHR_E_UNSUPPORTED && !strstr(err.message, "FHEPLAN"))
+        cr_skip("%s", err.message);
+    cr_assert_eq(st, FHR_E_INVALID, "%s", err.message);
+    cr_assert(strstr(err.message, "FHEPLAN_STAGING_DIRECT") != NULL);
+    cr_assert_null(b);
+}
+
+/* Pinned arenas: page-locked (CUDA sees host memory), DMA-able, carved and coalesced, and
+ * after the backend is destroyed no longer registered with CUDA. */
+static void pinned_arenas(int hostalloc)
+{
+    if (hostalloc)
+        setenv("FHEPLAN_PINNED_HOSTALLOC", "1", 1);
+    fhr_backend *b = cuda_or_skip();
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_location P = fhr_loc_pinned(), D = fhr_loc_cuda(0);
+    fhr_stream *s = NULL;
+    ok(fhr_stream_create(b, D, &s, &err), &err);
+    size_t small = (3u << 20) + 5, big = (300u << 20) + 1;
+    void *p = NULL, *q = NULL, *d = NULL;
+    ok(b->ops->alloc(b, P, small, s, &p, &err), &err);
+    ok(b->ops->alloc(b, P, big, s, &q, &err), &err);
+    cr_assert_eq((uintptr_t)p % 256, 0);
+    cr_assert_eq((uintptr_t)q % 256, 0);
+    for (int i = 0; i < 2; i++) {
+        struct cudaPointerAttributes a;
+        cr_assert_eq(cudaPointerGetAttributes(&a, i ? q : p), cudaSuccess);
+        cr_assert_eq(a.type, cudaMemoryTypeHost, "a pinned arena is page-locked host memory");
+    }
+    fhr_observation o;
+    b->ops->observe(b, P, &o);
+    cr_assert_eq(o.pool_reserved_bytes, (256u << 20) + ((big + 4095) / 4096 * 4096));
+    fill(p, small, 7);
+    ok(b->ops->alloc(b, D, small, s, &d, &err), &err);
+    ok(b->ops->copy(b, d, D, p, P, small, s, &err), &err);
+    ok(b->ops->copy(b, (char *)q + 11, P, d, D, small, s, &err), &err);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    cr_assert_eq(memcmp(p, (char *)q + 11, small), 0);
+    b->ops->free(b, D, d, small, s);
+    b->ops->free(b, P, p, small, s);
+    b->ops->free(b, P, q, big, s);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    b->ops->observe(b, P, &o);
+    cr_assert_eq(o.pool_used_bytes, 0);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+    /* released: CUDA no longer knows the arena (unregistered and unmapped, or freed) */
+    struct cudaPointerAttributes a;
+    cudaError_t e = cudaPointerGetAttributes(&a, p);
+    cudaGetLastError();
+    cr_assert(e != cudaSuccess || a.type == cudaMemoryTypeUnregistered,
+              "the arena is still registered after destroy");
+}
+
+Test(cuda_pinned, registered_arenas_released_cleanly) { pinned_arenas(0); }
+Test(cuda_pinned, hostalloc_arenas_released_cleanly) { pinned_arenas(1); }
