@@ -17,7 +17,7 @@ FUZZ_HDRS       := tests/fuzz/fuzz.h tests/fuzz/fuzz_explain.h tests/fuzz/fuzz_o
 FUZZ_BINS        = $(patsubst %,$(FUZZ_BUILD)/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_PLAIN_BINS  = $(patsubst %,$(BUILD)/fuzz-plain/fuzz_%,$(FUZZ_TARGETS))
 FUZZ_SEED_SRCS   = $(wildcard plans/*.rplan tests/plans/ok/*.rplan tests/plans/fail/*.rplan)
-FUZZ_OPTS        = -timeout=10 -rss_limit_mb=4096 -print_final_stats=1
+FUZZ_OPTS        = -timeout=60 -rss_limit_mb=4096 -print_final_stats=1
 # parallel workers only when asked for (libFuzzer then writes fuzz-N.log in the current folder)
 FUZZ_PAR         = $(if $(filter-out 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS))
 
