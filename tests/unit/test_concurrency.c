@@ -729,7 +729,7 @@ static uint32_t pending_at(fhr_manager *m, fhr_handle h, fhr_location loc)
     return copy_of(m, h, loc, &found).pending_events;
 }
 
-Test(threads_concurrency, wait_pending_waits_for_the_oldest_uses_covering_their_charge)
+Test(threads_concurrency, wait_pending_waits_for_the_oldest_uses_covering_their_charge, .timeout = 60)
 {
     fhr_backend *b = gated_create(emu_backend(1));
     cr_assert_not_null(b);
