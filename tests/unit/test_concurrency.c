@@ -895,9 +895,9 @@ Test(concurrency, manager_value_to_generates_with_the_managers_generators)
     cr_assert_eq(tc.st, FHR_OK);
     cr_assert_eq(calls, 3);
     fhr_stream_destroy(b, s);
-    fhr_value_destroy(v);
     fhr_error_clear(&e);
-    fhr_manager_destroy(m);
+    fhr_manager_destroy(m); /* waits for the copy the load made from v on its stream */
+    fhr_value_destroy(v);
     fhr_backend_destroy(b);
 }
 
