@@ -154,7 +154,8 @@ test-mutants:
 sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT='-O1 -g' \
 	  SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
-	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 test-run
+	  UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 ASAN_OPTIONS=malloc_context_size=2 \
+	  LSAN_OPTIONS=suppressions=$(CURDIR)/tests/lsan.supp:print_suppressions=0 test-run
 
 # TSan over every test of the files that start threads, named here (test-build checks
 # that no file that calls pthread_create is missing). Criterion's forking runner cannot
