@@ -29,6 +29,7 @@ typedef struct {
     fhr_stream_map *consumer, *transfer;
     size_t nconsumer, ntransfer;
     int wait;
+    PyObject *keep;        /* list of the stream objects behind the views */
     fhr_use *u;
     int state;             /* 0 new, 1 active, 2 ended */
     PyObject *report;
@@ -392,13 +393,14 @@ static PyObject *ctl_use(PyObject *self, PyObject *args, PyObject *kw)
     u->what = Py_NewRef(what);
     u->consumer = u->transfer = NULL;
     u->nconsumer = u->ntransfer = 0;
+    u->keep = NULL;
     u->wait = wait;
     u->u = NULL;
     u->state = 0;
     u->report = Py_NewRef(Py_None);
     u->decision = Py_NewRef(Py_None);
-    if (!fhpy_stream_maps(c->mgr, consumer, &u->consumer, &u->nconsumer) ||
-        !fhpy_stream_maps(c->mgr, transfer, &u->transfer, &u->ntransfer)) {
+    if (!fhpy_stream_maps(c->mgr, consumer, &u->consumer, &u->nconsumer, &u->keep) ||
+        !fhpy_stream_maps(c->mgr, transfer, &u->transfer, &u->ntransfer, &u->keep)) {
         Py_DECREF(u);
         return NULL;
     }
@@ -634,7 +636,7 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 {
     fhpy_use *u = (fhpy_use *)o;
     fhr_stream *view = NULL;
-    if (!fhpy_stream_view(u->ctl->mgr, stream, at, &view))
+    if (!fhpy_stream_view(u->ctl->mgr, stream, at, &view, &u->keep))
         return -1;
     if (!view)
         return 0;
@@ -662,6 +664,9 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 
 static const fhpy_owner_ops use_ops = {use_alive, use_add_consumer, use_backend};
 
+/* Destroys the stream views, then lets go of the streams' objects (interpreter lock held).
+ * Only once the use no longer records on them: after an end that succeeded, or after
+ * fhr_use_destroy. */
 static void use_free_streams(fhpy_use *u)
 {
     fhpy_manager *m = u->ctl->mgr;
@@ -669,6 +674,7 @@ static void use_free_streams(fhpy_use *u)
     fhpy_stream_maps_free(m, u->transfer, u->ntransfer);
     u->consumer = u->transfer = NULL;
     u->nconsumer = u->ntransfer = 0;
+    Py_CLEAR(u->keep);
 }
 
 static PyObject *use_enter(PyObject *self, PyObject *unused)
@@ -774,9 +780,13 @@ static PyObject *use_finish(fhpy_use *u, int body_failed)
             return NULL;
         Py_XSETREF(u->decision, j);
     }
-    Py_BEGIN_ALLOW_THREADS
-    use_free_streams(u);
-    Py_END_ALLOW_THREADS
+    /* The stream views go once the use no longer records on them. After a failed end a
+     * lease may still be active (a refused end leaves the whole use active; a lease whose
+     * event could not be recorded is ended by the destroy): dealloc frees them after
+     * fhr_use_destroy. With the interpreter lock held: the arrays are PyMem memory, which
+     * needs the thread state (Python 3.12 finds the allocator through it). */
+    if (st == FHR_OK)
+        use_free_streams(u);
     if (st != FHR_OK && !body_failed) {
         fhpy_raise(&e);
         fhr_error_clear(&e);
@@ -806,6 +816,7 @@ static void use_dealloc(PyObject *self)
     Py_END_ALLOW_THREADS
     if (u->ctl)
         use_free_streams(u);
+    Py_XDECREF(u->keep);
     Py_XDECREF(u->what);
     Py_XDECREF(u->report);
     Py_XDECREF(u->decision);

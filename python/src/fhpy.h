@@ -46,6 +46,7 @@ typedef struct {
     fhr_stream **views;    /* consumer stream views made for __dlpack__(stream=...) */
     PyObject *handles;     /* tuple of handles */
     PyObject *owner;       /* what owns the lease (a scope or a use), or NULL */
+    PyObject *keep;        /* list of the stream objects behind views (fhpy_stream_view) */
 } fhpy_lease;
 
 /* What a view asks of the object its memory belongs to. */
@@ -106,6 +107,7 @@ typedef struct {
     fhpy_plan *plan;
     fhr_scope *sc;
     fhr_stream **views; size_t nviews;
+    PyObject *keep;        /* list of the stream objects behind views (fhpy_stream_view) */
     int state;             /* 0 new, 1 entered, 2 done (exited or failed entry) */
     PyObject *report;      /* dict after a successful exit, else None */
     PyObject *exit_error;  /* the exit's ResidencyPlanExecutionError, else None */
@@ -146,10 +148,17 @@ PyObject *fhpy_handle_new(fhr_handle h);
 /* Native stream pointer from an int, an object with .cuda_stream (torch) or .ptr (CuPy,
  * fheplan.Stream), or None (-> *native NULL, *given 0). */
 int fhpy_stream_native(PyObject *o, void **native, int *given);
-/* A view of the native stream o at loc (NULL in *out when o is None). */
-int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out);
-/* Views for a {location: stream} mapping; frees what it made on failure. */
-int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n);
+/* A view of the native stream o at loc (NULL in *out when o is None). A view does not own
+ * its stream, and a fheplan.Stream or a CuPy stream destroys its stream with the object:
+ * keep, when not NULL, is a list (created on first use: *keep NULL) to which o is added,
+ * for the owner of a view that outlives the call to hold until the view is destroyed. */
+int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out,
+                     PyObject **keep);
+/* Views for a {location: stream} mapping (objects added to *keep as above); frees the
+ * views it made on failure. */
+int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n,
+                     PyObject **keep);
+/* Destroys the views and frees the array (PyMem memory): with the interpreter lock held. */
 void fhpy_stream_maps_free(fhpy_manager *m, fhr_stream_map *maps, size_t n);
 
 /* JSON text (malloc'd, freed here) to Python objects through the json module. */

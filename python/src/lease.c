@@ -21,7 +21,7 @@ static int lease_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 {
     fhpy_lease *l = (fhpy_lease *)o;
     fhr_stream *view = NULL;
-    if (!fhpy_stream_view(l->mgr, stream, at, &view))
+    if (!fhpy_stream_view(l->mgr, stream, at, &view, &l->keep))
         return -1;
     if (!view)
         return 0;
@@ -63,6 +63,7 @@ PyObject *fhpy_lease_make(fhpy_manager *m, fhr_lease *l, fhr_location at, PyObje
     o->views = NULL;
     o->handles = Py_NewRef(handles);
     o->owner = Py_XNewRef(owner);
+    o->keep = NULL;
     return (PyObject *)o;
 }
 
@@ -86,6 +87,8 @@ static PyObject *lease_release(PyObject *self, PyObject *unused)
     if (st == FHR_OK)
         free_views(l); /* the completion events are recorded: the views may go */
     Py_END_ALLOW_THREADS
+    if (st == FHR_OK)
+        Py_CLEAR(l->keep); /* after the views */
     fhpy_release_drain();
     if (st != FHR_OK) {
         fhpy_raise(&e);
@@ -105,6 +108,7 @@ static void lease_dealloc(PyObject *self)
     free_views(l);
     Py_END_ALLOW_THREADS
     PyMem_Free(l->views);
+    Py_XDECREF(l->keep); /* after the views */
     Py_XDECREF(l->handles);
     Py_XDECREF(l->owner);
     Py_XDECREF(l->mgr);

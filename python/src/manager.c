@@ -476,7 +476,7 @@ static PyObject *mgr_ensure(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     fhr_handle h;
     fhr_stream *view = NULL;
-    if (!fhpy_to_handle(ho, &h) || !fhpy_stream_view(m, stream, at, &view))
+    if (!fhpy_to_handle(ho, &h) || !fhpy_stream_view(m, stream, at, &view, NULL))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -500,7 +500,7 @@ static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
     fhr_handle h;
     fhr_stream *view = NULL;
     if (!fhpy_to_handle(ho, &h) || (from_o != Py_None && !fhpy_to_loc(from_o, &from)) ||
-        !fhpy_stream_view(m, stream, to, &view))
+        !fhpy_stream_view(m, stream, to, &view, NULL))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -664,12 +664,14 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
     if (!handle_list(hso, &hs, &n, &tuple))
         return NULL;
     fhr_stream *view = NULL;
+    PyObject *keep = NULL; /* the consumer's object, alive as long as its view */
     fhr_stream **views = PyMem_Malloc(sizeof *views); /* the lease keeps its consumer's view */
-    if (!views || (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view))) {
+    if (!views || (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view, &keep))) {
         if (!views)
             PyErr_NoMemory();
         PyMem_Free(views);
         PyMem_Free(hs);
+        Py_XDECREF(keep);
         Py_DECREF(tuple);
         return NULL;
     }
@@ -682,6 +684,7 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
         if (view)
             fhr_stream_destroy(m->backend, view);
         PyMem_Free(views);
+        Py_XDECREF(keep);
         Py_DECREF(tuple);
         return finish(m, st, &e);
     }
@@ -691,9 +694,11 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
         if (view)
             fhr_stream_destroy(m->backend, view);
         PyMem_Free(views);
+        Py_XDECREF(keep);
         return NULL;
     }
     fhpy_lease *lo = (fhpy_lease *)r;
+    lo->keep = keep;
     lo->views = views;
     if (view)
         lo->views[lo->nviews++] = view;
@@ -972,7 +977,7 @@ static PyObject *mgr_execute_actions(PyObject *self, PyObject *args, PyObject *k
     fhr_action *acts = NULL;
     size_t n = 0, ns = 0;
     fhr_stream_map *maps = NULL;
-    if (!fhpy_actions(tuple, &acts, &n) || !fhpy_stream_maps(m, streams, &maps, &ns)) {
+    if (!fhpy_actions(tuple, &acts, &n) || !fhpy_stream_maps(m, streams, &maps, &ns, NULL)) {
         PyMem_Free(acts);
         Py_DECREF(tuple);
         return NULL;
@@ -1008,38 +1013,42 @@ static PyObject *mgr_scope(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     fhr_stream_map *maps = NULL;
     size_t ns = 0;
-    if (!fhpy_stream_maps(m, streams, &maps, &ns))
+    PyObject *keep = NULL; /* the streams' objects, alive as long as the scope's views */
+    if (!fhpy_stream_maps(m, streams, &maps, &ns, &keep)) {
+        Py_XDECREF(keep);
         return NULL;
+    }
+    fhr_stream **views = ns ? PyMem_Malloc(ns * sizeof *views) : NULL;
+    if (!views && ns) {
+        fhpy_stream_maps_free(m, maps, ns);
+        Py_XDECREF(keep);
+        return PyErr_NoMemory();
+    }
     FHPY_ERR_INIT(e);
     fhr_scope *sc = NULL;
     if (fhr_scope_create(m->m, ((fhpy_plan *)plan)->p, maps, ns, &sc, &e) != FHR_OK) {
         fhpy_stream_maps_free(m, maps, ns);
+        PyMem_Free(views);
+        Py_XDECREF(keep);
         return finish(m, e.status, &e);
     }
     fhpy_scope *o = PyObject_New(fhpy_scope, &fhpy_scope_type);
     if (!o) {
         fhr_scope_destroy(sc);
         fhpy_stream_maps_free(m, maps, ns);
+        PyMem_Free(views);
+        Py_XDECREF(keep);
         return NULL;
     }
+    for (size_t i = 0; i < ns; i++)
+        views[i] = maps[i].stream;
+    PyMem_Free(maps);
     o->mgr = (fhpy_manager *)Py_NewRef(self);
     o->plan = (fhpy_plan *)Py_NewRef(plan);
     o->sc = sc;
-    o->views = NULL;
+    o->views = views;
     o->nviews = ns;
-    if (ns) {
-        o->views = PyMem_Malloc(ns * sizeof *o->views);
-        for (size_t i = 0; i < ns; i++)
-            if (o->views)
-                o->views[i] = maps[i].stream;
-    }
-    if (!o->views && ns) { /* cannot keep them: the scope must not outlive its streams */
-        o->nviews = 0;
-        Py_DECREF(o);
-        fhpy_stream_maps_free(m, maps, ns);
-        return PyErr_NoMemory();
-    }
-    PyMem_Free(maps);
+    o->keep = keep;
     o->state = 0;
     o->report = Py_NewRef(Py_None);
     o->exit_error = Py_NewRef(Py_None);

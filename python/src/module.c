@@ -359,7 +359,16 @@ int fhpy_stream_native(PyObject *o, void **native, int *given)
     return 1;
 }
 
-int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out)
+/* Adds o to the list *keep (made on first use). */
+static int keep_add(PyObject **keep, PyObject *o)
+{
+    if (!*keep && !(*keep = PyList_New(0)))
+        return 0;
+    return PyList_Append(*keep, o) == 0;
+}
+
+int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out,
+                     PyObject **keep)
 {
     *out = NULL;
     void *native;
@@ -368,6 +377,8 @@ int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream 
         return 0;
     if (!given)
         return 1;
+    if (keep && !keep_add(keep, o))
+        return 0;
     FHPY_ERR_INIT(e);
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
@@ -389,7 +400,8 @@ void fhpy_stream_maps_free(fhpy_manager *m, fhr_stream_map *maps, size_t n)
     PyMem_Free(maps);
 }
 
-int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n)
+int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n,
+                     PyObject **keep)
 {
     *maps = NULL;
     *n = 0;
@@ -399,22 +411,33 @@ int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, 
         PyErr_SetString(PyExc_TypeError, "streams are a dict {location: stream}");
         return 0;
     }
-    Py_ssize_t cnt = PyDict_Size(mapping), pos = 0;
+    /* The items, taken once: making a view lets go of the interpreter lock, during which
+     * another thread may change the dict. */
+    PyObject *items = PyDict_Items(mapping);
+    if (!items)
+        return 0;
+    Py_ssize_t cnt = PyList_GET_SIZE(items);
     fhr_stream_map *a = PyMem_Calloc(cnt ? (size_t)cnt : 1, sizeof *a);
     if (!a) {
+        Py_DECREF(items);
         PyErr_NoMemory();
         return 0;
     }
-    PyObject *k, *v;
     size_t i = 0;
-    while (PyDict_Next(mapping, &pos, &k, &v)) {
-        if (!fhpy_to_loc(k, &a[i].loc) || !fhpy_stream_view(m, v, a[i].loc, &a[i].stream)) {
+    for (Py_ssize_t k = 0; k < cnt; k++) {
+        PyObject *it = PyList_GET_ITEM(items, k);
+        fhr_location loc;
+        if (!fhpy_to_loc(PyTuple_GET_ITEM(it, 0), &loc) ||
+            !fhpy_stream_view(m, PyTuple_GET_ITEM(it, 1), loc, &a[i].stream, keep)) {
             fhpy_stream_maps_free(m, a, i);
+            Py_DECREF(items);
             return 0;
         }
+        a[i].loc = loc;
         if (a[i].stream)
             i++;
     }
+    Py_DECREF(items);
     *maps = a;
     *n = i;
     return 1;

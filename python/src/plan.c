@@ -376,6 +376,7 @@ static void scope_dealloc(PyObject *self)
         scope_free_views(s);
     Py_END_ALLOW_THREADS
     PyMem_Free(s->views);
+    Py_XDECREF(s->keep); /* after the views */
     Py_XDECREF(s->plan);
     Py_XDECREF(s->report);
     Py_XDECREF(s->exit_error);

@@ -1091,7 +1091,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
     }
     fhr_stream *view = NULL;
     if (!fhpy_stream_view(m, stream, to.kind == FHR_LOC_CUDA ? to : fhr_value_location(src),
-                          &view)) {
+                          &view, NULL)) {
         fhr_value_destroy(tmp);
         Py_XDECREF(layout);
         return NULL;
