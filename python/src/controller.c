@@ -133,9 +133,7 @@ static PyObject *policy_make(PyTypeObject *type, PyObject *tiers, PyObject *futu
     PyMem_Free(store);
     PyMem_Free(fu);
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhpy_policy *o = (fhpy_policy *)type->tp_alloc(type, 0);
     if (!o) {
@@ -318,8 +316,7 @@ static PyObject *ctl_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     fhr_controller *c = NULL;
     if (fhr_controller_create(m->m, ((fhpy_policy *)policy)->p, &c, &e) != FHR_OK) {
         Py_DECREF(policy);
-        fhpy_raise(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhpy_controller *o = (fhpy_controller *)type->tp_alloc(type, 0);
     if (!o) {
@@ -370,9 +367,7 @@ static PyObject *ctl_decide(PyObject *self, PyObject *req)
     Py_END_ALLOW_THREADS
     req_free(&b);
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     return decision_wrap(c->mgr, d);
 }
@@ -654,8 +649,7 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
         fhr_stream_destroy(u->ctl->mgr->backend, view);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
+        fhpy_fail(&e);
         return -1;
     }
     u->consumer[u->nconsumer++] = (fhr_stream_map){at, view}; /* freed at the end */
@@ -711,9 +705,7 @@ static PyObject *use_enter(PyObject *self, PyObject *unused)
     if (st != FHR_OK) {
         u->state = 2;
         use_free_streams(u);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     u->state = 1;
     const fhr_decision *d = fhr_use_decision_of(u->u);
@@ -724,22 +716,20 @@ static PyObject *use_enter(PyObject *self, PyObject *unused)
 static PyObject *use_value(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_use *u = (fhpy_use *)self;
-    PyObject *ho;
+    fhpy_handle_arg h;
     fhr_location at;
     static char *kwl[] = {"handle", "at", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&", kwl, &ho, fhpy_to_loc_conv, &at))
-        return NULL;
-    fhr_handle h;
-    if (!fhpy_to_handle(ho, &h))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&", kwl, fhpy_handle_conv, &h,
+                                     fhpy_to_loc_conv, &at))
         return NULL;
     if (u->state != 1)
         return fhpy_raise_msg(FHR_E_SCOPE, "use.value: the use is not active");
-    const fhr_value *v = fhr_use_value(u->u, h, at);
+    const fhr_value *v = fhr_use_value(u->u, h.h, at);
     if (!v)
         return fhpy_raise_msg(FHR_E_STATE, "use.value: %R is not required at that location",
-                              ho);
-    PyObject *layout = PyDict_GetItemWithError(u->ctl->mgr->layouts, ho);
-    if (!layout && PyErr_Occurred())
+                              h.obj);
+    PyObject *layout;
+    if (!fhpy_layout_of(u->ctl->mgr, h.obj, &layout))
         return NULL;
     return fhpy_leased_new(self, &use_ops, v, layout);
 }
@@ -788,9 +778,7 @@ static PyObject *use_finish(fhpy_use *u, int body_failed)
     if (st == FHR_OK)
         use_free_streams(u);
     if (st != FHR_OK && !body_failed) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhr_error_clear(&e);
     Py_RETURN_FALSE;
@@ -852,18 +840,11 @@ PyTypeObject fhpy_use_type = {
 
 int fhpy_add_types_controller(PyObject *mod)
 {
-    PyTypeObject *ts[] = {&fhpy_policy_type, &lookahead_type, &fhpy_controller_type,
-                          &fhpy_decision_type, &fhpy_use_type};
-    const char *names[] = {"DeterministicTieredLRU", "DeterministicLookahead",
-                           "ResidencyController", "ResidencyDecision", "ResidencyUse"};
-    for (int i = 0; i < 5; i++) {
-        if (PyType_Ready(ts[i]) < 0)
-            return -1;
-        Py_INCREF(ts[i]);
-        if (PyModule_AddObject(mod, names[i], (PyObject *)ts[i]) < 0) {
-            Py_DECREF(ts[i]);
-            return -1;
-        }
-    }
-    return 0;
+    static PyTypeObject *const ts[] = {&fhpy_policy_type, &lookahead_type,
+                                       &fhpy_controller_type, &fhpy_decision_type,
+                                       &fhpy_use_type};
+    static const char *const names[] = {"DeterministicTieredLRU", "DeterministicLookahead",
+                                        "ResidencyController", "ResidencyDecision",
+                                        "ResidencyUse"};
+    return fhpy_add_types(mod, ts, names, sizeof ts / sizeof ts[0]);
 }

@@ -136,6 +136,15 @@ PyObject *fhpy_raise(const fhr_error *err);
 PyObject *fhpy_raise_msg(fhr_status st, const char *fmt, ...);
 /* Builds (not raises) the exception object of err. */
 PyObject *fhpy_error_object(const fhr_error *err);
+/* Raises the exception of *err, then clears it (frees its partial report). Returns NULL. */
+PyObject *fhpy_fail(fhr_error *err);
+/* Sets the attribute `name` (value borrowed) on the exception being raised, if any. */
+void fhpy_exc_set_attr(const char *name, PyObject *value);
+/* A Python callback's failure as the library's: takes the exception being raised (none is
+ * left pending) and, when err is not NULL, sets err to status st and the message
+ * "<prefix> <exception type>: <str(exception)>". Returns the exception object with its
+ * traceback (a new reference), or NULL. */
+PyObject *fhpy_take_exception(fhr_error *err, fhr_status st, const char *prefix);
 
 /* ---- converters ------------------------------------------------------------------- */
 
@@ -144,7 +153,16 @@ int fhpy_to_loc(PyObject *o, fhr_location *out);
 int fhpy_to_loc_conv(PyObject *o, void *out); /* "O&" converter */
 PyObject *fhpy_loc_new(fhr_location loc);
 int fhpy_to_handle(PyObject *o, fhr_handle *out);
+/* A handle argument: the object (borrowed from the arguments) and its handle. */
+typedef struct fhpy_handle_arg {
+    PyObject *obj;
+    fhr_handle h;
+} fhpy_handle_arg;
+int fhpy_handle_conv(PyObject *o, void *out); /* "O&" converter to an fhpy_handle_arg */
 PyObject *fhpy_handle_new(fhr_handle h);
+/* The layout adopt or register_source recorded for a handle object (borrowed; *out NULL
+ * when there is none). 0 and an exception on failure. */
+int fhpy_layout_of(fhpy_manager *m, PyObject *handle, PyObject **out);
 /* Native stream pointer from an int, an object with .cuda_stream (torch) or .ptr (CuPy,
  * fheplan.Stream), or None (-> *native NULL, *given 0). */
 int fhpy_stream_native(PyObject *o, void **native, int *given);
@@ -209,6 +227,9 @@ PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
 PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw);
 
 int fhpy_add_types_controller(PyObject *mod);
+/* Readies each type and adds it to mod under its name. -1 and an exception on failure. */
+int fhpy_add_types(PyObject *mod, PyTypeObject *const *types, const char *const *names,
+                   size_t n);
 /* Sets .action on the pending ResidencyPlanExecutionError from the plan or action tuple. */
 void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e);
 /* The Python classes of the package (fheplan/__init__.py hands them over). */

@@ -32,8 +32,7 @@ static int lease_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
         fhr_stream_destroy(l->mgr->backend, view);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
+        fhpy_fail(&e);
         return -1;
     }
     if (!keep_view(l, view)) { /* the lease records on it at release: wait for it now */
@@ -91,9 +90,7 @@ static PyObject *lease_release(PyObject *self, PyObject *unused)
         Py_CLEAR(l->keep); /* after the views */
     fhpy_release_drain();
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     l->released = 1;
     Py_RETURN_NONE;
@@ -129,8 +126,8 @@ static PyObject *lease_getitem(PyObject *self, PyObject *key)
         PyErr_SetObject(PyExc_KeyError, key);
         return NULL;
     }
-    PyObject *layout = PyDict_GetItemWithError(l->mgr->layouts, key);
-    if (!layout && PyErr_Occurred())
+    PyObject *layout;
+    if (!fhpy_layout_of(l->mgr, key, &layout))
         return NULL;
     return fhpy_leased_new(self, &fhpy_lease_ops, v, layout);
 }
@@ -233,9 +230,7 @@ static PyObject *hold_release(PyObject *self, PyObject *unused)
     st = fhr_hold_release(h->hold, &e);
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     h->released = 1;
     Py_RETURN_NONE;

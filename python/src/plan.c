@@ -211,8 +211,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         d.reservations = r;
         FHPY_ERR_INIT(e);
         if (fhr_plan_create(&d, &p->p, &e) != FHR_OK) {
-            fhpy_raise(&e);
-            fhr_error_clear(&e);
+            fhpy_fail(&e);
             ok = 0;
         }
     }
