@@ -701,11 +701,18 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
     if (!st)
         st = staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &shape, err);
     if (!st)
+        st = staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &shape, err);
+    pin_shape pins;
+    if (!st)
+        st = pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"), getenv("FHEPLAN_PINNED_PREFAULT"),
+                             getenv("FHEPLAN_PINNED_HUGEPAGE"), getenv("FHEPLAN_PINNED_ARENA"),
+                             &pins, err);
+    if (!st)
         st = setup_pools(c, err);
     if (!st)
-        st = pin_pool_create(&c->pinned, err);
-    if (!st)
         st = copy_pool_create(shape.threads, &c->copiers, err);
+    if (!st)
+        st = pin_pool_create(&pins, c->copiers, &c->pinned, err);
     if (!st)
         st = stager_set_create(c->copiers, &shape, &c->stagers, err);
     if (st) {

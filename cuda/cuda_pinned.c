@@ -1,18 +1,17 @@
 /* cuda/cuda_pinned.c — the pinned host pool of the CUDA backend: arenas of freshly mapped
- * memory page-locked with cudaHostRegister (cudaHostAlloc when registration fails), carved
- * by an address-ordered first-fit free list that coalesces on release. */
+ * memory (huge pages, faulted in by the copy threads: cuda/host_copy.c) page-locked with
+ * cudaHostRegister (cudaHostAlloc when registration fails), carved by an address-ordered
+ * first-fit free list that coalesces on release. */
 #include "cuda/cuda_internal.h"
 
 #if FHEPLAN_HAVE_CUDA
 #include "base/error.h"
+#include "cuda/host_copy.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #define PIN_ALIGN ((size_t)256)
-#define PIN_ARENA ((size_t)256 << 20)
-#define PIN_PAGE ((size_t)4096) /* a dedicated arena is whole pages: mmap and registration */
 
 typedef struct pin_range { /* a free range of an arena, by offset */
     size_t off, size;
@@ -28,6 +27,8 @@ typedef struct pin_arena {
 } pin_arena;
 
 struct pin_pool {
+    pin_shape shape;
+    copy_pool *cp; /* faults arenas in (PIN_PREFAULT_THREADS) */
     pthread_mutex_t mu;
     pin_arena *arenas;
     uint64_t used, reserved;
@@ -36,11 +37,14 @@ struct pin_pool {
 
 static size_t round_up(size_t n) { return (n + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN; }
 
-fhr_status pin_pool_create(pin_pool **out, fhr_error *err)
+fhr_status pin_pool_create(const pin_shape *shape, copy_pool *cp, pin_pool **out,
+                           fhr_error *err)
 {
     pin_pool *pp = calloc(1, sizeof *pp);
     if (!pp)
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for the pinned pool");
+    pp->shape = *shape;
+    pp->cp = cp;
     pthread_mutex_init(&pp->mu, NULL);
     *out = pp;
     return FHR_OK;
@@ -77,17 +81,18 @@ static void *carve_any(pin_pool *pp, size_t sz)
     return NULL;
 }
 
-/* Page-locks asz freshly mapped bytes (about 8x faster than cudaHostAlloc on the H200:
- * 5 against 43 ms per 64 MiB); NULL when mapping or registration fails. Portable, like
- * cudaHostAllocPortable: every context sees the arena as pinned. */
-static void *map_and_register(size_t asz)
+/* Page-locks asz freshly mapped bytes (pin_map: huge pages and pages faulted in ahead as
+ * the shape says; on the H200 registering fresh memory was about 8x faster than
+ * cudaHostAlloc: 5 against 43 ms per 64 MiB); NULL when mapping or registration fails.
+ * Portable, like cudaHostAllocPortable: every context sees the arena as pinned. */
+static void *map_and_register(pin_pool *pp, size_t asz)
 {
-    void *base = mmap(NULL, asz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED)
+    void *base = pin_map(asz, &pp->shape, pp->cp);
+    if (!base)
         return NULL;
     if (cudaHostRegister(base, asz, cudaHostRegisterPortable) != cudaSuccess) {
         cudaGetLastError(); /* the fallback decides; leave no sticky error behind */
-        munmap(base, asz);
+        pin_unmap(base, asz);
         return NULL;
     }
     return base;
@@ -97,7 +102,7 @@ static void arena_unpin(pin_arena *a)
 {
     if (a->registered) {
         cudaHostUnregister(a->base);
-        munmap(a->base, a->size);
+        pin_unmap(a->base, a->size);
     } else {
         cudaFreeHost(a->base);
     }
@@ -106,7 +111,10 @@ static void arena_unpin(pin_arena *a)
 /* Adds an arena of at least sz bytes; pinning runs outside the pool mutex. */
 static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
 {
-    size_t asz = sz > PIN_ARENA ? (sz + PIN_PAGE - 1) / PIN_PAGE * PIN_PAGE : PIN_ARENA;
+    size_t asz = pin_arena_bytes(sz, &pp->shape);
+    if (asz == 0)
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: %zu pinned bytes are more than an arena can "
+                        "hold", sz);
     pin_arena *a = calloc(1, sizeof *a);
     pin_range *r = calloc(1, sizeof *r);
     if (!a || !r) {
@@ -114,7 +122,7 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
         free(r);
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a pinned arena");
     }
-    void *base = getenv("FHEPLAN_PINNED_HOSTALLOC") ? NULL : map_and_register(asz);
+    void *base = pp->shape.hostalloc ? NULL : map_and_register(pp, asz);
     a->registered = base != NULL;
     if (!base) {
         cudaError_t e = cudaHostAlloc(&base, asz, cudaHostAllocPortable);

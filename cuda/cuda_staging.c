@@ -190,11 +190,12 @@ static void host_copy(run *r, size_t i, int b, int to_slot)
     staging_chunk(r->p, i, &off, &len);
     void *dst = to_slot ? r->g->buf[b] : r->host + off;
     const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
+    copy_fn fn = r->set->shape.stream_copy ? copy_stream : copy_plain;
     if (i == r->p->own) {
-        memcpy(dst, src, len);
+        fn(dst, src, len);
         r->g->job[b].pending = 0;
     } else {
-        copy_pool_submit(r->set->cp, &r->g->job[b], dst, src, len);
+        copy_pool_submit_fn(r->set->cp, &r->g->job[b], fn, dst, src, len);
     }
 }
 

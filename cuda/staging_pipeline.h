@@ -21,6 +21,9 @@
  * 4.8 GB/s; 4 MiB: 13.0 against 9.2) and lost from 64 MiB up (6.6-8.9 against 40 at 1 GiB). */
 #define STAGING_DIRECT_BELOW ((size_t)8 << 20)
 #define STAGING_DIRECT_LIMIT ((size_t)1 << 40)
+/* Default FHEPLAN_STAGING_MEMCPY: 0 fills and drains slots with the C library's memcpy,
+ * 1 with copy_stream (non-temporal stores, cuda/host_copy.h). */
+#define STAGING_DEFAULT_STREAM 0
 
 /* What a backend stages with: host copy threads and the chunk range. */
 typedef struct staging_shape {
@@ -28,7 +31,13 @@ typedef struct staging_shape {
     size_t min_chunk, max_chunk; /* equal when FHEPLAN_STAGING_CHUNK fixes the chunk */
     int fixed_threads;           /* FHEPLAN_COPY_THREADS: every copy keeps them all busy */
     size_t direct_below;         /* FHEPLAN_STAGING_DIRECT: smaller copies skip staging */
+    int stream_copy;             /* FHEPLAN_STAGING_MEMCPY: 1 for non-temporal stores */
 } staging_shape;
+
+/* A byte count with an optional K, M, G or T suffix (KiB ... TiB, also written so); 0 on
+ * success, -1 when v is not one or is outside [lo, hi]. */
+int staging_parse_bytes(const char *v, unsigned long long lo, unsigned long long hi,
+                        unsigned long long *out);
 
 /* The cores this process may run on (its affinity mask), at least 1. */
 int staging_cores(void);
@@ -48,6 +57,12 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
  * the staging pipeline. A function of n and the shape alone, so the same copy always
  * takes the same path; either path moves the same bytes. */
 int staging_direct(size_t n, const staging_shape *sh);
+
+/* Sets sh->stream_copy from the value of FHEPLAN_STAGING_MEMCPY (NULL or "": keep
+ * STAGING_DEFAULT_STREAM, which staging_shape_parse sets): `libc` (the C library's memcpy)
+ * or `stream` (non-temporal stores). A bad value is FHR_E_INVALID naming the variable,
+ * sh untouched. */
+fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err);
 
 /* The plan of one copy of n bytes (n >= 1): `ramp` chunks of first, 2 first, 4 first, ...
  * (each below `chunk`), then chunks of `chunk`, the last one possibly shorter. */
