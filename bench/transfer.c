@@ -797,8 +797,8 @@ static void run_sweep(bench *k)
 
 static const char *const managed_env[] = {
     "FHEPLAN_COPY_THREADS",    "FHEPLAN_STAGING_CHUNK",   "FHEPLAN_STAGING_DIRECT",
-    "FHEPLAN_STAGING_MEMCPY",  "FHEPLAN_PINNED_HOSTALLOC", "FHEPLAN_PINNED_PREFAULT",
-    "FHEPLAN_PINNED_HUGEPAGE", "FHEPLAN_PINNED_ARENA"};
+    "FHEPLAN_STAGING_MEMCPY",  "FHEPLAN_STAGING_DEPTH",    "FHEPLAN_PINNED_HOSTALLOC",
+    "FHEPLAN_PINNED_PREFAULT", "FHEPLAN_PINNED_HUGEPAGE",  "FHEPLAN_PINNED_ARENA"};
 #define N_MANAGED (sizeof managed_env / sizeof *managed_env)
 
 /* Unsets every managed variable, then sets those of `assign` ("NAME=VALUE NAME=VALUE"). */
@@ -837,6 +837,12 @@ static const variant page_variants[] = {
     {"stream threads 16", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=16"},
     {"stream chunk 16M", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_STAGING_CHUNK=16M"},
     {"threads 16 chunk 8M", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_CHUNK=8M"},
+    {"depth 2", "FHEPLAN_STAGING_DEPTH=2"},
+    {"depth 4", "FHEPLAN_STAGING_DEPTH=4"},
+    {"chunk 2M depth 4", "FHEPLAN_STAGING_CHUNK=2M FHEPLAN_STAGING_DEPTH=4"},
+    {"chunk 1M depth 8", "FHEPLAN_STAGING_CHUNK=1M FHEPLAN_STAGING_DEPTH=8"},
+    {"stream depth 4", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_STAGING_DEPTH=4"},
+    {"threads 16 depth 4", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_DEPTH=4"},
 };
 
 /* Pinned growth: cudaHostAlloc first (the yardstick), then the ways of registering. */
@@ -1072,7 +1078,8 @@ int main(int argc, char **argv)
     if (staging_shape_parse(getenv("FHEPLAN_COPY_THREADS"), getenv("FHEPLAN_STAGING_CHUNK"),
                             k.cores, &sh, &err) != FHR_OK ||
         staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &sh, &err) != FHR_OK ||
-        staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &sh, &err) != FHR_OK)
+        staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &sh, &err) != FHR_OK ||
+        staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK)
         die("environment", err.message);
     if (k.host_only) { /* the yardstick alone: no GPU needed */
         k.pageable = malloc(k.max);

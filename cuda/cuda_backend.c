@@ -702,6 +702,8 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
         st = staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &shape, err);
     if (!st)
         st = staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &shape, err);
+    if (!st)
+        st = staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &shape, err);
     pin_shape pins;
     if (!st)
         st = pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"), getenv("FHEPLAN_PINNED_PREFAULT"),

@@ -86,6 +86,20 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
 
 int staging_direct(size_t n, const staging_shape *sh) { return n < sh->direct_below; }
 
+fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    const char *e = v;
+    long long d = whole(v, &e, STAGING_DEPTH_LIMIT);
+    if (d < 1 || *e)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_DEPTH: '%s' is not a DMA depth (1 to %d)", v,
+                        STAGING_DEPTH_LIMIT);
+    sh->depth = (int)d;
+    return FHR_OK;
+}
+
 fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err)
 {
     if (!v || !*v)
@@ -101,7 +115,7 @@ fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores
                                staging_shape *out, fhr_error *err)
 {
     staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0,
-                        STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM};
+                        STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM, STAGING_DEFAULT_DEPTH};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;
     if (threads && *threads) {
@@ -158,12 +172,14 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
         size_t rest = n - ramp_bytes;
         chunks = ramp + rest / chunk + (rest % chunk != 0);
     }
-    size_t slots = t + 2 < chunks ? t + 2 : chunks;
-    size_t lag = to_device ? 1 : t;
+    size_t depth = sh->depth < 1 ? 1 : (size_t)sh->depth;
+    size_t slots = t + 1 + depth < chunks ? t + 1 + depth : chunks;
+    size_t lag = to_device ? depth : t;
     if (lag > slots - 1)
         lag = slots - 1;
     *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
-                        .threads = (int)t, .slots = (int)slots, .lag = (int)lag,
+                        .threads = (int)t, .slots = (int)slots, .depth = (int)depth,
+                        .lag = (int)lag,
                         .inline_host = chunks == 1, .own = to_device ? 0 : chunks - 1};
 }
 

@@ -23,7 +23,7 @@
  * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
     return sh;
@@ -32,7 +32,7 @@ static staging_shape shape(int threads, size_t fixed_chunk)
 /* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
 static staging_shape auto_shape(int threads)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1};
     return sh;
 }
 
@@ -78,7 +78,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -88,7 +88,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -146,8 +146,8 @@ static void check_tiles(const staging_plan *p, size_t n)
     }
     cr_assert_eq(end, n);
     cr_assert(p->threads >= 1);
-    cr_assert_eq((size_t)p->slots, p->chunks < (size_t)p->threads + 2 ? p->chunks
-                                                                      : (size_t)p->threads + 2);
+    size_t want_slots = (size_t)p->threads + 1 + (size_t)p->depth;
+    cr_assert_eq((size_t)p->slots, p->chunks < want_slots ? p->chunks : want_slots);
     cr_assert(p->lag >= 0 && p->lag < p->slots);
     cr_assert_eq(p->inline_host, p->chunks == 1);
     cr_assert(p->own == 0 || p->own == p->chunks - 1);
@@ -445,9 +445,10 @@ static fhr_status run_mock(const staging_plan *p, int to_device, int threads, lo
     return st;
 }
 
-static void check_order(size_t n, int threads, size_t chunk, int to_device)
+static void check_order_depth(size_t n, int threads, size_t chunk, int to_device, int depth)
 {
     staging_shape sh = shape(threads, chunk);
+    sh.depth = depth;
     staging_plan p;
     staging_plan_make(n, &sh, to_device, &p);
     mock m;
@@ -474,6 +475,11 @@ static void check_order(size_t n, int threads, size_t chunk, int to_device)
     if (to_device && p.slots > 1)
         cr_assert_gt(m.own_at, m.others_at, "n %zu: own chunk started before the others", n);
     free(m.state);
+}
+
+static void check_order(size_t n, int threads, size_t chunk, int to_device)
+{
+    check_order_depth(n, threads, chunk, to_device, 1);
 }
 
 /* The default shape: the thread count and ramp by size, the caller's own chunk. */
@@ -1041,4 +1047,87 @@ Test(threads_pinned, map_aligns_zeroes_and_faults_in_as_asked)
                 }
     copy_pool_destroy(cp);
     cr_assert_null(pin_map(0, &(pin_shape){0, PIN_PREFAULT_NONE, 0, PIN_ARENA_DEFAULT}, NULL));
+}
+
+/* ---- deeper DMA queues (FHEPLAN_STAGING_DEPTH) --------------------------------------- */
+
+Test(staging, depth_from_the_environment)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, STAGING_DEFAULT_DEPTH);
+    cr_assert_eq(staging_depth_parse("", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, STAGING_DEFAULT_DEPTH);
+    cr_assert_eq(staging_depth_parse("3", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, 3);
+    cr_assert_eq(staging_depth_parse("8", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, STAGING_DEPTH_LIMIT);
+    const char *bad[] = {"0", "9", "-1", "2x", " 2", "2 ", "1.5", "1e0", "0x2", "abc",
+                         "18446744073709551617"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.depth = 77;
+        cr_assert_eq(staging_depth_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_DEPTH") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.depth, 77); /* untouched */
+    }
+}
+
+/* Towards the device a depth of d recycles a slot d chunks behind, with d more slots than
+ * depth 1 had less one, so the threads keep as many fills; from the device nothing changes. */
+Test(staging, plan_depth_adds_slots_towards_the_device)
+{
+    for (int d = 1; d <= STAGING_DEPTH_LIMIT; d++) {
+        staging_shape sh = shape(8, 4 * MiB);
+        sh.depth = d;
+        staging_plan p;
+        staging_plan_make(GiB, &sh, 1, &p);
+        cr_assert_eq(p.depth, d);
+        cr_assert_eq(p.slots, 8 + 1 + d);
+        cr_assert_eq(p.lag, d);
+        check_tiles(&p, GiB);
+        staging_plan_make(GiB, &sh, 0, &p);
+        cr_assert_eq(p.lag, 8);
+        staging_plan_make(8 * MiB, &sh, 1, &p); /* two chunks: two slots, one behind */
+        cr_assert_eq(p.slots, 2);
+        cr_assert_eq(p.lag, 1);
+    }
+    staging_shape sh = shape(4, 4 * MiB);
+    sh.depth = 0; /* a shape made by hand without a depth: 1 */
+    staging_plan p;
+    staging_plan_make(GiB, &sh, 1, &p);
+    cr_assert_eq(p.depth, 1);
+    cr_assert_eq(p.slots, 6);
+    cr_assert_eq(p.lag, 1);
+}
+
+Test(staging, pipeline_order_with_deeper_dma)
+{
+    size_t c = 4 * KiB;
+    size_t sizes[] = {1, c + 1, 7 * c - 1, 37 * c + 11, 200 * c};
+    int threads[] = {1, 3, 16};
+    for (int d = 2; d <= STAGING_DEPTH_LIMIT; d *= 2)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+                for (int dir = 0; dir < 2; dir++)
+                    check_order_depth(sizes[k], threads[t], c, dir, d);
+}
+
+Test(threads_staging, bytes_arrive_with_deeper_dma)
+{
+    fhr_backend *b = emu_backend();
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    size_t sizes[] = {1, 4 * KiB + 1, 37 * 4 * KiB + 11};
+    for (int d = 2; d <= STAGING_DEPTH_LIMIT; d *= 2) {
+        staging_shape sh = shape(3, 4 * KiB);
+        sh.depth = d;
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (int dir = 0; dir < 2; dir++)
+                cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], 1, dir, NULL), FHR_OK);
+    }
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
 }
