@@ -4,6 +4,7 @@
 #include "cuda/staging_pipeline.h"
 #include "base/error.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -140,11 +141,13 @@ size_t pin_arena_bytes(size_t nbytes, const pin_shape *sh)
 /* ---- mapping an arena ---------------------------------------------------------------- */
 
 /* Faults [p, p + n) in for writing: MADV_POPULATE_WRITE, or a write per page where the
- * kernel lacks it. The src argument is unused (the copy_fn shape). */
+ * kernel lacks it (EINVAL). Any other failure (no memory) leaves the pages to
+ * registration, which then fails cleanly rather than the process being killed on a
+ * touch. The src argument is unused (the copy_fn shape). */
 static void populate(void *p, const void *src, size_t n)
 {
     (void)src;
-    if (n == 0 || madvise(p, n, MADV_POPULATE_WRITE) == 0)
+    if (n == 0 || madvise(p, n, MADV_POPULATE_WRITE) == 0 || errno != EINVAL)
         return;
     volatile char *c = p;
     for (size_t i = 0; i < n; i += PIN_SMALL_PAGE)
