@@ -909,8 +909,8 @@ Test(threads_copy_pool, run_covers_every_byte_once_in_whole_granules)
                 cr_assert_eq(run_misaligned, 0, "a slice starts inside a granule");
                 for (size_t i = 0; i < 9 * MiB; i++)
                     if (buf[i] != (i < sizes[k]))
-                        cr_assert_fail("threads %d n %zu: byte %zu bumped %d times", threads[t],
-                                       sizes[k], i, buf[i]);
+                        cr_assert_eq(buf[i], i < sizes[k], "threads %d n %zu: byte %zu bumped %d "
+                                     "times", threads[t], sizes[k], i, buf[i]);
             }
         copy_pool_destroy(cp);
     }
