@@ -12,6 +12,8 @@
 /* What a task does with its bytes: memcpy (copy_plain), a streaming memcpy (copy_stream)
  * or anything else of that shape (the pinned pool faults pages in with src NULL). */
 typedef void (*copy_fn)(void *dst, const void *src, size_t n);
+/* memcpy with the copy_fn signature. */
+void copy_plain(void *dst, const void *src, size_t n);
 
 /* One queued memcpy. `pending` is the counter of whoever waits for it (guarded by the
  * pool's mutex). */

@@ -1,7 +1,6 @@
 /* cuda/cuda_copy_threads.c — the CUDA backend's persistent host copy threads: large host
  * memcpys cut into parallel slices, or whole jobs for staging; calls no CUDA. */
 #include "cuda/copy_threads.h"
-#include "cuda/host_copy.h"
 #include "base/error.h"
 
 #include <pthread.h>
@@ -11,6 +10,8 @@
 /* ---- copy threads ------------------------------------------------------------------ */
 
 #define COPY_PARALLEL_MIN ((size_t)1 << 20) /* below this one memcpy is faster */
+
+void copy_plain(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
 
 struct copy_pool {
     pthread_mutex_t mu;

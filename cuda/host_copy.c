@@ -17,8 +17,6 @@
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-void copy_plain(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
-
 #if defined(__x86_64__)
 /* The body: n a multiple of 128, d 64-byte aligned. */
 __attribute__((target("avx2"))) static void stream_avx2(char *d, const char *s, size_t n)

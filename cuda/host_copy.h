@@ -15,8 +15,6 @@
  * first and do not fill the caches. Any size and alignment; the stores are fenced
  * before it returns. */
 void copy_stream(void *dst, const void *src, size_t n);
-/* memcpy with the copy_fn signature. */
-void copy_plain(void *dst, const void *src, size_t n);
 
 /* ---- the pinned pool's shape --------------------------------------------------------- */
 
