@@ -4,6 +4,7 @@
 #include "fheplan/backend.h"
 #include "bench/host_bench.h"
 #include "cuda/copy_threads.h"
+#include "cuda/cuda_internal.h"
 #include "cuda/host_copy.h"
 #include "cuda/staging_pipeline.h"
 
@@ -1020,17 +1021,25 @@ static void run_variants(bench *k, const staging_shape *sh)
             for (int d = 0; d < 2; d++) {
                 int i = big[z];
                 size_t n = k->sizes[i];
+                uint64_t h0, d0, h1, d1;
+                fhr_cuda_staging_waits(k->b, &h0, &d0);
                 double bw = bandwidth(k, d ? DEV_TO_PAGE : PAGE_TO_DEV, BACKEND, n);
+                fhr_cuda_staging_waits(k->b, &h1, &d1);
+                /* per copy (the warm-up included): where the caller blocked */
+                double hw = (double)(h1 - h0) / (k->reps + 1) * 1e-6,
+                       dw = (double)(d1 - d0) / (k->reps + 1) * 1e-6;
                 double link = d ? link_d2h[i] : k->pinned[i], cuda = cuda_page[z][d];
-                char what[80], js[256], tx[200];
+                char what[80], js[320], tx[240];
                 snprintf(what, sizeof what, "variant %s %s",
                          d ? "cuda->pageable" : "pageable->cuda", page_variants[v].name);
                 snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"link_gbps\": "
-                         "%.4f, \"cuda_pageable_gbps\": %.4f, \"over_cuda_pageable\": %.4f",
+                         "%.4f, \"cuda_pageable_gbps\": %.4f, \"over_cuda_pageable\": %.4f, "
+                         "\"host_wait_ms\": %.3f, \"dma_wait_ms\": %.3f",
                          page_variants[v].name, page_variants[v].env, link, cuda,
-                         cuda > 0 ? bw / cuda : 0);
-                snprintf(tx, sizeof tx, "(/ pinned link; CUDA pageable %.2f: x%.2f) %s", cuda,
-                         cuda > 0 ? bw / cuda : 0, page_variants[v].env);
+                         cuda > 0 ? bw / cuda : 0, hw, dw);
+                snprintf(tx, sizeof tx, "(/ pinned link; CUDA pageable %.2f: x%.2f; caller "
+                         "waits %.2f ms on threads, %.2f on DMA) %s", cuda,
+                         cuda > 0 ? bw / cuda : 0, hw, dw, page_variants[v].env);
                 row_x(k, what, n, bw, link, "GB/s", js, tx);
             }
         close_backend(k);

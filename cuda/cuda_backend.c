@@ -730,6 +730,11 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
     return FHR_OK;
 }
 
+void fhr_cuda_staging_waits(fhr_backend *b, uint64_t *host_ns, uint64_t *dma_ns)
+{
+    stager_set_waits(C(b)->stagers, host_ns, dma_ns);
+}
+
 /* The native cudaStream_t and device of a stream of this backend (for cuda/kernels.cu).
  * Only valid for streams created by the CUDA backend. */
 void *fhr_cuda_stream_native(fhr_stream *s, int *dev)

@@ -58,6 +58,12 @@ uint64_t stager_set_bytes(stager_set *set);
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
                        int to_device, cudaStream_t s, fhr_error *err);
 void stager_set_destroy(stager_set *set);
+/* Nanoseconds the callers of staged copies have spent blocked, summed over every copy
+ * since the set was made: waiting for host stages (the copy threads behind) and for DMA
+ * (the link behind). Where a copy spends its time, for bench/transfer. */
+void stager_set_waits(stager_set *set, uint64_t *host_ns, uint64_t *dma_ns);
+/* The same for a CUDA backend (cuda_backend.c). */
+void fhr_cuda_staging_waits(fhr_backend *b, uint64_t *host_ns, uint64_t *dma_ns);
 
 #endif
 #endif
