@@ -799,7 +799,8 @@ static void run_sweep(bench *k)
 static const char *const managed_env[] = {
     "FHEPLAN_COPY_THREADS",    "FHEPLAN_STAGING_CHUNK",   "FHEPLAN_STAGING_DIRECT",
     "FHEPLAN_STAGING_MEMCPY",  "FHEPLAN_STAGING_DEPTH",    "FHEPLAN_PINNED_HOSTALLOC",
-    "FHEPLAN_PINNED_PREFAULT", "FHEPLAN_PINNED_HUGEPAGE",  "FHEPLAN_PINNED_ARENA"};
+    "FHEPLAN_PINNED_PREFAULT", "FHEPLAN_PINNED_HUGEPAGE",  "FHEPLAN_PINNED_ARENA",
+    "FHEPLAN_PINNED_AHEAD"};
 #define N_MANAGED (sizeof managed_env / sizeof *managed_env)
 
 /* Unsets every managed variable, then sets those of `assign` ("NAME=VALUE NAME=VALUE"). */
@@ -852,9 +853,48 @@ static const variant pin_variants[] = {
     {"threads, 4K pages", "FHEPLAN_PINNED_PREFAULT=threads FHEPLAN_PINNED_HUGEPAGE=0"},
     {"populate, huge pages", "FHEPLAN_PINNED_PREFAULT=populate FHEPLAN_PINNED_HUGEPAGE=1"},
     {"none, huge pages", "FHEPLAN_PINNED_PREFAULT=none FHEPLAN_PINNED_HUGEPAGE=1"},
-    {"populate, 4K pages", "FHEPLAN_PINNED_PREFAULT=populate FHEPLAN_PINNED_HUGEPAGE=0"},
     {"none, 4K pages", "FHEPLAN_PINNED_PREFAULT=none FHEPLAN_PINNED_HUGEPAGE=0"},
+    {"ahead", "FHEPLAN_PINNED_AHEAD=1"},
 };
+
+/* Adopting keys: each pinned block filled (one memcpy) before the next is asked for. */
+static const variant adopt_variants[] = {
+    {"copies alone", NULL},
+    {"default", ""},
+    {"ahead", "FHEPLAN_PINNED_AHEAD=1"},
+    {"cudaHostAlloc", "FHEPLAN_PINNED_HOSTALLOC=1"},
+};
+
+/* Seconds for a fresh backend made under `env` to hand out count x n pinned bytes; with
+ * src, each block is also filled from src (one memcpy, as an engine's export) before the
+ * next is asked for, and with env NULL nothing is allocated: the copies alone. */
+static double pool_adopt_env(const char *env, const unsigned char *src, size_t n, int count)
+{
+    env_apply(env ? env : "");
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    if (fhr_backend_cuda_create(&b, &err) != FHR_OK)
+        die("backend (pinned variant)", err.message);
+    void *p[64];
+    unsigned char *one = NULL;
+    if (!env && !(one = malloc(n)))
+        die("malloc", "no memory for the copies alone");
+    if (one)
+        memset(one, 0, n);
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        if (env && b->ops->alloc(b, fhr_loc_pinned(), n, NULL, &p[i], &err) != FHR_OK)
+            die("pinned pool", err.message);
+        memcpy(env ? p[i] : one, src, n);
+    }
+    double t = now() - t0;
+    for (int i = 0; env && i < count; i++)
+        b->ops->free(b, fhr_loc_pinned(), p[i], n, NULL);
+    free(one);
+    fhr_backend_destroy(b);
+    return t;
+}
 
 /* Seconds for a fresh backend made under `env` to hand out count x n pinned bytes. */
 static double pool_fill_env(const char *env, size_t n, int count)
@@ -917,7 +957,7 @@ static void run_pin_steps(bench *k)
           "(the yardstick of the rows below)");
     row_x(k, "pin step 180 MiB: cudaFreeHost", n, median(fh, k->reps), 0, "ms", "", "");
     for (size_t v = 0; v < sizeof steps / sizeof *steps; v++) {
-        pin_shape sh = {0, steps[v].pf, steps[v].huge, PIN_ARENA_DEFAULT};
+        pin_shape sh = {0, steps[v].pf, steps[v].huge, PIN_ARENA_DEFAULT, 0};
         double mp[MAX_REPS], rg[MAX_REPS], un[MAX_REPS];
         for (int r = 0; r < k->reps; r++) {
             double t0 = now();
@@ -1063,6 +1103,25 @@ static void run_variants(bench *k, const staging_shape *sh)
         snprintf(tx, sizeof tx, "(/ cudaHostAlloc; %.2fx faster) %s", ms > 0 ? hostalloc / ms : 0,
                  pin_variants[v].env);
         row_x(k, what, 48 * n180, ms, hostalloc, "ms", js, tx);
+    }
+    /* adopting 48 keys: pinning hidden behind each key's copy (FHEPLAN_PINNED_AHEAD) or
+     * not; the copies alone are the floor. Last: the longest rows. */
+    double alone = 0;
+    int passes = k->growth_reps < 3 ? k->growth_reps : 3;
+    for (size_t v = 0; v < sizeof adopt_variants / sizeof *adopt_variants; v++) {
+        double t[MAX_REPS];
+        for (int r = 0; r < passes; r++)
+            t[r] = pool_adopt_env(adopt_variants[v].env, k->pageable, n180, 48) * 1e3;
+        double ms = median(t, passes);
+        if (v == 0)
+            alone = ms;
+        const char *env = adopt_variants[v].env ? adopt_variants[v].env : "";
+        char what[96], js[256], tx[200];
+        snprintf(what, sizeof what, "adopt 48x180M %s", adopt_variants[v].name);
+        snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"passes\": %d",
+                 adopt_variants[v].name, env, passes);
+        snprintf(tx, sizeof tx, "(/ the copies alone; medians of %d) %s", passes, env);
+        row_x(k, what, 48 * n180, ms, alone, "ms", js, tx);
     }
     /* back to the caller's environment and a default backend for the teardown */
     for (size_t i = 0; i < N_MANAGED; i++) {

@@ -562,6 +562,7 @@ static void cu_destroy(fhr_backend *b)
         if (cudaSetDevice(d) == cudaSuccess)
             cudaDeviceSynchronize();
     stager_set_destroy(c->stagers);
+    pin_pool_settle(c->pinned); /* a growth ahead uses the copy threads */
     copy_pool_destroy(c->copiers);
     for (int d = 0; d < c->ndev; d++)
         if (c->pool[d])
@@ -709,6 +710,8 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
         st = pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"), getenv("FHEPLAN_PINNED_PREFAULT"),
                              getenv("FHEPLAN_PINNED_HUGEPAGE"), getenv("FHEPLAN_PINNED_ARENA"),
                              &pins, err);
+    if (!st)
+        st = pin_ahead_parse(getenv("FHEPLAN_PINNED_AHEAD"), &pins, err);
     if (!st)
         st = setup_pools(c, err);
     if (!st)

@@ -39,6 +39,9 @@ void pin_release(pin_pool *pp, void *p, size_t nbytes);
 void pin_stats(pin_pool *pp, uint64_t *used, uint64_t *reserved);
 /* Arenas pinned so far by registration and by the cudaHostAlloc fallback. */
 void pin_arenas(pin_pool *pp, unsigned *registered, unsigned *fallback);
+/* Waits for a FHEPLAN_PINNED_AHEAD growth in progress and releases its spare arena, so
+ * that cp may be destroyed; the pool stays usable. */
+void pin_pool_settle(pin_pool *pp);
 void pin_pool_destroy(pin_pool *pp);
 
 /* ---- pageable staging (cuda_staging.c) ---------------------------------------------

@@ -29,6 +29,14 @@ typedef struct pin_arena {
 struct pin_pool {
     pin_shape shape;
     copy_pool *cp; /* faults arenas in (PIN_PREFAULT_THREADS) */
+    /* FHEPLAN_PINNED_AHEAD: after each growth a thread pins one more arena of that size
+     * for the next growth. ahead_mu orders growers; the thread's result is read after
+     * pthread_join. A spare's bytes are in `reserved` from when it is pinned. */
+    pthread_mutex_t ahead_mu;
+    pthread_t ahead_th;
+    int ahead_started; /* a thread to join */
+    size_t ahead_size;
+    void *ahead_base;  /* its arena, NULL when it failed */
     pthread_mutex_t mu;
     pin_arena *arenas;
     uint64_t used, reserved;
@@ -45,6 +53,7 @@ fhr_status pin_pool_create(const pin_shape *shape, copy_pool *cp, pin_pool **out
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for the pinned pool");
     pp->shape = *shape;
     pp->cp = cp;
+    pthread_mutex_init(&pp->ahead_mu, NULL);
     pthread_mutex_init(&pp->mu, NULL);
     *out = pp;
     return FHR_OK;
@@ -108,6 +117,49 @@ static void arena_unpin(pin_arena *a)
     }
 }
 
+static void *ahead_main(void *arg)
+{
+    pin_pool *pp = arg;
+    void *base = map_and_register(pp, pp->ahead_size);
+    if (base) {
+        pthread_mutex_lock(&pp->mu);
+        pp->reserved += pp->ahead_size;
+        pthread_mutex_unlock(&pp->mu);
+    }
+    pp->ahead_base = base;
+    return NULL;
+}
+
+/* Waits for the spare's thread; returns the spare when it is asz bytes, else releases
+ * it (NULL). Caller holds ahead_mu. */
+static void *ahead_take(pin_pool *pp, size_t asz)
+{
+    if (!pp->ahead_started)
+        return NULL;
+    pthread_join(pp->ahead_th, NULL);
+    pp->ahead_started = 0;
+    void *base = pp->ahead_base;
+    pp->ahead_base = NULL;
+    if (base && pp->ahead_size != asz) {
+        cudaHostUnregister(base);
+        pin_unmap(base, pp->ahead_size);
+        pthread_mutex_lock(&pp->mu);
+        pp->reserved -= pp->ahead_size;
+        pthread_mutex_unlock(&pp->mu);
+        base = NULL;
+    }
+    return base;
+}
+
+void pin_pool_settle(pin_pool *pp)
+{
+    if (!pp)
+        return;
+    pthread_mutex_lock(&pp->ahead_mu);
+    (void)ahead_take(pp, 0); /* no arena is 0 bytes: a spare is released */
+    pthread_mutex_unlock(&pp->ahead_mu);
+}
+
 /* Adds an arena of at least sz bytes; pinning runs outside the pool mutex. */
 static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
 {
@@ -122,7 +174,21 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
         free(r);
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a pinned arena");
     }
-    void *base = pp->shape.hostalloc ? NULL : map_and_register(pp, asz);
+    int ahead = pp->shape.ahead && !pp->shape.hostalloc, counted = 0;
+    void *base = NULL;
+    if (ahead) {
+        pthread_mutex_lock(&pp->ahead_mu);
+        base = ahead_take(pp, asz);
+        counted = base != NULL; /* its bytes are in `reserved` already */
+    }
+    if (!base && !pp->shape.hostalloc)
+        base = map_and_register(pp, asz);
+    if (ahead) { /* the next growth's arena, pinned while the caller uses this one */
+        pp->ahead_size = asz;
+        pp->ahead_base = NULL;
+        pp->ahead_started = pthread_create(&pp->ahead_th, NULL, ahead_main, pp) == 0;
+        pthread_mutex_unlock(&pp->ahead_mu);
+    }
     a->registered = base != NULL;
     if (!base) {
         cudaError_t e = cudaHostAlloc(&base, asz, cudaHostAllocPortable);
@@ -140,7 +206,8 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
     pthread_mutex_lock(&pp->mu);
     a->next = pp->arenas;
     pp->arenas = a;
-    pp->reserved += asz;
+    if (!counted)
+        pp->reserved += asz;
     if (a->registered)
         pp->registered++;
     else
@@ -233,6 +300,8 @@ void pin_pool_destroy(pin_pool *pp)
 {
     if (!pp)
         return;
+    pin_pool_settle(pp);
+    pthread_mutex_destroy(&pp->ahead_mu);
     while (pp->arenas) {
         pin_arena *a = pp->arenas;
         pp->arenas = a->next;

@@ -90,7 +90,8 @@ static int flag(const char *v, int dflt, int *out)
 fhr_status pin_shape_parse(const char *hostalloc, const char *prefault, const char *hugepage,
                            const char *arena, pin_shape *out, fhr_error *err)
 {
-    pin_shape sh = {0, PIN_DEFAULT_PREFAULT, PIN_DEFAULT_HUGEPAGE, PIN_ARENA_DEFAULT};
+    pin_shape sh = {0, PIN_DEFAULT_PREFAULT, PIN_DEFAULT_HUGEPAGE, PIN_ARENA_DEFAULT,
+                    PIN_DEFAULT_AHEAD};
     if (flag(hostalloc, 0, &sh.hostalloc))
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_PINNED_HOSTALLOC: '%s' is not 0 or 1 (1 pins arenas with "
@@ -123,6 +124,18 @@ fhr_status pin_shape_parse(const char *hostalloc, const char *prefault, const ch
         sh.arena = (size_t)b;
     }
     *out = sh;
+    return FHR_OK;
+}
+
+fhr_status pin_ahead_parse(const char *v, pin_shape *out, fhr_error *err)
+{
+    int a = 0;
+    if (flag(v, out->ahead, &a))
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_PINNED_AHEAD: '%s' is not 0 or 1 (1 pins the next arena "
+                        "ahead)",
+                        v);
+    out->ahead = a;
     return FHR_OK;
 }
 

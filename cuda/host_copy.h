@@ -33,12 +33,14 @@ typedef enum pin_prefault {
 /* Defaults: one line each. */
 #define PIN_DEFAULT_PREFAULT PIN_PREFAULT_THREADS
 #define PIN_DEFAULT_HUGEPAGE 1
+#define PIN_DEFAULT_AHEAD 0
 
 typedef struct pin_shape {
     int hostalloc;        /* FHEPLAN_PINNED_HOSTALLOC=1: arenas from cudaHostAlloc */
     pin_prefault prefault; /* FHEPLAN_PINNED_PREFAULT: none, populate, threads */
     int hugepage;         /* FHEPLAN_PINNED_HUGEPAGE: 1 asks for transparent huge pages */
     size_t arena;         /* FHEPLAN_PINNED_ARENA: a shared arena's size */
+    int ahead;            /* FHEPLAN_PINNED_AHEAD: 1 pins the next arena ahead */
 } pin_shape;
 
 /* The shape from the four variables' values (NULL or "": the default). HOSTALLOC and
@@ -47,6 +49,12 @@ typedef struct pin_shape {
  * A bad value is FHR_E_INVALID naming the variable and the value, out untouched. */
 fhr_status pin_shape_parse(const char *hostalloc, const char *prefault, const char *hugepage,
                            const char *arena, pin_shape *out, fhr_error *err);
+
+/* Sets out->ahead from the value of FHEPLAN_PINNED_AHEAD (NULL or "": PIN_DEFAULT_AHEAD,
+ * which pin_shape_parse sets): 0 or 1. 1: after each growth a thread pins one more arena
+ * of the same size for the next one (held, and counted as reserved, until then). A bad
+ * value is FHR_E_INVALID naming the variable, out untouched. */
+fhr_status pin_ahead_parse(const char *v, pin_shape *out, fhr_error *err);
 
 /* The bytes of the arena that a request of nbytes adds when nothing has room: the shared
  * arena size, or, for a request above half of it, an arena of its own rounded up to a

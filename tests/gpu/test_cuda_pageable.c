@@ -144,6 +144,45 @@ Test(cuda_pinned, arenas_faulted_by_the_driver_4k) { pinned_arenas_mapped("none"
 Test(cuda_pinned, arenas_populated_huge) { pinned_arenas_mapped("populate", "1"); }
 Test(cuda_pinned, arenas_faulted_by_threads_4k) { pinned_arenas_mapped("threads", "0"); }
 
+/* FHEPLAN_PINNED_AHEAD=1: arenas pinned ahead by a thread are the ones handed out next;
+ * one spare at most is counted beside them, and destroy waits for the thread. */
+Test(cuda_pinned, arenas_pinned_ahead)
+{
+    setenv("FHEPLAN_PINNED_AHEAD", "1", 1);
+    fhr_backend *b = cuda_or_skip();
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_location P = fhr_loc_pinned(), D = fhr_loc_cuda(0);
+    fhr_stream *s = NULL;
+    ok(fhr_stream_create(b, D, &s, &err), &err);
+    size_t n = (size_t)180 << 20;
+    void *p[3], *d = NULL;
+    ok(b->ops->alloc(b, D, n, s, &d, &err), &err);
+    for (int i = 0; i < 3; i++) {
+        ok(b->ops->alloc(b, P, n, s, &p[i], &err), &err);
+        struct cudaPointerAttributes a;
+        cr_assert_eq(cudaPointerGetAttributes(&a, p[i]), cudaSuccess);
+        cr_assert_eq(a.type, cudaMemoryTypeHost, "arena %d is not page-locked", i);
+        fill(p[i], n, (uint32_t)i);
+    }
+    ok(b->ops->copy(b, d, D, p[2], P, n, s, &err), &err);
+    ok(b->ops->copy(b, p[0], P, d, D, n, s, &err), &err);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    cr_assert_eq(memcmp(p[0], p[2], n), 0);
+    fhr_observation o;
+    b->ops->observe(b, P, &o);
+    cr_assert_eq(o.pool_used_bytes, 3 * n);
+    cr_assert(o.pool_reserved_bytes == 3 * n || o.pool_reserved_bytes == 4 * n,
+              "reserved %llu: three arenas and at most one spare",
+              (unsigned long long)o.pool_reserved_bytes);
+    for (int i = 0; i < 3; i++)
+        b->ops->free(b, P, p[i], n, s);
+    b->ops->free(b, D, d, n, s);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
 /* Streaming stores and a deeper DMA queue move the same bytes, both ways. */
 static void streamed(const char *depth, size_t n)
 {
@@ -166,8 +205,9 @@ Test(cuda_pinned, bad_pinned_environment_is_refused_by_name)
 {
     const char *names[] = {"FHEPLAN_PINNED_HOSTALLOC", "FHEPLAN_PINNED_PREFAULT",
                            "FHEPLAN_PINNED_HUGEPAGE", "FHEPLAN_PINNED_ARENA",
-                           "FHEPLAN_STAGING_MEMCPY", "FHEPLAN_STAGING_DEPTH"};
-    const char *values[] = {"yes", "all", "on", "3M", "nt", "0"};
+                           "FHEPLAN_STAGING_MEMCPY", "FHEPLAN_STAGING_DEPTH",
+                           "FHEPLAN_PINNED_AHEAD"};
+    const char *values[] = {"yes", "all", "on", "3M", "nt", "0", "2"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         for (size_t j = 0; j < sizeof names / sizeof *names; j++)
             unsetenv(names[j]);

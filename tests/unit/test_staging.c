@@ -970,7 +970,7 @@ Test(pinned, shape_refuses_bad_values_by_name)
          "18446744073709551616"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        pin_shape sh = {7, PIN_PREFAULT_NONE, 7, 7};
+        pin_shape sh = {7, PIN_PREFAULT_NONE, 7, 7, 7};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(pin_shape_parse(bad[i].v[0], bad[i].v[1], bad[i].v[2], bad[i].v[3], &sh,
@@ -1027,7 +1027,7 @@ Test(threads_pinned, map_aligns_zeroes_and_faults_in_as_asked)
         for (int huge = 0; huge < 2; huge++)
             for (int with_cp = 0; with_cp < 2; with_cp++)
                 for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
-                    pin_shape sh = {0, (pin_prefault)pf, huge, PIN_ARENA_DEFAULT};
+                    pin_shape sh = {0, (pin_prefault)pf, huge, PIN_ARENA_DEFAULT, 0};
                     size_t n = lens[k];
                     unsigned char *p = pin_map(n, &sh, with_cp ? cp : NULL);
                     cr_assert_not_null(p);
@@ -1046,7 +1046,7 @@ Test(threads_pinned, map_aligns_zeroes_and_faults_in_as_asked)
                     pin_unmap(p, n);
                 }
     copy_pool_destroy(cp);
-    cr_assert_null(pin_map(0, &(pin_shape){0, PIN_PREFAULT_NONE, 0, PIN_ARENA_DEFAULT}, NULL));
+    cr_assert_null(pin_map(0, &(pin_shape){0, PIN_PREFAULT_NONE, 0, PIN_ARENA_DEFAULT, 0}, NULL));
 }
 
 /* ---- deeper DMA queues (FHEPLAN_STAGING_DEPTH) --------------------------------------- */
@@ -1130,4 +1130,29 @@ Test(threads_staging, bytes_arrive_with_deeper_dma)
     }
     copy_pool_destroy(cp);
     fhr_backend_destroy(b);
+}
+
+Test(pinned, ahead_from_the_environment)
+{
+    pin_shape sh;
+    cr_assert_eq(pin_shape_parse(NULL, NULL, NULL, NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, PIN_DEFAULT_AHEAD);
+    cr_assert_eq(pin_ahead_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, PIN_DEFAULT_AHEAD);
+    cr_assert_eq(pin_ahead_parse("1", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, 1);
+    cr_assert_eq(pin_ahead_parse("", &sh, NULL), FHR_OK); /* "": keeps what it has */
+    cr_assert_eq(sh.ahead, 1);
+    cr_assert_eq(pin_ahead_parse("0", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, 0);
+    const char *bad[] = {"2", "yes", "true", " 1", "1 ", "01", "-0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.ahead = 7;
+        cr_assert_eq(pin_ahead_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_PINNED_AHEAD") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.ahead, 7); /* untouched */
+    }
 }
