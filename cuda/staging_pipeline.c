@@ -114,7 +114,7 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err)
 {
-    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0,
+    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1,
                         STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM, STAGING_DEFAULT_DEPTH};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;

@@ -43,7 +43,8 @@ Test(staging, shape_defaults_follow_the_cores)
     staging_shape sh;
     cr_assert_eq(staging_shape_parse(NULL, NULL, 6, &sh, NULL), FHR_OK);
     cr_assert_eq(sh.threads, 6);
-    cr_assert_eq(sh.fixed_threads, 0); /* each copy's count follows its size */
+    cr_assert_eq(STAGING_DEFAULT_MAX_THREADS, 8);
+    cr_assert_eq(sh.fixed_threads, 1); /* every staged copy keeps them all busy */
     cr_assert_eq(sh.min_chunk, STAGING_MIN_CHUNK);
     cr_assert_eq(sh.max_chunk, STAGING_MAX_CHUNK);
     cr_assert_eq(staging_shape_parse("", "", 128, &sh, NULL), FHR_OK);
