@@ -27,9 +27,10 @@ struct fhr_controller {
     /* The built-in policies decide over a placement snapshot kept up to date from the
      * manager's change log (snapshot_cache.c): a request that loads re-reads only what
      * changed since the last one. One decide at a time uses it; another decide meanwhile
-     * takes a fresh snapshot instead, which holds the same. For tiered LRU, a victim
-     * index follows the cache's changes (victim_index.c), under the same lock: a request
-     * that evicts walks its victims in rank order instead of ranking every copy. */
+     * takes a fresh snapshot instead, which holds the same. For the built-in
+     * policies, a victim index follows the cache's changes (victim_index.c), under the
+     * same lock: a request that evicts walks (tiered LRU) or ranks (lookahead) the
+     * evictable copies at the short location instead of scanning every value. */
     pthread_mutex_t cache_lock;
     mgr_snapcache *cache;
     vix *index;

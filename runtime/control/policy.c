@@ -345,7 +345,7 @@ static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
 /* The engine both built-in policies share: model the request's needs, and at each short
  * location evict unprotected, unrequired copies in rank order, dropping a copy that has
  * another or can be reloaded, else moving it to the first configured tier with room.
- * With a victim index (tiered LRU only), the victims come from it; *fallback is set when
+ * With a victim index, the victims come from it; *fallback is set when
  * a location turned out infeasible that way (the caller decides again without it). */
 static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx,
                                 const char *name, const fhr_snapshot *snap,
@@ -428,7 +428,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         if (want <= md.budget[slot])
             continue;
         uint64_t shortb = want - md.budget[slot];
-        if (ix) {
+        if (ix && rank == lru_rank) {
             if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, &st, err) &&
                 st == FHR_OK) {
                 *fallback = 1;
@@ -439,7 +439,49 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         fhr_location here = fhr_loc_from_slot(slot);
         /* candidates at the front of cs, protected copies at the back */
         size_t nc = 0, np = 0;
-        for (size_t i = 0; i < nv; i++) {
+        if (ix) {
+            /* A ranking that depends on the request (lookahead): the index's copies at this
+             * slot are exactly the copies there with no lease, hold or pending event, so
+             * ranking those that are not required gives the full path's candidates; their
+             * order is total, so the same victims. Protected copies are listed only when
+             * the location turns out infeasible, which the full path decides again. */
+            int stale = 0;
+            vix_iter it;
+            for (uint32_t nd = vix_iter_first(&it, ix, slot); nd != VIX_NONE && !stale;
+                 nd = vix_iter_next(&it)) {
+                size_t i = vix_find(snap, vix_serial(ix, nd));
+                const fhr_value_info *vi = i == SIZE_MAX ? NULL : &snap->values[i];
+                const fhr_copy_info *ci = NULL;
+                for (size_t c = 0; vi && c < vi->ncopies && !ci; c++)
+                    if (same_loc(vi->copies[c].loc, here))
+                        ci = &vi->copies[c];
+                if (!ci || protect_bits(ci, 0)) {
+                    stale = 1; /* not what the snapshot holds: the full path decides */
+                    break;
+                }
+                if (vref(vs, epoch, snap, i)->required)
+                    continue;
+                cand *b = vix_buffer(ix, nc + 1, sizeof *b);
+                if (!b) {
+                    st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
+                    break;
+                }
+                cs = b;
+                cand *k = &cs[nc++];
+                k->k[0] = k->k[1] = k->k[2] = 0;
+                k->serial = vi->handle.serial;
+                k->vi = (uint32_t)i;
+                k->ci = (uint32_t)(ci - vi->copies);
+                rank(rctx, req, vi, ci, k->k);
+            }
+            if (stale && st == FHR_OK) {
+                *fallback = 1;
+                break;
+            }
+            if (st != FHR_OK)
+                break;
+        }
+        for (size_t i = 0; i < nv && !ix; i++) {
             const fhr_value_info *vi = &snap->values[i];
             for (size_t c = 0; c < vi->ncopies; c++) {
                 const fhr_copy_info *ci = &vi->copies[c];
@@ -488,6 +530,10 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         }
         if (!shortb || st != FHR_OK)
             continue;
+        if (ix) { /* infeasible over the index: the full path lists what is protected */
+            *fallback = 1;
+            break;
+        }
         /* Infeasible: list what could not go, in serial order (protected first). */
         for (size_t i = 0; i < np && st == FHR_OK; i++) {
             const cand *k = &cs[nv - np + i];
@@ -517,7 +563,8 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             st = infeasible(snap, &md, slot, shortb, out);
     }
     free(own);
-    free(cs);
+    if (!ix)
+        free(cs); /* over the index, cs is the index's buffer */
     return st;
 }
 
@@ -644,11 +691,13 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
     if (nu == UINT64_MAX) {
         k[0] = 0;
     } else {
-        uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
-        unsigned __int128 w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
+        unsigned __int128 w;
         if (ci->restore_s > 0) { /* bytes freed per second of restore, times the distance */
             long double t = (long double)(nu - req->position) * ci->charged_nbytes / ci->restore_s;
             w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)t;
+        } else {
+            uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
+            w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
         }
         k[0] = w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
     }
@@ -670,7 +719,7 @@ int fhr_policy_is_tiered(const fhr_policy *p)
     return p && (p->ops.decide == tlru_decide || p->ops.decide == lookahead_decide);
 }
 
-int policy_uses_victim_index(const fhr_policy *p) { return p && p->ops.decide == tlru_decide; }
+int policy_uses_victim_index(const fhr_policy *p) { return fhr_policy_is_tiered(p); }
 
 fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
                                  const fhr_request *req, fhr_policy_out *out, fhr_error *err)
@@ -682,8 +731,15 @@ fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, 
     memset(out, 0, sizeof *out);
     out->feasible = 1;
     int fallback = 0;
-    fhr_status st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback,
-                                  out, err);
+    fhr_status st;
+    if (p->ops.decide == tlru_decide) {
+        st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback, out,
+                           err);
+    } else {
+        const lookahead *la = p->ctx;
+        st = tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, ix, &fallback,
+                           out, err);
+    }
     if (st != FHR_OK || fallback) {
         fhr_policy_out_clear(out);
         if (st == FHR_OK) /* infeasible over the index: the full path explains it */

@@ -244,7 +244,16 @@ const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h)
 {
     if (!s || h.manager_id != s->manager_id)
         return NULL;
-    size_t lo = 0, hi = s->nvalues; /* values are sorted by serial */
+    size_t lo = 0, hi = s->nvalues; /* values are sorted by serial, serials issued 1, 2, ... */
+    if (h.serial && h.serial - 1 < hi) { /* value i has serial i + 1 or more: the first */
+        uint64_t k = s->values[h.serial - 1].handle.serial; /* step pivots there */
+        if (k == h.serial)
+            return &s->values[h.serial - 1];
+        if (k > h.serial)
+            hi = h.serial - 1;
+        else
+            lo = h.serial;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint64_t k = s->values[mid].handle.serial;
