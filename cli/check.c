@@ -89,11 +89,35 @@ static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t 
     return probe_at(c, in, extra, nextra, policy, predicted, moved, regen, link, NULL, NULL);
 }
 
+/* probe_at, of `have` (not compiled again) when given. probe_policy: a probe with no
+ * extra budget of a program compiled here, whose in->p is what the probe would compile
+ * (the same text, budgets and rank), so it runs that instead of compiling again. */
+static int probe_run(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
+                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
+                     uint64_t link[2], uint64_t *peak, rplan_program **keep,
+                     const rplan_program *have);
+
+static int probe_policy(const cli *c, const input *in, int policy, double *predicted,
+                        uint64_t *moved, uint64_t *regen, uint64_t link[2])
+{
+    return probe_run(c, in, NULL, 0, policy, predicted, moved, regen, link, NULL, NULL,
+                     in->compiled ? in->p : NULL);
+}
+
 /* probe, and *peak: the highest charge at extra[0]'s location (UINT64_MAX when the report
  * has no room to name it); *keep (when given): the compiled program, to free */
 static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
                     uint64_t link[2], uint64_t *peak, rplan_program **keep)
+{
+    return probe_run(c, in, extra, nextra, policy, predicted, moved, regen, link, peak, keep,
+                     NULL);
+}
+
+static int probe_run(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
+                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
+                     uint64_t link[2], uint64_t *peak, rplan_program **keep,
+                     const rplan_program *have)
 {
     fhr_budget bud[32];
     size_t nb = 0;
@@ -101,17 +125,21 @@ static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size
         bud[nb++] = c->budgets[i];
     for (size_t i = 0; i < nextra && nb < 32; i++)
         bud[nb++] = extra[i];
-    rplan_diags *d = rplan_diags_new();
     rplan_program *p = NULL;
-    rplan_compile_opts co = {.filename = in->path, .budget_override = bud,
-                             .nbudget_override = nb, .strip_source = 1,
-                             .rank = c->rank, .world_size = c->world_size};
-    fhr_status st = d && in->text ? rplan_compile(in->text, in->len, &co, &p, d) : FHR_E_NOMEM;
-    rplan_diags_free(d);
-    if (st == FHR_E_INFEASIBLE || st == FHR_E_INVALID)
-        return 0;
-    if (st)
-        return -1;
+    if (!have) {
+        rplan_diags *d = rplan_diags_new();
+        rplan_compile_opts co = {.filename = in->path, .budget_override = bud,
+                                 .nbudget_override = nb, .strip_source = 1,
+                                 .rank = c->rank, .world_size = c->world_size};
+        fhr_status st = d && in->text ? rplan_compile(in->text, in->len, &co, &p, d)
+                                      : FHR_E_NOMEM;
+        rplan_diags_free(d);
+        if (st == FHR_E_INFEASIBLE || st == FHR_E_INVALID)
+            return 0;
+        if (st)
+            return -1;
+        have = p;
+    }
     fhr_backend *b = NULL;
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
@@ -122,7 +150,7 @@ static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size
     o.nbudget_override = nb;
     o.policy_override = policy;
     if (fhr_backend_open(CHECK_DEVICES, &b, NULL) == FHR_OK &&
-        rplan_vm_create(p, b, &o, &vm, NULL) == FHR_OK) {
+        rplan_vm_create(have, b, &o, &vm, NULL) == FHR_OK) {
         rplan_vm_run(vm, &rep, NULL);
         if (rep) {
             ok = rep->ok;
@@ -576,8 +604,8 @@ int cmd_check(cli *c)
                 plink[k][1] = rep->peer_bytes;
                 continue;
             }
-            pok[k] = probe(c, &in, NULL, 0, kinds[k], &ppred[k], &pmoved[k], &pregen[k],
-                           plink[k]) == 1;
+            pok[k] = probe_policy(c, &in, kinds[k], &ppred[k], &pmoved[k], &pregen[k],
+                                  plink[k]) == 1;
         }
         min_budget_result mb;
         /* also for a plan its own budgets reject: what budget it needs is the question */

@@ -313,15 +313,20 @@ fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
             st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
             goto fail;
         }
+        uint64_t scanned = 0;
         if (saved) { /* settled copies are not in the victim index: the full pass */
             settle(view, settled, nsettled, saved);
+            scanned = view->nvalues;
             st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
             unsettle(view, settled, nsettled, saved);
             free(saved);
+        } else if (cached) {
+            st = policy_decide_indexed(c->p, view, c->index, &clean, &scanned, &d->out, err);
         } else {
-            st = cached ? policy_decide_indexed(c->p, view, c->index, &clean, &d->out, err)
-                        : fhr_policy_decide(c->p, view, &clean, &d->out, err);
+            scanned = view->nvalues;
+            st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
         }
+        mgr_count_reads(c->m, scanned);
         if (st != FHR_OK)
             goto fail;
         if (cached) { /* the policy's output holds no pointer into the view */

@@ -319,11 +319,12 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
 static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
                               uint64_t shortb, vstate *vs, uint32_t epoch,
                               const fhr_snapshot *snap, fhr_policy_out *out, const char *name,
-                              fhr_status *st, fhr_error *err)
+                              uint64_t *scanned, fhr_status *st, fhr_error *err)
 {
     fhr_location here = fhr_loc_from_slot(slot);
     for (uint32_t nd = vix_first(ix, slot); shortb && nd != VIX_NONE && *st == FHR_OK;
          nd = vix_next(ix, slot, nd)) {
+        ++*scanned;
         size_t i = vix_find(snap, vix_serial(ix, nd));
         if (i == SIZE_MAX)
             return shortb; /* not in the snapshot: a stale index; the full path decides */
@@ -350,7 +351,7 @@ static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
 static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx,
                                 const char *name, const fhr_snapshot *snap,
                                 const fhr_request *req, vix *ix, int *fallback,
-                                fhr_policy_out *out, fhr_error *err)
+                                uint64_t *scanned, fhr_policy_out *out, fhr_error *err)
 {
     model md;
     memset(&md, 0, sizeof md);
@@ -429,7 +430,8 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             continue;
         uint64_t shortb = want - md.budget[slot];
         if (ix && rank == lru_rank) {
-            if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, &st, err) &&
+            if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, scanned,
+                              &st, err) &&
                 st == FHR_OK) {
                 *fallback = 1;
                 break;
@@ -449,6 +451,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             vix_iter it;
             for (uint32_t nd = vix_iter_first(&it, ix, slot); nd != VIX_NONE && !stale;
                  nd = vix_iter_next(&it)) {
+                ++*scanned;
                 size_t i = vix_find(snap, vix_serial(ix, nd));
                 const fhr_value_info *vi = i == SIZE_MAX ? NULL : &snap->values[i];
                 const fhr_copy_info *ci = NULL;
@@ -601,7 +604,8 @@ static fhr_status tiers_init(tiers *cfg, const fhr_tier_chain *chains, size_t n,
 static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
                               fhr_policy_out *out, fhr_error *err)
 {
-    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, NULL, NULL, out, err);
+    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, NULL, NULL, NULL, out,
+                         err);
 }
 
 static void tlru_destroy(void *ctx) { free(ctx); }
@@ -639,6 +643,8 @@ typedef struct lookahead {
     uint64_t manager_id;
     future_key *uses;
     size_t nuses;
+    size_t *first;     /* by serial: its first use; first[s + 1] ends them (NULL: none) */
+    uint64_t nfirst;   /* serials 0 .. nfirst - 2 are indexed */
 } lookahead;
 
 static int future_cmp(const void *a, const void *b)
@@ -657,6 +663,12 @@ static int future_cmp(const void *a, const void *b)
 static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_t after)
 {
     size_t lo = 0, hi = la->nuses;
+    if (la->first) { /* only that value's uses: few, where a search of all of them is long */
+        if (serial >= la->nfirst - 1)
+            return UINT64_MAX;
+        lo = la->first[serial];
+        hi = la->first[serial + 1];
+    }
     future_key key = {serial, after + 1, slot};
     while (lo < hi) { /* lower bound of (serial, slot, after + 1) */
         size_t mid = lo + (hi - lo) / 2;
@@ -710,8 +722,8 @@ static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fh
                                    fhr_policy_out *out, fhr_error *err)
 {
     const lookahead *la = ctx;
-    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, NULL, NULL, out,
-                         err);
+    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, NULL, NULL, NULL,
+                         out, err);
 }
 
 int fhr_policy_is_tiered(const fhr_policy *p)
@@ -722,10 +734,13 @@ int fhr_policy_is_tiered(const fhr_policy *p)
 int policy_uses_victim_index(const fhr_policy *p) { return fhr_policy_is_tiered(p); }
 
 fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
-                                 const fhr_request *req, fhr_policy_out *out, fhr_error *err)
+                                 const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
+                                 fhr_error *err)
 {
-    if (!policy_uses_victim_index(p) || !vix_valid(ix))
+    if (!policy_uses_victim_index(p) || !vix_valid(ix)) {
+        *scanned += snap ? snap->nvalues : 0; /* the full path reads every value */
         return fhr_policy_decide(p, snap, req, out, err);
+    }
     if (!snap || !req || !out)
         return fhr_fail(err, FHR_E_INVALID, "policy_decide: NULL argument");
     memset(out, 0, sizeof *out);
@@ -733,17 +748,19 @@ fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, 
     int fallback = 0;
     fhr_status st;
     if (p->ops.decide == tlru_decide) {
-        st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback, out,
-                           err);
+        st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback,
+                           scanned, out, err);
     } else {
         const lookahead *la = p->ctx;
         st = tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, ix, &fallback,
-                           out, err);
+                           scanned, out, err);
     }
     if (st != FHR_OK || fallback) {
         fhr_policy_out_clear(out);
-        if (st == FHR_OK) /* infeasible over the index: the full path explains it */
+        if (st == FHR_OK) { /* infeasible over the index: the full path explains it */
+            *scanned += snap->nvalues;
             return fhr_policy_decide(p, snap, req, out, err);
+        }
     }
     return st;
 }
@@ -752,6 +769,7 @@ static void lookahead_destroy(void *ctx)
 {
     lookahead *la = ctx;
     free(la->uses);
+    free(la->first);
     free(la);
 }
 
@@ -782,6 +800,19 @@ fhr_status fhr_policy_lookahead_create(const fhr_tier_chain *chains, size_t n,
         la->manager_id = nfuture ? future[0].handle.manager_id : 0;
         la->nuses = nfuture;
         qsort(la->uses, nfuture, sizeof *la->uses, future_cmp);
+        /* Where each serial's uses start, when serials are dense enough for an array (a
+         * manager's are issued 1, 2, ...); without it, next_use searches them all. */
+        uint64_t maxs = nfuture ? la->uses[nfuture - 1].serial : 0;
+        if (nfuture && maxs <= 4 * (uint64_t)nfuture + 1024 &&
+            (la->first = malloc((size_t)(maxs + 2) * sizeof *la->first))) {
+            la->nfirst = maxs + 2;
+            size_t k = 0;
+            for (uint64_t sr = 0; sr < la->nfirst; sr++) {
+                while (k < nfuture && la->uses[k].serial < sr)
+                    k++;
+                la->first[sr] = k;
+            }
+        }
         fhr_policy_ops ops = {"lookahead", lookahead_decide, lookahead_destroy};
         st = fhr_policy_create(&ops, la, out, err);
     }

@@ -22,8 +22,10 @@ int policy_uses_victim_index(const fhr_policy *p);
 /* fhr_policy_decide, with the victims of a tiered LRU or lookahead policy taken from ix,
  * which must follow snap (vix_update): the same output byte for byte, without scanning
  * every value at each short location. Any other policy, or an invalid ix:
- * fhr_policy_decide. */
+ * fhr_policy_decide. *scanned grows by the index entries walked, or by every value when
+ * the full path decides. */
 fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
-                                 const fhr_request *req, fhr_policy_out *out, fhr_error *err);
+                                 const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
+                                 fhr_error *err);
 
 #endif

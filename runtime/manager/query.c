@@ -81,3 +81,13 @@ fhr_status mgr_loc_stats(fhr_manager *m, fhr_loc_stats *locs, size_t *n, fhr_err
     mgr_leave(m);
     return FHR_OK;
 }
+
+uint64_t mgr_records_read(const fhr_manager *m)
+{
+    return m ? atomic_load_explicit(&((fhr_manager *)m)->reads, memory_order_relaxed) : 0;
+}
+
+void mgr_count_reads(fhr_manager *m, uint64_t n)
+{
+    atomic_fetch_add_explicit(&m->reads, n, memory_order_relaxed);
+}

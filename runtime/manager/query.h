@@ -24,4 +24,12 @@ fhr_status mgr_request_met(fhr_manager *m, const fhr_requirement *rq, size_t nrq
  * after every request) and need no value's record. Fails only as the manager's entry does. */
 fhr_status mgr_loc_stats(fhr_manager *m, fhr_loc_stats *locs, size_t *n, fhr_error *err);
 
+/* The work of deciding and reporting, as a count: value records read by snapshots (every
+ * live value), by snapshot caches (those they read again) and by policies on the
+ * controller's behalf (the values, or the indexed copies, they scanned). A run whose
+ * requests each cost O(values) shows it here (tests bound it; no clock involved). Any
+ * thread, no lock. */
+uint64_t mgr_records_read(const fhr_manager *m);
+void mgr_count_reads(fhr_manager *m, uint64_t n);
+
 #endif
