@@ -706,7 +706,9 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
         unsigned __int128 w;
         if (ci->restore_s > 0) { /* bytes freed per second of restore, times the distance */
             long double t = (long double)(nu - req->position) * ci->charged_nbytes / ci->restore_s;
-            w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)t;
+            /* below 1.8e19 < 2^64 the value fits 64 bits: the hardware conversion (the
+             * 128-bit one is a library call, most of a lookahead decision's time) */
+            w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)(uint64_t)t;
         } else {
             uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
             w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;

@@ -73,7 +73,7 @@ typedef struct mgr_meta {
 /* A value's record. A manager may hold millions, so what most values lack lives out of
  * line: the label (NULL when unlabelled), the metadata (NULL when all zero; shared by
  * values with equal metadata), the source (NULL unless RECONSTRUCTIBLE) and the copies (a
- * list in slot order, one entry per present bit). test_value_record holds its size. */
+ * list in slot order, one entry per present bit). tests/unit/test_scale.c bounds its size. */
 typedef struct val {
     uint64_t serial;
     char *label;               /* at most MGR_LABEL_CAP - 1 bytes; NULL: unlabelled */
