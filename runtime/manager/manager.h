@@ -268,6 +268,11 @@ static inline void mgr_changed(fhr_manager *m, uint64_t serial)
 {
     m->chlog[m->chseq++ & (MGR_CHLOG_CAP - 1)] = serial;
 }
+/* Counts n value records read (query.h, mgr_records_read). */
+static inline void mgr_add_reads(fhr_manager *m, uint64_t n)
+{
+    atomic_fetch_add_explicit(&m->reads, n, memory_order_relaxed);
+}
 /* Lock held: something every value's record reads changed (the link rates, which set each
  * copy's restore_s): moving the log on by more than it holds makes every cache rebuild. */
 static inline void mgr_changed_all(fhr_manager *m) { m->chseq += MGR_CHLOG_CAP + 1; }

@@ -87,7 +87,4 @@ uint64_t mgr_records_read(const fhr_manager *m)
     return m ? atomic_load_explicit(&((fhr_manager *)m)->reads, memory_order_relaxed) : 0;
 }
 
-void mgr_count_reads(fhr_manager *m, uint64_t n)
-{
-    atomic_fetch_add_explicit(&m->reads, n, memory_order_relaxed);
-}
+void mgr_count_reads(fhr_manager *m, uint64_t n) { mgr_add_reads(m, n); }

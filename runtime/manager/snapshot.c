@@ -2,7 +2,6 @@
  * location, every value and its copies, backend observations) and their JSON, plus
  * the trace's JSON. */
 #include "runtime/manager/manager.h"
-#include "runtime/manager/query.h"
 #include "base/error.h"
 
 #include <cjson/cJSON.h>
@@ -196,7 +195,7 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
             lp += strlen(lp) + 1;
         }
     }
-    mgr_count_reads(m, s->nvalues);
+    mgr_add_reads(m, s->nvalues);
     mgr_leave(m);
     /* Observations ask the driver (memory info, NVML): sampled after the lock is let go. */
     for (size_t i = 0; full && i < s->nlocs; i++)

@@ -2,7 +2,6 @@
  * change log (the values changed since it last looked) instead of walking every value. */
 #include "runtime/manager/snapshot_cache.h"
 #include "runtime/manager/manager.h"
-#include "runtime/manager/query.h"
 #include "base/error.h"
 
 #include <stdio.h>
@@ -269,7 +268,7 @@ fhr_status mgr_snapcache_refresh(fhr_manager *m, mgr_snapcache *c, const fhr_sna
         ok = rebuild(m, c);
     else
         ok = catch_up(m, c);
-    mgr_count_reads(m, c->last_reads);
+    mgr_add_reads(m, c->last_reads);
     if (ok) {
         c->valid = 1;
         c->manager_id = m->id;
