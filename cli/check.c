@@ -59,12 +59,14 @@ static uint64_t moved_bytes(const rplan_stage_report *r)
     return m;
 }
 
+#define PROBE_BUDGETS 32 /* budget overrides a probe passes on */
+
 /* 1 when the run as written was already the run a probe of `kind` would make: the source
  * was compiled here with the probe's options (budgets, rank) and --policy names that kind,
  * or every policy of the plan is of it. */
 static int as_written_is(const cli *c, const input *in, int kind)
 {
-    if (!in->compiled || !in->p)
+    if (!in->compiled || !in->p || c->nbudgets > PROBE_BUDGETS)
         return 0;
     if (c->policy)
         return c->policy == kind;
@@ -101,7 +103,7 @@ static int probe_policy(const cli *c, const input *in, int policy, double *predi
                         uint64_t *moved, uint64_t *regen, uint64_t link[2])
 {
     return probe_run(c, in, NULL, 0, policy, predicted, moved, regen, link, NULL, NULL,
-                     in->compiled ? in->p : NULL);
+                     in->compiled && c->nbudgets <= PROBE_BUDGETS ? in->p : NULL);
 }
 
 /* probe, and *peak: the highest charge at extra[0]'s location (UINT64_MAX when the report
@@ -119,11 +121,11 @@ static int probe_run(const cli *c, const input *in, const fhr_budget *extra, siz
                      uint64_t link[2], uint64_t *peak, rplan_program **keep,
                      const rplan_program *have)
 {
-    fhr_budget bud[32];
+    fhr_budget bud[PROBE_BUDGETS];
     size_t nb = 0;
-    for (size_t i = 0; i < c->nbudgets && nb < 32; i++)
+    for (size_t i = 0; i < c->nbudgets && nb < PROBE_BUDGETS; i++)
         bud[nb++] = c->budgets[i];
-    for (size_t i = 0; i < nextra && nb < 32; i++)
+    for (size_t i = 0; i < nextra && nb < PROBE_BUDGETS; i++)
         bud[nb++] = extra[i];
     rplan_program *p = NULL;
     if (!have) {
