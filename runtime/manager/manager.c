@@ -86,12 +86,10 @@ void snap_spare_unref(snap_spare *sp)
 uint64_t fhr_manager_id(const fhr_manager *m) { return m ? m->id : 0; }
 fhr_backend *fhr_manager_backend(const fhr_manager *m) { return m ? m->b : NULL; }
 
-const fhr_ckks_meta mgr_zero_meta;
-
 fhr_status mgr_meta_get(fhr_manager *m, const fhr_ckks_meta *mt, mgr_meta **out, fhr_error *err)
 {
     *out = NULL;
-    if (value_meta_same(mt, &mgr_zero_meta))
+    if (value_meta_same(mt, &value_zero_meta))
         return FHR_OK;
     if (m->last_meta && value_meta_same(mt, &m->last_meta->meta)) {
         m->last_meta->refs++;

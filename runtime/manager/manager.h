@@ -93,10 +93,9 @@ typedef struct val {
 
 /* The value's label ("" when unlabelled) and metadata (all zero when it has none). */
 static inline const char *val_label(const val *v) { return v->label ? v->label : ""; }
-extern const fhr_ckks_meta mgr_zero_meta;
 static inline const fhr_ckks_meta *val_meta(const val *v)
 {
-    return v->meta ? &v->meta->meta : &mgr_zero_meta;
+    return v->meta ? &v->meta->meta : &value_zero_meta;
 }
 
 /* v's copy at slot, or NULL. */
