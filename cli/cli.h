@@ -101,6 +101,7 @@ typedef struct input {
     rplan_program *p;
     rplan_diags *d;
     char error[512]; /* why the file could not be read, when it could not */
+    int compiled;    /* p was compiled from text here (not loaded from bytecode) */
 } input;
 
 void input_free(input *in);

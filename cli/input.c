@@ -93,6 +93,7 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
                                 .nwarn_off = c->nwarn_off, .warn_error = c->warn_error};
         in->text = buf;
         in->len = len;
+        in->compiled = 1;
         st = rplan_compile(buf, len, &o, &in->p, in->d);
     }
     if (!quiet_diags)

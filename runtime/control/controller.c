@@ -27,9 +27,10 @@ struct fhr_controller {
     /* The built-in policies decide over a placement snapshot kept up to date from the
      * manager's change log (snapshot_cache.c): a request that loads re-reads only what
      * changed since the last one. One decide at a time uses it; another decide meanwhile
-     * takes a fresh snapshot instead, which holds the same. For tiered LRU, a victim
-     * index follows the cache's changes (victim_index.c), under the same lock: a request
-     * that evicts walks its victims in rank order instead of ranking every copy. */
+     * takes a fresh snapshot instead, which holds the same. For the built-in
+     * policies, a victim index follows the cache's changes (victim_index.c), under the
+     * same lock: a request that evicts walks (tiered LRU) or ranks (lookahead) the
+     * evictable copies at the short location instead of scanning every value. */
     pthread_mutex_t cache_lock;
     mgr_snapcache *cache;
     vix *index;
@@ -312,15 +313,20 @@ fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
             st = fhr_fail(err, FHR_E_NOMEM, "decide: out of host memory");
             goto fail;
         }
+        uint64_t scanned = 0;
         if (saved) { /* settled copies are not in the victim index: the full pass */
             settle(view, settled, nsettled, saved);
+            scanned = view->nvalues;
             st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
             unsettle(view, settled, nsettled, saved);
             free(saved);
+        } else if (cached) {
+            st = policy_decide_indexed(c->p, view, c->index, &clean, &scanned, &d->out, err);
         } else {
-            st = cached ? policy_decide_indexed(c->p, view, c->index, &clean, &d->out, err)
-                        : fhr_policy_decide(c->p, view, &clean, &d->out, err);
+            scanned = view->nvalues;
+            st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
         }
+        mgr_count_reads(c->m, scanned);
         if (st != FHR_OK)
             goto fail;
         if (cached) { /* the policy's output holds no pointer into the view */

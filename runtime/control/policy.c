@@ -319,11 +319,12 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
 static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
                               uint64_t shortb, vstate *vs, uint32_t epoch,
                               const fhr_snapshot *snap, fhr_policy_out *out, const char *name,
-                              fhr_status *st, fhr_error *err)
+                              uint64_t *scanned, fhr_status *st, fhr_error *err)
 {
     fhr_location here = fhr_loc_from_slot(slot);
     for (uint32_t nd = vix_first(ix, slot); shortb && nd != VIX_NONE && *st == FHR_OK;
          nd = vix_next(ix, slot, nd)) {
+        ++*scanned;
         size_t i = vix_find(snap, vix_serial(ix, nd));
         if (i == SIZE_MAX)
             return shortb; /* not in the snapshot: a stale index; the full path decides */
@@ -345,12 +346,12 @@ static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
 /* The engine both built-in policies share: model the request's needs, and at each short
  * location evict unprotected, unrequired copies in rank order, dropping a copy that has
  * another or can be reloaded, else moving it to the first configured tier with room.
- * With a victim index (tiered LRU only), the victims come from it; *fallback is set when
+ * With a victim index, the victims come from it; *fallback is set when
  * a location turned out infeasible that way (the caller decides again without it). */
 static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx,
                                 const char *name, const fhr_snapshot *snap,
                                 const fhr_request *req, vix *ix, int *fallback,
-                                fhr_policy_out *out, fhr_error *err)
+                                uint64_t *scanned, fhr_policy_out *out, fhr_error *err)
 {
     model md;
     memset(&md, 0, sizeof md);
@@ -428,8 +429,9 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         if (want <= md.budget[slot])
             continue;
         uint64_t shortb = want - md.budget[slot];
-        if (ix) {
-            if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, &st, err) &&
+        if (ix && rank == lru_rank) {
+            if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, scanned,
+                              &st, err) &&
                 st == FHR_OK) {
                 *fallback = 1;
                 break;
@@ -439,7 +441,50 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         fhr_location here = fhr_loc_from_slot(slot);
         /* candidates at the front of cs, protected copies at the back */
         size_t nc = 0, np = 0;
-        for (size_t i = 0; i < nv; i++) {
+        if (ix) {
+            /* A ranking that depends on the request (lookahead): the index's copies at this
+             * slot are exactly the copies there with no lease, hold or pending event, so
+             * ranking those that are not required gives the full path's candidates; their
+             * order is total, so the same victims. Protected copies are listed only when
+             * the location turns out infeasible, which the full path decides again. */
+            int stale = 0;
+            vix_iter it;
+            for (uint32_t nd = vix_iter_first(&it, ix, slot); nd != VIX_NONE && !stale;
+                 nd = vix_iter_next(&it)) {
+                ++*scanned;
+                size_t i = vix_find(snap, vix_serial(ix, nd));
+                const fhr_value_info *vi = i == SIZE_MAX ? NULL : &snap->values[i];
+                const fhr_copy_info *ci = NULL;
+                for (size_t c = 0; vi && c < vi->ncopies && !ci; c++)
+                    if (same_loc(vi->copies[c].loc, here))
+                        ci = &vi->copies[c];
+                if (!ci || protect_bits(ci, 0)) {
+                    stale = 1; /* not what the snapshot holds: the full path decides */
+                    break;
+                }
+                if (vref(vs, epoch, snap, i)->required)
+                    continue;
+                cand *b = vix_buffer(ix, nc + 1, sizeof *b);
+                if (!b) {
+                    st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
+                    break;
+                }
+                cs = b;
+                cand *k = &cs[nc++];
+                k->k[0] = k->k[1] = k->k[2] = 0;
+                k->serial = vi->handle.serial;
+                k->vi = (uint32_t)i;
+                k->ci = (uint32_t)(ci - vi->copies);
+                rank(rctx, req, vi, ci, k->k);
+            }
+            if (stale && st == FHR_OK) {
+                *fallback = 1;
+                break;
+            }
+            if (st != FHR_OK)
+                break;
+        }
+        for (size_t i = 0; i < nv && !ix; i++) {
             const fhr_value_info *vi = &snap->values[i];
             for (size_t c = 0; c < vi->ncopies; c++) {
                 const fhr_copy_info *ci = &vi->copies[c];
@@ -488,6 +533,10 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
         }
         if (!shortb || st != FHR_OK)
             continue;
+        if (ix) { /* infeasible over the index: the full path lists what is protected */
+            *fallback = 1;
+            break;
+        }
         /* Infeasible: list what could not go, in serial order (protected first). */
         for (size_t i = 0; i < np && st == FHR_OK; i++) {
             const cand *k = &cs[nv - np + i];
@@ -517,7 +566,8 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
             st = infeasible(snap, &md, slot, shortb, out);
     }
     free(own);
-    free(cs);
+    if (!ix)
+        free(cs); /* over the index, cs is the index's buffer */
     return st;
 }
 
@@ -554,7 +604,8 @@ static fhr_status tiers_init(tiers *cfg, const fhr_tier_chain *chains, size_t n,
 static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
                               fhr_policy_out *out, fhr_error *err)
 {
-    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, NULL, NULL, out, err);
+    return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, NULL, NULL, NULL, out,
+                         err);
 }
 
 static void tlru_destroy(void *ctx) { free(ctx); }
@@ -592,6 +643,8 @@ typedef struct lookahead {
     uint64_t manager_id;
     future_key *uses;
     size_t nuses;
+    size_t *first;     /* by serial: its first use; first[s + 1] ends them (NULL: none) */
+    uint64_t nfirst;   /* serials 0 .. nfirst - 2 are indexed */
 } lookahead;
 
 static int future_cmp(const void *a, const void *b)
@@ -610,6 +663,12 @@ static int future_cmp(const void *a, const void *b)
 static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_t after)
 {
     size_t lo = 0, hi = la->nuses;
+    if (la->first) { /* only that value's uses: few, where a search of all of them is long */
+        if (serial >= la->nfirst - 1)
+            return UINT64_MAX;
+        lo = la->first[serial];
+        hi = la->first[serial + 1];
+    }
     future_key key = {serial, after + 1, slot};
     while (lo < hi) { /* lower bound of (serial, slot, after + 1) */
         size_t mid = lo + (hi - lo) / 2;
@@ -644,11 +703,15 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
     if (nu == UINT64_MAX) {
         k[0] = 0;
     } else {
-        uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
-        unsigned __int128 w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
+        unsigned __int128 w;
         if (ci->restore_s > 0) { /* bytes freed per second of restore, times the distance */
             long double t = (long double)(nu - req->position) * ci->charged_nbytes / ci->restore_s;
-            w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)t;
+            /* below 1.8e19 < 2^64 the value fits 64 bits: the hardware conversion (the
+             * 128-bit one is a library call, most of a lookahead decision's time) */
+            w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)(uint64_t)t;
+        } else {
+            uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
+            w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
         }
         k[0] = w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
     }
@@ -661,8 +724,8 @@ static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fh
                                    fhr_policy_out *out, fhr_error *err)
 {
     const lookahead *la = ctx;
-    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, NULL, NULL, out,
-                         err);
+    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, NULL, NULL, NULL,
+                         out, err);
 }
 
 int fhr_policy_is_tiered(const fhr_policy *p)
@@ -670,24 +733,36 @@ int fhr_policy_is_tiered(const fhr_policy *p)
     return p && (p->ops.decide == tlru_decide || p->ops.decide == lookahead_decide);
 }
 
-int policy_uses_victim_index(const fhr_policy *p) { return p && p->ops.decide == tlru_decide; }
+int policy_uses_victim_index(const fhr_policy *p) { return fhr_policy_is_tiered(p); }
 
 fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
-                                 const fhr_request *req, fhr_policy_out *out, fhr_error *err)
+                                 const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
+                                 fhr_error *err)
 {
-    if (!policy_uses_victim_index(p) || !vix_valid(ix))
+    if (!policy_uses_victim_index(p) || !vix_valid(ix)) {
+        *scanned += snap ? snap->nvalues : 0; /* the full path reads every value */
         return fhr_policy_decide(p, snap, req, out, err);
+    }
     if (!snap || !req || !out)
         return fhr_fail(err, FHR_E_INVALID, "policy_decide: NULL argument");
     memset(out, 0, sizeof *out);
     out->feasible = 1;
     int fallback = 0;
-    fhr_status st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback,
-                                  out, err);
+    fhr_status st;
+    if (p->ops.decide == tlru_decide) {
+        st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback,
+                           scanned, out, err);
+    } else {
+        const lookahead *la = p->ctx;
+        st = tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, ix, &fallback,
+                           scanned, out, err);
+    }
     if (st != FHR_OK || fallback) {
         fhr_policy_out_clear(out);
-        if (st == FHR_OK) /* infeasible over the index: the full path explains it */
+        if (st == FHR_OK) { /* infeasible over the index: the full path explains it */
+            *scanned += snap->nvalues;
             return fhr_policy_decide(p, snap, req, out, err);
+        }
     }
     return st;
 }
@@ -696,6 +771,7 @@ static void lookahead_destroy(void *ctx)
 {
     lookahead *la = ctx;
     free(la->uses);
+    free(la->first);
     free(la);
 }
 
@@ -726,6 +802,19 @@ fhr_status fhr_policy_lookahead_create(const fhr_tier_chain *chains, size_t n,
         la->manager_id = nfuture ? future[0].handle.manager_id : 0;
         la->nuses = nfuture;
         qsort(la->uses, nfuture, sizeof *la->uses, future_cmp);
+        /* Where each serial's uses start, when serials are dense enough for an array (a
+         * manager's are issued 1, 2, ...); without it, next_use searches them all. */
+        uint64_t maxs = nfuture ? la->uses[nfuture - 1].serial : 0;
+        if (nfuture && maxs <= 4 * (uint64_t)nfuture + 1024 &&
+            (la->first = malloc((size_t)(maxs + 2) * sizeof *la->first))) {
+            la->nfirst = maxs + 2;
+            size_t k = 0;
+            for (uint64_t sr = 0; sr < la->nfirst; sr++) {
+                while (k < nfuture && la->uses[k].serial < sr)
+                    k++;
+                la->first[sr] = k;
+            }
+        }
         fhr_policy_ops ops = {"lookahead", lookahead_decide, lookahead_destroy};
         st = fhr_policy_create(&ops, la, out, err);
     }

@@ -13,15 +13,19 @@ int fhr_policy_is_tiered(const fhr_policy *p);
 
 typedef struct vix vix;
 
-/* 1 for tiered LRU: its ranking depends on the copy alone (priority, last use, serial),
- * so the controller keeps a victim index for it (victim_index.h). Lookahead ranks by the
- * request's position and scans every copy. */
+/* 1 for tiered LRU and lookahead: the controller keeps a victim index for them
+ * (victim_index.h). Tiered LRU's ranking depends on the copy alone (priority, last use,
+ * serial), so it walks the index in order; lookahead ranks by the request's position, so
+ * it ranks the index's copies at each short location instead of scanning every value. */
 int policy_uses_victim_index(const fhr_policy *p);
 
-/* fhr_policy_decide, with the victims of a tiered LRU policy taken from ix, which must
- * follow snap (vix_update): the same output byte for byte, without ranking every copy at
- * each short location. Any other policy, or an invalid ix: fhr_policy_decide. */
+/* fhr_policy_decide, with the victims of a tiered LRU or lookahead policy taken from ix,
+ * which must follow snap (vix_update): the same output byte for byte, without scanning
+ * every value at each short location. Any other policy, or an invalid ix:
+ * fhr_policy_decide. *scanned grows by the index entries walked, or by every value when
+ * the full path decides. */
 fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
-                                 const fhr_request *req, fhr_policy_out *out, fhr_error *err);
+                                 const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
+                                 fhr_error *err);
 
 #endif

@@ -23,6 +23,8 @@ struct vix {
     size_t caphead;
     vix_vstate *vs; /* scratch by snapshot index */
     size_t capvs;
+    void *buf;      /* vix_buffer */
+    size_t capbuf;  /* bytes */
     uint32_t epoch;
 };
 
@@ -46,7 +48,26 @@ void vix_destroy(vix *x)
     free(x->nodes);
     free(x->head);
     free(x->vs);
+    free(x->buf);
     free(x);
+}
+
+void *vix_buffer(vix *x, size_t n, size_t elem)
+{
+    if (n > SIZE_MAX / elem)
+        return NULL;
+    size_t need = n * elem;
+    if (need > x->capbuf) {
+        size_t ncap = x->capbuf ? x->capbuf : 4096;
+        while (ncap < need)
+            ncap = ncap > SIZE_MAX / 2 ? need : ncap * 2;
+        void *b = realloc(x->buf, ncap);
+        if (!b)
+            return NULL;
+        x->buf = b;
+        x->capbuf = ncap;
+    }
+    return x->buf;
 }
 
 int vix_valid(const vix *x) { return x && x->valid; }
@@ -166,7 +187,19 @@ static uint32_t node_alloc(vix *x)
 
 size_t vix_find(const fhr_snapshot *snap, uint64_t serial)
 {
+    /* serials are issued 1, 2, ... and values sorted by serial, so value i has serial
+     * i + 1 or more: the search starts there, and in a manager that discarded nothing
+     * ends there at once */
     size_t lo = 0, hi = snap->nvalues;
+    if (serial && serial - 1 < hi) { /* the first step of the search, pivoted there */
+        uint64_t k = snap->values[serial - 1].handle.serial;
+        if (k == serial)
+            return serial - 1;
+        if (k > serial)
+            hi = serial - 1;
+        else
+            lo = serial;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint64_t k = snap->values[mid].handle.serial;
@@ -185,22 +218,42 @@ static int evictable(const fhr_copy_info *c)
     return !c->leases && !c->holds && !c->pending_events;
 }
 
-/* Takes serial's nodes out of their trees, then puts in those of vi (NULL: gone). */
+/* vi's copy at slot, or NULL. */
+static const fhr_copy_info *copy_at(const fhr_value_info *vi, int slot)
+{
+    for (size_t c = 0; vi && c < vi->ncopies; c++)
+        if (fhr_loc_slot(vi->copies[c].loc) == slot)
+            return &vi->copies[c];
+    return NULL;
+}
+
+/* Brings serial's nodes to the copies of vi (NULL: gone): a node whose copy is still there,
+ * evictable, with the same rank stays where it is (a changed value has most of its copies
+ * unchanged: a copy made or evicted elsewhere); the others leave their trees, and the
+ * copies without a node get one. The trees are those a rebuild makes (a treap's shape
+ * follows from its keys and priorities alone). */
 static int reindex(vix *x, uint64_t serial, const fhr_value_info *vi)
 {
     if (!grow_head(x, serial))
         return 0;
-    for (uint32_t n = x->head[serial], nx; n != VIX_NONE; n = nx) {
-        nx = x->nodes[n].next;
-        x->root[x->nodes[n].slot] = del(x->nodes, x->root[x->nodes[n].slot], n);
-        x->nodes[n].next = x->freel;
+    uint64_t kept = 0; /* slots whose node stayed */
+    for (uint32_t *pp = &x->head[serial], n; (n = *pp) != VIX_NONE;) {
+        vnode *nd = &x->nodes[n];
+        const fhr_copy_info *ci = copy_at(vi, nd->slot);
+        if (ci && evictable(ci) && nd->k0 == prio_key(vi->priority) && nd->k1 == ci->last_use) {
+            kept |= 1ULL << nd->slot;
+            pp = &nd->next;
+            continue;
+        }
+        *pp = nd->next;
+        x->root[nd->slot] = del(x->nodes, x->root[nd->slot], n);
+        nd->next = x->freel;
         x->freel = n;
     }
-    x->head[serial] = VIX_NONE;
     for (size_t c = 0; vi && c < vi->ncopies; c++) {
         const fhr_copy_info *ci = &vi->copies[c];
         int slot = fhr_loc_slot(ci->loc);
-        if (slot < 0 || !evictable(ci))
+        if (slot < 0 || !evictable(ci) || (kept >> slot & 1))
             continue;
         uint32_t n = node_alloc(x);
         if (n == VIX_NONE)
@@ -286,6 +339,40 @@ uint32_t vix_next(const vix *x, int slot, uint32_t node)
         }
     }
     return best;
+}
+
+static void push_left(vix_iter *it, uint32_t t)
+{
+    for (; t != VIX_NONE; t = it->x->nodes[t].l) {
+        if (it->n == VIX_ITER_DEPTH) {
+            it->deep = 1;
+            return;
+        }
+        it->st[it->n++] = t;
+    }
+}
+
+uint32_t vix_iter_next(vix_iter *it)
+{
+    if (it->deep)
+        return it->cur = it->cur == VIX_NONE ? vix_first(it->x, it->slot)
+                                             : vix_next(it->x, it->slot, it->cur);
+    if (!it->n)
+        return it->cur = VIX_NONE;
+    it->cur = it->st[--it->n];
+    push_left(it, it->x->nodes[it->cur].r);
+    return it->cur;
+}
+
+uint32_t vix_iter_first(vix_iter *it, const vix *x, int slot)
+{
+    it->x = x;
+    it->slot = slot;
+    it->deep = 0;
+    it->cur = VIX_NONE;
+    it->n = 0;
+    push_left(it, x->root[slot]);
+    return vix_iter_next(it);
 }
 
 vix_vstate *vix_scratch(vix *x, uint32_t *epoch)

@@ -1,5 +1,7 @@
-/* runtime/control/victim_index.h — the tiered LRU policy's victim index: per location, the
- * copies it could evict, in its eviction order, kept from a snapshot cache's change set. */
+/* runtime/control/victim_index.h — the built-in policies' victim index: per location, the
+ * copies they could evict, in tiered LRU's eviction order, kept from a snapshot cache's
+ * change set. Tiered LRU walks it in order; lookahead ranks only its copies at a short
+ * location instead of scanning every value. */
 #ifndef FHEPLAN_CONTROL_VICTIM_INDEX_H
 #define FHEPLAN_CONTROL_VICTIM_INDEX_H
 
@@ -35,6 +37,20 @@ uint32_t vix_first(const vix *x, int slot);
 uint32_t vix_next(const vix *x, int slot, uint32_t node);
 uint64_t vix_serial(const vix *x, uint32_t node);
 
+/* The same walk, each step O(1) amortised (vix_next searches from the root), for walks
+ * that visit every copy at a slot. The index must not change meanwhile. */
+#define VIX_ITER_DEPTH 64
+typedef struct vix_iter {
+    const vix *x;
+    int slot;
+    int deep;     /* the stack overflowed: on with vix_next */
+    uint32_t cur;
+    uint32_t n;
+    uint32_t st[VIX_ITER_DEPTH];
+} vix_iter;
+uint32_t vix_iter_first(vix_iter *it, const vix *x, int slot);
+uint32_t vix_iter_next(vix_iter *it);
+
 /* The snapshot index of a serial in snap (values are sorted by serial), or SIZE_MAX. */
 size_t vix_find(const fhr_snapshot *snap, uint64_t serial);
 
@@ -47,6 +63,11 @@ typedef struct vix_vstate {
     uint8_t required;
 } vix_vstate;
 vix_vstate *vix_scratch(vix *x, uint32_t *epoch);
+
+/* A scratch array of at least n elements of elem bytes for one decision, kept by x between
+ * decisions and grown keeping its contents (pointers into it die when it grows); NULL out of
+ * host memory, the old array left as it was. */
+void *vix_buffer(vix *x, size_t n, size_t elem);
 
 /* Checks x against a ranking of snap built from scratch (the same copies, in the same
  * order, at every slot; the tree's own invariants). 1 when it holds; else 0 and `why`

@@ -56,7 +56,7 @@ static fhr_status resolve(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_lo
             if (fhr_handle_equal(hs[i], hs[j]))
                 return fhr_fail(err, FHR_E_INVALID, "%s: handle #%llu is listed twice", op,
                                 (unsigned long long)hs[i].serial);
-        if (!v->mats[slot]) {
+        if (!val_mat(v, slot)) {
             char nm[96], lb[16];
             fhr_fail(err, FHR_E_STATE, "%s %s at %s: no copy there (%s never materializes)", op,
                      mgr_vname(v, nm, sizeof nm), fhr_loc_format(at, lb, sizeof lb), op);
@@ -66,7 +66,7 @@ static fhr_status resolve(fhr_manager *m, const fhr_handle *hs, size_t n, fhr_lo
             }
             return FHR_E_STATE;
         }
-        mats[i] = v->mats[slot];
+        mats[i] = val_mat(v, slot);
     }
     return FHR_OK;
 }

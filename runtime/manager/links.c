@@ -81,7 +81,7 @@ double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
     rv.omit[1] = v->omit[1];
     rv.regen = v->regen;
     rv.present = v->present;
-    rv.has_src = v->has_src;
+    rv.has_src = v->rs != NULL;
     uint64_t others = rv.present & ~(1ULL << slot);
     double best = -1;
     for (uint64_t bits = others; bits; bits &= bits - 1) {

@@ -86,12 +86,45 @@ void snap_spare_unref(snap_spare *sp)
 uint64_t fhr_manager_id(const fhr_manager *m) { return m ? m->id : 0; }
 fhr_backend *fhr_manager_backend(const fhr_manager *m) { return m ? m->b : NULL; }
 
+fhr_status mgr_meta_get(fhr_manager *m, const fhr_ckks_meta *mt, mgr_meta **out, fhr_error *err)
+{
+    *out = NULL;
+    if (value_meta_same(mt, &value_zero_meta))
+        return FHR_OK;
+    if (m->last_meta && value_meta_same(mt, &m->last_meta->meta)) {
+        m->last_meta->refs++;
+        *out = m->last_meta;
+        return FHR_OK;
+    }
+    mgr_meta *mm = malloc(sizeof *mm);
+    if (!mm)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    mm->meta = *mt;
+    mm->refs = 2; /* the value's and the manager's */
+    mgr_meta_unref(m->last_meta);
+    m->last_meta = mm;
+    *out = mm;
+    return FHR_OK;
+}
+
+void mgr_meta_unref(mgr_meta *mm)
+{
+    if (mm && --mm->refs == 0)
+        free(mm);
+}
+
+void mgr_free_record(val *v)
+{
+    free(v->label);
+    mgr_meta_unref(v->meta);
+    free(v->rs);
+    free(v);
+}
+
 static void free_val(fhr_manager *m, val *v)
 {
-    for (int s = 0; s < FHR_LOC_SLOTS; s++) {
-        mat *x = v->mats[s];
-        if (!x)
-            continue;
+    for (mat *x = v->copies, *nx; x; x = nx) {
+        nx = x->next;
         if (x->ready)
             ev_unref(m, x->ready);
         for (size_t i = 0; i < x->nreads; i++)
@@ -100,8 +133,7 @@ static void free_val(fhr_manager *m, val *v)
         value_destroy_on(x->value, m->b, NULL);
         free(x);
     }
-    free(v->spec_fields);
-    free(v);
+    mgr_free_record(v);
 }
 
 void fhr_manager_destroy(fhr_manager *m)
@@ -129,18 +161,18 @@ void fhr_manager_destroy(fhr_manager *m)
         val *v = m->vals[i];
         if (!v)
             continue;
-        for (int s = 0; s < FHR_LOC_SLOTS; s++) {
-            mat *x = v->mats[s];
-            if (x && x->ready)
+        for (mat *x = v->copies; x; x = x->next) {
+            if (x->ready)
                 m->b->ops->event_sync(m->b, x->ready->ev, NULL);
-            for (size_t k = 0; x && k < x->nreads; k++)
+            for (size_t k = 0; k < x->nreads; k++)
                 m->b->ops->event_sync(m->b, x->reads[k]->ev, NULL);
         }
-        if (v->has_src && v->src.release)
-            v->src.release(v->src.ctx);
+        if (v->rs && v->rs->src.release)
+            v->rs->src.release(v->rs->src.ctx);
         free_val(m, v);
     }
     free(m->vals);
+    mgr_meta_unref(m->last_meta);
     while (m->retired) {
         evref *e = m->retired;
         m->retired = e->next_retired;
@@ -323,7 +355,7 @@ fhr_handle mgr_handle(const fhr_manager *m, const val *v)
 
 const char *mgr_vname(const val *v, char *buf, size_t cap)
 {
-    return rules_name(v->serial, v->label, buf, cap);
+    return rules_name(v->serial, val_label(v), buf, cap);
 }
 
 fhr_status mgr_lookup(fhr_manager *m, fhr_handle h, const char *op, val **out, fhr_error *err)
@@ -544,8 +576,11 @@ static fhr_status new_val(fhr_manager *m, const fhr_adopt_opts *opts, val **out,
     if (opts) {
         v->mode = opts->mode;
         v->priority = opts->priority;
-        if (opts->label)
-            snprintf(v->label, sizeof v->label, "%s", opts->label);
+        if (opts->label && opts->label[0] &&
+            !(v->label = strndup(opts->label, MGR_LABEL_CAP - 1))) {
+            free(v);
+            return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        }
     }
     *out = v;
     return FHR_OK;
@@ -594,7 +629,8 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     v->omit[0] = regen_omitted(cv, FHR_LOC_HOST);
     v->omit[1] = regen_omitted(cv, FHR_LOC_PINNED);
     v->logical = fhr_value_logical_nbytes(cv);
-    v->meta = cv->meta;
+    if ((st = mgr_meta_get(m, fhr_value_meta(cv), &v->meta, err)) != FHR_OK)
+        goto out;
     int slot = fhr_loc_slot(cv->loc);
     char nm[96], what[128];
     snprintf(what, sizeof what, "adopt %s", mgr_vname(v, nm, sizeof nm));
@@ -609,7 +645,7 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     x->storage = fhr_value_storage_nbytes(cv);
     x->last_use = ++m->clock;
     x->serial = v->serial;
-    v->mats[slot] = x;
+    val_add_mat(v, x);
     v->present = 1ULL << slot;
     m->loc[slot].present = 1;
     acct_charge(&m->loc[slot], VAL_CHARGE(v, slot));
@@ -619,7 +655,8 @@ fhr_status fhr_adopt(fhr_manager *m, fhr_value **value, const fhr_adopt_opts *op
     mgr_trace(m, FHR_TR_ADOPT, *out, cv->loc, cv->loc, v->charge, NULL, NULL);
     v = NULL;
 out:
-    free(v);
+    if (v)
+        mgr_free_record(v);
     mgr_leave(m);
     return st;
 }
@@ -662,34 +699,34 @@ fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spec, const
     val *v = NULL;
     if ((st = new_val(m, opts, &v, err)) != FHR_OK)
         goto out;
-    /* one block: field specs then their names */
+    /* one block: the source, field specs, then their names */
     size_t names = 0;
     for (size_t i = 0; i < spec->nfields; i++)
         names += strlen(spec->fields[i].name) + 1;
-    v->spec_fields = malloc(spec->nfields * sizeof *v->spec_fields + names);
-    if (!v->spec_fields) {
-        free(v);
-        st = fhr_fail(err, FHR_E_NOMEM, "register_source: out of host memory");
+    v->rs = malloc(sizeof *v->rs + spec->nfields * sizeof(fhr_field_spec) + names);
+    if (!v->rs || (st = mgr_meta_get(m, &spec->meta, &v->meta, err)) != FHR_OK) {
+        mgr_free_record(v);
+        if (st == FHR_OK)
+            st = fhr_fail(err, FHR_E_NOMEM, "register_source: out of host memory");
         goto out;
     }
-    char *p = (char *)(v->spec_fields + spec->nfields);
+    fhr_field_spec *fs = (fhr_field_spec *)(v->rs + 1);
+    char *p = (char *)(fs + spec->nfields);
     for (size_t i = 0; i < spec->nfields; i++) {
         size_t len = strlen(spec->fields[i].name) + 1;
         memcpy(p, spec->fields[i].name, len);
-        v->spec_fields[i] = (fhr_field_spec){p, spec->fields[i].nbytes};
+        fs[i] = (fhr_field_spec){p, spec->fields[i].nbytes};
         p += len;
     }
-    v->spec = *spec;
-    v->spec.fields = v->spec_fields;
+    v->rs->spec = *spec;
+    v->rs->spec.fields = fs;
     v->recov = FHR_RECONSTRUCTIBLE;
     v->charge = spec->storage_nbytes;
     v->regen = spec->regen_nbytes;
     v->omit[0] = spec->regen_keep & FHR_KEEP_HOST ? 0 : spec->regen_nbytes;
     v->omit[1] = spec->regen_keep & FHR_KEEP_PINNED ? 0 : spec->regen_nbytes;
     v->logical = logical;
-    v->meta = spec->meta;
-    v->src = *src;
-    v->has_src = 1;
+    v->rs->src = *src;
     publish_val(m, v);
     *out = mgr_handle(m, v);
     mgr_trace(m, FHR_TR_REGISTER, *out, (fhr_location){0, 0}, (fhr_location){0, 0}, v->charge,

@@ -39,6 +39,8 @@ typedef struct mgr_deferred {
 
 typedef struct mat {
     fhr_location loc;
+    int slot;           /* fhr_loc_slot(loc) */
+    struct mat *next;   /* its value's next copy, in slot order */
     fhr_value *value;
     evref *ready;       /* NULL once known complete */
     evref **reads;      /* copies in flight that read this one */
@@ -53,9 +55,28 @@ typedef struct mat {
     fhr_stream *free_on;
 } mat;
 
+/* What only a RECONSTRUCTIBLE value has: its spec (field specs and names in the same
+ * block) and its source. */
+typedef struct val_src {
+    fhr_value_spec spec;
+    fhr_source src;
+} val_src;
+
+/* Metadata shared by the values that have the same (val.meta): immutable once made. */
+typedef struct mgr_meta {
+    unsigned refs;
+    fhr_ckks_meta meta;
+} mgr_meta;
+
+#define MGR_LABEL_CAP 64 /* a label's bytes kept, with its NUL */
+
+/* A value's record. A manager may hold millions, so what most values lack lives out of
+ * line: the label (NULL when unlabelled), the metadata (NULL when all zero; shared by
+ * values with equal metadata), the source (NULL unless RECONSTRUCTIBLE) and the copies (a
+ * list in slot order, one entry per present bit). tests/unit/test_scale.c bounds its size. */
 typedef struct val {
     uint64_t serial;
-    char label[64];
+    char *label;               /* at most MGR_LABEL_CAP - 1 bytes; NULL: unlabelled */
     fhr_replica_mode mode;
     fhr_recoverability recov;
     int32_t priority;
@@ -63,16 +84,52 @@ typedef struct val {
     uint64_t logical;
     uint64_t regen;            /* regenerable field bytes (regen.c) */
     uint64_t omit[2];          /* of which host and pinned copies omit */
-    fhr_ckks_meta meta;
-    /* RECONSTRUCTIBLE only */
-    fhr_value_spec spec;
-    fhr_field_spec *spec_fields;
-    fhr_source src;
-    int has_src;
-    mat *mats[FHR_LOC_SLOTS]; /* by location slot */
+    mgr_meta *meta;            /* NULL: all zero */
+    val_src *rs;               /* RECONSTRUCTIBLE only, else NULL */
+    mat *copies;               /* in slot order; a copy at slot s iff bit s of present */
     uint64_t present;          /* bit per slot */
     const void *claim;         /* the call whose transition on it is under way, or NULL */
 } val;
+
+/* The value's label ("" when unlabelled) and metadata (all zero when it has none). */
+static inline const char *val_label(const val *v) { return v->label ? v->label : ""; }
+static inline const fhr_ckks_meta *val_meta(const val *v)
+{
+    return v->meta ? &v->meta->meta : &value_zero_meta;
+}
+
+/* v's copy at slot, or NULL. */
+static inline mat *val_mat(const val *v, int slot)
+{
+    for (mat *x = v->copies; x && x->slot <= slot; x = x->next)
+        if (x->slot == slot)
+            return x;
+    return NULL;
+}
+
+/* Puts x into v's copies at its slot, which has none. */
+static inline void val_add_mat(val *v, mat *x)
+{
+    x->slot = fhr_loc_slot(x->loc);
+    mat **pp = &v->copies;
+    while (*pp && (*pp)->slot < x->slot)
+        pp = &(*pp)->next;
+    x->next = *pp;
+    *pp = x;
+}
+
+/* Takes v's copy at slot out of its copies and returns it (NULL: none). */
+static inline mat *val_take_mat(val *v, int slot)
+{
+    for (mat **pp = &v->copies; *pp && (*pp)->slot <= slot; pp = &(*pp)->next)
+        if ((*pp)->slot == slot) {
+            mat *x = *pp;
+            *pp = x->next;
+            x->next = NULL;
+            return x;
+        }
+    return NULL;
+}
 
 /* Per-location accounting; the same struct backs explain's model. */
 typedef struct locacct {
@@ -138,6 +195,8 @@ struct fhr_manager {
     fhr_scope **scopes;
     size_t nscopes, capscopes;
     snap_spare *spare;        /* snapshot.c */
+    mgr_meta *last_meta;      /* the metadata record made last (a reference), or NULL */
+    _Atomic uint64_t reads;   /* value records read to decide or report (query.h) */
 };
 
 /* The charge of a copy at slot (host and pinned copies may omit regenerable fields). */
@@ -146,6 +205,13 @@ static inline uint64_t charge_at(uint64_t charge, const uint64_t omit[2], int sl
     return slot == 0 || slot == 1 ? charge - omit[slot] : charge;
 }
 #define VAL_CHARGE(v, slot) charge_at((v)->charge, (v)->omit, (slot))
+
+/* Lock held: the shared record of metadata equal to *mt (*out NULL when all zero; the
+ * last one made is reused while values come with the same); FHR_E_NOMEM changes nothing. */
+fhr_status mgr_meta_get(fhr_manager *m, const fhr_ckks_meta *mt, mgr_meta **out, fhr_error *err);
+void mgr_meta_unref(mgr_meta *mm);
+/* Frees a value's record (label, metadata, source), not its copies. */
+void mgr_free_record(val *v);
 
 /* Locking + the reentrancy rule: returns FHR_OK with the lock held, or the error. */
 fhr_status mgr_enter(fhr_manager *m, const char *op, fhr_error *err);
@@ -200,6 +266,11 @@ fhr_handle mgr_handle(const fhr_manager *m, const val *v);
 static inline void mgr_changed(fhr_manager *m, uint64_t serial)
 {
     m->chlog[m->chseq++ & (MGR_CHLOG_CAP - 1)] = serial;
+}
+/* Counts n value records read (query.h, mgr_records_read). */
+static inline void mgr_add_reads(fhr_manager *m, uint64_t n)
+{
+    atomic_fetch_add_explicit(&m->reads, n, memory_order_relaxed);
 }
 /* Lock held: something every value's record reads changed (the link rates, which set each
  * copy's restore_s): moving the log on by more than it holds makes every cache rebuild. */

@@ -16,19 +16,18 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
     rv->unsettled = 0;
     rv->h = mgr_handle(m, v);
     rv->serial = v->serial;
-    rv->label = v->label;
+    rv->label = val_label(v);
     rv->mode = v->mode;
     rv->recov = v->recov;
-    rv->has_src = v->has_src;
+    rv->has_src = v->rs != NULL;
     rv->charge = v->charge;
     rv->omit[0] = v->omit[0];
     rv->omit[1] = v->omit[1];
     rv->regen = v->regen;
     rv->present = v->present;
     rv->links = &m->links;
-    for (uint64_t left = v->present; left; left &= left - 1) { /* mats[s] set iff present */
-        int s = __builtin_ctzll(left);
-        const mat *x = v->mats[s];
+    for (const mat *x = v->copies; x; x = x->next) { /* one per present bit */
+        int s = x->slot;
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled (a source all the same) */
         const char *why = x->leases    ? "an active lease"
@@ -80,8 +79,7 @@ static void free_copy_done(fhr_manager *m, mgr_chore *c)
  * after the lock is let go. */
 static void remove_mat(fhr_manager *m, val *v, int slot)
 {
-    mat *x = v->mats[slot];
-    v->mats[slot] = NULL;
+    mat *x = val_take_mat(v, slot);
     v->present &= ~(1ULL << slot);
     mgr_changed(m, v->serial);
     acct_release(&m->loc[slot], VAL_CHARGE(v, slot));
@@ -131,7 +129,7 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
     fhr_error_init(&lerr);
     mgr_lock(m);
     mgr_callback_begin(m);
-    fhr_status st = v->src.load(v->src.ctx, &v->spec, at, m->b, s, &lv, &lerr);
+    fhr_status st = v->rs->src.load(v->rs->src.ctx, &v->rs->spec, at, m->b, s, &lv, &lerr);
     mgr_callback_end(m);
     mgr_unlock(m);
     if (st != FHR_OK || !lv) {
@@ -146,7 +144,7 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
     fhr_error_clear(&lerr);
     fhr_error cerr;
     fhr_error_init(&cerr);
-    if ((st = value_check_spec(lv, &v->spec, &cerr)) != FHR_OK) {
+    if ((st = value_check_spec(lv, &v->rs->spec, &cerr)) != FHR_OK) {
         value_destroy_on(lv, m->b, s);
         st = fhr_fail(err, st, "load %s: %s", mgr_vname(v, nm, sizeof nm), cerr.message);
         fhr_error_clear(&cerr);
@@ -197,7 +195,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
                               fhr_stream *s, fhr_transition *tr, fhr_error *err)
 {
     int slot = fhr_loc_slot(at);
-    mat *src = eff->src >= 0 ? v->mats[eff->src] : NULL;
+    mat *src = eff->src >= 0 ? val_mat(v, eff->src) : NULL;
     mat *x = calloc(1, sizeof *x);
     if (!x || (src && reads_make_room(m, src) != FHR_OK)) {
         free(x);
@@ -254,7 +252,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     x->ready = ready;
     x->last_use = ++m->clock;
     x->serial = v->serial;
-    v->mats[slot] = x;
+    val_add_mat(v, x);
     v->present |= 1ULL << slot;
     mgr_changed(m, v->serial);
     acct_charge(&m->loc[slot], charge);
@@ -263,10 +261,10 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
 
 static void release_source(fhr_manager *m, val *v)
 {
-    if (!v->has_src || !v->src.release)
+    if (!v->rs || !v->rs->src.release)
         return;
     mgr_callback_begin(m);
-    v->src.release(v->src.ctx);
+    v->rs->src.release(v->rs->src.ctx);
     mgr_callback_end(m);
 }
 
@@ -284,7 +282,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
     if ((st = rules_check(&rv, a, m->loc, m->ndev, &eff, err)) != FHR_OK)
         return st;
     if (eff.noop) {
-        mat *x = v->mats[fhr_loc_slot(a->at)];
+        mat *x = val_mat(v, fhr_loc_slot(a->at));
         if (x) {
             x->last_use = ++m->clock;
             mgr_changed(m, v->serial);
@@ -310,8 +308,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
         release_source(m, v);
         tr.to = (fhr_location){FHR_LOC_INVALID, 0};
         mgr_trace(m, FHR_TR_DISCARD, a->handle, tr.to, tr.to, 0, NULL, NULL);
-        free(v->spec_fields);
-        free(v);
+        mgr_free_record(v);
     } else {
         if (eff.create >= 0) {
             if (!s && (st = mgr_stream(m, a->at, &s, err)) != FHR_OK)

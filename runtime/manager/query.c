@@ -1,5 +1,6 @@
 /* runtime/manager/query.c — placement questions answered under the lock without a
- * snapshot: whether a request is already met, for the controller's fast path. */
+ * snapshot: whether a request is already met, for the controller's fast path, and the
+ * accounting of every location, for the VM's peaks. */
 #include "runtime/manager/query.h"
 #include "runtime/manager/manager.h"
 
@@ -69,3 +70,21 @@ fhr_status mgr_request_met(fhr_manager *m, const fhr_requirement *rq, size_t nrq
     mgr_leave(m);
     return FHR_OK;
 }
+
+fhr_status mgr_loc_stats(fhr_manager *m, fhr_loc_stats *locs, size_t *n, fhr_error *err)
+{
+    *n = 0;
+    fhr_status st = mgr_enter(m, "snapshot", err);
+    if (st != FHR_OK)
+        return st;
+    *n = snap_fill_locs(m, locs);
+    mgr_leave(m);
+    return FHR_OK;
+}
+
+uint64_t mgr_records_read(const fhr_manager *m)
+{
+    return m ? atomic_load_explicit(&((fhr_manager *)m)->reads, memory_order_relaxed) : 0;
+}
+
+void mgr_count_reads(fhr_manager *m, uint64_t n) { mgr_add_reads(m, n); }

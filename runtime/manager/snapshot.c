@@ -90,12 +90,11 @@ void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
 size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
 {
     size_t unready = 0;
-    for (uint64_t bits = v->present; bits; bits &= bits - 1) {
-        mat *x = v->mats[__builtin_ctzll(bits)];
+    for (mat *x = v->copies; x; x = x->next) { /* in slot order, one per present bit */
         fhr_copy_info *ci = out++;
         ci->loc = x->loc;
         ci->storage_nbytes = x->storage;
-        int sl = fhr_loc_slot(x->loc);
+        int sl = x->slot;
         ci->charged_nbytes = VAL_CHARGE(v, sl);
         ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
         ci->restore_s = mgr_restore_cost(m, v, sl);
@@ -162,7 +161,7 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
         fhr_value_info *vi = &s->values[s->nvalues];
         snap_fill_value(m, v, vi);
         vi->label = NULL; /* set below: NULL marks a label stored in order */
-        if (v->label[0]) {
+        if (v->label) {
             size_t len = strlen(v->label) + 1;
             if (!fhr_grow((void **)&sb->labels, &sb->cap_labels, nlabel + len - 1, 1, 64))
                 goto nomem;
@@ -172,7 +171,7 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
             vi->label = "";
         }
         if (full) {
-            sb->metas[s->nvalues] = v->meta;
+            sb->metas[s->nvalues] = *val_meta(v);
             vi->meta = &sb->metas[s->nvalues];
         }
         vi->ncopies = (size_t)__builtin_popcountll(v->present);
@@ -196,6 +195,7 @@ static fhr_status take(fhr_manager *m, int full, fhr_snapshot **out, fhr_error *
             lp += strlen(lp) + 1;
         }
     }
+    mgr_add_reads(m, s->nvalues);
     mgr_leave(m);
     /* Observations ask the driver (memory info, NVML): sampled after the lock is let go. */
     for (size_t i = 0; full && i < s->nlocs; i++)
@@ -244,7 +244,16 @@ const fhr_value_info *fhr_snapshot_value(const fhr_snapshot *s, fhr_handle h)
 {
     if (!s || h.manager_id != s->manager_id)
         return NULL;
-    size_t lo = 0, hi = s->nvalues; /* values are sorted by serial */
+    size_t lo = 0, hi = s->nvalues; /* values are sorted by serial, serials issued 1, 2, ... */
+    if (h.serial && h.serial - 1 < hi) { /* value i has serial i + 1 or more: the first */
+        uint64_t k = s->values[h.serial - 1].handle.serial; /* step pivots there */
+        if (k == h.serial)
+            return &s->values[h.serial - 1];
+        if (k > h.serial)
+            hi = h.serial - 1;
+        else
+            lo = h.serial;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         uint64_t k = s->values[mid].handle.serial;

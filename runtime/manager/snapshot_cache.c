@@ -4,6 +4,7 @@
 #include "runtime/manager/manager.h"
 #include "base/error.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,7 +19,7 @@ typedef struct chot {
 typedef struct ccold {
     fhr_copy_info *more;
     size_t capmore;
-    char label[sizeof ((val *)0)->label];
+    char label[MGR_LABEL_CAP];
 } ccold;
 
 struct mgr_snapcache {
@@ -104,6 +105,16 @@ static int room(mgr_snapcache *c, size_t n)
 static size_t lower_bound(const mgr_snapcache *c, uint64_t serial)
 {
     size_t lo = 0, hi = c->s.nvalues;
+    /* serials are issued 1, 2, ...: value i has serial i + 1 or more, so the first step
+     * pivots at serial - 1, where a manager that discarded nothing has it */
+    if (serial && serial - 1 < hi) {
+        if (c->s.values[serial - 1].handle.serial < serial)
+            lo = serial;
+        else if (serial - 1 == 0 || c->s.values[serial - 2].handle.serial < serial)
+            return serial - 1;
+        else
+            hi = serial - 1;
+    }
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         if (c->s.values[mid].handle.serial < serial)
@@ -128,7 +139,7 @@ static int fill(fhr_manager *m, mgr_snapcache *c, size_t i, const val *v)
         e->capmore = n;
     }
     snap_fill_value(m, v, vi);
-    memcpy(e->label, v->label, sizeof e->label);
+    snprintf(e->label, sizeof e->label, "%s", val_label(v));
     vi->label = e->label;
     vi->ncopies = n;
     vi->copies = n > INLINE_COPIES ? e->more : c->hot[i].inl;
@@ -257,6 +268,7 @@ fhr_status mgr_snapcache_refresh(fhr_manager *m, mgr_snapcache *c, const fhr_sna
         ok = rebuild(m, c);
     else
         ok = catch_up(m, c);
+    mgr_add_reads(m, c->last_reads);
     if (ok) {
         c->valid = 1;
         c->manager_id = m->id;

@@ -18,6 +18,34 @@ int fhr_ckks_meta_equal(const fhr_ckks_meta *a, const fhr_ckks_meta *b)
     return memcmp(a->prime_ids, b->prime_ids, a->n_primes * sizeof a->prime_ids[0]) == 0;
 }
 
+const fhr_ckks_meta value_zero_meta;
+
+int value_meta_same(const fhr_ckks_meta *a, const fhr_ckks_meta *b)
+{
+    return a->context_id == b->context_id && a->level == b->level &&
+           memcmp(&a->scale, &b->scale, sizeof a->scale) == 0 && a->n_primes == b->n_primes &&
+           memcmp(a->prime_ids, b->prime_ids, sizeof a->prime_ids) == 0 &&
+           a->domain == b->domain && a->key_relation == b->key_relation &&
+           a->key_param == b->key_param;
+}
+
+static void meta_unref(vmeta *mt)
+{
+    if (mt && atomic_fetch_sub_explicit(&mt->refs, 1, memory_order_acq_rel) == 1)
+        free(mt);
+}
+
+fhr_status value_create_like(fhr_location loc, const fhr_value *like, fhr_value **out,
+                             fhr_error *err)
+{
+    fhr_status st = fhr_value_create(loc, NULL, out, err);
+    if (st == FHR_OK && like->meta) {
+        atomic_fetch_add_explicit(&like->meta->refs, 1, memory_order_relaxed);
+        (*out)->meta = like->meta;
+    }
+    return st;
+}
+
 fhr_status fhr_value_create(fhr_location loc, const fhr_ckks_meta *meta, fhr_value **out,
                             fhr_error *err)
 {
@@ -33,15 +61,21 @@ fhr_status fhr_value_create(fhr_location loc, const fhr_ckks_meta *meta, fhr_val
     if (!v)
         return fhr_fail(err, FHR_E_NOMEM, "value_create: out of host memory");
     v->loc = loc;
-    if (meta)
-        v->meta = *meta;
+    if (meta && !value_meta_same(meta, &value_zero_meta)) {
+        if (!(v->meta = malloc(sizeof *v->meta))) {
+            free(v);
+            return fhr_fail(err, FHR_E_NOMEM, "value_create: out of host memory");
+        }
+        atomic_init(&v->meta->refs, 1);
+        v->meta->meta = *meta;
+    }
     *out = v;
     return FHR_OK;
 }
 
 static fhr_status push_buf(fhr_value *v, const vbuf *b, size_t *idx, fhr_error *err)
 {
-    if (!fhr_grow((void **)&v->bufs, &v->capbufs, v->nbufs, sizeof *v->bufs, 2))
+    if (!fhr_grow((void **)&v->bufs, &v->capbufs, v->nbufs, sizeof *v->bufs, 1))
         return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");
     v->bufs[v->nbufs] = *b;
     if (idx)
@@ -92,7 +126,7 @@ fhr_status fhr_value_add_field(fhr_value *v, const char *name, size_t buffer, si
     for (size_t i = 0; i < v->nfields; i++)
         if (strcmp(v->fields[i].name, name) == 0)
             return fhr_fail(err, FHR_E_INVALID, "value_add_field: duplicate field '%s'", name);
-    if (!fhr_grow((void **)&v->fields, &v->capfields, v->nfields, sizeof *v->fields, 4))
+    if (!fhr_grow((void **)&v->fields, &v->capfields, v->nfields, sizeof *v->fields, 1))
         return fhr_fail(err, FHR_E_NOMEM, "value: out of host memory");
     char *nm = strdup(name);
     if (!nm)
@@ -138,6 +172,7 @@ void value_destroy_on(fhr_value *v, fhr_backend *b, fhr_stream *s)
     for (size_t i = 0; i < v->nfields; i++)
         free(v->fields[i].name);
     regen_free(v);
+    meta_unref(v->meta);
     free(v->fields);
     free(v->bufs);
     free(v);
@@ -149,7 +184,10 @@ fhr_location fhr_value_location(const fhr_value *v)
 {
     return v ? v->loc : (fhr_location){FHR_LOC_INVALID, 0};
 }
-const fhr_ckks_meta *fhr_value_meta(const fhr_value *v) { return v ? &v->meta : NULL; }
+const fhr_ckks_meta *fhr_value_meta(const fhr_value *v)
+{
+    return !v ? NULL : v->meta ? &v->meta->meta : &value_zero_meta;
+}
 size_t fhr_value_nfields(const fhr_value *v) { return v ? v->nfields : 0; }
 const char *fhr_value_field_name(const fhr_value *v, size_t i)
 {
@@ -219,7 +257,7 @@ fhr_status value_copy_to(const fhr_value *v, fhr_location to, fhr_backend *b, fh
                          fhr_value **out, fhr_error *err)
 {
     fhr_value *c = NULL;
-    fhr_status st = fhr_value_create(to, &v->meta, &c, err);
+    fhr_status st = value_create_like(to, v, &c, err);
     if (st != FHR_OK)
         return st;
     size_t *map = calloc(v->nbufs ? v->nbufs : 1, sizeof *map);
@@ -288,7 +326,7 @@ fhr_status value_check_spec(const fhr_value *v, const fhr_value_spec *spec, fhr_
                             spec->fields[i].name, v->fields[i].nbytes,
                             (unsigned long long)spec->fields[i].nbytes);
     }
-    if (!fhr_ckks_meta_equal(&v->meta, &spec->meta))
+    if (!fhr_ckks_meta_equal(fhr_value_meta(v), &spec->meta))
         return fhr_fail(err, FHR_E_SOURCE, "source returned different CKKS metadata than its spec");
     uint64_t charge = spec->storage_nbytes - regen_omitted(v, v->loc.kind);
     if (fhr_value_storage_nbytes(v) > charge)

@@ -5,6 +5,8 @@
 
 #include "fheplan/residency.h"
 
+#include <stdatomic.h>
+
 typedef enum { VBUF_BORROWED = 0, VBUF_FN, VBUF_BACKEND } vbuf_owner;
 
 typedef struct vbuf {
@@ -32,9 +34,16 @@ typedef struct vregen { /* a regenerable field (regen.c) */
     unsigned keep;       /* FHR_KEEP_* */
 } vregen;
 
+/* Metadata, shared by the copies of a value and by values made alike (value_create_like):
+ * immutable, freed with its last reference. */
+typedef struct vmeta {
+    atomic_uint refs;
+    fhr_ckks_meta meta;
+} vmeta;
+
 struct fhr_value {
     fhr_location loc;
-    fhr_ckks_meta meta;
+    vmeta *meta;         /* NULL: all zero */
     vbuf *bufs;
     size_t nbufs, capbufs;
     vfield *fields;
@@ -45,6 +54,13 @@ struct fhr_value {
 };
 
 typedef struct gen_registry gen_registry; /* generator.c */
+
+/* Whether two metadata are the same field for field (scale by its bits, every prime id). */
+int value_meta_same(const fhr_ckks_meta *a, const fhr_ckks_meta *b);
+extern const fhr_ckks_meta value_zero_meta;
+/* fhr_value_create with like's metadata, shared rather than copied. */
+fhr_status value_create_like(fhr_location loc, const fhr_value *like, fhr_value **out,
+                             fhr_error *err);
 
 /* Copy of v at `to`, allocated and filled in order on s; no host wait (value.c: the
  * compacting copy of a value without regenerable fields). */

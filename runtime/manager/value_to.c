@@ -19,7 +19,7 @@ static fhr_status regen_copy_to(const fhr_value *v, fhr_location to, fhr_backend
                                 const gen_registry *gens, fhr_value **out, fhr_error *err)
 {
     fhr_value *c = NULL;
-    fhr_status st = fhr_value_create(to, &v->meta, &c, err);
+    fhr_status st = value_create_like(to, v, &c, err);
     if (st != FHR_OK)
         return st;
     size_t total = 0;

@@ -26,7 +26,7 @@ static fhr_status collect(fhr_manager *m, int slot, uint64_t nbytes, evref ***ou
     size_t nc = 0, capc = 0;
     for (uint64_t s = 1; s < m->next_serial; s++) {
         val *v = m->vals[s];
-        mat *x = v ? v->mats[slot] : NULL;
+        mat *x = v ? val_mat(v, slot) : NULL;
         if (!x || x->leases || x->holds || !x->pending)
             continue;
         if (!fhr_grow((void **)&c, &capc, nc, sizeof *c, 16)) {

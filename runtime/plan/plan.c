@@ -122,11 +122,14 @@ typedef struct simval {
     int discarded;
 } simval;
 
+#define SIM_INLINE 4 /* values modelled without an allocation (a request names few) */
+
 typedef struct sim {
     fhr_manager *m;
     locacct loc[FHR_LOC_SLOTS];
-    simval *vals;
+    simval *vals;             /* inl until more are needed */
     size_t nvals, capvals;
+    simval inl[SIM_INLINE];
     fhr_explanation *ex;
 } sim;
 
@@ -146,8 +149,16 @@ static fhr_status sim_get(sim *s, fhr_handle h, simval **out, fhr_error *err)
     fhr_status st = mgr_lookup(s->m, h, "plan", &v, err);
     if (st != FHR_OK)
         return st;
-    if (!fhr_grow((void **)&s->vals, &s->capvals, s->nvals, sizeof *s->vals, 16))
-        return fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
+    if (s->nvals == s->capvals) {
+        size_t cap = s->capvals * 2;
+        simval *n = s->vals == s->inl ? malloc(cap * sizeof *n) : realloc(s->vals, cap * sizeof *n);
+        if (!n)
+            return fhr_fail(err, FHR_E_NOMEM, "explain: out of host memory");
+        if (s->vals == s->inl)
+            memcpy(n, s->inl, sizeof s->inl);
+        s->vals = n;
+        s->capvals = cap;
+    }
     simval *sv = &s->vals[s->nvals++];
     memset(sv, 0, sizeof *sv);
     sv->serial = h.serial;
@@ -263,6 +274,8 @@ void plan_simulate(fhr_manager *m, const sim_input *in, fhr_explanation *ex)
     ex->action_index = -1;
     ex->state_version = m->version;
     sim s = {.m = m, .ex = ex};
+    s.vals = s.inl;
+    s.capvals = SIM_INLINE;
     memcpy(s.loc, m->loc, sizeof s.loc);
     for (int i = 0; i < FHR_LOC_SLOTS; i++) { /* predicted peaks start from now */
         s.loc[i].peak_used = s.loc[i].used;
@@ -289,7 +302,8 @@ void plan_simulate(fhr_manager *m, const sim_input *in, fhr_explanation *ex)
         pk->has_budget = s.loc[i].has_budget;
         pk->budget_bytes = s.loc[i].budget;
     }
-    free(s.vals);
+    if (s.vals != s.inl)
+        free(s.vals);
 }
 
 fhr_status plan_infeasible(const fhr_explanation *ex, const char *what, fhr_error *err)

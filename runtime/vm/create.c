@@ -162,6 +162,7 @@ void rplan_vm_destroy(rplan_vm *vm)
         return;
     vm_sync_all(vm, NULL);
     vm_requests_teardown(vm);
+    fhr_value_destroy(vm->meta_like);
     for (size_t i = 0; i < vm->nholds; i++)
         fhr_hold_destroy(vm->holds[i].hd);
     if (vm->m)

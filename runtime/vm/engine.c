@@ -2,6 +2,7 @@
  * values, values it adopts into the program's slots, the stream its bodies run on at a
  * device, and the declared fields every copy of a value is laid out in. */
 #include "runtime/vm/internal.h"
+#include "runtime/manager/value.h"
 #include "base/error.h"
 
 #include <cjson/cJSON.h>
@@ -79,7 +80,17 @@ fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_
 {
     fhr_value *v = NULL;
     size_t bi, off = 0, n = (size_t)vm->vinfo[i].nbytes;
-    fhr_status st = fhr_value_create(at, meta, &v, err);
+    fhr_status st;
+    if (vm->meta_like && value_meta_same(fhr_value_meta(vm->meta_like),
+                                         meta ? meta : &value_zero_meta)) {
+        st = value_create_like(at, vm->meta_like, &v, err);
+    } else if ((st = fhr_value_create(at, meta, &v, err)) == FHR_OK) {
+        fhr_value *like = NULL;
+        if (value_create_like(at, v, &like, NULL) == FHR_OK) { /* else none is kept */
+            fhr_value_destroy(vm->meta_like);
+            vm->meta_like = like;
+        }
+    }
     if (st == FHR_OK)
         st = fhr_value_alloc_buffer(v, vm->b, n, s, &bi, err);
     for (size_t f = 0; f < vm_value_nfields(vm, i) && st == FHR_OK; f++) {

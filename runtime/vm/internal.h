@@ -122,6 +122,8 @@ struct rplan_vm {
     int explain, is_cuda, ran;
     char device[32];
     fhr_manager *m;
+    fhr_value *meta_like;      /* an empty value with the metadata vm_value_new gave last:
+                                * the next values with the same share it (no copy each) */
     size_t nvals;
     rplan_value_info *vinfo;   /* nbytes scaled */
     fhr_handle *h;

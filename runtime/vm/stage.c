@@ -1,6 +1,7 @@
 /* runtime/vm/stage.c — stage records: opening, closing and resolving them, transfers and
  * peaks accounted to every open record, and verify-failure tallies read without host waits. */
 #include "runtime/vm/internal.h"
+#include "runtime/manager/query.h"
 #include "base/error.h"
 
 #include <stdio.h>
@@ -180,11 +181,13 @@ static void peak_update(rplan_stage_report *r, fhr_location loc, uint64_t v, int
 
 void vm_sample_peaks(rplan_vm *vm)
 {
-    fhr_snapshot *s = NULL;
-    if (fhr_snapshot_take_placement(vm->m, &s, NULL) != FHR_OK)
+    /* the accounting alone: a snapshot would read every value after every request */
+    fhr_loc_stats locs[FHR_LOC_SLOTS];
+    size_t nlocs = 0;
+    if (mgr_loc_stats(vm->m, locs, &nlocs, NULL) != FHR_OK)
         return;
-    for (size_t i = 0; i < s->nlocs; i++) {
-        const fhr_loc_stats *l = &s->locs[i];
+    for (size_t i = 0; i < nlocs; i++) {
+        const fhr_loc_stats *l = &locs[i];
         uint64_t v = l->used_bytes + l->reserved_bytes;
         int sl = slot_of(l->loc);
         if (vm->o.trace && !vm->resid_base_set && sl >= 0)
@@ -197,7 +200,6 @@ void vm_sample_peaks(rplan_vm *vm)
             vm_add_sample(vm, vm_now_ns(vm), l->loc, v, l->has_budget, l->budget_bytes);
     }
     vm->resid_base_set = 1;
-    fhr_snapshot_free(s);
 }
 
 /* Reads the verify mismatch counters (streams must be synchronised). */
