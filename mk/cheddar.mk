@@ -5,9 +5,9 @@
 # as headers only, googletest and nlohmann-json come from Debian packages
 # (examples/cheddar/cheddar-deps.sh writes the stand-ins). When the example's own sources
 # are present (examples/cheddar/adapter.cu and a boot*.c driver) it also builds the example
-# and links it with libfheplan.a. `make cheddar-bundle` gathers the programs and their
-# shared libraries for a GPU host in .gpu/cheddar. `make cheddar-clean` removes
-# build/cheddar. Cheddar (MIT) and RMM (Apache-2.0) are never copied into this repository
+# and links it with libfheplan.a. `make cheddar-bundle` gathers the programs, their shared
+# libraries and Cheddar's parameter files for a GPU host in .gpu/cheddar. `make
+# cheddar-clean` removes build/cheddar. Cheddar (MIT) and RMM (Apache-2.0) are never copied into this repository
 # nor linked into libfheplan. Not part of `make test`: CI has neither Cheddar nor a GPU.
 
 CHEDDAR_SRC     ?=
@@ -30,7 +30,7 @@ CHEDDAR_ADAPTER  = $(wildcard examples/cheddar/adapter.cu)
 CHEDDAR_DRIVER   = $(firstword $(wildcard examples/cheddar/boot*.c))
 CHEDDAR_BIN      = $(if $(and $(CHEDDAR_ADAPTER),$(CHEDDAR_DRIVER)),$(CHEDDAR_OUT)/cheddar-boot)
 CHEDDAR_NVCC     = $(NVCC) -O2 -std=c++17 -arch=sm_$(CHEDDAR_ARCH) -Xcompiler -fPIC \
-                   -DENABLE_EXTENSION -DSPDLOG_FMT_EXTERNAL -I. -Iinclude \
+                   -DENABLE_EXTENSION -DFMT_SHARED -DSPDLOG_FMT_EXTERNAL -I. -Iinclude \
                    -I$(CHEDDAR_DEPS)/include -I$(CHEDDAR_TREE)/include -I$(RMM_SRC)/include
 
 .PHONY: cheddar-example cheddar-bundle cheddar-check cheddar-deps cheddar-patch cheddar-lib \
@@ -107,9 +107,12 @@ cheddar-example: cheddar-lib $(CHEDDAR_BIN) $(if $(CHEDDAR_BIN),$(BUILD)/fheplan
 
 # The programs, their shared libraries (libcheddar.so, libcudart.so.13, libtommath.so.1,
 # libfmt.so.9, ...) and Cheddar's parameter files, as plain files, for a GPU host.
+# The example's run script goes along when it exists.
 cheddar-bundle: cheddar-example
 	sh examples/cheddar/bundle.sh $(CHEDDAR_BUNDLE) $(CHEDDAR_TREE)/parameters $(CHEDDAR_BOOT) \
 	  $(CHEDDAR_BIN) $(if $(CHEDDAR_BIN),$(BUILD)/fheplan)
+	$(if $(wildcard examples/cheddar/gpu-run.sh),cp examples/cheddar/gpu-run.sh $(CHEDDAR_BUNDLE)/)
+	@ls -la $(CHEDDAR_BUNDLE) $(CHEDDAR_BUNDLE)/lib
 
 cheddar-clean:
 	rm -rf $(CHEDDAR_OUT)

@@ -2,8 +2,8 @@
 # examples/cheddar/bundle.sh DIR PARAMS PROGRAM... — gathers the Cheddar programs for a GPU
 # host that has only its driver: the programs into DIR, every shared library they load
 # (libcheddar.so, libcudart.so.13, libtommath.so.1, libfmt.so.9, the C++ runtime, ...) into
-# DIR/lib, Cheddar's parameter files (PARAMS/*.json) into DIR/parameters, and DIR/run.sh,
-# which runs a program of the bundle with DIR/lib as its library path and DIR/parameters as
+# DIR/lib, Cheddar's parameter files (PARAMS/*.json) into DIR/params, and DIR/run.sh,
+# which runs a program of the bundle with DIR/lib as its library path and DIR/params as
 # CHEDDAR_PARAM_DIR. Every entry is a plain file (links are followed), so the folder can be
 # carried as it is. The C library and the GPU driver stay the host's. DIR is made anew.
 set -eu
@@ -13,7 +13,7 @@ shift 2
 [ $# -ge 1 ] || { echo "bundle: no program given" >&2; exit 2; }
 [ -d "$params" ] || { echo "bundle: $params is not a folder of parameter files" >&2; exit 1; }
 rm -rf "$dir"
-mkdir -p "$dir/lib" "$dir/parameters"
+mkdir -p "$dir/lib" "$dir/params"
 for prog in "$@"; do
     [ -x "$prog" ] || { echo "bundle: $prog is not a built program" >&2; exit 1; }
     cp -L "$prog" "$dir/"
@@ -28,7 +28,7 @@ for prog in "$@"; do
         esac
     done
 done
-cp -L "$params"/*.json "$dir/parameters/"
+cp -L "$params"/*.json "$dir/params/"
 cat >"$dir/run.sh" <<'EOF'
 #!/bin/sh
 # run.sh PROGRAM [ARG...] — runs a program of this bundle with its libraries and parameters.
@@ -36,7 +36,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 prog=${1:?usage: run.sh PROGRAM [ARG...]}
 shift
 export LD_LIBRARY_PATH="$here/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-export CHEDDAR_PARAM_DIR="${CHEDDAR_PARAM_DIR:-$here/parameters}"
+export CHEDDAR_PARAM_DIR="${CHEDDAR_PARAM_DIR:-$here/params}"
 exec "$here/$(basename "$prog")" "$@"
 EOF
 chmod +x "$dir/run.sh"

@@ -23,6 +23,8 @@
 #  6. include/extension/{BootContext,EvalSpecialFFT,LinearTransform,Hoist}.h: accessors down
 #     to each CtS/StC phase's encoded diagonals (HoistHandler::GetPlaintexts), so that
 #     their device memory can be rebound like a key's.
+#  7. The members behind those accessors (EvalSpecialFFT::cts_phases_/stc_phases_,
+#     LinearTransform::hoist_, HoistHandler::hoist_pt_map_) become public as well.
 # All edits are in headers (inline code) or the build files; Cheddar's sources are as given.
 set -eu
 dir=${1:?usage: patch-cheddar.sh CHEDDAR_SOURCE_COPY}
@@ -210,6 +212,25 @@ edit("include/extension/Hoist.h", "fheplan patch",
      "  const std::set<int> &GetBSIndices() const { return bs_indices_; }\n"
      "  const std::vector<int> &GetGSIndices() const { return gs_indices_; }\n\n"
      "  void AddRequiredRotations(EvkRequest &req, bool min_ks = false) const;\n")
+
+# 7. The same members public, for code that names them directly.
+edit("include/extension/EvalSpecialFFT.h", "fheplan patch: public phases",
+     "  std::vector<LinearTransform<word>> cts_phases_;\n"
+     "  std::vector<LinearTransform<word>> stc_phases_;\n",
+     " public:  // fheplan patch: public phases\n"
+     "  std::vector<LinearTransform<word>> cts_phases_;\n"
+     "  std::vector<LinearTransform<word>> stc_phases_;\n\n"
+     " private:\n")
+edit("include/extension/LinearTransform.h", "fheplan patch: public hoist_",
+     "  HoistHandler<word> hoist_;\n",
+     " public:  // fheplan patch: public hoist_\n"
+     "  HoistHandler<word> hoist_;\n\n"
+     " private:\n")
+edit("include/extension/Hoist.h", "fheplan patch: public hoist_pt_map_",
+     "  std::map<int, std::map<int, Pt>> hoist_pt_map_;\n",
+     " public:  // fheplan patch: public hoist_pt_map_\n"
+     "  std::map<int, std::map<int, Pt>> hoist_pt_map_;\n\n"
+     " private:\n")
 
 for rel, text in staged.items():
     path = os.path.join(root, rel)
