@@ -7,8 +7,9 @@
 # are present (examples/cheddar/adapter.cu and a boot*.c driver) it also builds the example
 # and links it with libfheplan.a. `make cheddar-bundle` gathers the programs, their shared
 # libraries and Cheddar's parameter files for a GPU host in .gpu/cheddar. `make
-# cheddar-clean` removes build/cheddar. Cheddar (MIT) and RMM (Apache-2.0) are never copied into this repository
-# nor linked into libfheplan. Not part of `make test`: CI has neither Cheddar nor a GPU.
+# cheddar-clean` removes build/cheddar. Cheddar (MIT) and RMM (Apache-2.0) are never copied
+# into this repository nor linked into libfheplan. Not part of `make test`: CI has neither
+# Cheddar nor a GPU.
 
 CHEDDAR_SRC     ?=
 RMM_SRC         ?=
