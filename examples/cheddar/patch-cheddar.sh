@@ -25,7 +25,10 @@
 #     their device memory can be rebound like a key's.
 #  7. The members behind those accessors (EvalSpecialFFT::cts_phases_/stc_phases_,
 #     LinearTransform::hoist_, HoistHandler::hoist_pt_map_) become public as well.
-# All edits are in headers (inline code) or the build files; Cheddar's sources are as given.
+#  8. include/UserInterface.h, src/UserInterface.cu: UserInterface::evk_a_sampler_ (and its
+#     context pointer), a hook through which key generation draws each key part's a half
+#     on the device instead of from the host generator; unset, key generation is as given.
+# All edits but the last are inline code in headers or build files.
 set -eu
 dir=${1:?usage: patch-cheddar.sh CHEDDAR_SOURCE_COPY}
 [ -f "$dir/include/extension/BootContext.h" ] && [ -f "$dir/include/core/Container.h" ] || {
@@ -231,6 +234,29 @@ edit("include/extension/Hoist.h", "fheplan patch: public hoist_pt_map_",
      " public:  // fheplan patch: public hoist_pt_map_\n"
      "  std::map<int, std::map<int, Pt>> hoist_pt_map_;\n\n"
      " private:\n")
+
+# 8. A hook for the a halves of key generation (test-side key generation only).
+edit("include/UserInterface.h", "evk_a_sampler_",
+     "  void PrepareRotationKey(const EvkRequest &evk_request);\n",
+     "  void PrepareRotationKey(const EvkRequest &evk_request);\n\n"
+     "  // fheplan patch: when set, key generation draws each key part's a half through\n"
+     "  // this sampler instead of the host generator: sampler(ctx, dst, primes,\n"
+     "  // num_primes, degree, key_idx, part) writes num_primes * degree words at the\n"
+     "  // device address dst, word j of prime slot p uniform modulo primes[p] (a device\n"
+     "  // array in the key's slot order), on the legacy default stream.\n"
+     "  using EvkASampler = void (*)(void *ctx, word *dst, const word *primes,\n"
+     "                               int num_primes, int degree, int key_idx, int part);\n"
+     "  static inline EvkASampler evk_a_sampler_ = nullptr;\n"
+     "  static inline void *evk_a_sampler_ctx_ = nullptr;\n")
+edit("src/UserInterface.cu", "evk_a_sampler_",
+     "    SampleRandomPolynomial(evk.ax_.at(i), np);\n",
+     "    // fheplan patch: the a half from the installed sampler, if any\n"
+     "    if (evk_a_sampler_ != nullptr) {\n"
+     "      evk_a_sampler_(evk_a_sampler_ctx_, evk.ax_.at(i).data(), primes,\n"
+     "                     np.GetNumTotal(), degree, key_idx, i);\n"
+     "    } else {\n"
+     "      SampleRandomPolynomial(evk.ax_.at(i), np);\n"
+     "    }\n")
 
 for rel, text in staged.items():
     path = os.path.join(root, rel)
