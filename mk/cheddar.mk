@@ -69,9 +69,13 @@ cheddar-patch: cheddar-check $(CHEDDAR_TREE)/.fheplan-copy
 	sh examples/cheddar/patch-cheddar.sh $(CHEDDAR_TREE)
 	sh examples/cheddar/cheddar-deps.sh $(CHEDDAR_DEPS) $(RMM_SRC)
 
-$(CHEDDAR_BUILD)/CMakeCache.txt: | cheddar-deps cheddar-patch
+# Configured again when this file changes. The run paths let libcheddar.so find its own
+# libraries beside it (libtommath, libfmt, libcudart in a bundle's lib/: a run path of the
+# program does not reach the libraries of its libraries) and boot_test find lib/.
+$(CHEDDAR_BUILD)/CMakeCache.txt: mk/cheddar.mk | cheddar-deps cheddar-patch
 	cmake -S $(CHEDDAR_TREE) -B $(CHEDDAR_BUILD) -G "$(CHEDDAR_GEN)" \
 	  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=$(NVCC) \
+	  -DCMAKE_BUILD_RPATH='$$ORIGIN;$$ORIGIN/lib' \
 	  -DCHEDDAR_CUDA_ARCHITECTURES=$(CHEDDAR_ARCH) \
 	  -DFETCHCONTENT_FULLY_DISCONNECTED=ON \
 	  -DFETCHCONTENT_SOURCE_DIR_RMM=$(abspath $(CHEDDAR_DEPS))/rmm \
