@@ -24,7 +24,6 @@ CHEDDAR_BOOT     = $(CHEDDAR_BUILD)/unittest/boot_test
 CHEDDAR_BUNDLE  ?= .gpu/cheddar
 CHEDDAR_DEBS     = libtommath-dev libfmt-dev libspdlog-dev nlohmann-json3-dev libgtest-dev \
                    googletest cmake ninja-build
-CHEDDAR_GEN      = $(if $(shell command -v ninja 2>/dev/null),Ninja,Unix Makefiles)
 
 # The example proper, once its sources exist.
 CHEDDAR_ADAPTER  = $(wildcard examples/cheddar/adapter.cu)
@@ -73,7 +72,7 @@ cheddar-patch: cheddar-check $(CHEDDAR_TREE)/.fheplan-copy
 # libraries beside it (libtommath, libfmt, libcudart in a bundle's lib/: a run path of the
 # program does not reach the libraries of its libraries) and boot_test find lib/.
 $(CHEDDAR_BUILD)/CMakeCache.txt: mk/cheddar.mk | cheddar-deps cheddar-patch
-	cmake -S $(CHEDDAR_TREE) -B $(CHEDDAR_BUILD) -G "$(CHEDDAR_GEN)" \
+	cmake -S $(CHEDDAR_TREE) -B $(CHEDDAR_BUILD) -G Ninja \
 	  -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_COMPILER=$(NVCC) \
 	  -DCMAKE_BUILD_RPATH='$$ORIGIN;$$ORIGIN/lib' \
 	  -DCHEDDAR_CUDA_ARCHITECTURES=$(CHEDDAR_ARCH) \
