@@ -3,6 +3,9 @@
  * two devices the peer link (cuda:0 <-> cuda:1) and both devices loading at once. */
 #include "fheplan/backend.h"
 #include "bench/host_bench.h"
+#include "cuda/copy_threads.h"
+#include "cuda/cuda_internal.h"
+#include "cuda/host_copy.h"
 #include "cuda/staging_pipeline.h"
 
 #include <cuda_runtime_api.h>
@@ -27,6 +30,10 @@ typedef struct bench {
     size_t max;
     int reps;
     int json;
+    FILE *jf;           /* --json-file: the JSON rows beside the text */
+    int variants;       /* --variants: the variant matrix (what limits the pageable path
+                           and pinning), instead of the default sections */
+    int growth_reps;    /* passes of each pinned-growth variant */
     int sweep;
     int host_only;
     int first_row;
@@ -148,6 +155,8 @@ typedef struct member {
 
 struct team {
     int n;
+    copy_fn fn;  /* copy_plain unless set */
+    size_t ring; /* 0: dst as long as src; else each member cycles pieces through its share */
     pthread_barrier_t start, done;
     unsigned char *dst;
     const unsigned char *src;
@@ -157,10 +166,26 @@ struct team {
     member m[MAX_TEAM];
 };
 
+#define FILL_PIECE ((size_t)4 << 20) /* the default staging slot */
+
 static void team_slice(team *t, int i)
 {
     size_t part = t->len / (size_t)t->n, off = (size_t)i * part;
-    memcpy(t->dst + off, t->src + off, i == t->n - 1 ? t->len - off : part);
+    size_t len = i == t->n - 1 ? t->len - off : part;
+    if (!t->ring) {
+        t->fn(t->dst + off, t->src + off, len);
+        return;
+    }
+    /* as the staging pipeline: pieces of a slot's size cycling through a few slots */
+    size_t share = t->ring / (size_t)t->n / FILL_PIECE * FILL_PIECE;
+    if (share < FILL_PIECE)
+        share = FILL_PIECE;
+    unsigned char *base = t->dst + (size_t)i * share;
+    for (size_t done = 0, pos = 0; done < len; pos = (pos + FILL_PIECE) % share) {
+        size_t l = len - done < FILL_PIECE ? len - done : FILL_PIECE;
+        t->fn(base + pos, t->src + off + done, l);
+        done += l;
+    }
 }
 
 static void *team_main(void *arg)
@@ -180,6 +205,8 @@ static void team_start(team *t, int n)
 {
     t->n = n;
     t->stop = 0;
+    t->fn = copy_plain;
+    t->ring = 0;
     pthread_barrier_init(&t->start, NULL, (unsigned)n);
     pthread_barrier_init(&t->done, NULL, (unsigned)n);
     for (int i = 1; i < n; i++) {
@@ -229,14 +256,18 @@ static void row_x(bench *k, const char *what, size_t n, double ours, double raw,
                   const char *json_extra, const char *text_extra)
 {
     double ratio = raw > 0 ? ours / raw : 0;
-    if (k->json) {
-        printf("%s\n  {\"case\": \"%s\", \"bytes\": %zu, \"backend\": %.4f, \"raw\": %.4f, "
-               "\"ratio\": %.4f, \"unit\": \"%s\"%s}",
-               k->first_row ? "" : ",", what, n, ours, raw, ratio, unit, json_extra);
+    FILE *jf = k->json ? stdout : k->jf;
+    if (jf) {
+        fprintf(jf, "%s\n  {\"case\": \"%s\", \"bytes\": %zu, \"backend\": %.4f, "
+                "\"raw\": %.4f, \"ratio\": %.4f, \"unit\": \"%s\"%s}",
+                k->first_row ? "" : ",", what, n, ours, raw, ratio, unit, json_extra);
         k->first_row = 0;
-    } else {
+        fflush(jf);
+    }
+    if (!k->json) {
         printf("%-40s %10zu KiB %10.2f %10.2f %7.3f  %s%s%s\n", what, n >> 10, ours, raw, ratio,
                unit, *text_extra ? "  " : "", text_extra);
+        fflush(stdout);
     }
 }
 
@@ -540,14 +571,16 @@ static void run_two(bench *k)
 
 static void usage(void)
 {
-    fprintf(stderr, "usage: transfer [--json] [--two-gpu] [--reps N (5..64, default 7)] "
-                    "[--max-mib M (default 1024)] [--staging-sweep] [--host-only]\n");
+    fprintf(stderr, "usage: transfer [--json] [--json-file PATH] [--two-gpu] [--reps N (5..64, "
+                    "default 7)] [--max-mib M (default 1024)] [--staging-sweep] [--host-only] "
+                    "[--variants [--growth-reps N (1..64, default 5)]]\n");
     exit(2);
 }
 
 static void parse_args(bench *k, int argc, char **argv)
 {
     k->reps = 7;
+    k->growth_reps = 5;
     k->max = (size_t)1 << 30;
     for (int i = 1; i < argc; i++) {
         char *end = NULL;
@@ -559,6 +592,15 @@ static void parse_args(bench *k, int argc, char **argv)
             k->host_only = 1;
         else if (strcmp(argv[i], "--two-gpu") == 0)
             k->two_only = 1;
+        else if (strcmp(argv[i], "--variants") == 0)
+            k->variants = 1;
+        else if (strcmp(argv[i], "--growth-reps") == 0 && i + 1 < argc)
+            k->growth_reps = (int)strtol(argv[++i], &end, 10);
+        else if (strcmp(argv[i], "--json-file") == 0 && i + 1 < argc) {
+            k->jf = fopen(argv[++i], "w");
+            if (!k->jf)
+                die("--json-file", argv[i]);
+        }
         else if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc)
             k->reps = (int)strtol(argv[++i], &end, 10);
         else if (strcmp(argv[i], "--max-mib") == 0 && i + 1 < argc)
@@ -568,7 +610,8 @@ static void parse_args(bench *k, int argc, char **argv)
         if (end && *end)
             usage();
     }
-    if (k->reps < 5 || k->reps > MAX_REPS || k->max < (64u << 10) || k->max > ((size_t)64 << 30))
+    if (k->reps < 5 || k->reps > MAX_REPS || k->max < (64u << 10) || k->max > ((size_t)64 << 30) ||
+        k->growth_reps < 1 || k->growth_reps > MAX_REPS)
         usage();
     for (size_t n = 64u << 10; n <= k->max && k->nsizes < MAX_SIZES; n *= 4)
         k->sizes[k->nsizes++] = n;
@@ -748,6 +791,348 @@ static void run_sweep(bench *k)
         unsetenv("FHEPLAN_STAGING_DIRECT");
 }
 
+/* ---- the variant matrix (--variants) -------------------------------------------------
+ * What bounds pageable copies from 256 MiB up and how fast the pinned pool grows, each
+ * setting side by side in one run: every variant is a fresh backend made under its
+ * FHEPLAN_* values (the others unset, so at their defaults). */
+
+static const char *const managed_env[] = {
+    "FHEPLAN_COPY_THREADS",    "FHEPLAN_STAGING_CHUNK",   "FHEPLAN_STAGING_DIRECT",
+    "FHEPLAN_STAGING_MEMCPY",  "FHEPLAN_STAGING_DEPTH",    "FHEPLAN_PINNED_HOSTALLOC",
+    "FHEPLAN_PINNED_PREFAULT", "FHEPLAN_PINNED_HUGEPAGE",  "FHEPLAN_PINNED_ARENA",
+    "FHEPLAN_PINNED_AHEAD"};
+#define N_MANAGED (sizeof managed_env / sizeof *managed_env)
+
+/* Unsets every managed variable, then sets those of `assign` ("NAME=VALUE NAME=VALUE"). */
+static void env_apply(const char *assign)
+{
+    for (size_t i = 0; i < N_MANAGED; i++)
+        unsetenv(managed_env[i]);
+    char buf[256];
+    snprintf(buf, sizeof buf, "%s", assign);
+    for (char *save = NULL, *w = strtok_r(buf, " ", &save); w; w = strtok_r(NULL, " ", &save)) {
+        char *eq = strchr(w, '=');
+        if (!eq)
+            die("variant", w);
+        *eq = 0;
+        setenv(w, eq + 1, 1);
+    }
+}
+
+typedef struct variant {
+    const char *name, *env;
+} variant;
+
+/* Pageable copies: thread count, slot (chunk) size, memcpy kind. */
+static const variant page_variants[] = {
+    {"default", ""},
+    {"threads 4", "FHEPLAN_COPY_THREADS=4"},
+    {"threads 8", "FHEPLAN_COPY_THREADS=8"},
+    {"threads 16", "FHEPLAN_COPY_THREADS=16"},
+    {"chunk 1M", "FHEPLAN_STAGING_CHUNK=1M"},
+    {"chunk 8M", "FHEPLAN_STAGING_CHUNK=8M"},
+    {"chunk 16M", "FHEPLAN_STAGING_CHUNK=16M"},
+    {"stream", "FHEPLAN_STAGING_MEMCPY=stream"},
+    {"stream threads 8", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=8"},
+    {"stream threads 16", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=16"},
+    {"threads 16 chunk 8M", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_CHUNK=8M"},
+    {"depth 2", "FHEPLAN_STAGING_DEPTH=2"},
+    {"depth 4", "FHEPLAN_STAGING_DEPTH=4"},
+    {"chunk 2M depth 4", "FHEPLAN_STAGING_CHUNK=2M FHEPLAN_STAGING_DEPTH=4"},
+    {"chunk 1M depth 8", "FHEPLAN_STAGING_CHUNK=1M FHEPLAN_STAGING_DEPTH=8"},
+    {"stream depth 4", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_STAGING_DEPTH=4"},
+    {"threads 16 depth 4", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_DEPTH=4"},
+};
+
+/* Pinned growth: cudaHostAlloc first (the yardstick), then the ways of registering. */
+static const variant pin_variants[] = {
+    {"cudaHostAlloc", "FHEPLAN_PINNED_HOSTALLOC=1"},
+    {"default", ""},
+    {"register, previous shape", /* 256 MiB of pinning per 180 MiB, faulted by the driver */
+     "FHEPLAN_PINNED_PREFAULT=none FHEPLAN_PINNED_HUGEPAGE=0 FHEPLAN_PINNED_ARENA=512M"},
+    {"threads, 4K pages", "FHEPLAN_PINNED_PREFAULT=threads FHEPLAN_PINNED_HUGEPAGE=0"},
+    {"populate, huge pages", "FHEPLAN_PINNED_PREFAULT=populate FHEPLAN_PINNED_HUGEPAGE=1"},
+    {"none, huge pages", "FHEPLAN_PINNED_PREFAULT=none FHEPLAN_PINNED_HUGEPAGE=1"},
+    {"none, 4K pages", "FHEPLAN_PINNED_PREFAULT=none FHEPLAN_PINNED_HUGEPAGE=0"},
+    {"ahead", "FHEPLAN_PINNED_AHEAD=1"},
+};
+
+/* Adopting keys: each pinned block filled (one memcpy) before the next is asked for. */
+static const variant adopt_variants[] = {
+    {"copies alone", NULL},
+    {"default", ""},
+    {"ahead", "FHEPLAN_PINNED_AHEAD=1"},
+    {"cudaHostAlloc", "FHEPLAN_PINNED_HOSTALLOC=1"},
+};
+
+/* Seconds for a fresh backend made under `env` to hand out count x n pinned bytes; with
+ * src, each block is also filled from src (one memcpy, as an engine's export) before the
+ * next is asked for, and with env NULL nothing is allocated: the copies alone. */
+static double pool_adopt_env(const char *env, const unsigned char *src, size_t n, int count)
+{
+    env_apply(env ? env : "");
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    if (fhr_backend_cuda_create(&b, &err) != FHR_OK)
+        die("backend (pinned variant)", err.message);
+    void *p[64];
+    unsigned char *one = NULL;
+    if (!env && !(one = malloc(n)))
+        die("malloc", "no memory for the copies alone");
+    if (one)
+        memset(one, 0, n);
+    double t0 = now();
+    for (int i = 0; i < count; i++) {
+        if (env && b->ops->alloc(b, fhr_loc_pinned(), n, NULL, &p[i], &err) != FHR_OK)
+            die("pinned pool", err.message);
+        memcpy(env ? p[i] : one, src, n);
+    }
+    double t = now() - t0;
+    for (int i = 0; env && i < count; i++)
+        b->ops->free(b, fhr_loc_pinned(), p[i], n, NULL);
+    free(one);
+    fhr_backend_destroy(b);
+    return t;
+}
+
+/* Seconds for a fresh backend made under `env` to hand out count x n pinned bytes. */
+static double pool_fill_env(const char *env, size_t n, int count)
+{
+    env_apply(env);
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    if (fhr_backend_cuda_create(&b, &err) != FHR_OK)
+        die("backend (pinned variant)", err.message);
+    void *p[64];
+    double t0 = now();
+    for (int i = 0; i < count; i++)
+        if (b->ops->alloc(b, fhr_loc_pinned(), n, NULL, &p[i], &err) != FHR_OK)
+            die("pinned pool", err.message);
+    double t = now() - t0;
+    for (int i = 0; i < count; i++)
+        b->ops->free(b, fhr_loc_pinned(), p[i], n, NULL);
+    fhr_backend_destroy(b);
+    return t;
+}
+
+/* The steps of pinning one 180 MiB arena by hand: mapping (and faulting in) as a shape
+ * says, cudaHostRegister, unregistering and unmapping; cudaHostAlloc and cudaFreeHost. */
+static void run_pin_steps(bench *k)
+{
+    size_t n = (size_t)180 << 20;
+    copy_pool *cp = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    int threads = k->cores < STAGING_DEFAULT_MAX_THREADS ? k->cores : STAGING_DEFAULT_MAX_THREADS;
+    if (copy_pool_create(threads, &cp, &err) != FHR_OK)
+        die("copy threads", err.message);
+    static const struct {
+        const char *name;
+        pin_prefault pf;
+        int huge;
+        unsigned flags;
+    } steps[] = {
+        {"none, 4K", PIN_PREFAULT_NONE, 0, cudaHostRegisterPortable},
+        {"none, huge", PIN_PREFAULT_NONE, 1, cudaHostRegisterPortable},
+        {"populate, 4K", PIN_PREFAULT_POPULATE, 0, cudaHostRegisterPortable},
+        {"populate, huge", PIN_PREFAULT_POPULATE, 1, cudaHostRegisterPortable},
+        {"threads, 4K", PIN_PREFAULT_THREADS, 0, cudaHostRegisterPortable},
+        {"threads, huge", PIN_PREFAULT_THREADS, 1, cudaHostRegisterPortable},
+        {"threads, huge, flags 0", PIN_PREFAULT_THREADS, 1, cudaHostRegisterDefault},
+    };
+    double ha[MAX_REPS], fh[MAX_REPS];
+    for (int r = 0; r < k->reps; r++) {
+        void *p = NULL;
+        double t0 = now();
+        cu_check(cudaHostAlloc(&p, n, cudaHostAllocPortable), "cudaHostAlloc");
+        double t1 = now();
+        cu_check(cudaFreeHost(p), "cudaFreeHost");
+        ha[r] = (t1 - t0) * 1e3;
+        fh[r] = (now() - t1) * 1e3;
+    }
+    double hostalloc = median(ha, k->reps);
+    row_x(k, "pin step 180 MiB: cudaHostAlloc", n, hostalloc, hostalloc, "ms", "",
+          "(the yardstick of the rows below)");
+    row_x(k, "pin step 180 MiB: cudaFreeHost", n, median(fh, k->reps), 0, "ms", "", "");
+    for (size_t v = 0; v < sizeof steps / sizeof *steps; v++) {
+        pin_shape sh = {0, steps[v].pf, steps[v].huge, PIN_ARENA_DEFAULT, 0};
+        double mp[MAX_REPS], rg[MAX_REPS], un[MAX_REPS];
+        for (int r = 0; r < k->reps; r++) {
+            double t0 = now();
+            void *p = pin_map(n, &sh, cp);
+            if (!p)
+                die("mmap", "no memory to pin");
+            double t1 = now();
+            cu_check(cudaHostRegister(p, n, steps[v].flags), "cudaHostRegister");
+            double t2 = now();
+            cu_check(cudaHostUnregister(p), "cudaHostUnregister");
+            pin_unmap(p, n);
+            mp[r] = (t1 - t0) * 1e3;
+            rg[r] = (t2 - t1) * 1e3;
+            un[r] = (now() - t2) * 1e3;
+        }
+        double m = median(mp, k->reps), g = median(rg, k->reps), u = median(un, k->reps);
+        char what[96], js[160], tx[160];
+        snprintf(what, sizeof what, "pin step 180 MiB: %s", steps[v].name);
+        snprintf(js, sizeof js, ", \"map_ms\": %.3f, \"register_ms\": %.3f, \"unpin_ms\": %.3f",
+                 m, g, u);
+        snprintf(tx, sizeof tx, "(map+fault %.2f + register %.2f ms vs cudaHostAlloc; unpin %.2f "
+                 "ms)", m, g, u);
+        row_x(k, what, n, m + g, hostalloc, "ms", js, tx);
+    }
+    copy_pool_destroy(cp);
+}
+
+/* Host copies into pinned memory alone, no DMA: what the staging threads can deliver.
+ * "slots" cycles 4 MiB pieces through 48 MiB (as the pipeline's slots), "whole" writes
+ * as much pinned memory as it reads. */
+static void run_fill_ceiling(bench *k, size_t n)
+{
+    int cand[] = {4, 8, 12, 16};
+    for (size_t c = 0; c < sizeof cand / sizeof *cand; c++) {
+        int t = cand[c] < k->cores ? cand[c] : k->cores;
+        if (c > 0 && t == (cand[c - 1] < k->cores ? cand[c - 1] : k->cores))
+            continue;
+        team tm;
+        team_start(&tm, t);
+        for (int kind = 0; kind < 2; kind++)
+            for (int ring = 0; ring < 2; ring++) {
+                tm.fn = kind ? copy_stream : copy_plain;
+                tm.ring = ring ? (size_t)48 << 20 : 0;
+                double v[MAX_REPS];
+                team_copy(&tm, k->pin, k->pageable, n);
+                for (int r = 0; r < k->reps; r++) {
+                    double t0 = now();
+                    team_copy(&tm, k->pin, k->pageable, n);
+                    v[r] = now() - t0;
+                }
+                double bw = (double)n / median(v, k->reps) / 1e9;
+                char what[80], js[128];
+                snprintf(what, sizeof what, "host fill %d thr %s %s", t, kind ? "stream" : "libc",
+                         ring ? "slots" : "whole");
+                snprintf(js, sizeof js, ", \"threads\": %d, \"memcpy\": \"%s\", \"target\": \"%s\"",
+                         t, kind ? "stream" : "libc", ring ? "48 MiB of slots" : "whole");
+                row_x(k, what, n, bw, 0, "GB/s", js, "(pageable -> pinned, no DMA)");
+            }
+        team_stop(&tm);
+    }
+}
+
+static void run_variants(bench *k, const staging_shape *sh)
+{
+    char keep[N_MANAGED][64];
+    int had[N_MANAGED];
+    for (size_t i = 0; i < N_MANAGED; i++) {
+        const char *v = getenv(managed_env[i]);
+        had[i] = v != NULL;
+        snprintf(keep[i], sizeof keep[i], "%s", v ? v : "");
+    }
+    /* the links of this run, per size, and the default path against CUDA's at every size */
+    double link_d2h[MAX_SIZES];
+    for (int i = 0; i < k->nsizes; i++) {
+        k->pinned[i] = bandwidth(k, PIN_TO_DEV, BACKEND, k->sizes[i]);
+        link_d2h[i] = bandwidth(k, DEV_TO_PIN, BACKEND, k->sizes[i]);
+        row(k, "link pinned->cuda", k->sizes[i], k->pinned[i], 0, "GB/s");
+        row(k, "link cuda->pinned", k->sizes[i], link_d2h[i], 0, "GB/s");
+    }
+    run_pageable_paths(k, sh);
+    int big[2], nb = 0;
+    for (int i = 0; i < k->nsizes; i++)
+        if (k->sizes[i] == (size_t)256 << 20 || k->sizes[i] == (size_t)1 << 30)
+            big[nb++] = i;
+    if (nb == 0)
+        big[nb++] = k->nsizes - 1;
+    double cuda_page[2][2];
+    for (int z = 0; z < nb; z++)
+        for (int d = 0; d < 2; d++)
+            cuda_page[z][d] = bandwidth(k, d ? DEV_TO_PAGE : PAGE_TO_DEV, RAW_ASYNC,
+                                        k->sizes[big[z]]);
+    for (int z = 0; z < nb; z++)
+        if (k->sizes[big[z]] >= (size_t)256 << 20) /* the slots' ring fits in k->pin */
+            run_fill_ceiling(k, k->sizes[big[z]]);
+    /* the pageable matrix: fresh backends, no pinned buffer of their own */
+    close_backend(k);
+    for (size_t v = 0; v < sizeof page_variants / sizeof *page_variants; v++) {
+        env_apply(page_variants[v].env);
+        open_backend(k, 1);
+        for (int z = 0; z < nb; z++)
+            for (int d = 0; d < 2; d++) {
+                int i = big[z];
+                size_t n = k->sizes[i];
+                uint64_t h0, d0, h1, d1;
+                fhr_cuda_staging_waits(k->b, &h0, &d0);
+                double bw = bandwidth(k, d ? DEV_TO_PAGE : PAGE_TO_DEV, BACKEND, n);
+                fhr_cuda_staging_waits(k->b, &h1, &d1);
+                /* per copy (the warm-up included): where the caller blocked */
+                double hw = (double)(h1 - h0) / (k->reps + 1) * 1e-6,
+                       dw = (double)(d1 - d0) / (k->reps + 1) * 1e-6;
+                double link = d ? link_d2h[i] : k->pinned[i], cuda = cuda_page[z][d];
+                char what[80], js[320], tx[240];
+                snprintf(what, sizeof what, "variant %s %s",
+                         d ? "cuda->pageable" : "pageable->cuda", page_variants[v].name);
+                snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"link_gbps\": "
+                         "%.4f, \"cuda_pageable_gbps\": %.4f, \"over_cuda_pageable\": %.4f, "
+                         "\"host_wait_ms\": %.3f, \"dma_wait_ms\": %.3f",
+                         page_variants[v].name, page_variants[v].env, link, cuda,
+                         cuda > 0 ? bw / cuda : 0, hw, dw);
+                snprintf(tx, sizeof tx, "(/ pinned link; CUDA pageable %.2f: x%.2f; caller "
+                         "waits %.2f ms on threads, %.2f on DMA) %s", cuda,
+                         cuda > 0 ? bw / cuda : 0, hw, dw, page_variants[v].env);
+                row_x(k, what, n, bw, link, "GB/s", js, tx);
+            }
+        close_backend(k);
+    }
+    run_pin_steps(k); /* cheap and telling: before the long growth rows */
+    /* pinned growth, 48 x 180 MiB from a fresh pool: each variant against cudaHostAlloc */
+    size_t n180 = (size_t)180 << 20;
+    double hostalloc = 0;
+    for (size_t v = 0; v < sizeof pin_variants / sizeof *pin_variants; v++) {
+        double t[MAX_REPS];
+        for (int r = 0; r < k->growth_reps; r++)
+            t[r] = pool_fill_env(pin_variants[v].env, n180, 48) * 1e3;
+        double ms = median(t, k->growth_reps);
+        if (v == 0)
+            hostalloc = ms;
+        char what[96], js[256], tx[200];
+        snprintf(what, sizeof what, "pinned growth 48x180M %s", pin_variants[v].name);
+        snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"speedup\": %.3f, "
+                 "\"passes\": %d", pin_variants[v].name, pin_variants[v].env,
+                 ms > 0 ? hostalloc / ms : 0, k->growth_reps);
+        snprintf(tx, sizeof tx, "(/ cudaHostAlloc; %.2fx faster) %s", ms > 0 ? hostalloc / ms : 0,
+                 pin_variants[v].env);
+        row_x(k, what, 48 * n180, ms, hostalloc, "ms", js, tx);
+    }
+    /* adopting 48 keys: pinning hidden behind each key's copy (FHEPLAN_PINNED_AHEAD) or
+     * not; the copies alone are the floor. Last: the longest rows. */
+    double alone = 0;
+    int passes = k->growth_reps < 3 ? k->growth_reps : 3;
+    for (size_t v = 0; v < sizeof adopt_variants / sizeof *adopt_variants; v++) {
+        double t[MAX_REPS];
+        for (int r = 0; r < passes; r++)
+            t[r] = pool_adopt_env(adopt_variants[v].env, k->pageable, n180, 48) * 1e3;
+        double ms = median(t, passes);
+        if (v == 0)
+            alone = ms;
+        const char *env = adopt_variants[v].env ? adopt_variants[v].env : "";
+        char what[96], js[256], tx[200];
+        snprintf(what, sizeof what, "adopt 48x180M %s", adopt_variants[v].name);
+        snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"passes\": %d",
+                 adopt_variants[v].name, env, passes);
+        snprintf(tx, sizeof tx, "(/ the copies alone; medians of %d) %s", passes, env);
+        row_x(k, what, 48 * n180, ms, alone, "ms", js, tx);
+    }
+    /* back to the caller's environment and a default backend for the teardown */
+    for (size_t i = 0; i < N_MANAGED; i++) {
+        if (had[i])
+            setenv(managed_env[i], keep[i], 1);
+        else
+            unsetenv(managed_env[i]);
+    }
+    open_backend(k, 0);
+}
+
 int main(int argc, char **argv)
 {
     bench k = {.first_row = 1};
@@ -757,7 +1142,9 @@ int main(int argc, char **argv)
     fhr_error_init(&err);
     if (staging_shape_parse(getenv("FHEPLAN_COPY_THREADS"), getenv("FHEPLAN_STAGING_CHUNK"),
                             k.cores, &sh, &err) != FHR_OK ||
-        staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &sh, &err) != FHR_OK)
+        staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &sh, &err) != FHR_OK ||
+        staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &sh, &err) != FHR_OK ||
+        staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK)
         die("environment", err.message);
     if (k.host_only) { /* the yardstick alone: no GPU needed */
         k.pageable = malloc(k.max);
@@ -767,38 +1154,48 @@ int main(int argc, char **argv)
     } else {
         setup(&k);
     }
-    if (k.json)
-        printf("{\"reps\": %d, \"cores\": %d, \"copy_threads\": %d, \"chunk_min\": %zu, "
-               "\"chunk_max\": %zu, \"direct_below\": %zu, \"copy_threads_env\": \"%s\", "
-               "\"rows\": [",
-               k.reps, k.cores, sh.threads, sh.min_chunk, sh.max_chunk, sh.direct_below,
-               getenv("FHEPLAN_COPY_THREADS") ? getenv("FHEPLAN_COPY_THREADS") : "");
-    else
+    FILE *jf = k.json ? stdout : k.jf;
+    if (jf)
+        fprintf(jf, "{\"reps\": %d, \"cores\": %d, \"copy_threads\": %d, \"chunk_min\": %zu, "
+                "\"chunk_max\": %zu, \"direct_below\": %zu, \"stream_copy\": %d, "
+                "\"copy_threads_env\": \"%s\", \"variants\": %d, \"growth_reps\": %d, "
+                "\"rows\": [",
+                k.reps, k.cores, sh.threads, sh.min_chunk, sh.max_chunk, sh.direct_below,
+                sh.stream_copy,
+                getenv("FHEPLAN_COPY_THREADS") ? getenv("FHEPLAN_COPY_THREADS") : "", k.variants,
+                k.growth_reps);
+    if (!k.json)
         printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, pageable copies below "
-               "%zu KiB direct, medians of %d\n",
+               "%zu KiB direct, %s memcpy, medians of %d\n",
                k.cores, sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10,
-               sh.direct_below >> 10, k.reps);
-    if (!k.two_only)
+               sh.direct_below >> 10, sh.stream_copy ? "streaming" : "libc", k.reps);
+    if (!k.two_only && !k.variants)
         run_host(&k); /* the yardstick first, before any staging thread exists */
     if (k.host_only) {
-        if (k.json)
-            printf("\n]}\n");
+        if (jf)
+            fprintf(jf, "\n]}\n");
         free(k.pageable);
         return 0;
     }
-    if (!k.two_only) {
+    if (k.variants) {
+        run_variants(&k, &sh);
+    } else if (!k.two_only) {
         run_bandwidth(&k);
         run_staged_vs_host(&k);
         run_pageable_paths(&k, &sh);
         run_enqueue(&k);
         run_pin_growth(&k);
     }
-    run_two(&k);
-    close_two(&k); /* before the sweep, which opens backends of its own */
-    if (k.sweep && !k.two_only)
+    if (!k.variants) {
+        run_two(&k);
+        close_two(&k); /* before the sweep, which opens backends of its own */
+    }
+    if (k.sweep && !k.two_only && !k.variants)
         run_sweep(&k);
-    if (k.json)
-        printf("\n]}\n");
+    if (jf)
+        fprintf(jf, "\n]}\n");
+    if (k.jf)
+        fclose(k.jf);
     teardown(&k);
     return 0;
 }

@@ -76,7 +76,7 @@ static void budget_notes(rp_dctx *dc, const rplan_program *p, const rp_vfail *f)
             break; /* the error is at its declaration already */
         rp_diag(dc, RPLAN_NOTE, loc_of_line((rp_linerec){v->line, v->col, v->len}),
                 "'%s' is %s at %s, declared here", nm,
-                fhr_size_format(rp_value_charge(v, (uint8_t)fhr_loc_slot(loc)), FHR_SIZE_EXACT,
+                fhr_size_format(rp_value_charge(p, v, (uint8_t)fhr_loc_slot(loc)), FHR_SIZE_EXACT,
                                 sz, sizeof sz), ln);
         break;
     }

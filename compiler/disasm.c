@@ -54,7 +54,7 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
     char b1[40], b2[40];
     const char *S = p->strs;
     int minor = 1; /* the version it is written as: 1.2 with seeded values, 1.3 with engine
-                      data, fields or kernel costs */
+                      data, fields or kernel costs, 1.4 with seeded fields */
     for (uint32_t i = 0; i < p->nvals; i++) {
         if (p->vals[i].seeded && minor < 2)
             minor = 2;
@@ -63,6 +63,9 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
     }
     if (p->nfields || p->nkerns)
         minor = 3;
+    for (uint32_t i = 0; i < p->nfields; i++)
+        if (p->fields[i].regen)
+            minor = 4;
     rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, minor);
     if (S[p->src_name])
         rp_out_printf(o, ", source %s", S + p->src_name);
@@ -92,7 +95,8 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
             rp_out_printf(o, " fields(");
             for (uint32_t k = 0; k < v->nfields; k++) {
                 const rp_fieldrec *f = &p->fields[v->field0 + k];
-                rp_out_printf(o, "%s%s = %s", k ? ", " : "", S + f->name, size_text(f->nbytes, b2));
+                rp_out_printf(o, "%s%s%s = %s", k ? ", " : "", f->regen ? "seeded " : "",
+                              S + f->name, size_text(f->nbytes, b2));
             }
             rp_out_printf(o, ")");
         }

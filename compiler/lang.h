@@ -61,7 +61,7 @@ typedef enum rp_kind {
     N_SYNTH, /* synth(a) */
     N_FILE, /* file("text") */
     N_ENGINE, /* text "engine.NAME"(a): data the engine's loader NAME supplies */
-    N_FIELD,  /* text = a (a size expr, or NULL: an equal share) */
+    N_FIELD,  /* text = a (a size expr, or NULL: an equal share); op 1: `seeded` */
     N_CHAIN, /* a: list of N_LOC */
     A_MODE, /* op: fhr_replica_mode */
     A_AT,   /* a: loc */

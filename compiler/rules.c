@@ -104,6 +104,14 @@ static const rule_pat pats[] = {
     {R_VALUE, "file() needs a path"},
     {R_VALUE, "'keep' says where host copies hold the regenerated half*"},
     {R_VALUE, "'keep' takes host or pinned*"},
+    {R_VALUE, "field * is seeded, but value * names no generator*"},
+    {R_VALUE, "the fields of * hold *"},
+    {R_VALUE, "* fields cannot share the * bytes of *"},
+    {R_VALUE, "give every field a size*"},
+    {R_VALUE, "field * has no bytes"},
+    {R_VALUE, "a value has at most * fields*"},
+    {R_VALUE, "the fields of seeded value * mark none 'seeded'*"},
+    {R_VALUE, "every field of seeded value * is seeded*"},
     {R_VALUE, "verify of *: its content comes from a file*"},
     {R_CHAIN, "a fallback chain *"},
     {R_CHAIN, "location * appears twice in one fallback chain"},
@@ -199,6 +207,7 @@ static const rule_pat pats[] = {
     {R_BYTECODE, "value *: *"},
     {R_BYTECODE, "budget *: reserved byte is not zero"},
     {R_BYTECODE, "seeded value record *"},
+    {R_BYTECODE, "seeded field record *"},
 };
 
 /* Glob match with '*' only; iterative, backtracking to the last star. */

@@ -229,7 +229,7 @@ static int add_fields(S *s, rp_node *fields, const char *value, uint64_t size, u
             }
             sum += fb;
         }
-        rp_fieldrec r = {p->nvals, 0, fb};
+        rp_fieldrec r = {p->nvals, 0, fb, (uint8_t)(f->op == 1)};
         if (!rp_prog_str(p, f->text, strlen(f->text), &r.name) || !rp_prog_field(p, r)) {
             s->oom = 1;
             return 0;
@@ -292,12 +292,32 @@ static void decl_value(S *s, rp_node *n)
             data0->text);
         ok = 0;
     }
-    if (fields && seeded) {
-        ERR(s, fields->loc, "a seeded value has the fields 'b' and 'a' already; '%s' cannot "
-                            "declare others", n->text);
+    if (fields && !check_field_names(s, fields))
         ok = 0;
-    } else if (fields && !check_field_names(s, fields))
-        ok = 0;
+    else if (fields) { /* seeded fields: the value's generator regenerates them */
+        rp_node *first_seeded = NULL;
+        int nf = 0, nseeded = 0;
+        for (rp_node *f = fields->a->a; f; f = f->next) {
+            nf++;
+            nseeded += f->op == 1;
+            if (f->op == 1 && !first_seeded)
+                first_seeded = f;
+        }
+        if (first_seeded && !seeded) {
+            ERR(s, first_seeded->loc, "field '%s' is seeded, but value '%s' names no generator; "
+                "add 'seeded GEN(SEED)'", first_seeded->text, n->text);
+            ok = 0;
+        } else if (seeded && !nseeded) {
+            ERR(s, fields->loc, "the fields of seeded value '%s' mark none 'seeded'; write "
+                "'seeded NAME' before each field its generator regenerates", n->text);
+            NOTE(s, seeded->loc, "the generator is given here");
+            ok = 0;
+        } else if (seeded && nseeded == nf) {
+            ERR(s, fields->loc, "every field of seeded value '%s' is seeded; at least one is "
+                "stored (loaded from its data)", n->text);
+            ok = 0;
+        }
+    }
     uint8_t keep_bits = 0;
     if (keep && !seeded) {
         ERR(s, keep->loc, "'keep' says where host copies hold the regenerated half; value "
@@ -396,7 +416,7 @@ static void decl_value(S *s, rp_node *n)
             ERR(s, n->b->loc, "a value size must not be zero");
             goto fail;
         }
-        if (seeded && size < 16) {
+        if (seeded && !fields && size < 16) {
             ERR(s, seeded->loc, "a seeded value regenerates its second half and needs at least "
                                 "16 bytes; '%s' has %" PRIu64, n->text, size);
             goto fail;

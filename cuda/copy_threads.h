@@ -9,9 +9,16 @@
 
 #define COPY_MAX_THREADS 64
 
+/* What a task does with its bytes: memcpy (copy_plain), a streaming memcpy (copy_stream)
+ * or anything else of that shape (the pinned pool faults pages in with src NULL). */
+typedef void (*copy_fn)(void *dst, const void *src, size_t n);
+/* memcpy with the copy_fn signature. */
+void copy_plain(void *dst, const void *src, size_t n);
+
 /* One queued memcpy. `pending` is the counter of whoever waits for it (guarded by the
  * pool's mutex). */
 typedef struct copy_task {
+    copy_fn fn;
     void *dst;
     const void *src;
     size_t n;
@@ -32,8 +39,16 @@ typedef struct copy_pool copy_pool;
 fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err);
 /* One large memcpy cut into page-aligned slices over the threads; returns when done. */
 void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n);
+/* fn over n bytes cut into slices of whole `granule`s (a power of two; the last slice
+ * takes the rest), one per thread, the caller doing the first; src may be NULL (then
+ * every slice gets NULL). Returns when all are done. */
+void copy_pool_run(copy_pool *cp, copy_fn fn, void *dst, const void *src, size_t n,
+                   size_t granule);
 /* Queues j's memcpy of n bytes for one thread and returns at once. */
 void copy_pool_submit(copy_pool *cp, copy_job *j, void *dst, const void *src, size_t n);
+/* The same with fn instead of memcpy. */
+void copy_pool_submit_fn(copy_pool *cp, copy_job *j, copy_fn fn, void *dst, const void *src,
+                         size_t n);
 /* Returns once j (submitted, or never submitted: pending 0) is done. */
 void copy_pool_wait(copy_pool *cp, copy_job *j);
 int copy_pool_threads(const copy_pool *cp);

@@ -562,6 +562,7 @@ static void cu_destroy(fhr_backend *b)
         if (cudaSetDevice(d) == cudaSuccess)
             cudaDeviceSynchronize();
     stager_set_destroy(c->stagers);
+    pin_pool_settle(c->pinned); /* a growth ahead uses the copy threads */
     copy_pool_destroy(c->copiers);
     for (int d = 0; d < c->ndev; d++)
         if (c->pool[d])
@@ -701,11 +702,22 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
     if (!st)
         st = staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &shape, err);
     if (!st)
+        st = staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &shape, err);
+    if (!st)
+        st = staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &shape, err);
+    pin_shape pins;
+    if (!st)
+        st = pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"), getenv("FHEPLAN_PINNED_PREFAULT"),
+                             getenv("FHEPLAN_PINNED_HUGEPAGE"), getenv("FHEPLAN_PINNED_ARENA"),
+                             &pins, err);
+    if (!st)
+        st = pin_ahead_parse(getenv("FHEPLAN_PINNED_AHEAD"), &pins, err);
+    if (!st)
         st = setup_pools(c, err);
     if (!st)
-        st = pin_pool_create(&c->pinned, err);
-    if (!st)
         st = copy_pool_create(shape.threads, &c->copiers, err);
+    if (!st)
+        st = pin_pool_create(&pins, c->copiers, &c->pinned, err);
     if (!st)
         st = stager_set_create(c->copiers, &shape, &c->stagers, err);
     if (st) {
@@ -719,6 +731,11 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
             c->pci[d][0] = 0;
     *out = &c->base;
     return FHR_OK;
+}
+
+void fhr_cuda_staging_waits(fhr_backend *b, uint64_t *host_ns, uint64_t *dma_ns)
+{
+    stager_set_waits(C(b)->stagers, host_ns, dma_ns);
 }
 
 /* The native cudaStream_t and device of a stream of this backend (for cuda/kernels.cu).

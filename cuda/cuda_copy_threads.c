@@ -11,6 +11,8 @@
 
 #define COPY_PARALLEL_MIN ((size_t)1 << 20) /* below this one memcpy is faster */
 
+void copy_plain(void *dst, const void *src, size_t n) { memcpy(dst, src, n); }
+
 struct copy_pool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
@@ -34,7 +36,7 @@ static void *copy_main(void *arg)
         if (!cp->head)
             cp->tail = NULL;
         pthread_mutex_unlock(&cp->mu);
-        memcpy(t->dst, t->src, t->n);
+        t->fn(t->dst, t->src, t->n);
         pthread_mutex_lock(&cp->mu);
         if (--*t->pending == 0)
             pthread_cond_broadcast(&cp->done_cv);
@@ -90,14 +92,20 @@ static void enqueue(copy_pool *cp, copy_task *t)
     cp->tail = t;
 }
 
-void copy_pool_submit(copy_pool *cp, copy_job *j, void *dst, const void *src, size_t n)
+void copy_pool_submit_fn(copy_pool *cp, copy_job *j, copy_fn fn, void *dst, const void *src,
+                         size_t n)
 {
     pthread_mutex_lock(&cp->mu);
     j->pending = 1;
-    j->task = (copy_task){dst, src, n, &j->pending, NULL};
+    j->task = (copy_task){fn, dst, src, n, &j->pending, NULL};
     enqueue(cp, &j->task);
     pthread_cond_signal(&cp->work_cv);
     pthread_mutex_unlock(&cp->mu);
+}
+
+void copy_pool_submit(copy_pool *cp, copy_job *j, void *dst, const void *src, size_t n)
+{
+    copy_pool_submit_fn(cp, j, copy_plain, dst, src, n);
 }
 
 void copy_pool_wait(copy_pool *cp, copy_job *j)
@@ -108,33 +116,42 @@ void copy_pool_wait(copy_pool *cp, copy_job *j)
     pthread_mutex_unlock(&cp->mu);
 }
 
-/* Splits the copy into nthreads page-aligned slices: the caller copies the first one,
- * the pool the rest; returns when all are done. */
-void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n)
+void copy_pool_run(copy_pool *cp, copy_fn fn, void *dst, const void *src, size_t n,
+                   size_t granule)
 {
     int parts = cp->nthreads;
-    if (n < COPY_PARALLEL_MIN || parts < 2) {
-        memcpy(dst, src, n);
+    size_t per = n / (size_t)parts + (n % (size_t)parts != 0);
+    size_t slice = (per + granule - 1) & ~(granule - 1);
+    if (parts < 2 || slice == 0 || slice >= n) {
+        fn(dst, src, n);
         return;
     }
-    size_t slice = (n / (size_t)parts + 4095) & ~(size_t)4095;
     copy_task tasks[COPY_MAX_THREADS];
     int pending = 0;
-    size_t first = slice < n ? slice : n;
     pthread_mutex_lock(&cp->mu);
-    for (size_t off = first; off < n; off += slice) {
+    for (size_t off = slice; off < n; off += slice) {
         copy_task *t = &tasks[pending++];
-        *t = (copy_task){(char *)dst + off, (const char *)src + off,
+        *t = (copy_task){fn, (char *)dst + off, src ? (const char *)src + off : NULL,
                          n - off < slice ? n - off : slice, &pending, NULL};
         enqueue(cp, t);
     }
     pthread_cond_broadcast(&cp->work_cv);
     pthread_mutex_unlock(&cp->mu);
-    memcpy(dst, src, first);
+    fn(dst, src, slice);
     pthread_mutex_lock(&cp->mu);
     while (pending > 0)
         pthread_cond_wait(&cp->done_cv, &cp->mu);
     pthread_mutex_unlock(&cp->mu);
+}
+
+/* Splits the copy into nthreads page-aligned slices: the caller copies the first one,
+ * the pool the rest; returns when all are done. */
+void copy_pool_memcpy(copy_pool *cp, void *dst, const void *src, size_t n)
+{
+    if (n < COPY_PARALLEL_MIN)
+        memcpy(dst, src, n);
+    else
+        copy_pool_run(cp, copy_plain, dst, src, n, 4096);
 }
 
 void copy_pool_destroy(copy_pool *cp)

@@ -1,18 +1,17 @@
 /* cuda/cuda_pinned.c — the pinned host pool of the CUDA backend: arenas of freshly mapped
- * memory page-locked with cudaHostRegister (cudaHostAlloc when registration fails), carved
- * by an address-ordered first-fit free list that coalesces on release. */
+ * memory (huge pages, faulted in by the copy threads: cuda/host_copy.c) page-locked with
+ * cudaHostRegister (cudaHostAlloc when registration fails), carved by an address-ordered
+ * first-fit free list that coalesces on release. */
 #include "cuda/cuda_internal.h"
 
 #if FHEPLAN_HAVE_CUDA
 #include "base/error.h"
+#include "cuda/host_copy.h"
 
 #include <pthread.h>
 #include <stdlib.h>
-#include <sys/mman.h>
 
 #define PIN_ALIGN ((size_t)256)
-#define PIN_ARENA ((size_t)256 << 20)
-#define PIN_PAGE ((size_t)4096) /* a dedicated arena is whole pages: mmap and registration */
 
 typedef struct pin_range { /* a free range of an arena, by offset */
     size_t off, size;
@@ -28,6 +27,16 @@ typedef struct pin_arena {
 } pin_arena;
 
 struct pin_pool {
+    pin_shape shape;
+    copy_pool *cp; /* faults arenas in (PIN_PREFAULT_THREADS) */
+    /* FHEPLAN_PINNED_AHEAD: after each growth a thread pins one more arena of that size
+     * for the next growth. ahead_mu orders growers; the thread's result is read after
+     * pthread_join. A spare's bytes are in `reserved` from when it is pinned. */
+    pthread_mutex_t ahead_mu;
+    pthread_t ahead_th;
+    int ahead_started; /* a thread to join */
+    size_t ahead_size;
+    void *ahead_base;  /* its arena, NULL when it failed */
     pthread_mutex_t mu;
     pin_arena *arenas;
     uint64_t used, reserved;
@@ -36,11 +45,15 @@ struct pin_pool {
 
 static size_t round_up(size_t n) { return (n + PIN_ALIGN - 1) / PIN_ALIGN * PIN_ALIGN; }
 
-fhr_status pin_pool_create(pin_pool **out, fhr_error *err)
+fhr_status pin_pool_create(const pin_shape *shape, copy_pool *cp, pin_pool **out,
+                           fhr_error *err)
 {
     pin_pool *pp = calloc(1, sizeof *pp);
     if (!pp)
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for the pinned pool");
+    pp->shape = *shape;
+    pp->cp = cp;
+    pthread_mutex_init(&pp->ahead_mu, NULL);
     pthread_mutex_init(&pp->mu, NULL);
     *out = pp;
     return FHR_OK;
@@ -77,17 +90,18 @@ static void *carve_any(pin_pool *pp, size_t sz)
     return NULL;
 }
 
-/* Page-locks asz freshly mapped bytes (about 8x faster than cudaHostAlloc on the H200:
- * 5 against 43 ms per 64 MiB); NULL when mapping or registration fails. Portable, like
- * cudaHostAllocPortable: every context sees the arena as pinned. */
-static void *map_and_register(size_t asz)
+/* Page-locks asz freshly mapped bytes (pin_map: huge pages and pages faulted in ahead as
+ * the shape says; on the H200 registering fresh memory was about 8x faster than
+ * cudaHostAlloc: 5 against 43 ms per 64 MiB); NULL when mapping or registration fails.
+ * Portable, like cudaHostAllocPortable: every context sees the arena as pinned. */
+static void *map_and_register(pin_pool *pp, size_t asz)
 {
-    void *base = mmap(NULL, asz, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (base == MAP_FAILED)
+    void *base = pin_map(asz, &pp->shape, pp->cp);
+    if (!base)
         return NULL;
     if (cudaHostRegister(base, asz, cudaHostRegisterPortable) != cudaSuccess) {
         cudaGetLastError(); /* the fallback decides; leave no sticky error behind */
-        munmap(base, asz);
+        pin_unmap(base, asz);
         return NULL;
     }
     return base;
@@ -97,16 +111,62 @@ static void arena_unpin(pin_arena *a)
 {
     if (a->registered) {
         cudaHostUnregister(a->base);
-        munmap(a->base, a->size);
+        pin_unmap(a->base, a->size);
     } else {
         cudaFreeHost(a->base);
     }
 }
 
+static void *ahead_main(void *arg)
+{
+    pin_pool *pp = arg;
+    void *base = map_and_register(pp, pp->ahead_size);
+    if (base) {
+        pthread_mutex_lock(&pp->mu);
+        pp->reserved += pp->ahead_size;
+        pthread_mutex_unlock(&pp->mu);
+    }
+    pp->ahead_base = base;
+    return NULL;
+}
+
+/* Waits for the spare's thread; returns the spare when it is asz bytes, else releases
+ * it (NULL). Caller holds ahead_mu. */
+static void *ahead_take(pin_pool *pp, size_t asz)
+{
+    if (!pp->ahead_started)
+        return NULL;
+    pthread_join(pp->ahead_th, NULL);
+    pp->ahead_started = 0;
+    void *base = pp->ahead_base;
+    pp->ahead_base = NULL;
+    if (base && pp->ahead_size != asz) {
+        cudaHostUnregister(base);
+        pin_unmap(base, pp->ahead_size);
+        pthread_mutex_lock(&pp->mu);
+        pp->reserved -= pp->ahead_size;
+        pthread_mutex_unlock(&pp->mu);
+        base = NULL;
+    }
+    return base;
+}
+
+void pin_pool_settle(pin_pool *pp)
+{
+    if (!pp)
+        return;
+    pthread_mutex_lock(&pp->ahead_mu);
+    (void)ahead_take(pp, 0); /* no arena is 0 bytes: a spare is released */
+    pthread_mutex_unlock(&pp->ahead_mu);
+}
+
 /* Adds an arena of at least sz bytes; pinning runs outside the pool mutex. */
 static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
 {
-    size_t asz = sz > PIN_ARENA ? (sz + PIN_PAGE - 1) / PIN_PAGE * PIN_PAGE : PIN_ARENA;
+    size_t asz = pin_arena_bytes(sz, &pp->shape);
+    if (asz == 0)
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: %zu pinned bytes are more than an arena can "
+                        "hold", sz);
     pin_arena *a = calloc(1, sizeof *a);
     pin_range *r = calloc(1, sizeof *r);
     if (!a || !r) {
@@ -114,7 +174,21 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
         free(r);
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a pinned arena");
     }
-    void *base = getenv("FHEPLAN_PINNED_HOSTALLOC") ? NULL : map_and_register(asz);
+    int ahead = pp->shape.ahead && !pp->shape.hostalloc, counted = 0;
+    void *base = NULL;
+    if (ahead) {
+        pthread_mutex_lock(&pp->ahead_mu);
+        base = ahead_take(pp, asz);
+        counted = base != NULL; /* its bytes are in `reserved` already */
+    }
+    if (!base && !pp->shape.hostalloc)
+        base = map_and_register(pp, asz);
+    if (ahead) { /* the next growth's arena, pinned while the caller uses this one */
+        pp->ahead_size = asz;
+        pp->ahead_base = NULL;
+        pp->ahead_started = pthread_create(&pp->ahead_th, NULL, ahead_main, pp) == 0;
+        pthread_mutex_unlock(&pp->ahead_mu);
+    }
     a->registered = base != NULL;
     if (!base) {
         cudaError_t e = cudaHostAlloc(&base, asz, cudaHostAllocPortable);
@@ -132,7 +206,8 @@ static fhr_status grow(pin_pool *pp, size_t sz, fhr_error *err)
     pthread_mutex_lock(&pp->mu);
     a->next = pp->arenas;
     pp->arenas = a;
-    pp->reserved += asz;
+    if (!counted)
+        pp->reserved += asz;
     if (a->registered)
         pp->registered++;
     else
@@ -225,6 +300,8 @@ void pin_pool_destroy(pin_pool *pp)
 {
     if (!pp)
         return;
+    pin_pool_settle(pp);
+    pthread_mutex_destroy(&pp->ahead_mu);
     while (pp->arenas) {
         pin_arena *a = pp->arenas;
         pp->arenas = a->next;

@@ -6,8 +6,10 @@
 #include "base/error.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- stagers ----------------------------------------------------------------------- *
  * A stager belongs to one device and to one copy at a time: an internal DMA stream and
@@ -33,7 +35,21 @@ struct stager_set {
     pthread_mutex_t mu; /* idle list and bytes */
     stager *idle;
     uint64_t bytes; /* pinned bytes of every slot allocated */
+    _Atomic uint64_t wait_ns[2]; /* callers blocked on host stages [0] and on DMA [1] */
 };
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void stager_set_waits(stager_set *set, uint64_t *host_ns, uint64_t *dma_ns)
+{
+    *host_ns = atomic_load(&set->wait_ns[0]);
+    *dma_ns = atomic_load(&set->wait_ns[1]);
+}
 
 fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_set **out,
                              fhr_error *err)
@@ -152,10 +168,15 @@ static fhr_status slot_ready(stager_set *set, stager *g, int b, fhr_error *err)
 }
 
 /* Waits until no DMA uses slot b. */
-static fhr_status dma_wait(stager *g, int b, fhr_error *err)
+static fhr_status dma_wait(stager_set *set, stager *g, int b, fhr_error *err)
 {
-    if (g->armed[b])
-        CU_TRY(cudaEventSynchronize(g->ev[b]), "cudaEventSynchronize (staging)");
+    if (g->armed[b]) {
+        uint64_t t0 = now_ns();
+        cudaError_t e = cudaEventSynchronize(g->ev[b]);
+        atomic_fetch_add(&set->wait_ns[1], now_ns() - t0);
+        if (e != cudaSuccess)
+            return fhr_cuda_fail(err, e, "cudaEventSynchronize (staging)");
+    }
     g->armed[b] = 0;
     return FHR_OK;
 }
@@ -190,11 +211,12 @@ static void host_copy(run *r, size_t i, int b, int to_slot)
     staging_chunk(r->p, i, &off, &len);
     void *dst = to_slot ? r->g->buf[b] : r->host + off;
     const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
+    copy_fn fn = r->set->shape.stream_copy ? copy_stream : copy_plain;
     if (i == r->p->own) {
-        memcpy(dst, src, len);
+        fn(dst, src, len);
         r->g->job[b].pending = 0;
     } else {
-        copy_pool_submit(r->set->cp, &r->g->job[b], dst, src, len);
+        copy_pool_submit_fn(r->set->cp, &r->g->job[b], fn, dst, src, len);
     }
 }
 
@@ -202,7 +224,9 @@ static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
 {
     (void)i, (void)err;
     run *r = ctx;
+    uint64_t t0 = now_ns();
     copy_pool_wait(r->set->cp, &r->g->job[b]);
+    atomic_fetch_add(&r->set->wait_ns[0], now_ns() - t0);
     return FHR_OK;
 }
 
@@ -218,7 +242,7 @@ static fhr_status h2d_fill(void *ctx, size_t i, int b, fhr_error *err)
     run *r = ctx;
     fhr_status st = slot_ready(r->set, r->g, b, err);
     if (!st)
-        st = dma_wait(r->g, b, err); /* a DMA an earlier copy left in flight */
+        st = dma_wait(r->set, r->g, b, err); /* a DMA an earlier copy left in flight */
     if (!st)
         host_copy(r, i, b, 1);
     return st;
@@ -236,7 +260,7 @@ static fhr_status dma_wait_op(void *ctx, size_t i, int b, fhr_error *err)
 {
     (void)i;
     run *r = ctx;
-    return dma_wait(r->g, b, err);
+    return dma_wait(r->set, r->g, b, err);
 }
 
 static fhr_status d2h_dma(void *ctx, size_t i, int b, fhr_error *err)
@@ -244,7 +268,7 @@ static fhr_status d2h_dma(void *ctx, size_t i, int b, fhr_error *err)
     run *r = ctx;
     fhr_status st = slot_ready(r->set, r->g, b, err);
     if (!st)
-        st = dma_wait(r->g, b, err);
+        st = dma_wait(r->set, r->g, b, err);
     if (st)
         return st;
     size_t off, len;

@@ -2,6 +2,7 @@
  * fill and drain pinned slots, the backend's stream copies them to or from cuda:0. */
 #include "cuda/staging_emu.h"
 #include "base/error.h"
+#include "cuda/host_copy.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -93,11 +94,12 @@ static void host_copy(staging_emu *x, size_t i, int k, int to_slot)
     staging_chunk(x->p, i, &off, &len);
     void *dst = to_slot ? x->slot[k] : x->host + off;
     const void *src = to_slot ? (const void *)(x->host + off) : x->slot[k];
+    copy_fn fn = x->shape.stream_copy ? copy_stream : copy_plain;
     if (i == x->p->own) {
-        memcpy(dst, src, len);
+        fn(dst, src, len);
         x->job[k].pending = 0;
     } else {
-        copy_pool_submit(x->cp, &x->job[k], dst, src, len);
+        copy_pool_submit_fn(x->cp, &x->job[k], fn, dst, src, len);
     }
 }
 

@@ -7,6 +7,7 @@
 #include <sched.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 int staging_cores(void)
@@ -32,10 +33,8 @@ static long long whole(const char *v, const char **end, long long max)
     return (long long)x;
 }
 
-/* A byte count with an optional K, M or G suffix (KiB, MiB, GiB); 0 on success, -1 when v
- * is not one or is outside [lo, hi]. */
-static int parse_bytes(const char *v, unsigned long long lo, unsigned long long hi,
-                       unsigned long long *out)
+int staging_parse_bytes(const char *v, unsigned long long lo, unsigned long long hi,
+                        unsigned long long *out)
 {
     const char *e = v;
     long long x = whole(v, &e, (long long)hi);
@@ -61,7 +60,8 @@ static int parse_bytes(const char *v, unsigned long long lo, unsigned long long 
 static fhr_status parse_chunk(const char *v, size_t *out, fhr_error *err)
 {
     unsigned long long bytes = 0;
-    if (parse_bytes(v, STAGING_ALIGN, STAGING_CHUNK_LIMIT, &bytes) || bytes % STAGING_ALIGN)
+    if (staging_parse_bytes(v, STAGING_ALIGN, STAGING_CHUNK_LIMIT, &bytes) ||
+        bytes % STAGING_ALIGN)
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_STAGING_CHUNK: '%s' is not a chunk size (a multiple of 4 KiB "
                         "from 4K to 1G; suffix K, M or G)",
@@ -75,7 +75,7 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
     if (!v || !*v)
         return FHR_OK;
     unsigned long long bytes = 0;
-    if (parse_bytes(v, 0, STAGING_DIRECT_LIMIT, &bytes))
+    if (staging_parse_bytes(v, 0, STAGING_DIRECT_LIMIT, &bytes))
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_STAGING_DIRECT: '%s' is not a size (bytes from 0 to 1T; "
                         "suffix K, M, G or T; 0 stages every pageable copy)",
@@ -86,11 +86,36 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
 
 int staging_direct(size_t n, const staging_shape *sh) { return n < sh->direct_below; }
 
+fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    const char *e = v;
+    long long d = whole(v, &e, STAGING_DEPTH_LIMIT);
+    if (d < 1 || *e)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_DEPTH: '%s' is not a DMA depth (1 to %d)", v,
+                        STAGING_DEPTH_LIMIT);
+    sh->depth = (int)d;
+    return FHR_OK;
+}
+
+fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    if (strcmp(v, "libc") != 0 && strcmp(v, "stream") != 0)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_MEMCPY: '%s' is not a copy kind (libc or stream)", v);
+    sh->stream_copy = strcmp(v, "stream") == 0;
+    return FHR_OK;
+}
+
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err)
 {
-    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0,
-                        STAGING_DIRECT_BELOW};
+    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1,
+                        STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM, STAGING_DEFAULT_DEPTH};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;
     if (threads && *threads) {
@@ -147,12 +172,14 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
         size_t rest = n - ramp_bytes;
         chunks = ramp + rest / chunk + (rest % chunk != 0);
     }
-    size_t slots = t + 2 < chunks ? t + 2 : chunks;
-    size_t lag = to_device ? 1 : t;
+    size_t depth = sh->depth < 1 ? 1 : (size_t)sh->depth;
+    size_t slots = t + 1 + depth < chunks ? t + 1 + depth : chunks;
+    size_t lag = to_device ? depth : t;
     if (lag > slots - 1)
         lag = slots - 1;
     *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
-                        .threads = (int)t, .slots = (int)slots, .lag = (int)lag,
+                        .threads = (int)t, .slots = (int)slots, .depth = (int)depth,
+                        .lag = (int)lag,
                         .inline_host = chunks == 1, .own = to_device ? 0 : chunks - 1};
 }
 

@@ -12,28 +12,46 @@
 #define STAGING_MAX_CHUNK ((size_t)4 << 20)    /* default largest chunk: the slot size */
 #define STAGING_FIRST_CHUNK ((size_t)64 << 10) /* the ramp's first chunk */
 #define STAGING_THREAD_UNIT ((size_t)1 << 20)  /* a copy of n bytes keeps log2(n / this) busy */
-#define STAGING_DEFAULT_MAX_THREADS 16         /* the core count is capped at this */
+#define STAGING_DEFAULT_MAX_THREADS 8          /* the core count is capped at this */
 #define STAGING_THREADS_LIMIT 64
 #define STAGING_CHUNK_LIMIT ((size_t)1 << 30)
-#define STAGING_MAX_SLOTS (STAGING_THREADS_LIMIT + 2)
+#define STAGING_DEPTH_LIMIT 8
+#define STAGING_MAX_SLOTS (STAGING_THREADS_LIMIT + 1 + STAGING_DEPTH_LIMIT)
 /* Default FHEPLAN_STAGING_DIRECT: pageable copies below it take CUDA's own pageable path.
  * On the H200 CUDA's path beat the pipeline from 256 KiB to 4 MiB (1 MiB: 11.3 against
  * 4.8 GB/s; 4 MiB: 13.0 against 9.2) and lost from 64 MiB up (6.6-8.9 against 40 at 1 GiB). */
 #define STAGING_DIRECT_BELOW ((size_t)8 << 20)
 #define STAGING_DIRECT_LIMIT ((size_t)1 << 40)
+/* Default FHEPLAN_STAGING_MEMCPY: 0 fills and drains slots with the C library's memcpy,
+ * 1 with copy_stream (non-temporal stores, cuda/host_copy.h). */
+#define STAGING_DEFAULT_STREAM 0
+/* Default FHEPLAN_STAGING_DEPTH: DMAs a host-to-device copy keeps queued behind the one
+ * running before it waits for the oldest (1: the next one only). */
+#define STAGING_DEFAULT_DEPTH 1
 
 /* What a backend stages with: host copy threads and the chunk range. */
 typedef struct staging_shape {
     int threads;
     size_t min_chunk, max_chunk; /* equal when FHEPLAN_STAGING_CHUNK fixes the chunk */
-    int fixed_threads;           /* FHEPLAN_COPY_THREADS: every copy keeps them all busy */
+    int fixed_threads;           /* 1 (the default, and FHEPLAN_COPY_THREADS): every copy
+                                    keeps them all busy; 0: a count grows with the size */
     size_t direct_below;         /* FHEPLAN_STAGING_DIRECT: smaller copies skip staging */
+    int stream_copy;             /* FHEPLAN_STAGING_MEMCPY: 1 for non-temporal stores */
+    int depth;                   /* FHEPLAN_STAGING_DEPTH (below 1: 1) */
 } staging_shape;
+
+/* A byte count with an optional K, M, G or T suffix (KiB ... TiB, also written so); 0 on
+ * success, -1 when v is not one or is outside [lo, hi]. */
+int staging_parse_bytes(const char *v, unsigned long long lo, unsigned long long hi,
+                        unsigned long long *out);
 
 /* The cores this process may run on (its affinity mask), at least 1. */
 int staging_cores(void);
 /* The shape from the values of FHEPLAN_COPY_THREADS and FHEPLAN_STAGING_CHUNK (NULL or
- * "": the default). Threads default to cores, capped at STAGING_DEFAULT_MAX_THREADS;
+ * "": the default). Threads default to cores, capped at STAGING_DEFAULT_MAX_THREADS, and
+ * every staged copy keeps them all busy (fixed_threads: on an H200 host, 8 threads on every
+ * copy moved 1 GiB pageable->cuda at 0.90 of the pinned link, against 0.79 for a count that
+ * grows with the copy's size up to 16: bench/README.md);
  * a chunk is a byte count with an optional K, M or G suffix (KiB, MiB, GiB), a multiple
  * of 4 KiB from 4 KiB to 1 GiB. A bad value is FHR_E_INVALID naming the variable. */
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
@@ -49,6 +67,17 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
  * takes the same path; either path moves the same bytes. */
 int staging_direct(size_t n, const staging_shape *sh);
 
+/* Sets sh->stream_copy from the value of FHEPLAN_STAGING_MEMCPY (NULL or "": keep
+ * STAGING_DEFAULT_STREAM, which staging_shape_parse sets): `libc` (the C library's memcpy)
+ * or `stream` (non-temporal stores). A bad value is FHR_E_INVALID naming the variable,
+ * sh untouched. */
+fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err);
+
+/* Sets sh->depth from the value of FHEPLAN_STAGING_DEPTH (NULL or "": keep
+ * STAGING_DEFAULT_DEPTH, which staging_shape_parse sets): a whole number from 1 to
+ * STAGING_DEPTH_LIMIT. A bad value is FHR_E_INVALID naming the variable, sh untouched. */
+fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err);
+
 /* The plan of one copy of n bytes (n >= 1): `ramp` chunks of first, 2 first, 4 first, ...
  * (each below `chunk`), then chunks of `chunk`, the last one possibly shorter. */
 typedef struct staging_plan {
@@ -58,7 +87,8 @@ typedef struct staging_plan {
     size_t ramp;   /* chunks before the steady ones (0: none) */
     size_t chunks;
     int threads;   /* copy threads the copy keeps busy */
-    int slots;     /* staging slots the copy cycles through: min(chunks, threads + 2) */
+    int slots;     /* staging slots the copy cycles through: min(chunks, threads + 1 + depth) */
+    int depth;     /* the shape's DMA depth (at least 1) */
     int lag;       /* how many chunks behind the first stage a slot is recycled */
     int inline_host; /* one chunk: the caller copies it itself, no hand-off */
     size_t own;      /* the chunk whose host stage the caller does itself, not a thread:
@@ -72,8 +102,8 @@ typedef struct staging_plan {
  * page. A copy longer than one chunk with the chunk not fixed starts with a geometric ramp
  * from STAGING_FIRST_CHUNK, doubling up to the steady chunk, so that the first DMA starts
  * after one small host copy. to_device: the host stage comes first (fill, then DMA), a
- * slot is recycled one chunk behind, and the caller fills the first chunk itself while the
- * threads fill the next ones; otherwise (DMA, then drain) slots are recycled `threads`
+ * slot is recycled `depth` chunks behind (so that up to depth + 1 DMAs are queued), and the
+ * caller fills the first chunk itself while the threads fill the next ones; otherwise (DMA, then drain) slots are recycled `threads`
  * chunks behind and the caller drains the last chunk itself. */
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p);
 /* Offset and length of chunk i. */

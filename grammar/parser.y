@@ -222,9 +222,14 @@ fieldl:
     | fieldl ',' field { $$ = rp_list_append($1, $3); $1 = NULL; }
     ;
 
+/* `seeded NAME`: a field the value's generator regenerates (its `seeded GEN(SEED)`) */
 field:
     IDENT { $$ = mkt(N_FIELD, @1, $1, NULL, NULL, NULL); NOMEM($$); }
     | IDENT '=' expr { $$ = mkt(N_FIELD, @1, $1, $3, NULL, NULL); NOMEM($$); }
+    | SEEDED IDENT { $$ = mkt(N_FIELD, @2, $2, NULL, NULL, NULL); NOMEM($$); $$->op = 1; }
+    | SEEDED IDENT '=' expr {
+        $$ = mkt(N_FIELD, @2, $2, $4, NULL, NULL); NOMEM($$); $$->op = 1;
+    }
     ;
 
 data:

@@ -53,5 +53,6 @@ phantom-bundle: phantom-example $(BUILD)/tests/gpu
 	rm -rf $(PHANTOM_BUNDLE)
 	sh examples/phantom/bundle.sh $(PHANTOM_BUNDLE) $(PHANTOM_BIN) $(BUILD)/fheplan \
 	  $(BUILD)/tests/gpu
-	cp examples/phantom/gpu-run.sh examples/phantom/bsgs.rplan $(PHANTOM_BUNDLE)/
+	cp examples/phantom/gpu-run.sh examples/phantom/bsgs.rplan examples/phantom/bsgs-seeded.rplan \
+	  $(PHANTOM_BUNDLE)/
 	@ls -la $(PHANTOM_BUNDLE) $(PHANTOM_BUNDLE)/lib

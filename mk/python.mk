@@ -39,11 +39,14 @@ python-flags: $(BUILD)/libfheplan.a
 	@echo $(ALL_LDLIBS)
 
 # pytest exits 5 when it collected nothing; a suite that collected nothing has failed here.
+# PYTHONMALLOC=debug: Python's allocator checks that every PyMem call holds the interpreter
+# lock (one without it crashes Python 3.12 and later; 3.11 runs on without complaint).
 ifeq ($(SAN),)
 TEST_EXTRA += test-python
 endif
 test-python: python $(BUILD)/fheplan
 	@cd $(PY_DIR) && PYTHONPATH=$(abspath $(PY_DIR)) FHEPLAN_DEVICE=emu FHEPLAN_REPO=$(CURDIR) \
+	  PYTHONMALLOC=debug \
 	  FHEPLAN_CLI=$(abspath $(BUILD)/fheplan) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests; rc=$$?; \
 	  if [ $$rc = 5 ]; then echo "test-python: pytest collected no tests"; exit 1; fi; exit $$rc

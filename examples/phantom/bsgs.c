@@ -7,12 +7,14 @@
  *
  * Then the same transform again as a plan file (bsgs.rplan) that the embedded VM runs on
  * Phantom's keys, kernels and stream (the plan-driven path), against the controller-driven
- * loop in the same process.
+ * loop in the same process; and with seeded keys as the plan bsgs-seeded.rplan, whose keys
+ * declare their a halves `seeded` (the engine's loader supplies the b halves, Phantom's
+ * sampler regenerates the a halves), against the controller-driven loop with seeded keys.
  *
- * usage: phantom-bsgs [--out DIR] [--fheplan PATH] [--plan FILE] [--budgets K,K,...]
- *                     [--reps N]
- * Budgets are counted in keys (0: all 14). DIR defaults to $OUT, else "."; FILE to
- * bsgs.rplan beside the program. */
+ * usage: phantom-bsgs [--out DIR] [--fheplan PATH] [--plan FILE] [--seeded-plan FILE]
+ *                     [--budgets K,K,...] [--reps N]
+ * Budgets are counted in keys (0: all 14). DIR defaults to $OUT, else "."; the plans to
+ * bsgs.rplan and bsgs-seeded.rplan beside the program. */
 #include "fheplan/residency.h"
 #include "fheplan/cuda.h"
 #include "fheplan/vm.h"
@@ -530,6 +532,68 @@ static fhr_status k_rotate(void *ctx, const rplan_kernel_call *c, fhr_error *err
     return FHR_OK;
 }
 
+/* The seeded plan's loader `rk` (ctx: the VM's backend): key k's b halves (b0 .. b4, back
+ * to back in the VM's pinned backing store, as pinned_b[k] holds them), filled once per
+ * run; a size probe says how many bytes the engine has for them. */
+static fhr_status load_b_halves(void *ctx, const rplan_load *ld, fhr_error *err)
+{
+    fhr_backend *b = ctx; /* the VM's */
+    size_t have = nparts * half_bytes;
+    if (ld->arg >= PH_KEYS) {
+        snprintf(msg, sizeof msg, "no key %llu", (unsigned long long)ld->arg);
+        return ph_fail(err, "rk");
+    }
+    if (!ld->fields) {
+        *ld->supplied = have;
+        return FHR_OK;
+    }
+    if (ld->nfields != nparts || ld->nbytes != have) {
+        snprintf(msg, sizeof msg, "the plan stores %zu fields of %llu bytes, Phantom's keys %zu "
+                 "b halves of %zu", ld->nfields, (unsigned long long)ld->nbytes, nparts,
+                 half_bytes);
+        return ph_fail(err, "rk");
+    }
+    for (size_t i = 0; i < nparts; i++) {
+        if (ld->field_nbytes[i] != half_bytes ||
+            (char *)ld->fields[i] != (char *)ld->fields[0] + i * half_bytes) {
+            snprintf(msg, sizeof msg, "field %s is not b half %zu", ld->field_names[i], i);
+            return ph_fail(err, "rk");
+        }
+    }
+    if (ld->stream) { /* a copy on fheplan's stream, ordered before the key's use */
+        cudaStream_t cs;
+        int dev;
+        fhr_status st = fhr_stream_cuda(b, ld->stream, &cs, &dev, err);
+        if (st != FHR_OK)
+            return st;
+        if (cudaMemcpyAsync(ld->fields[0], pinned_b[ld->arg], have, cudaMemcpyDefault, cs) !=
+            cudaSuccess) {
+            snprintf(msg, sizeof msg, "%s", cudaGetErrorString(cudaGetLastError()));
+            return ph_fail(err, "rk");
+        }
+        return FHR_OK;
+    }
+    memcpy(ld->fields[0], pinned_b[ld->arg], have);
+    return FHR_OK;
+}
+
+/* The seeded plan's generator: the plan's seed 8 * k + p (key k, part p) stands for the
+ * 64 seed bytes of that part, captured at key generation; Phantom's sampler does the rest,
+ * as phantom_uniform does for the controller-driven loop. */
+static fhr_status plan_uniform(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
+                               void *dst, size_t nbytes, const void *seed, size_t seed_len,
+                               fhr_error *err)
+{
+    uint64_t v = 0;
+    for (size_t i = seed_len < 8 ? seed_len : 8; i-- > 0;)
+        v = v << 8 | ((const unsigned char *)seed)[i];
+    uint64_t k = v / 8, part = v % 8;
+    if (seed_len != 8 || k >= PH_KEYS || part >= nparts || nbytes != half_bytes)
+        return gen_fail(err, FHR_E_INVALID, "the plan's seed is not 8 * key + part of a half");
+    return phantom_uniform(ctx, b, at, s, dst, nbytes, key_seeds[k] + part * PH_SEED_BYTES,
+                           PH_SEED_BYTES, err);
+}
+
 /* Key k's pinned export as a value with the plan's fields (the VM adopts it). */
 static fhr_value *key_value(void *pinned, uint64_t key_bytes)
 {
@@ -554,6 +618,7 @@ typedef struct plan_out {
     double run_s;                /* rplan_vm_run, host wall */
     double total_s;              /* the report's run time: first instruction to the end */
     uint64_t bytes, loads, evictions, waits;
+    uint64_t regen;              /* seeded keys: bytes regenerated on the device */
     double link_busy_s, link_idle_s, lower_bound_s, ratio;
     char *profile;               /* the run's kernel profile (JSON) */
 } plan_out;
@@ -562,7 +627,7 @@ typedef struct plan_out {
  * stream (cudaStreamPerThread) the body stream; the budget of nk keys overrides the plan's. */
 static void run_plan(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinned,
                      uint64_t key_bytes, int nk, const rplan_program *prog, double bw,
-                     run_out *r, plan_out *po)
+                     double gen_rate, int seeded, run_out *r, plan_out *po)
 {
     memset(r, 0, sizeof *r);
     memset(po, 0, sizeof *po);
@@ -574,14 +639,20 @@ static void run_plan(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinn
     o.budget_override = &bud;
     o.nbudget_override = 1;
     o.pinned_gbps = bw / 1e9; /* measured above: no probe of its own */
+    o.gen_gbps = gen_rate / 1e9;
     rplan_vm *vm = NULL;
     fhr_check(rplan_vm_create(prog, b, &o, &vm, &err), &err, "vm");
+    if (seeded) { /* the b halves from the loader, the a halves from Phantom's sampler */
+        fhr_check(rplan_loader_register(vm, "rk", load_b_halves, b, &err), &err, "loader");
+        fhr_check(rplan_generator_register(vm, PH_GENERATOR, plan_uniform, e, &err), &err,
+                  "register Phantom's sampler");
+    }
     fhr_check(rplan_kernel_register(vm, "ph.begin", k_begin, e, &err), &err, "kernel");
     fhr_check(rplan_kernel_register(vm, "ph.rotate", k_rotate, e, &err), &err, "kernel");
     fhr_check(rplan_kernel_register(vm, "ph.products", k_products, e, &err), &err, "kernel");
     fhr_check(rplan_kernel_register(vm, "ph.end", k_end, e, &err), &err, "kernel");
     fhr_check(rplan_vm_body_stream(vm, fhr_loc_cuda(0), view, &err), &err, "body stream");
-    for (int k = 0; k < PH_KEYS; k++) {
+    for (int k = 0; !seeded && k < PH_KEYS; k++) {
         char name[16];
         snprintf(name, sizeof name, "rk[%d]", k);
         long i = rplan_vm_value_index(vm, name);
@@ -599,19 +670,23 @@ static void run_plan(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinn
                 rep ? rep->col : 0, rep ? rep->message : err.message);
         exit(2);
     }
+    /* bytes moved: copies from pinned (adopted keys) and loads through the loader's
+     * backing store (seeded keys), as `fheplan check` counts bytes_moved */
     for (size_t i = 0; i < rep->nstages; i++)
         for (int p = 0; p < PH_PASSES; p++) {
             char nm[16];
             snprintf(nm, sizeof nm, "pass%d", p + 1);
             if (!strcmp(rep->stages[i].name, nm)) {
                 po->stage_s[p] = rep->stages[i].time_s;
-                r->bytes[p] = rep->stages[i].bytes[FHR_DIR_H2D];
+                r->bytes[p] = rep->stages[i].bytes[FHR_DIR_H2D] + rep->stages[i].load_bytes;
+                r->regen[p] = rep->stages[i].regen_bytes;
                 r->pass_s[p] = rep->stages[i].time_s;
             }
         }
     po->total_s = rep->total.time_s;
-    po->bytes = rep->total.bytes[FHR_DIR_H2D];
-    po->loads = rep->total.copies[FHR_DIR_H2D];
+    po->bytes = rep->total.bytes[FHR_DIR_H2D] + rep->total.load_bytes;
+    po->regen = rep->total.regen_bytes;
+    po->loads = rep->total.copies[FHR_DIR_H2D] + rep->total.loads;
     po->evictions = rep->total.evictions;
     for (int w = 0; w < RPLAN_WAITS; w++)
         po->waits += rep->host_waits[w];
@@ -649,7 +724,7 @@ static int plan_budget(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pi
         if (rep)
             free(r.words);
         free(po.profile);
-        run_plan(e, b, view, pinned, key_bytes, nk, prog, bw, &r, &po);
+        run_plan(e, b, view, pinned, key_bytes, nk, prog, bw, gen_rate, 0, &r, &po);
     }
     uint64_t budget = key_bytes * (uint64_t)nk;
     check_pred pc = predicted_at(fheplan, planfile, bw / 1e9, gen_rate / 1e9, budget);
@@ -715,6 +790,84 @@ static int plan_budget(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pi
     return ok;
 }
 
+/* The seeded plan (bsgs-seeded.rplan) run by the VM embedded in Phantom at a budget of nk
+ * keys: the loader supplies the b halves, Phantom's sampler (the registered generator)
+ * regenerates the a halves on the device; against the controller-driven loop with seeded
+ * keys (ctl) and the resident reference. Prints, and appends a "plan" member to the
+ * budget's "seeded" object. Returns 1 when every check passes. */
+static int plan_seeded(ph_engine *e, fhr_backend *b, fhr_stream *view, uint64_t key_bytes,
+                       int nk, const rplan_program *prog, const char *planfile,
+                       const char *fheplan, double bw, double gen_rate, int reps,
+                       const run_out *ref, const run_out *ctl, FILE *js)
+{
+    run_out r;
+    plan_out po;
+    memset(&po, 0, sizeof po);
+    r.words = NULL;
+    for (int rep = 0; rep < reps; rep++) {
+        if (rep)
+            free(r.words);
+        free(po.profile);
+        run_plan(e, b, view, NULL, key_bytes, nk, prog, bw, gen_rate, 1, &r, &po);
+    }
+    uint64_t budget = key_bytes * (uint64_t)nk;
+    check_pred pc = predicted_at(fheplan, planfile, bw / 1e9, gen_rate / 1e9, budget);
+    int same = r.nwords == ref->nwords && !memcmp(r.words, ref->words, r.nwords * sizeof *r.words);
+    int slots_ok = r.max_err < TOLERANCE;
+    int peak_ok = r.peak_charged <= budget && r.peak_pool <= budget;
+    int bytes_ok = pc.moved >= 0 && (double)po.bytes == pc.moved && (double)po.regen == pc.regen;
+    uint64_t ctl_moved = ctl->bytes[0] + ctl->bytes[1], ctl_regen = ctl->regen[0] + ctl->regen[1];
+    double ctl_s = ctl->pass_s[0] + ctl->pass_s[1];
+    double vs_loop = po.total_s / ctl_s;
+    int time_ok = vs_loop <= PLAN_LIMIT;
+    printf("  the seeded plan (%s) run by the VM embedded in Phantom, budget %d keys (the "
+           "loader supplies the b halves, Phantom's sampler regenerates the a halves):\n",
+           planfile, nk);
+    printf("    results bit-identical to resident keys: %s; slots within %.3g: %s\n",
+           verdict(same), r.max_err, verdict(slots_ok));
+    printf("    fheplan peak %.3f GiB charged, %.3f GiB from its pool; budget %.3f GiB: %s\n",
+           (double)r.peak_charged / (1 << 30), (double)r.peak_pool / (1 << 30),
+           (double)budget / (1 << 30), verdict(peak_ok));
+    printf("    bytes moved %llu, regenerated %llu (%llu loads, %llu evictions); fheplan check "
+           "of the same file predicts %.0f and %.0f: %s; the controller-driven loop moved %llu "
+           "and regenerated %llu\n", (unsigned long long)po.bytes, (unsigned long long)po.regen,
+           (unsigned long long)po.loads, (unsigned long long)po.evictions, pc.moved, pc.regen,
+           verdict(bytes_ok), (unsigned long long)ctl_moved, (unsigned long long)ctl_regen);
+    printf("    the VM's report: link busy %.2f ms, idle %.2f ms between transfers, %llu host "
+           "waits, ratio %.3f to its bound; rplan_vm_run %.2f ms in all (setup and the "
+           "loader's fill included)\n", po.link_busy_s * 1e3, po.link_idle_s * 1e3,
+           (unsigned long long)po.waits, po.ratio, po.run_s * 1e3);
+    printf("    both passes: %.2f ms plan-driven (the VM's run, first instruction to the end), "
+           "%.2f ms controller-driven with seeded keys (host, each pass to its "
+           "synchronisation): %.4fx: %s\n", po.total_s * 1e3, ctl_s * 1e3, vs_loop,
+           verdict(time_ok));
+    for (int p = 0; p < PH_PASSES; p++) {
+        double xfer = (double)r.bytes[p] / bw;
+        double bound = ref->pass_s[p] > xfer ? ref->pass_s[p] : xfer;
+        printf("    pass %d: stage %.2f ms, %llu bytes moved, %llu regenerated; %.3fx "
+               "max(resident %.2f ms, transfers %.2f ms)\n", p + 1, po.stage_s[p] * 1e3,
+               (unsigned long long)r.bytes[p], (unsigned long long)r.regen[p],
+               po.stage_s[p] / bound, ref->pass_s[p] * 1e3, xfer * 1e3);
+    }
+    int ok = same && slots_ok && peak_ok && bytes_ok && time_ok;
+    fprintf(js, ", \"plan\": {\"bit_identical\": %s, \"max_err\": %.3g, \"peak_charged\": %llu,"
+                " \"bytes\": %llu, \"regenerated\": %llu, \"predicted\": %.0f,"
+                " \"predicted_regenerated\": %.0f, \"controller_bytes\": %llu,"
+                " \"controller_regenerated\": %llu, \"loads\": %llu, \"waits\": %llu,"
+                " \"link_busy_ms\": %.3f, \"link_idle_ms\": %.3f, \"stage_ms\": [%.3f, %.3f],"
+                " \"ms\": %.3f, \"controller_ms\": %.3f, \"vs_controller\": %.4f,"
+                " \"pass\": %s}",
+            same ? "true" : "false", r.max_err, (unsigned long long)r.peak_charged,
+            (unsigned long long)po.bytes, (unsigned long long)po.regen, pc.moved, pc.regen,
+            (unsigned long long)ctl_moved, (unsigned long long)ctl_regen,
+            (unsigned long long)po.loads, (unsigned long long)po.waits, po.link_busy_s * 1e3,
+            po.link_idle_s * 1e3, po.stage_s[0] * 1e3, po.stage_s[1] * 1e3, po.total_s * 1e3,
+            ctl_s * 1e3, vs_loop, ok ? "true" : "false");
+    free(po.profile);
+    free(r.words);
+    return ok;
+}
+
 /* Every key once through fheplan's own copy path (fhr_manager_value_to on a stream fheplan
  * made, Phantom's sampler registered): the device copy's a halves against Phantom's own,
  * word by word. Returns the differing words; *generated: the bytes generated. */
@@ -769,10 +922,12 @@ static double sum_ms(const double *v, int n)
  * verification run (every lease's a halves compared with Phantom's own), then the timed
  * repetitions; prints the checks against resident keys, `fheplan check` and the unseeded
  * run, and writes them as the budget's "seeded" object. Returns 1 when every check passed
- * (times are reported, not judged). */
+ * (times are reported, not judged). Then the seeded plan sprog (file splanfile) run by the
+ * embedded VM against those repetitions: *plan_ok says whether its checks passed. */
 static int seeded_budget(ph_engine *e, FILE *js, const char *outdir, const char *fheplan,
                          int nk, uint64_t key_bytes, double bw, double gen_rate, int reps,
-                         const run_out *ref, const run_out *plain, check_pred plain_pred)
+                         const run_out *ref, const run_out *plain, check_pred plain_pred,
+                         const rplan_program *sprog, const char *splanfile, int *plan_ok)
 {
     char plan[2048];
     snprintf(plan, sizeof plan, "%s/bsgs-%dkeys-seeded.rplan", outdir, nk);
@@ -882,7 +1037,11 @@ static int seeded_budget(ph_engine *e, FILE *js, const char *outdir, const char 
                 (unsigned long long)r.pass_waits[p], (unsigned long long)plain->pass_waits[p]);
     }
     int ok = same && verified && slots_ok && peak_ok && held_ok && pinned_ok && bytes_ok;
-    fprintf(js, "], \"pass\": %s}", ok ? "true" : "false");
+    fprintf(js, "]");
+    /* the same seeded keys through the seeded plan, run by the embedded VM */
+    *plan_ok = plan_seeded(e, b, view, key_bytes, nk, sprog, splanfile, fheplan, bw, gen_rate,
+                           reps, ref, &r, js);
+    fprintf(js, ", \"pass\": %s}", ok ? "true" : "false");
     free(v.words);
     free(r.words);
     fhr_stream_destroy(b, view);
@@ -901,12 +1060,17 @@ int main(int argc, char **argv)
     else
         snprintf(fheplan, sizeof fheplan, "fheplan");
     int budgets[8] = {4, 8, 0}, nbudgets = 3, reps = 2;
-    char planfile[2048];
+    char planfile[2048], splanfile[2048];
     snprintf(planfile, sizeof planfile, "%s", fheplan);
     if ((slash = strrchr(planfile, '/')) != NULL)
         strcpy(slash + 1, "bsgs.rplan");
     else
         snprintf(planfile, sizeof planfile, "bsgs.rplan");
+    snprintf(splanfile, sizeof splanfile, "%s", planfile);
+    if ((slash = strrchr(splanfile, '/')) != NULL)
+        strcpy(slash + 1, "bsgs-seeded.rplan");
+    else
+        snprintf(splanfile, sizeof splanfile, "bsgs-seeded.rplan");
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) {
             outdir = argv[++i];
@@ -914,6 +1078,8 @@ int main(int argc, char **argv)
             snprintf(fheplan, sizeof fheplan, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--plan") && i + 1 < argc) {
             snprintf(planfile, sizeof planfile, "%s", argv[++i]);
+        } else if (!strcmp(argv[i], "--seeded-plan") && i + 1 < argc) {
+            snprintf(splanfile, sizeof splanfile, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
             reps = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--budgets") && i + 1 < argc) {
@@ -921,20 +1087,21 @@ int main(int argc, char **argv)
             for (char *t = strtok(argv[++i], ","); t && nbudgets < 8; t = strtok(NULL, ","))
                 budgets[nbudgets++] = atoi(t);
         } else {
-            fprintf(stderr, "usage: %s [--out DIR] [--fheplan PATH] [--plan FILE] [--budgets K,...] "
-                            "[--reps N]\n", argv[0]);
+            fprintf(stderr, "usage: %s [--out DIR] [--fheplan PATH] [--plan FILE] "
+                            "[--seeded-plan FILE] [--budgets K,...] [--reps N]\n", argv[0]);
             return 64;
         }
     }
     if (reps < 1)
         reps = 1;
     setvbuf(stdout, NULL, _IOLBF, 0); /* line by line into a pipe too (gpu-run.sh tees) */
-    rplan_program *prog = NULL;
-    {
+    rplan_program *prog = NULL, *sprog = NULL;
+    for (int k = 0; k < 2; k++) {
+        const char *f = k ? splanfile : planfile;
         rplan_diags *d = rplan_diags_new();
-        if (rplan_compile_file(planfile, NULL, &prog, d) != FHR_OK) {
+        if (rplan_compile_file(f, NULL, k ? &sprog : &prog, d) != FHR_OK) {
             rplan_diags_render(d, stderr, 0);
-            fprintf(stderr, "phantom-bsgs: cannot compile the plan %s\n", planfile);
+            fprintf(stderr, "phantom-bsgs: cannot compile the plan %s\n", f);
             return 2;
         }
         rplan_diags_free(d);
@@ -1051,7 +1218,7 @@ int main(int argc, char **argv)
             PH_KEYS * nparts, (unsigned long long)setup_gen, (unsigned long long)setup_diff,
             setup_ok ? "true" : "false");
     int all_ok = self_err < TOLERANCE && ref.max_err < TOLERANCE, all_exact = all_ok;
-    int seeded_ok = setup_ok;
+    int seeded_ok = setup_ok, splan_all = 1;
     for (int bi = 0; bi < nbudgets; bi++) {
         int nk = budgets[bi] > 0 && budgets[bi] < PH_KEYS ? budgets[bi] : PH_KEYS;
         char plan[2048];
@@ -1181,26 +1348,35 @@ int main(int argc, char **argv)
         fhr_stream_destroy(b, view);
         fhr_backend_destroy(b);
         /* the same budget with seeded keys, against this unseeded run */
+        int splan_ok = 0;
         seeded_ok = seeded_budget(e, js, outdir, fheplan, nk, key_bytes, bw, gen_rate, reps, &ref,
-                                  &r, pp) && seeded_ok;
+                                  &r, pp, sprog, splanfile, &splan_ok) && seeded_ok;
+        splan_all = splan_all && splan_ok;
         fprintf(js, "}");
         free(r.words);
     }
-    fprintf(js, "], \"all_pass\": %s, \"all_pass_exact_yardstick\": %s, \"all_seeded_pass\": %s}\n",
-            all_ok ? "true" : "false", all_exact ? "true" : "false", seeded_ok ? "true" : "false");
+    fprintf(js, "], \"all_pass\": %s, \"all_pass_exact_yardstick\": %s, \"all_seeded_pass\": %s,"
+                " \"all_seeded_plan_pass\": %s}\n",
+            all_ok ? "true" : "false", all_exact ? "true" : "false", seeded_ok ? "true" : "false",
+            splan_all ? "true" : "false");
     fclose(js);
     printf("\nseeded keys, every budget: results bit-identical, a halves bit-exact against "
            "Phantom's own, PCIe and regenerated bytes as fheplan check predicts, pinned holding "
            "the b halves, peaks within the budget: %s\n", verdict(seeded_ok));
+    printf("\nplan-driven seeded keys, every budget: results bit-identical, bytes moved and "
+           "regenerated as fheplan check of the same file predicts, peaks within the budget, "
+           "time within %.2fx the controller-driven loop with seeded keys: %s\n", PLAN_LIMIT,
+           verdict(splan_all));
     printf("\nall checks, times against the issue's bound: %s; against the exact yardstick "
            "(the first key's load added): %s (results in %s)\n", verdict(all_ok),
            verdict(all_exact), path);
     free(ref.words);
     rplan_program_free(prog);
+    rplan_program_free(sprog);
     for (int k = 0; k < PH_KEYS; k++) {
         cudaFreeHost(pinned[k]);
         cudaFreeHost(pinned_b[k]);
     }
     ph_destroy(e);
-    return all_ok && seeded_ok ? 0 : 1;
+    return all_ok && seeded_ok && splan_all ? 0 : 1;
 }

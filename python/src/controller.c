@@ -29,6 +29,7 @@ typedef struct {
     fhr_stream_map *consumer, *transfer;
     size_t nconsumer, ntransfer;
     int wait;
+    PyObject *keep;        /* list of the stream objects behind the views */
     fhr_use *u;
     int state;             /* 0 new, 1 active, 2 ended */
     PyObject *report;
@@ -132,9 +133,7 @@ static PyObject *policy_make(PyTypeObject *type, PyObject *tiers, PyObject *futu
     PyMem_Free(store);
     PyMem_Free(fu);
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhpy_policy *o = (fhpy_policy *)type->tp_alloc(type, 0);
     if (!o) {
@@ -317,8 +316,7 @@ static PyObject *ctl_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     fhr_controller *c = NULL;
     if (fhr_controller_create(m->m, ((fhpy_policy *)policy)->p, &c, &e) != FHR_OK) {
         Py_DECREF(policy);
-        fhpy_raise(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhpy_controller *o = (fhpy_controller *)type->tp_alloc(type, 0);
     if (!o) {
@@ -369,9 +367,7 @@ static PyObject *ctl_decide(PyObject *self, PyObject *req)
     Py_END_ALLOW_THREADS
     req_free(&b);
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     return decision_wrap(c->mgr, d);
 }
@@ -392,13 +388,14 @@ static PyObject *ctl_use(PyObject *self, PyObject *args, PyObject *kw)
     u->what = Py_NewRef(what);
     u->consumer = u->transfer = NULL;
     u->nconsumer = u->ntransfer = 0;
+    u->keep = NULL;
     u->wait = wait;
     u->u = NULL;
     u->state = 0;
     u->report = Py_NewRef(Py_None);
     u->decision = Py_NewRef(Py_None);
-    if (!fhpy_stream_maps(c->mgr, consumer, &u->consumer, &u->nconsumer) ||
-        !fhpy_stream_maps(c->mgr, transfer, &u->transfer, &u->ntransfer)) {
+    if (!fhpy_stream_maps(c->mgr, consumer, &u->consumer, &u->nconsumer, &u->keep) ||
+        !fhpy_stream_maps(c->mgr, transfer, &u->transfer, &u->ntransfer, &u->keep)) {
         Py_DECREF(u);
         return NULL;
     }
@@ -634,7 +631,7 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 {
     fhpy_use *u = (fhpy_use *)o;
     fhr_stream *view = NULL;
-    if (!fhpy_stream_view(u->ctl->mgr, stream, at, &view))
+    if (!fhpy_stream_view(u->ctl->mgr, stream, at, &view, &u->keep))
         return -1;
     if (!view)
         return 0;
@@ -652,8 +649,7 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
         fhr_stream_destroy(u->ctl->mgr->backend, view);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
+        fhpy_fail(&e);
         return -1;
     }
     u->consumer[u->nconsumer++] = (fhr_stream_map){at, view}; /* freed at the end */
@@ -662,6 +658,9 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 
 static const fhpy_owner_ops use_ops = {use_alive, use_add_consumer, use_backend};
 
+/* Destroys the stream views, then lets go of the streams' objects (interpreter lock held).
+ * Only once the use no longer records on them: after an end that succeeded, or after
+ * fhr_use_destroy. */
 static void use_free_streams(fhpy_use *u)
 {
     fhpy_manager *m = u->ctl->mgr;
@@ -669,6 +668,7 @@ static void use_free_streams(fhpy_use *u)
     fhpy_stream_maps_free(m, u->transfer, u->ntransfer);
     u->consumer = u->transfer = NULL;
     u->nconsumer = u->ntransfer = 0;
+    Py_CLEAR(u->keep);
 }
 
 static PyObject *use_enter(PyObject *self, PyObject *unused)
@@ -705,9 +705,7 @@ static PyObject *use_enter(PyObject *self, PyObject *unused)
     if (st != FHR_OK) {
         u->state = 2;
         use_free_streams(u);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     u->state = 1;
     const fhr_decision *d = fhr_use_decision_of(u->u);
@@ -718,22 +716,20 @@ static PyObject *use_enter(PyObject *self, PyObject *unused)
 static PyObject *use_value(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_use *u = (fhpy_use *)self;
-    PyObject *ho;
+    fhpy_handle_arg h;
     fhr_location at;
     static char *kwl[] = {"handle", "at", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&", kwl, &ho, fhpy_to_loc_conv, &at))
-        return NULL;
-    fhr_handle h;
-    if (!fhpy_to_handle(ho, &h))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O&O&", kwl, fhpy_handle_conv, &h,
+                                     fhpy_to_loc_conv, &at))
         return NULL;
     if (u->state != 1)
         return fhpy_raise_msg(FHR_E_SCOPE, "use.value: the use is not active");
-    const fhr_value *v = fhr_use_value(u->u, h, at);
+    const fhr_value *v = fhr_use_value(u->u, h.h, at);
     if (!v)
         return fhpy_raise_msg(FHR_E_STATE, "use.value: %R is not required at that location",
-                              ho);
-    PyObject *layout = PyDict_GetItemWithError(u->ctl->mgr->layouts, ho);
-    if (!layout && PyErr_Occurred())
+                              h.obj);
+    PyObject *layout;
+    if (!fhpy_layout_of(u->ctl->mgr, h.obj, &layout))
         return NULL;
     return fhpy_leased_new(self, &use_ops, v, layout);
 }
@@ -774,13 +770,15 @@ static PyObject *use_finish(fhpy_use *u, int body_failed)
             return NULL;
         Py_XSETREF(u->decision, j);
     }
-    Py_BEGIN_ALLOW_THREADS
-    use_free_streams(u);
-    Py_END_ALLOW_THREADS
+    /* The stream views go once the use no longer records on them. After a failed end a
+     * lease may still be active (a refused end leaves the whole use active; a lease whose
+     * event could not be recorded is ended by the destroy): dealloc frees them after
+     * fhr_use_destroy. With the interpreter lock held: the arrays are PyMem memory, which
+     * needs the thread state (Python 3.12 finds the allocator through it). */
+    if (st == FHR_OK)
+        use_free_streams(u);
     if (st != FHR_OK && !body_failed) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhr_error_clear(&e);
     Py_RETURN_FALSE;
@@ -806,6 +804,7 @@ static void use_dealloc(PyObject *self)
     Py_END_ALLOW_THREADS
     if (u->ctl)
         use_free_streams(u);
+    Py_XDECREF(u->keep);
     Py_XDECREF(u->what);
     Py_XDECREF(u->report);
     Py_XDECREF(u->decision);
@@ -841,18 +840,11 @@ PyTypeObject fhpy_use_type = {
 
 int fhpy_add_types_controller(PyObject *mod)
 {
-    PyTypeObject *ts[] = {&fhpy_policy_type, &lookahead_type, &fhpy_controller_type,
-                          &fhpy_decision_type, &fhpy_use_type};
-    const char *names[] = {"DeterministicTieredLRU", "DeterministicLookahead",
-                           "ResidencyController", "ResidencyDecision", "ResidencyUse"};
-    for (int i = 0; i < 5; i++) {
-        if (PyType_Ready(ts[i]) < 0)
-            return -1;
-        Py_INCREF(ts[i]);
-        if (PyModule_AddObject(mod, names[i], (PyObject *)ts[i]) < 0) {
-            Py_DECREF(ts[i]);
-            return -1;
-        }
-    }
-    return 0;
+    static PyTypeObject *const ts[] = {&fhpy_policy_type, &lookahead_type,
+                                       &fhpy_controller_type, &fhpy_decision_type,
+                                       &fhpy_use_type};
+    static const char *const names[] = {"DeterministicTieredLRU", "DeterministicLookahead",
+                                        "ResidencyController", "ResidencyDecision",
+                                        "ResidencyUse"};
+    return fhpy_add_types(mod, ts, names, sizeof ts / sizeof ts[0]);
 }

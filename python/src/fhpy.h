@@ -46,6 +46,7 @@ typedef struct {
     fhr_stream **views;    /* consumer stream views made for __dlpack__(stream=...) */
     PyObject *handles;     /* tuple of handles */
     PyObject *owner;       /* what owns the lease (a scope or a use), or NULL */
+    PyObject *keep;        /* list of the stream objects behind views (fhpy_stream_view) */
 } fhpy_lease;
 
 /* What a view asks of the object its memory belongs to. */
@@ -106,6 +107,7 @@ typedef struct {
     fhpy_plan *plan;
     fhr_scope *sc;
     fhr_stream **views; size_t nviews;
+    PyObject *keep;        /* list of the stream objects behind views (fhpy_stream_view) */
     int state;             /* 0 new, 1 entered, 2 done (exited or failed entry) */
     PyObject *report;      /* dict after a successful exit, else None */
     PyObject *exit_error;  /* the exit's ResidencyPlanExecutionError, else None */
@@ -134,6 +136,15 @@ PyObject *fhpy_raise(const fhr_error *err);
 PyObject *fhpy_raise_msg(fhr_status st, const char *fmt, ...);
 /* Builds (not raises) the exception object of err. */
 PyObject *fhpy_error_object(const fhr_error *err);
+/* Raises the exception of *err, then clears it (frees its partial report). Returns NULL. */
+PyObject *fhpy_fail(fhr_error *err);
+/* Sets the attribute `name` (value borrowed) on the exception being raised, if any. */
+void fhpy_exc_set_attr(const char *name, PyObject *value);
+/* A Python callback's failure as the library's: takes the exception being raised (none is
+ * left pending) and, when err is not NULL, sets err to status st and the message
+ * "<prefix> <exception type>: <str(exception)>". Returns the exception object with its
+ * traceback (a new reference), or NULL. */
+PyObject *fhpy_take_exception(fhr_error *err, fhr_status st, const char *prefix);
 
 /* ---- converters ------------------------------------------------------------------- */
 
@@ -142,14 +153,30 @@ int fhpy_to_loc(PyObject *o, fhr_location *out);
 int fhpy_to_loc_conv(PyObject *o, void *out); /* "O&" converter */
 PyObject *fhpy_loc_new(fhr_location loc);
 int fhpy_to_handle(PyObject *o, fhr_handle *out);
+/* A handle argument: the object (borrowed from the arguments) and its handle. */
+typedef struct fhpy_handle_arg {
+    PyObject *obj;
+    fhr_handle h;
+} fhpy_handle_arg;
+int fhpy_handle_conv(PyObject *o, void *out); /* "O&" converter to an fhpy_handle_arg */
 PyObject *fhpy_handle_new(fhr_handle h);
+/* The layout adopt or register_source recorded for a handle object (borrowed; *out NULL
+ * when there is none). 0 and an exception on failure. */
+int fhpy_layout_of(fhpy_manager *m, PyObject *handle, PyObject **out);
 /* Native stream pointer from an int, an object with .cuda_stream (torch) or .ptr (CuPy,
  * fheplan.Stream), or None (-> *native NULL, *given 0). */
 int fhpy_stream_native(PyObject *o, void **native, int *given);
-/* A view of the native stream o at loc (NULL in *out when o is None). */
-int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out);
-/* Views for a {location: stream} mapping; frees what it made on failure. */
-int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n);
+/* A view of the native stream o at loc (NULL in *out when o is None). A view does not own
+ * its stream, and a fheplan.Stream or a CuPy stream destroys its stream with the object:
+ * keep, when not NULL, is a list (created on first use: *keep NULL) to which o is added,
+ * for the owner of a view that outlives the call to hold until the view is destroyed. */
+int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out,
+                     PyObject **keep);
+/* Views for a {location: stream} mapping (objects added to *keep as above); frees the
+ * views it made on failure. */
+int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n,
+                     PyObject **keep);
+/* Destroys the views and frees the array (PyMem memory): with the interpreter lock held. */
 void fhpy_stream_maps_free(fhpy_manager *m, fhr_stream_map *maps, size_t n);
 
 /* JSON text (malloc'd, freed here) to Python objects through the json module. */
@@ -200,6 +227,9 @@ PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
 PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw);
 
 int fhpy_add_types_controller(PyObject *mod);
+/* Readies each type and adds it to mod under its name. -1 and an exception on failure. */
+int fhpy_add_types(PyObject *mod, PyTypeObject *const *types, const char *const *names,
+                   size_t n);
 /* Sets .action on the pending ResidencyPlanExecutionError from the plan or action tuple. */
 void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e);
 /* The Python classes of the package (fheplan/__init__.py hands them over). */

@@ -21,7 +21,7 @@ static int lease_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 {
     fhpy_lease *l = (fhpy_lease *)o;
     fhr_stream *view = NULL;
-    if (!fhpy_stream_view(l->mgr, stream, at, &view))
+    if (!fhpy_stream_view(l->mgr, stream, at, &view, &l->keep))
         return -1;
     if (!view)
         return 0;
@@ -32,8 +32,7 @@ static int lease_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
         fhr_stream_destroy(l->mgr->backend, view);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
+        fhpy_fail(&e);
         return -1;
     }
     if (!keep_view(l, view)) { /* the lease records on it at release: wait for it now */
@@ -63,6 +62,7 @@ PyObject *fhpy_lease_make(fhpy_manager *m, fhr_lease *l, fhr_location at, PyObje
     o->views = NULL;
     o->handles = Py_NewRef(handles);
     o->owner = Py_XNewRef(owner);
+    o->keep = NULL;
     return (PyObject *)o;
 }
 
@@ -86,11 +86,11 @@ static PyObject *lease_release(PyObject *self, PyObject *unused)
     if (st == FHR_OK)
         free_views(l); /* the completion events are recorded: the views may go */
     Py_END_ALLOW_THREADS
+    if (st == FHR_OK)
+        Py_CLEAR(l->keep); /* after the views */
     fhpy_release_drain();
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     l->released = 1;
     Py_RETURN_NONE;
@@ -105,6 +105,7 @@ static void lease_dealloc(PyObject *self)
     free_views(l);
     Py_END_ALLOW_THREADS
     PyMem_Free(l->views);
+    Py_XDECREF(l->keep); /* after the views */
     Py_XDECREF(l->handles);
     Py_XDECREF(l->owner);
     Py_XDECREF(l->mgr);
@@ -125,8 +126,8 @@ static PyObject *lease_getitem(PyObject *self, PyObject *key)
         PyErr_SetObject(PyExc_KeyError, key);
         return NULL;
     }
-    PyObject *layout = PyDict_GetItemWithError(l->mgr->layouts, key);
-    if (!layout && PyErr_Occurred())
+    PyObject *layout;
+    if (!fhpy_layout_of(l->mgr, key, &layout))
         return NULL;
     return fhpy_leased_new(self, &fhpy_lease_ops, v, layout);
 }
@@ -229,9 +230,7 @@ static PyObject *hold_release(PyObject *self, PyObject *unused)
     st = fhr_hold_release(h->hold, &e);
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     h->released = 1;
     Py_RETURN_NONE;

@@ -41,6 +41,19 @@ static PyObject *finish(fhpy_manager *m, fhr_status st, fhr_error *e)
     Py_RETURN_NONE;
 }
 
+/* finish() for a call that returns a value: `value` (a new reference, or NULL with the
+ * exception of making it) when the call succeeded, else NULL with the call's exception. */
+static PyObject *finish_value(fhpy_manager *m, fhr_status st, fhr_error *e, PyObject *value)
+{
+    PyObject *none = finish(m, st, e);
+    if (!none) {
+        Py_XDECREF(value);
+        return NULL;
+    }
+    Py_DECREF(none);
+    return value;
+}
+
 static int check_open(fhpy_manager *m)
 {
     if (!m->m) {
@@ -128,8 +141,7 @@ static int mgr_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     PyMem_Free(bs);
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
+        fhpy_fail(&e);
         return -1;
     }
     m->layouts = PyDict_New();
@@ -200,7 +212,7 @@ static fhr_stream *adopt_stream(fhpy_manager *m, fhr_location at)
     if (!m->adopt_streams[at.index]) {
         FHPY_ERR_INIT(e);
         if (fhr_stream_create(m->backend, at, &m->adopt_streams[at.index], &e) != FHR_OK) {
-            fhpy_raise(&e);
+            fhpy_fail(&e);
             return NULL;
         }
     }
@@ -304,23 +316,8 @@ static fhr_status source_load(void *ctx, const fhr_value_spec *spec, fhr_locatio
     PyObject *meta = res ? fhpy_meta_object(&spec->meta) : NULL;
     PyObject *layout = NULL;
     if (!meta || !fhpy_build_value(src->m, res, meta, at, s, out, &layout)) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        PyErr_NormalizeException(&t, &v, &tb);
-        PyObject *msg = v ? PyObject_Str(v) : NULL;
-        if (err) {
-            err->status = FHR_E_SOURCE;
-            snprintf(err->message, sizeof err->message, "source load raised %s: %s",
-                     t ? ((PyTypeObject *)t)->tp_name : "an error",
-                     msg && PyUnicode_AsUTF8(msg) ? PyUnicode_AsUTF8(msg) : "");
-        }
-        PyErr_Clear();
-        Py_XDECREF(msg);
-        if (v && tb)
-            PyException_SetTraceback(v, tb);
-        Py_XSETREF(src->m->load_exc, v);
-        Py_XDECREF(t);
-        Py_XDECREF(tb);
+        /* kept to become the cause of the call's exception (raise_mgr) */
+        Py_XSETREF(src->m->load_exc, fhpy_take_exception(err, FHR_E_SOURCE, "source load raised"));
         st = FHR_E_SOURCE;
     }
     Py_XDECREF(layout);
@@ -468,20 +465,21 @@ static PyObject *mgr_register_source(PyObject *self, PyObject *args, PyObject *k
 static PyObject *mgr_ensure(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *ho, *stream = Py_None;
+    PyObject *stream = Py_None;
+    fhpy_handle_arg h;
     fhr_location at;
     static char *kwl[] = {"handle", "at", "stream", NULL};
-    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "OO&|$O", kwl, &ho,
-                                                       fhpy_to_loc_conv, &at, &stream))
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O", kwl,
+                                                       fhpy_handle_conv, &h, fhpy_to_loc_conv,
+                                                       &at, &stream))
         return NULL;
-    fhr_handle h;
     fhr_stream *view = NULL;
-    if (!fhpy_to_handle(ho, &h) || !fhpy_stream_view(m, stream, at, &view))
+    if (!fhpy_stream_view(m, stream, at, &view, NULL))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = fhr_ensure(m->m, h, at, view, &e);
+    st = fhr_ensure(m->m, h.h, at, view, &e);
     if (view)
         fhr_stream_destroy(m->backend, view);
     Py_END_ALLOW_THREADS
@@ -491,21 +489,22 @@ static PyObject *mgr_ensure(PyObject *self, PyObject *args, PyObject *kw)
 static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *ho, *from_o = Py_None, *stream = Py_None;
+    PyObject *from_o = Py_None, *stream = Py_None;
+    fhpy_handle_arg h;
     fhr_location to, from;
     static char *kwl[] = {"handle", "to", "from_location", "stream", NULL};
-    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "OO&|O$O", kwl, &ho,
-                                                       fhpy_to_loc_conv, &to, &from_o, &stream))
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|O$O", kwl, fhpy_handle_conv, &h,
+                                     fhpy_to_loc_conv, &to, &from_o, &stream))
         return NULL;
-    fhr_handle h;
     fhr_stream *view = NULL;
-    if (!fhpy_to_handle(ho, &h) || (from_o != Py_None && !fhpy_to_loc(from_o, &from)) ||
-        !fhpy_stream_view(m, stream, to, &view))
+    if ((from_o != Py_None && !fhpy_to_loc(from_o, &from)) ||
+        !fhpy_stream_view(m, stream, to, &view, NULL))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = fhr_move(m->m, h, to, from_o != Py_None ? &from : NULL, view, &e);
+    st = fhr_move(m->m, h.h, to, from_o != Py_None ? &from : NULL, view, &e);
     if (view)
         fhr_stream_destroy(m->backend, view);
     Py_END_ALLOW_THREADS
@@ -515,17 +514,15 @@ static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
 static PyObject *mgr_drop(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *ho;
+    fhpy_handle_arg h;
     fhr_location at;
     static char *kwl[] = {"handle", "at", NULL};
-    fhr_handle h;
-    if (!check_open(m) ||
-        !PyArg_ParseTupleAndKeywords(args, kw, "OO&", kwl, &ho, fhpy_to_loc_conv, &at) ||
-        !fhpy_to_handle(ho, &h))
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "O&O&", kwl, fhpy_handle_conv,
+                                                       &h, fhpy_to_loc_conv, &at))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
-    NOGIL(st, fhr_drop(m->m, h, at, &e));
+    NOGIL(st, fhr_drop(m->m, h.h, at, &e));
     return finish(m, st, &e);
 }
 
@@ -546,19 +543,16 @@ static PyObject *mgr_discard(PyObject *self, PyObject *ho)
 static PyObject *mgr_is_resident(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *ho;
+    fhpy_handle_arg h;
     fhr_location at;
-    fhr_handle h;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "OO&", &ho, fhpy_to_loc_conv, &at) ||
-        !fhpy_to_handle(ho, &h))
+    if (!check_open(m) ||
+        !PyArg_ParseTuple(args, "O&O&", fhpy_handle_conv, &h, fhpy_to_loc_conv, &at))
         return NULL;
     FHPY_ERR_INIT(e);
     int r = 0;
     fhr_status st;
-    NOGIL(st, fhr_is_resident(m->m, h, at, &r, &e));
-    if (st != FHR_OK)
-        return finish(m, st, &e);
-    return PyBool_FromLong(r);
+    NOGIL(st, fhr_is_resident(m->m, h.h, at, &r, &e));
+    return finish_value(m, st, &e, PyBool_FromLong(r));
 }
 
 static PyObject *mgr_set_budget(PyObject *self, PyObject *args)
@@ -577,14 +571,13 @@ static PyObject *mgr_set_budget(PyObject *self, PyObject *args)
 static PyObject *mgr_set_priority(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *ho;
+    fhpy_handle_arg h;
     int p;
-    fhr_handle h;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "Oi", &ho, &p) || !fhpy_to_handle(ho, &h))
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&i", fhpy_handle_conv, &h, &p))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
-    NOGIL(st, fhr_set_priority(m->m, h, p, &e));
+    NOGIL(st, fhr_set_priority(m->m, h.h, p, &e));
     return finish(m, st, &e);
 }
 
@@ -598,10 +591,7 @@ static PyObject *mgr_reap(PyObject *self, PyObject *unused)
     size_t n = 0;
     fhr_status st;
     NOGIL(st, fhr_reap(m->m, &n, &e));
-    if (st != FHR_OK)
-        return finish(m, st, &e);
-    fhpy_release_drain();
-    return PyLong_FromSize_t(n);
+    return finish_value(m, st, &e, PyLong_FromSize_t(n));
 }
 
 static PyObject *mgr_wait_pending(PyObject *self, PyObject *args)
@@ -615,10 +605,7 @@ static PyObject *mgr_wait_pending(PyObject *self, PyObject *args)
     size_t waited = 0;
     fhr_status st;
     NOGIL(st, fhr_wait_pending(m->m, at, nb, &waited, &e));
-    if (st != FHR_OK)
-        return finish(m, st, &e);
-    fhpy_release_drain();
-    return PyLong_FromSize_t(waited);
+    return finish_value(m, st, &e, PyLong_FromSize_t(waited));
 }
 
 /* ---- leases and holds -------------------------------------------------------------------------- */
@@ -664,12 +651,14 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
     if (!handle_list(hso, &hs, &n, &tuple))
         return NULL;
     fhr_stream *view = NULL;
+    PyObject *keep = NULL; /* the consumer's object, alive as long as its view */
     fhr_stream **views = PyMem_Malloc(sizeof *views); /* the lease keeps its consumer's view */
-    if (!views || (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view))) {
+    if (!views || (at.kind == FHR_LOC_CUDA && !fhpy_stream_view(m, stream, at, &view, &keep))) {
         if (!views)
             PyErr_NoMemory();
         PyMem_Free(views);
         PyMem_Free(hs);
+        Py_XDECREF(keep);
         Py_DECREF(tuple);
         return NULL;
     }
@@ -682,6 +671,7 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
         if (view)
             fhr_stream_destroy(m->backend, view);
         PyMem_Free(views);
+        Py_XDECREF(keep);
         Py_DECREF(tuple);
         return finish(m, st, &e);
     }
@@ -691,9 +681,11 @@ static PyObject *mgr_acquire(PyObject *self, PyObject *args, PyObject *kw)
         if (view)
             fhr_stream_destroy(m->backend, view);
         PyMem_Free(views);
+        Py_XDECREF(keep);
         return NULL;
     }
     fhpy_lease *lo = (fhpy_lease *)r;
+    lo->keep = keep;
     lo->views = views;
     if (view)
         lo->views[lo->nviews++] = view;
@@ -883,9 +875,7 @@ static PyObject *mgr_state_version(PyObject *self, PyObject *unused)
     uint64_t v = 0;
     fhr_status st;
     NOGIL(st, fhr_state_version(m->m, &v, &e));
-    if (st != FHR_OK)
-        return finish(m, st, &e);
-    return PyLong_FromUnsignedLongLong(v);
+    return finish_value(m, st, &e, PyLong_FromUnsignedLongLong(v));
 }
 
 static PyObject *mgr_trace(PyObject *self, PyObject *unused)
@@ -940,22 +930,18 @@ static PyObject *mgr_explain(PyObject *self, PyObject *plan)
 /* Sets .action on a plan failure from the action list it ran. */
 void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e)
 {
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    PyErr_NormalizeException(&t, &v, &tb);
-    if (v && e->status == FHR_E_PLAN && e->action_index >= 0) {
-        PyObject *list = NULL;
-        if (PyObject_TypeCheck(seq_or_plan, &fhpy_plan_type)) {
-            fhpy_plan *p = (fhpy_plan *)seq_or_plan;
-            list = e->phase == FHR_PHASE_RECLAIM ? p->reclaim
-                   : e->phase == FHR_PHASE_ENTER ? p->enter
-                   : e->phase == FHR_PHASE_EXIT  ? p->exit : NULL;
-        } else
-            list = seq_or_plan;
-        if (list && PyTuple_Check(list) && e->action_index < PyTuple_GET_SIZE(list))
-            PyObject_SetAttrString(v, "action", PyTuple_GET_ITEM(list, e->action_index));
-    }
-    PyErr_Restore(t, v, tb);
+    if (e->status != FHR_E_PLAN || e->action_index < 0)
+        return;
+    PyObject *list = NULL;
+    if (PyObject_TypeCheck(seq_or_plan, &fhpy_plan_type)) {
+        fhpy_plan *p = (fhpy_plan *)seq_or_plan;
+        list = e->phase == FHR_PHASE_RECLAIM ? p->reclaim
+               : e->phase == FHR_PHASE_ENTER ? p->enter
+               : e->phase == FHR_PHASE_EXIT  ? p->exit : NULL;
+    } else
+        list = seq_or_plan;
+    if (list && PyTuple_Check(list) && e->action_index < PyTuple_GET_SIZE(list))
+        fhpy_exc_set_attr("action", PyTuple_GET_ITEM(list, e->action_index));
 }
 
 static PyObject *mgr_execute_actions(PyObject *self, PyObject *args, PyObject *kw)
@@ -972,7 +958,7 @@ static PyObject *mgr_execute_actions(PyObject *self, PyObject *args, PyObject *k
     fhr_action *acts = NULL;
     size_t n = 0, ns = 0;
     fhr_stream_map *maps = NULL;
-    if (!fhpy_actions(tuple, &acts, &n) || !fhpy_stream_maps(m, streams, &maps, &ns)) {
+    if (!fhpy_actions(tuple, &acts, &n) || !fhpy_stream_maps(m, streams, &maps, &ns, NULL)) {
         PyMem_Free(acts);
         Py_DECREF(tuple);
         return NULL;
@@ -1008,38 +994,42 @@ static PyObject *mgr_scope(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     fhr_stream_map *maps = NULL;
     size_t ns = 0;
-    if (!fhpy_stream_maps(m, streams, &maps, &ns))
+    PyObject *keep = NULL; /* the streams' objects, alive as long as the scope's views */
+    if (!fhpy_stream_maps(m, streams, &maps, &ns, &keep)) {
+        Py_XDECREF(keep);
         return NULL;
+    }
+    fhr_stream **views = ns ? PyMem_Malloc(ns * sizeof *views) : NULL;
+    if (!views && ns) {
+        fhpy_stream_maps_free(m, maps, ns);
+        Py_XDECREF(keep);
+        return PyErr_NoMemory();
+    }
     FHPY_ERR_INIT(e);
     fhr_scope *sc = NULL;
     if (fhr_scope_create(m->m, ((fhpy_plan *)plan)->p, maps, ns, &sc, &e) != FHR_OK) {
         fhpy_stream_maps_free(m, maps, ns);
+        PyMem_Free(views);
+        Py_XDECREF(keep);
         return finish(m, e.status, &e);
     }
     fhpy_scope *o = PyObject_New(fhpy_scope, &fhpy_scope_type);
     if (!o) {
         fhr_scope_destroy(sc);
         fhpy_stream_maps_free(m, maps, ns);
+        PyMem_Free(views);
+        Py_XDECREF(keep);
         return NULL;
     }
+    for (size_t i = 0; i < ns; i++)
+        views[i] = maps[i].stream;
+    PyMem_Free(maps);
     o->mgr = (fhpy_manager *)Py_NewRef(self);
     o->plan = (fhpy_plan *)Py_NewRef(plan);
     o->sc = sc;
-    o->views = NULL;
+    o->views = views;
     o->nviews = ns;
-    if (ns) {
-        o->views = PyMem_Malloc(ns * sizeof *o->views);
-        for (size_t i = 0; i < ns; i++)
-            if (o->views)
-                o->views[i] = maps[i].stream;
-    }
-    if (!o->views && ns) { /* cannot keep them: the scope must not outlive its streams */
-        o->nviews = 0;
-        Py_DECREF(o);
-        fhpy_stream_maps_free(m, maps, ns);
-        return PyErr_NoMemory();
-    }
-    PyMem_Free(maps);
+    o->keep = keep;
     o->state = 0;
     o->report = Py_NewRef(Py_None);
     o->exit_error = Py_NewRef(Py_None);
@@ -1089,10 +1079,10 @@ static PyObject *mgr_get_backend(PyObject *self, void *c)
 
 static PyObject *mgr_layout(PyObject *self, PyObject *ho)
 {
-    PyObject *l = PyDict_GetItemWithError(((fhpy_manager *)self)->layouts, ho);
-    if (!l && !PyErr_Occurred())
-        Py_RETURN_NONE;
-    return Py_XNewRef(l);
+    PyObject *l;
+    if (!fhpy_layout_of((fhpy_manager *)self, ho, &l))
+        return NULL;
+    return Py_NewRef(l ? l : Py_None);
 }
 
 static PyMethodDef mgr_methods[] = {

@@ -68,6 +68,44 @@ PyObject *fhpy_raise(const fhr_error *err)
     return NULL;
 }
 
+PyObject *fhpy_fail(fhr_error *err)
+{
+    fhpy_raise(err);
+    fhr_error_clear(err);
+    return NULL;
+}
+
+void fhpy_exc_set_attr(const char *name, PyObject *value)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v && PyObject_SetAttrString(v, name, value) < 0)
+        PyErr_Clear(); /* the pending exception stays the one raised */
+    PyErr_Restore(t, v, tb);
+}
+
+PyObject *fhpy_take_exception(fhr_error *err, fhr_status st, const char *prefix)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyObject *msg = v ? PyObject_Str(v) : NULL;
+    const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s %s: %s", prefix,
+                 t ? ((PyTypeObject *)t)->tp_name : "an error", text ? text : "");
+    }
+    PyErr_Clear(); /* what str() may have raised */
+    Py_XDECREF(msg);
+    if (v && tb)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+
 PyObject *fhpy_raise_msg(fhr_status st, const char *fmt, ...)
 {
     fhr_error e;
@@ -278,6 +316,19 @@ int fhpy_to_handle(PyObject *o, fhr_handle *out)
     return 0;
 }
 
+int fhpy_handle_conv(PyObject *o, void *out)
+{
+    fhpy_handle_arg *a = out;
+    a->obj = o;
+    return fhpy_to_handle(o, &a->h);
+}
+
+int fhpy_layout_of(fhpy_manager *m, PyObject *handle, PyObject **out)
+{
+    *out = PyDict_GetItemWithError(m->layouts, handle);
+    return *out || !PyErr_Occurred();
+}
+
 static PyObject *handle_repr(PyObject *self)
 {
     fhr_handle h = ((fhpy_handle *)self)->h;
@@ -359,7 +410,16 @@ int fhpy_stream_native(PyObject *o, void **native, int *given)
     return 1;
 }
 
-int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out)
+/* Adds o to the list *keep (made on first use). */
+static int keep_add(PyObject **keep, PyObject *o)
+{
+    if (!*keep && !(*keep = PyList_New(0)))
+        return 0;
+    return PyList_Append(*keep, o) == 0;
+}
+
+int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream **out,
+                     PyObject **keep)
 {
     *out = NULL;
     void *native;
@@ -368,14 +428,15 @@ int fhpy_stream_view(fhpy_manager *m, PyObject *o, fhr_location loc, fhr_stream 
         return 0;
     if (!given)
         return 1;
+    if (keep && !keep_add(keep, o))
+        return 0;
     FHPY_ERR_INIT(e);
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fhr_stream_wrap(m->backend, loc, native, out, &e);
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
+        fhpy_fail(&e);
         return 0;
     }
     return 1;
@@ -389,7 +450,8 @@ void fhpy_stream_maps_free(fhpy_manager *m, fhr_stream_map *maps, size_t n)
     PyMem_Free(maps);
 }
 
-int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n)
+int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, size_t *n,
+                     PyObject **keep)
 {
     *maps = NULL;
     *n = 0;
@@ -399,22 +461,33 @@ int fhpy_stream_maps(fhpy_manager *m, PyObject *mapping, fhr_stream_map **maps, 
         PyErr_SetString(PyExc_TypeError, "streams are a dict {location: stream}");
         return 0;
     }
-    Py_ssize_t cnt = PyDict_Size(mapping), pos = 0;
+    /* The items, taken once: making a view lets go of the interpreter lock, during which
+     * another thread may change the dict. */
+    PyObject *items = PyDict_Items(mapping);
+    if (!items)
+        return 0;
+    Py_ssize_t cnt = PyList_GET_SIZE(items);
     fhr_stream_map *a = PyMem_Calloc(cnt ? (size_t)cnt : 1, sizeof *a);
     if (!a) {
+        Py_DECREF(items);
         PyErr_NoMemory();
         return 0;
     }
-    PyObject *k, *v;
     size_t i = 0;
-    while (PyDict_Next(mapping, &pos, &k, &v)) {
-        if (!fhpy_to_loc(k, &a[i].loc) || !fhpy_stream_view(m, v, a[i].loc, &a[i].stream)) {
+    for (Py_ssize_t k = 0; k < cnt; k++) {
+        PyObject *it = PyList_GET_ITEM(items, k);
+        fhr_location loc;
+        if (!fhpy_to_loc(PyTuple_GET_ITEM(it, 0), &loc) ||
+            !fhpy_stream_view(m, PyTuple_GET_ITEM(it, 1), loc, &a[i].stream, keep)) {
             fhpy_stream_maps_free(m, a, i);
+            Py_DECREF(items);
             return 0;
         }
+        a[i].loc = loc;
         if (a[i].stream)
             i++;
     }
+    Py_DECREF(items);
     *maps = a;
     *n = i;
     return 1;
@@ -439,7 +512,7 @@ static PyObject *stream_get_ptr(PyObject *self, void *c)
     void *native = NULL;
     FHPY_ERR_INIT(e);
     if (fhr_stream_native(s->b, s->s, &native, NULL, &e) != FHR_OK)
-        return fhpy_raise(&e);
+        return fhpy_fail(&e);
     return PyLong_FromVoidPtr(native);
 }
 
@@ -459,7 +532,7 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *unused)
     st = fhr_stream_sync(s->b, s->s, &e);
     Py_END_ALLOW_THREADS
     if (st != FHR_OK)
-        return fhpy_raise(&e);
+        return fhpy_fail(&e);
     Py_RETURN_NONE;
 }
 
@@ -612,14 +685,17 @@ static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fheplan",
                                     "The C core of the fheplan Python binding.", -1,
                                     mod_methods, NULL, NULL, NULL, NULL};
 
-static int add_type(PyObject *mod, PyTypeObject *t, const char *name)
+int fhpy_add_types(PyObject *mod, PyTypeObject *const *types, const char *const *names,
+                   size_t n)
 {
-    if (PyType_Ready(t) < 0)
-        return -1;
-    Py_INCREF(t);
-    if (PyModule_AddObject(mod, name, (PyObject *)t) < 0) {
-        Py_DECREF(t);
-        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (PyType_Ready(types[i]) < 0)
+            return -1;
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(mod, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            return -1;
+        }
     }
     return 0;
 }
@@ -641,19 +717,17 @@ PyMODINIT_FUNC PyInit__fheplan(void)
     if (!json_loads || !namespace_type)
         goto fail;
     (void)module_backend_owner;
-    if (add_type(mod, &fhpy_location_type, "Location") < 0 ||
-        add_type(mod, &fhpy_handle_type, "ResidencyHandle") < 0 ||
-        add_type(mod, &fhpy_stream_type, "Stream") < 0 ||
-        add_type(mod, &fhpy_manager_type, "ResidencyManager") < 0 ||
-        add_type(mod, &fhpy_lease_type, "ResidencyLease") < 0 ||
-        add_type(mod, &fhpy_leased_type, "LeasedValue") < 0 ||
-        add_type(mod, &fhpy_view_type, "FieldView") < 0 ||
-        add_type(mod, &fhpy_value_type, "Value") < 0 ||
-        add_type(mod, &fhpy_hold_type, "ResidencyHold") < 0 ||
-        add_type(mod, &fhpy_plan_type, "ResidencyPlan") < 0 ||
-        add_type(mod, &fhpy_scope_type, "ResidencyScope") < 0 ||
-        add_type(mod, &fhpy_program_type, "Program") < 0 ||
-        add_type(mod, &fhpy_kcall_type, "_KernelCall") < 0 || fhpy_add_types_controller(mod) < 0)
+    static PyTypeObject *const ts[] = {
+        &fhpy_location_type, &fhpy_handle_type, &fhpy_stream_type, &fhpy_manager_type,
+        &fhpy_lease_type,    &fhpy_leased_type, &fhpy_view_type,   &fhpy_value_type,
+        &fhpy_hold_type,     &fhpy_plan_type,   &fhpy_scope_type,  &fhpy_program_type,
+        &fhpy_kcall_type};
+    static const char *const names[] = {
+        "Location",      "ResidencyHandle", "Stream",         "ResidencyManager", "ResidencyLease",
+        "LeasedValue",   "FieldView",       "Value",          "ResidencyHold",    "ResidencyPlan",
+        "ResidencyScope", "Program",        "_KernelCall"};
+    if (fhpy_add_types(mod, ts, names, sizeof ts / sizeof ts[0]) < 0 ||
+        fhpy_add_types_controller(mod) < 0)
         goto fail;
     for (int i = 0; i < FHR_STATUS_COUNT_; i++) {
         char full[96];

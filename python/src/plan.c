@@ -211,8 +211,7 @@ static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw)
         d.reservations = r;
         FHPY_ERR_INIT(e);
         if (fhr_plan_create(&d, &p->p, &e) != FHR_OK) {
-            fhpy_raise(&e);
-            fhr_error_clear(&e);
+            fhpy_fail(&e);
             ok = 0;
         }
     }
@@ -376,6 +375,7 @@ static void scope_dealloc(PyObject *self)
         scope_free_views(s);
     Py_END_ALLOW_THREADS
     PyMem_Free(s->views);
+    Py_XDECREF(s->keep); /* after the views */
     Py_XDECREF(s->plan);
     Py_XDECREF(s->report);
     Py_XDECREF(s->exit_error);

@@ -177,12 +177,7 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
         fhpy_raise_msg(st, "%s", text ? text : "compile failed");
         free(text);
         if (diags) {
-            PyObject *t2, *v, *tb;
-            PyErr_Fetch(&t2, &v, &tb);
-            PyErr_NormalizeException(&t2, &v, &tb);
-            if (v)
-                PyObject_SetAttrString(v, "diagnostics", diags);
-            PyErr_Restore(t2, v, tb);
+            fhpy_exc_set_attr("diagnostics", diags);
             Py_DECREF(diags);
         }
         return NULL;
@@ -210,13 +205,14 @@ PyObject *fhpy_compile(PyObject *self, PyObject *args, PyObject *kw)
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
-typedef struct py_kernel {
-    PyObject *fn;
-} py_kernel;
+/* A Python kernel or loader, registered by name (register_all). */
+typedef struct py_callable {
+    PyObject *fn; /* borrowed: the dict it came from outlives the run */
+} py_callable;
 
 static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_error *err)
 {
-    py_kernel *k = ctx;
+    py_callable *k = ctx;
     fhr_status st = FHR_OK;
     PyGILState_STATE g = PyGILState_Ensure();
     fhpy_kcall *kc = PyObject_New(fhpy_kcall, &fhpy_kcall_type);
@@ -267,21 +263,9 @@ static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_err
     if (rec)
         res = PyObject_CallOneArg(k->fn, rec);
     if (!res) {
-        PyObject *t, *v, *tb;
-        PyErr_Fetch(&t, &v, &tb);
-        PyErr_NormalizeException(&t, &v, &tb);
-        PyObject *msg = v ? PyObject_Str(v) : NULL;
-        if (err) {
-            err->status = FHR_E_BACKEND;
-            snprintf(err->message, sizeof err->message, "kernel '%s' raised %s: %s", call->name,
-                     t ? ((PyTypeObject *)t)->tp_name : "an error",
-                     msg && PyUnicode_AsUTF8(msg) ? PyUnicode_AsUTF8(msg) : "");
-        }
-        PyErr_Clear();
-        Py_XDECREF(msg);
-        Py_XDECREF(t);
-        Py_XDECREF(v);
-        Py_XDECREF(tb);
+        char prefix[160];
+        snprintf(prefix, sizeof prefix, "kernel '%s' raised", call->name);
+        Py_XDECREF(fhpy_take_exception(err, FHR_E_BACKEND, prefix));
         st = FHR_E_BACKEND;
     }
     if (kc)
@@ -298,27 +282,11 @@ static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_err
 
 /* ---- loaders: engine.NAME(ARG) values filled from Python ---------------------------------- */
 
-typedef struct py_loader {
-    PyObject *fn;
-} py_loader;
-
 static fhr_status loader_fail(const rplan_load *ld, fhr_error *err, const char *what)
 {
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    PyErr_NormalizeException(&t, &v, &tb);
-    PyObject *msg = v ? PyObject_Str(v) : NULL;
-    if (err) {
-        err->status = FHR_E_SOURCE;
-        snprintf(err->message, sizeof err->message, "loader '%.60s' %s %.60s: %.300s", ld->loader,
-                 what, t ? ((PyTypeObject *)t)->tp_name : "an error",
-                 msg && PyUnicode_AsUTF8(msg) ? PyUnicode_AsUTF8(msg) : "");
-    }
-    PyErr_Clear();
-    Py_XDECREF(msg);
-    Py_XDECREF(t);
-    Py_XDECREF(v);
-    Py_XDECREF(tb);
+    char prefix[160];
+    snprintf(prefix, sizeof prefix, "loader '%.60s' %s", ld->loader, what);
+    Py_XDECREF(fhpy_take_exception(err, FHR_E_SOURCE, prefix));
     return FHR_E_SOURCE;
 }
 
@@ -328,7 +296,7 @@ static fhr_status loader_fail(const rplan_load *ld, fhr_error *err, const char *
  * valid during the call only. */
 static fhr_status loader_tramp(void *ctx, const rplan_load *ld, fhr_error *err)
 {
-    py_loader *l = ctx;
+    py_callable *l = ctx;
     fhr_status st = FHR_OK;
     PyGILState_STATE g = PyGILState_Ensure();
     fhr_value *tmp = NULL; /* the copy's fields, borrowed, as a value the views can read */
@@ -405,6 +373,55 @@ static fhr_status loader_tramp(void *ctx, const rplan_load *ld, fhr_error *err)
 
 /* ---- check and run ------------------------------------------------------------------------ */
 
+typedef fhr_status (*register_fn)(rplan_vm *vm, const char *name, py_callable *c,
+                                  fhr_error *e);
+
+static fhr_status register_kernel(rplan_vm *vm, const char *name, py_callable *c, fhr_error *e)
+{
+    return rplan_kernel_register(vm, name, kernel_tramp, c, e);
+}
+
+static fhr_status register_loader(rplan_vm *vm, const char *name, py_callable *c, fhr_error *e)
+{
+    return rplan_loader_register(vm, name, loader_tramp, c, e);
+}
+
+/* Registers each callable of dict ({name: callable}, or None), named `what` in errors; the
+ * contexts are in *out (PyMem memory, the caller frees it, also after a failure). 0 and an
+ * exception when dict is malformed; a registration the VM refuses leaves its status in *st
+ * and its error in e. */
+static int register_all(rplan_vm *vm, PyObject *dict, const char *what, register_fn reg,
+                        py_callable **out, fhr_status *st, fhr_error *e)
+{
+    *out = NULL;
+    if (!dict || dict == Py_None)
+        return 1;
+    if (!PyDict_Check(dict)) {
+        PyErr_Format(PyExc_TypeError, "%s is a dict {name: callable}", what);
+        return 0;
+    }
+    py_callable *cs = PyMem_Calloc((size_t)PyDict_Size(dict) + 1, sizeof *cs);
+    if (!cs) {
+        PyErr_NoMemory();
+        return 0;
+    }
+    *out = cs;
+    Py_ssize_t pos = 0, n = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(dict, &pos, &k, &v)) {
+        const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
+        if (!name || !PyCallable_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s: {name (str): callable}", what);
+            return 0;
+        }
+        cs[n].fn = v;
+        if ((*st = reg(vm, name, &cs[n], e)) != FHR_OK)
+            return 1;
+        n++;
+    }
+    return 1;
+}
+
 static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyObject *kernels,
                        PyObject *loaders, int explain, unsigned long long scale, int touch,
                        int policy)
@@ -430,63 +447,17 @@ static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyO
     fhr_backend *be = NULL;
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
-    py_kernel *ks = NULL;
-    py_loader *ls = NULL;
-    Py_ssize_t nk = 0, nl = 0;
+    py_callable *ks = NULL, *ls = NULL;
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
     st = fhr_backend_open(explain ? "model:62" : device, &be, &e);
     if (st == FHR_OK)
         st = rplan_vm_create(((fhpy_program *)prog)->p, be, &o, &vm, &e);
     Py_END_ALLOW_THREADS
-    if (st == FHR_OK && kernels && kernels != Py_None) {
-        if (!PyDict_Check(kernels)) {
-            PyErr_SetString(PyExc_TypeError, "kernels is a dict {name: callable}");
-            goto out;
-        }
-        ks = PyMem_Calloc((size_t)PyDict_Size(kernels) + 1, sizeof *ks);
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (ks && PyDict_Next(kernels, &pos, &k, &v)) {
-            const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
-            if (!name || !PyCallable_Check(v)) {
-                PyErr_SetString(PyExc_TypeError, "kernels: {name (str): callable}");
-                goto out;
-            }
-            ks[nk].fn = v; /* borrowed: the dict outlives the run */
-            if ((st = rplan_kernel_register(vm, name, kernel_tramp, &ks[nk], &e)) != FHR_OK)
-                break;
-            nk++;
-        }
-        if (!ks) {
-            PyErr_NoMemory();
-            goto out;
-        }
-    }
-    if (st == FHR_OK && loaders && loaders != Py_None) {
-        if (!PyDict_Check(loaders)) {
-            PyErr_SetString(PyExc_TypeError, "loaders is a dict {name: callable}");
-            goto out;
-        }
-        ls = PyMem_Calloc((size_t)PyDict_Size(loaders) + 1, sizeof *ls);
-        if (!ls) {
-            PyErr_NoMemory();
-            goto out;
-        }
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(loaders, &pos, &k, &v)) {
-            const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
-            if (!name || !PyCallable_Check(v)) {
-                PyErr_SetString(PyExc_TypeError, "loaders: {name (str): callable}");
-                goto out;
-            }
-            ls[nl].fn = v; /* borrowed: the dict outlives the run */
-            if ((st = rplan_loader_register(vm, name, loader_tramp, &ls[nl], &e)) != FHR_OK)
-                break;
-            nl++;
-        }
-    }
+    if (st == FHR_OK && !register_all(vm, kernels, "kernels", register_kernel, &ks, &st, &e))
+        goto out;
+    if (st == FHR_OK && !register_all(vm, loaders, "loaders", register_loader, &ls, &st, &e))
+        goto out;
     if (st == FHR_OK) {
         Py_BEGIN_ALLOW_THREADS
         st = rplan_vm_run(vm, &rep, &e);
@@ -501,12 +472,7 @@ static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyO
     if (st != FHR_OK) {
         fhpy_raise(&e);
         if (r) {
-            PyObject *t, *v, *tb;
-            PyErr_Fetch(&t, &v, &tb);
-            PyErr_NormalizeException(&t, &v, &tb);
-            if (v)
-                PyObject_SetAttrString(v, "report", r);
-            PyErr_Restore(t, v, tb);
+            fhpy_exc_set_attr("report", r);
             Py_CLEAR(r);
         }
     }

@@ -24,15 +24,15 @@ static int cmp_d(const void *a, const void *b)
 PyObject *fhpy_c_timing(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *mo, *ho;
+    PyObject *mo;
     const char *op;
+    fhpy_handle_arg ha;
     fhr_location at;
     int batches, per;
-    fhr_handle h;
-    if (!PyArg_ParseTuple(args, "O!sOO&ii", &fhpy_manager_type, &mo, &op, &ho,
-                          fhpy_to_loc_conv, &at, &batches, &per) ||
-        !fhpy_to_handle(ho, &h))
+    if (!PyArg_ParseTuple(args, "O!sO&O&ii", &fhpy_manager_type, &mo, &op, fhpy_handle_conv,
+                          &ha, fhpy_to_loc_conv, &at, &batches, &per))
         return NULL;
+    fhr_handle h = ha.h;
     if (batches < 1 || per < 1)
         return fhpy_raise_msg(FHR_E_INVALID, "batches and per_batch must be positive");
     int kind = strcmp(op, "ensure") == 0 ? 0 : strcmp(op, "acquire") == 0 ? 1

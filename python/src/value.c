@@ -306,7 +306,7 @@ static int import_one(fhpy_manager *m, PyObject *name, PyObject *arr, fhr_locati
         void *native = NULL;
         FHPY_ERR_INIT(e);
         if (fhr_stream_native(m->backend, order, &native, NULL, &e) != FHR_OK) {
-            fhpy_raise(&e);
+            fhpy_fail(&e);
             return 0;
         }
         /* stream=: the producer orders its pending work before our stream */
@@ -412,7 +412,7 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
         ok = fhpy_meta(meta_obj && meta_obj != Py_None ? meta_obj : meta_default, &meta);
     FHPY_ERR_INIT(e);
     if (ok && fhr_value_create(at, &meta, &v, &e) != FHR_OK) {
-        fhpy_raise(&e);
+        fhpy_fail(&e);
         ok = 0;
     }
     /* Fields whose bytes overlap share one buffer (views of one allocation): the value's
@@ -442,7 +442,7 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
             if (fhr_value_add_buffer(v, lo, (size_t)(hi - lo), fhpy_foreign_free, c, &bi, &e) !=
                 FHR_OK) {
                 free(c);
-                fhpy_raise(&e);
+                fhpy_fail(&e);
                 ok = 0;
                 break;
             }
@@ -456,7 +456,7 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
     for (Py_ssize_t i = 0; ok && i < n; i++)
         if (fhr_value_add_field(v, PyUnicode_AsUTF8(fs[i].name), fs[i].buffer, fs[i].offset,
                                 fs[i].nbytes, &e) != FHR_OK) {
-            fhpy_raise(&e);
+            fhpy_fail(&e);
             ok = 0;
         }
     for (Py_ssize_t i = 0; fs && i < n; i++)
@@ -1091,7 +1091,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
     }
     fhr_stream *view = NULL;
     if (!fhpy_stream_view(m, stream, to.kind == FHR_LOC_CUDA ? to : fhr_value_location(src),
-                          &view)) {
+                          &view, NULL)) {
         fhr_value_destroy(tmp);
         Py_XDECREF(layout);
         return NULL;
@@ -1108,9 +1108,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
     fhpy_release_drain();
     if (st != FHR_OK) {
         Py_XDECREF(layout);
-        fhpy_raise(&e);
-        fhr_error_clear(&e);
-        return NULL;
+        return fhpy_fail(&e);
     }
     fhpy_value *r = PyObject_New(fhpy_value, &fhpy_value_type);
     if (!r) {

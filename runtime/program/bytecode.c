@@ -42,6 +42,7 @@ static const uint32_t recsize[RP_NSECTIONS + 1] = {
     [RP_SEC_BUDG] = RP_BUDG_SIZE, [RP_SEC_POLI] = RP_POLI_SIZE, [RP_SEC_CHAI] = RP_CHAI_SIZE,
     [RP_SEC_CODE] = RP_CODE_SIZE, [RP_SEC_LINE] = RP_LINE_SIZE, [RP_SEC_SRCE] = 1,
     [RP_SEC_REGN] = RP_REGN_SIZE, [RP_SEC_FLDS] = RP_FLDS_SIZE, [RP_SEC_KERN] = RP_KERN_SIZE,
+    [RP_SEC_RFLD] = RP_RFLD_SIZE,
 };
 
 static uint32_t nseeded(const rplan_program *p)
@@ -52,14 +53,32 @@ static uint32_t nseeded(const rplan_program *p)
     return n;
 }
 
-/* The sections a program needs: 1.3's when it has engine data, fields or kernel costs,
- * 1.2's when it has seeded values, else 1.1's. */
+static uint32_t nregen_fields(const rplan_program *p)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->nfields; i++)
+        n += p->fields[i].regen != 0;
+    return n;
+}
+
+/* The sections a program needs: 1.4's when it has seeded fields, 1.3's when it has engine
+ * data, fields or kernel costs, 1.2's when it has seeded values, else 1.1's: a program
+ * without the newer features is written as older readers read it. */
 static int nsections(const rplan_program *p)
 {
+    if (nregen_fields(p))
+        return RP_NSECTIONS;
     int engine = p->nfields || p->nkerns;
     for (uint32_t i = 0; i < p->nvals && !engine; i++)
         engine = p->vals[i].data == RPLAN_DATA_ENGINE;
-    return engine ? RP_NSECTIONS : nseeded(p) ? RP_NSECTIONS_1_2 : RP_NSECTIONS_1_0;
+    return engine ? RP_NSECTIONS_1_3 : nseeded(p) ? RP_NSECTIONS_1_2 : RP_NSECTIONS_1_0;
+}
+
+/* The minor version a file of nsec sections is written as. */
+static int minor_of(int nsec)
+{
+    return nsec == RP_NSECTIONS ? RP_MINOR : nsec == RP_NSECTIONS_1_3 ? 3
+         : nsec == RP_NSECTIONS_1_2 ? 2 : 1;
 }
 
 static uint32_t sec_count(const rplan_program *p, int id)
@@ -76,6 +95,7 @@ static uint32_t sec_count(const rplan_program *p, int id)
     case RP_SEC_REGN: return nseeded(p);
     case RP_SEC_FLDS: return p->nfields;
     case RP_SEC_KERN: return p->nkerns;
+    case RP_SEC_RFLD: return nregen_fields(p);
     default: return p->src ? p->srclen : 0;
     }
 }
@@ -108,7 +128,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         return FHR_E_NOMEM;
     memcpy(b, RP_MAGIC, 8);
     put16(b + 8, RP_MAJOR);
-    put16(b + 10, nsec == RP_NSECTIONS ? RP_MINOR : nsec == RP_NSECTIONS_1_2 ? 2 : 1);
+    put16(b + 10, (uint16_t)minor_of(nsec));
     put32(b + 12, (uint32_t)nsec);
     put32(b + 16, (uint32_t)total);
     uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint32_t)nsec;
@@ -211,6 +231,13 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
                 put64(q + 8, p->kerns[i].imm);
             }
             break;
+        case RP_SEC_RFLD:
+            for (uint32_t i = 0; i < p->nfields; i++)
+                if (p->fields[i].regen) {
+                    put32(q, i);
+                    q += RP_RFLD_SIZE;
+                }
+            break;
         }
         off += (uint32_t)size[id];
     }
@@ -252,7 +279,10 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
                  get32(b + 16), len);
         return FHR_E_INVALID;
     }
-    const int nsec = minor >= 3 ? RP_NSECTIONS : minor == 2 ? RP_NSECTIONS_1_2 : RP_NSECTIONS_1_0;
+    const int nsec = minor >= 4   ? RP_NSECTIONS
+                     : minor == 3 ? RP_NSECTIONS_1_3
+                     : minor == 2 ? RP_NSECTIONS_1_2
+                                  : RP_NSECTIONS_1_0;
     if (get32(b + 12) != (uint32_t)nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
         snprintf(msg, cap, "bad header: section count or reserved fields");
         return FHR_E_INVALID;
@@ -380,9 +410,9 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
     }
     /* fields: grouped by value in value order, each value's in declaration order */
     p->nfields = cnt[RP_SEC_FLDS];
-    q = nsec == RP_NSECTIONS ? sec[RP_SEC_FLDS] : NULL;
+    q = nsec >= RP_NSECTIONS_1_3 ? sec[RP_SEC_FLDS] : NULL;
     for (uint32_t i = 0; q && i < p->nfields; i++, q += RP_FLDS_SIZE) {
-        rp_fieldrec f = {get32(q), get32(q + 4), get64(q + 8)};
+        rp_fieldrec f = {get32(q), get32(q + 4), get64(q + 8), 0};
         uint32_t prev = i ? p->fields[i - 1].value : 0;
         if (f.value >= p->nvals || (i && f.value < prev) ||
             (p->vals[f.value].nfields && f.value != prev) ||
@@ -398,9 +428,22 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         p->fields[i] = f;
     }
     p->nkerns = cnt[RP_SEC_KERN];
-    q = nsec == RP_NSECTIONS ? sec[RP_SEC_KERN] : NULL;
+    q = nsec >= RP_NSECTIONS_1_3 ? sec[RP_SEC_KERN] : NULL;
     for (uint32_t i = 0; q && i < p->nkerns; i++, q += RP_KERN_SIZE)
         p->kerns[i] = (rp_kernrec){get32(q), get32(q + 4), get64(q + 8)};
+    /* seeded fields: indexes into the field records, increasing, reserved bytes zero (the
+     * verifier checks that their values are seeded) */
+    q = nsec >= RP_NSECTIONS ? sec[RP_SEC_RFLD] : NULL;
+    for (uint32_t i = 0; q && i < cnt[RP_SEC_RFLD]; i++, q += RP_RFLD_SIZE) {
+        uint32_t fi = get32(q);
+        if (fi >= p->nfields || (i && fi <= get32(q - RP_RFLD_SIZE)) || get32(q + 4) != 0) {
+            snprintf(msg, cap, "seeded field record %u: field %u out of order, repeated or "
+                     "unknown, or reserved bytes not zero", i, fi);
+            rplan_program_free(p);
+            return FHR_E_INVALID;
+        }
+        p->fields[fi].regen = 1;
+    }
     p->src_name = get32(sec[RP_SEC_SRCE]);
     if (p->srclen) {
         p->src = malloc((size_t)p->srclen + 1);

@@ -256,7 +256,7 @@ fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *o)
         o->seeded = 1;
         o->generator = rp_prog_cstr(p, v->gen);
         o->regen_seed = v->seed;
-        o->regen_nbytes = rp_regen_nbytes(v->nbytes);
+        o->regen_nbytes = rp_value_regen(p, v);
         o->keep = v->keep;
     }
     return FHR_OK;
@@ -273,6 +273,13 @@ fhr_status rplan_value_field(const rplan_program *p, size_t i, size_t k, const c
     if (nbytes)
         *nbytes = f->nbytes;
     return FHR_OK;
+}
+
+int rplan_value_field_seeded(const rplan_program *p, size_t i, size_t k)
+{
+    if (!p || i >= p->nvals || k >= p->vals[i].nfields)
+        return -1;
+    return p->fields[p->vals[i].field0 + k].regen != 0;
 }
 
 size_t rplan_nkernels(const rplan_program *p) { return p ? p->nkerns : 0; }

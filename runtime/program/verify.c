@@ -131,8 +131,6 @@ static fhr_status check_tables(V *s)
             return fail(s, FHR_E_INVALID, -1, "value %u: bad loader name", i);
         if (v->nfields) { /* named fields: distinct, none empty, adding up to the value */
             uint64_t sum = 0;
-            if (v->seeded)
-                return fail(s, FHR_E_INVALID, -1, "value %u: a seeded value with fields", i);
             for (uint32_t k = 0; k < v->nfields; k++) {
                 const rp_fieldrec *f = &p->fields[v->field0 + k];
                 if (!str_ok(p, f->name) || !p->strs[f->name] || f->nbytes == 0 ||
@@ -338,7 +336,7 @@ static fhr_status not_held(V *s, uint32_t v, uint8_t slot, const char *verb)
 static void uncharge(V *s, uint32_t v, uint8_t slot)
 {
     s->where[v] &= ~(1ull << slot);
-    s->used[slot] -= rp_value_charge(&s->p->vals[v], slot);
+    s->used[slot] -= rp_value_charge(s->p, &s->p->vals[v], slot);
 }
 
 /* ---- the dry-run rules named in opcodes.def ------------------------------------------ */
@@ -490,7 +488,7 @@ static fhr_status check_request(V *s)
     memcpy(need, s->scope_res, sizeof need);
     for (size_t i = 0; i < s->nreq; i++)
         if (__builtin_add_overflow(need[s->req_s[i]],
-                                   rp_value_charge(&p->vals[s->req_v[i]], s->req_s[i]),
+                                   rp_value_charge(p, &p->vals[s->req_v[i]], s->req_s[i]),
                                    &need[s->req_s[i]]))
             return fail(s, FHR_E_INFEASIBLE, s->scope_at, "request size overflows");
     for (size_t h = 0; h < s->nholds; h++) {
@@ -501,7 +499,7 @@ static fhr_status check_request(V *s)
         for (size_t g = 0; g < h; g++)
             required |= s->holds[g].v == s->holds[h].v && s->holds[g].slot == s->holds[h].slot;
         if (!required)
-            need[s->holds[h].slot] += rp_value_charge(&p->vals[s->holds[h].v], s->holds[h].slot);
+            need[s->holds[h].slot] += rp_value_charge(p, &p->vals[s->holds[h].v], s->holds[h].slot);
     }
     for (int slot = 0; slot < FHR_LOC_SLOTS; slot++) {
         if (!(s->hasb >> slot & 1))
@@ -568,7 +566,7 @@ RULE(ensure)
         return fail(s, FHR_E_INFEASIBLE, s->pc, "'%s' has no copy to ensure from",
                     NAMEV(in->x));
     snprintf(what, sizeof what, "ensure of '%s' at %s", NAMEV(in->x), loc_name(in->a, l));
-    if ((st = charge(s, in->a, rp_value_charge(v, in->a), what)))
+    if ((st = charge(s, in->a, rp_value_charge(s->p, v, in->a), what)))
         return st;
     s->where[in->x] |= 1ull << in->a;
     return FHR_OK;
@@ -608,7 +606,7 @@ RULE(move)
     if ((st = not_held(s, in->x, from, "move")))
         return st;
     snprintf(what, sizeof what, "move of '%s' to %s", NAMEV(in->x), loc_name(in->a, l));
-    if ((st = charge(s, in->a, rp_value_charge(v, in->a), what)))
+    if ((st = charge(s, in->a, rp_value_charge(s->p, v, in->a), what)))
         return st;
     s->where[in->x] |= 1ull << in->a;
     uncharge(s, in->x, from);
@@ -916,7 +914,7 @@ static fhr_status run_pass(V *s)
         snprintf(what, sizeof what, "initial placement of '%s' at %s", S_(p, v->name),
                  loc_name(v->init_slot, l));
         s->pc = -1;
-        if ((st = charge(s, v->init_slot, rp_value_charge(v, v->init_slot), what))) {
+        if ((st = charge(s, v->init_slot, rp_value_charge(p, v, v->init_slot), what))) {
             s->f->value = i;
             return st;
         }

@@ -64,6 +64,7 @@ typedef struct vm_resid {
 typedef struct vm_field {
     const char *name; /* borrowed from the program, or "data" */
     uint64_t nbytes;  /* scaled */
+    int regen;        /* a seeded field: regenerated, not stored */
 } vm_field;
 
 /* A host-side trace slice (scopes, submitted transitions). */
@@ -223,7 +224,8 @@ struct rplan_vm {
     size_t nloaders, caploaders;
     fhr_value **adopted;           /* per value: rplan_vm_adopt's, until the run adopts it */
     int engine_stream[FHR_LOC_SLOTS]; /* compute[slot] is the engine's: never destroyed */
-    vm_field *flds;                /* every value's fields, scaled (seeded values: none) */
+    vm_field *flds;                /* every value's fields, scaled (seeded values without
+                                      fields(...): none) */
     size_t *fld0;                  /* per value: its first field in flds */
 };
 
@@ -234,6 +236,10 @@ size_t vm_value_nfields(const rplan_vm *vm, size_t i);
 fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_meta *meta,
                         fhr_stream *s, fhr_value **out, fhr_error *err);
 fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, fhr_error *err);
+/* A seeded engine value's stored fields ("b", or its fields not marked seeded), back to
+ * back from base at `at`: filled by its loader (or, in a rehearsal, synthetic content). */
+fhr_status vm_engine_load_stored(rplan_vm *vm, size_t i, void *base, fhr_location at,
+                                 fhr_stream *s, fhr_error *err);
 fhr_status vm_engine_check(rplan_vm *vm, long *bad, fhr_error *err);
 fhr_value *vm_take_adopted(rplan_vm *vm, size_t i);
 double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps);

@@ -391,6 +391,11 @@ static fhr_status verify_kernel(void *ctx, const rplan_kernel_call *c, fhr_error
                             "recomputed",
                             vi->name);
         int synth = vi->data == RPLAN_DATA_SYNTH;
+        if (vi->seeded && vi->nfields)
+            return fhr_fail(err, FHR_E_UNSUPPORTED,
+                            "verify: %s has seeded fields; verify recomputes the 'b' and 'a' "
+                            "halves of a seeded value without fields(...) only",
+                            vi->name);
         if (vi->seeded) { /* "b" against its content; "a" (where held) against the generator */
             void *pb, *pa;
             size_t nb, na;

@@ -34,8 +34,39 @@ static fhr_location omitting_host(const rplan_value_info *vi)
     return vi->keep & FHR_KEEP_PINNED ? fhr_loc_host() : fhr_loc_pinned();
 }
 
-/* A value at an omitting host location over the "b" bytes at p (borrowed when own is 0),
- * with "a" declared regenerable from the value's seed. */
+/* The 8 little-endian bytes of seed s. */
+static void seed_bytes(uint64_t s, unsigned char out[8])
+{
+    for (int k = 0; k < 8; k++)
+        out[k] = (unsigned char)(s >> (8 * k));
+}
+
+/* Value i's declared fields on v: the stored ones over buffer bi back to back, the seeded
+ * ones regenerable, the k-th from the value's seed + k (rplan(5), "Seeded fields"). */
+static fhr_status seeded_fields(rplan_vm *vm, size_t i, fhr_value *v, size_t bi,
+                                fhr_error *err)
+{
+    const rplan_value_info *vi = &vm->vinfo[i];
+    fhr_status st = FHR_OK;
+    size_t off = 0;
+    uint64_t k = 0;
+    for (size_t f = 0; f < vi->nfields && st == FHR_OK; f++) {
+        const vm_field *x = &vm->flds[vm->fld0[i] + f];
+        if (x->regen) {
+            unsigned char seed[8];
+            seed_bytes(vi->regen_seed + k++, seed);
+            st = fhr_value_add_regenerable(v, x->name, (size_t)x->nbytes, vi->generator, seed,
+                                           sizeof seed, vi->keep, err);
+        } else {
+            st = fhr_value_add_field(v, x->name, bi, off, (size_t)x->nbytes, err);
+            off += (size_t)x->nbytes;
+        }
+    }
+    return st;
+}
+
+/* A value at an omitting host location over the stored bytes at p (borrowed when own is
+ * 0): "b", with "a" declared regenerable from the value's seed, or the declared fields. */
 static fhr_status seeded_host_value(rplan_vm *vm, const rplan_value_info *vi, void *p, int own,
                                     fhr_value **out, fhr_error *err)
 {
@@ -43,16 +74,17 @@ static fhr_status seeded_host_value(rplan_vm *vm, const rplan_value_info *vi, vo
     meta.context_id = 1;
     fhr_value *v = NULL;
     unsigned char seed[8];
-    for (int k = 0; k < 8; k++)
-        seed[k] = (unsigned char)(vi->regen_seed >> (8 * k));
+    seed_bytes(vi->regen_seed, seed);
     size_t nb = (size_t)vm_backing_nbytes(vi), bi;
     fhr_status st = fhr_value_create(omitting_host(vi), &meta, &v, err);
     if (st == FHR_OK)
         st = own ? fhr_value_alloc_buffer(v, vm->b, nb, NULL, &bi, err)
                  : fhr_value_add_buffer(v, p, nb, NULL, NULL, &bi, err);
-    if (st == FHR_OK)
+    if (st == FHR_OK && vi->nfields)
+        st = seeded_fields(vm, (size_t)(vi - vm->vinfo), v, bi, err);
+    else if (st == FHR_OK)
         st = fhr_value_add_field(v, "b", bi, 0, nb, err);
-    if (st == FHR_OK)
+    if (st == FHR_OK && !vi->nfields)
         st = fhr_value_add_regenerable(v, "a", (size_t)vi->regen_nbytes, vi->generator, seed,
                                        sizeof seed, vi->keep, err);
     if (st != FHR_OK) {
@@ -61,6 +93,22 @@ static fhr_status seeded_host_value(rplan_vm *vm, const rplan_value_info *vi, vo
     }
     *out = v;
     return FHR_OK;
+}
+
+/* The start of a seeded host value's stored bytes: its first stored field (offset 0). */
+static void *stored_base(const rplan_vm *vm, size_t i, const fhr_value *hv)
+{
+    const rplan_value_info *vi = &vm->vinfo[i];
+    const char *name = "b";
+    for (size_t f = 0; vi->nfields && f < vi->nfields; f++)
+        if (!vm->flds[vm->fld0[i] + f].regen) {
+            name = vm->flds[vm->fld0[i] + f].name;
+            break;
+        }
+    void *p = NULL;
+    size_t n;
+    fhr_value_field(hv, name, &p, &n);
+    return p;
 }
 
 static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location at, fhr_backend *b,
@@ -116,7 +164,8 @@ static fhr_status name_value(rplan_vm *vm, fhr_status st, const rplan_value_info
     return st;
 }
 
-/* Registers value i as a source whose copies have its declared fields. */
+/* Registers value i as a source whose copies have its declared fields (a seeded value's
+ * seeded fields regenerated). */
 static fhr_status register_fields(rplan_vm *vm, size_t i, const fhr_ckks_meta *meta,
                                   const fhr_adopt_opts *ao, fhr_error *err)
 {
@@ -124,7 +173,9 @@ static fhr_status register_fields(rplan_vm *vm, size_t i, const fhr_ckks_meta *m
     fhr_field_spec fs[RP_VM_MAX_FIELDS];
     for (size_t f = 0; f < nf; f++)
         fs[f] = (fhr_field_spec){vm->flds[vm->fld0[i] + f].name, vm->flds[vm->fld0[i] + f].nbytes};
-    fhr_value_spec spec = {*meta, nf, fs, vm->vinfo[i].nbytes, 0, 0};
+    const rplan_value_info *vi = &vm->vinfo[i];
+    fhr_value_spec spec = {*meta, nf, fs, vi->nbytes, vi->seeded ? vi->regen_nbytes : 0,
+                           vi->seeded ? vi->keep : 0};
     vm->srcs[i].vm = vm;
     vm->srcs[i].index = (uint32_t)i;
     fhr_source src = {src_load, &vm->srcs[i], NULL};
@@ -155,10 +206,11 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
             fhr_location at = vi->has_initial ? vi->initial : fhr_loc_host();
             fhr_value *hv = NULL, *v = NULL;
             if ((st = seeded_host_value(vm, vi, NULL, 1, &hv, err)) == FHR_OK && !vm->explain) {
-                void *p;
-                size_t pn;
-                fhr_value_field(hv, "b", &p, &pn);
-                st = vm_fill(vm, p, fhr_value_location(hv), pn, vi, filebuf, NULL, err);
+                void *p = stored_base(vm, i, hv); /* the stored fields, back to back */
+                size_t pn = (size_t)vm_backing_nbytes(vi);
+                st = vi->data == RPLAN_DATA_ENGINE
+                         ? vm_engine_load_stored(vm, i, p, fhr_value_location(hv), NULL, err)
+                         : vm_fill(vm, p, fhr_value_location(hv), pn, vi, filebuf, NULL, err);
             }
             if (st == FHR_OK && !fhr_loc_equal(at, fhr_value_location(hv)))
                 st = fhr_manager_value_to(vm->m, hv, at, NULL, &v, err);
@@ -193,7 +245,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 st = fhr_adopt(vm->m, &v, &ao, &vm->h[i], err);
             if (v)
                 fhr_value_destroy(v);
-        } else if (vi->data == RPLAN_DATA_ENGINE) { /* no backing store: the engine's */
+        } else if (vi->data == RPLAN_DATA_ENGINE && !vi->seeded) { /* no backing store */
             st = register_fields(vm, i, &meta, &ao, err);
         } else {
             if (!vm->explain || vi->seeded) { /* model memory for a seeded value's borrow */
@@ -208,11 +260,18 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 fhr_stream *s = NULL;
                 if (vm->backing_loc.kind == FHR_LOC_CUDA)
                     st = vm_compute_stream(vm, vm->backing_loc, &s, err);
-                if (st == FHR_OK)
+                /* a seeded engine value: its loader fills the stored fields once, here */
+                if (st == FHR_OK && vi->data == RPLAN_DATA_ENGINE)
+                    st = vm_engine_load_stored(vm, i, vm->backing[i], vm->backing_loc, s, err);
+                else if (st == FHR_OK)
                     st = vm_fill(vm, vm->backing[i], vm->backing_loc, (size_t)vm_backing_nbytes(vi),
                                  vi, filebuf, s, err);
+                if (st == FHR_OK && s && vi->data == RPLAN_DATA_ENGINE) /* before any load */
+                    st = vm->b->ops->stream_sync(vm->b, s, err);
             }
-            if (st == FHR_OK && vi->seeded) {
+            if (st == FHR_OK && vi->seeded && vi->nfields) {
+                st = register_fields(vm, i, &meta, &ao, err);
+            } else if (st == FHR_OK && vi->seeded) {
                 fhr_field_spec fs[2] = {{"b", vi->nbytes - vi->regen_nbytes}, {"a", vi->regen_nbytes}};
                 fhr_value_spec spec = {meta, 2, fs, vi->nbytes, vi->regen_nbytes, vi->keep};
                 vm->srcs[i].vm = vm;

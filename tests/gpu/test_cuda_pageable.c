@@ -3,6 +3,7 @@
  * pinned arenas page-locked by registration (or cudaHostAlloc) released cleanly. */
 #include "tests/gpu/gpu_backend.h"
 #include "fheplan/backend.h"
+#include "cuda/host_copy.h"
 
 #include <criterion/criterion.h>
 #include <cuda_runtime_api.h>
@@ -100,7 +101,12 @@ static void pinned_arenas(int hostalloc)
     }
     fhr_observation o;
     b->ops->observe(b, P, &o);
-    cr_assert_eq(o.pool_reserved_bytes, (256u << 20) + ((big + 4095) / 4096 * 4096));
+    pin_shape sh;
+    cr_assert_eq(pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"),
+                                 getenv("FHEPLAN_PINNED_PREFAULT"),
+                                 getenv("FHEPLAN_PINNED_HUGEPAGE"), NULL, &sh, NULL),
+                 FHR_OK);
+    cr_assert_eq(o.pool_reserved_bytes, PIN_ARENA_DEFAULT + pin_arena_bytes(big, &sh));
     fill(p, small, 7);
     ok(b->ops->alloc(b, D, small, s, &d, &err), &err);
     ok(b->ops->copy(b, d, D, p, P, small, s, &err), &err);
@@ -125,3 +131,95 @@ static void pinned_arenas(int hostalloc)
 
 Test(cuda_pinned, registered_arenas_released_cleanly) { pinned_arenas(0); }
 Test(cuda_pinned, hostalloc_arenas_released_cleanly) { pinned_arenas(1); }
+
+/* Every way of mapping an arena before registration gives the same pinned pool. */
+static void pinned_arenas_mapped(const char *prefault, const char *hugepage)
+{
+    setenv("FHEPLAN_PINNED_PREFAULT", prefault, 1);
+    setenv("FHEPLAN_PINNED_HUGEPAGE", hugepage, 1);
+    pinned_arenas(0);
+}
+
+Test(cuda_pinned, arenas_faulted_by_the_driver_4k) { pinned_arenas_mapped("none", "0"); }
+Test(cuda_pinned, arenas_populated_huge) { pinned_arenas_mapped("populate", "1"); }
+Test(cuda_pinned, arenas_faulted_by_threads_4k) { pinned_arenas_mapped("threads", "0"); }
+
+/* FHEPLAN_PINNED_AHEAD=1: arenas pinned ahead by a thread are the ones handed out next;
+ * one spare at most is counted beside them, and destroy waits for the thread. */
+Test(cuda_pinned, arenas_pinned_ahead)
+{
+    setenv("FHEPLAN_PINNED_AHEAD", "1", 1);
+    fhr_backend *b = cuda_or_skip();
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_location P = fhr_loc_pinned(), D = fhr_loc_cuda(0);
+    fhr_stream *s = NULL;
+    ok(fhr_stream_create(b, D, &s, &err), &err);
+    size_t n = (size_t)180 << 20;
+    void *p[3], *d = NULL;
+    ok(b->ops->alloc(b, D, n, s, &d, &err), &err);
+    for (int i = 0; i < 3; i++) {
+        ok(b->ops->alloc(b, P, n, s, &p[i], &err), &err);
+        struct cudaPointerAttributes a;
+        cr_assert_eq(cudaPointerGetAttributes(&a, p[i]), cudaSuccess);
+        cr_assert_eq(a.type, cudaMemoryTypeHost, "arena %d is not page-locked", i);
+        fill(p[i], n, (uint32_t)i);
+    }
+    ok(b->ops->copy(b, d, D, p[2], P, n, s, &err), &err);
+    ok(b->ops->copy(b, p[0], P, d, D, n, s, &err), &err);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    cr_assert_eq(memcmp(p[0], p[2], n), 0);
+    fhr_observation o;
+    b->ops->observe(b, P, &o);
+    cr_assert_eq(o.pool_used_bytes, 3 * n);
+    cr_assert(o.pool_reserved_bytes == 3 * n || o.pool_reserved_bytes == 4 * n,
+              "reserved %llu: three arenas and at most one spare",
+              (unsigned long long)o.pool_reserved_bytes);
+    for (int i = 0; i < 3; i++)
+        b->ops->free(b, P, p[i], n, s);
+    b->ops->free(b, D, d, n, s);
+    ok(fhr_stream_sync(b, s, &err), &err);
+    fhr_stream_destroy(b, s);
+    fhr_backend_destroy(b);
+}
+
+/* Streaming stores and a deeper DMA queue move the same bytes, both ways. */
+static void streamed(const char *depth, size_t n)
+{
+    setenv("FHEPLAN_STAGING_MEMCPY", "stream", 1);
+    setenv("FHEPLAN_STAGING_DEPTH", depth, 1);
+    round_trip("0", n);
+}
+
+Test(cuda_pageable, streamed_odd_large) { streamed("1", (67u << 20) + 4099); }
+Test(cuda_pageable, streamed_deep_odd_large) { streamed("4", (67u << 20) + 4099); }
+Test(cuda_pageable, streamed_deep_page_plus_one) { streamed("8", 4097); }
+Test(cuda_pageable, deep_small_chunks)
+{
+    setenv("FHEPLAN_STAGING_DEPTH", "8", 1);
+    setenv("FHEPLAN_STAGING_CHUNK", "4K", 1);
+    round_trip("0", (1u << 20) + 3);
+}
+
+Test(cuda_pinned, bad_pinned_environment_is_refused_by_name)
+{
+    const char *names[] = {"FHEPLAN_PINNED_HOSTALLOC", "FHEPLAN_PINNED_PREFAULT",
+                           "FHEPLAN_PINNED_HUGEPAGE", "FHEPLAN_PINNED_ARENA",
+                           "FHEPLAN_STAGING_MEMCPY", "FHEPLAN_STAGING_DEPTH",
+                           "FHEPLAN_PINNED_AHEAD"};
+    const char *values[] = {"yes", "all", "on", "3M", "nt", "0", "2"};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
+        for (size_t j = 0; j < sizeof names / sizeof *names; j++)
+            unsetenv(names[j]);
+        setenv(names[i], values[i], 1);
+        fhr_backend *b = NULL;
+        fhr_error err;
+        fhr_error_init(&err);
+        fhr_status st = fhr_backend_cuda_create(&b, &err);
+        if (st == FHR_E_UNSUPPORTED && !strstr(err.message, "FHEPLAN"))
+            cr_skip("%s", err.message);
+        cr_assert_eq(st, FHR_E_INVALID, "%s=%s: %s", names[i], values[i], err.message);
+        cr_assert(strstr(err.message, names[i]) != NULL, "%s", err.message);
+        cr_assert_null(b);
+    }
+}

@@ -426,7 +426,7 @@ Test(embed, engine_declarations_refused_with_their_place)
     expect_error("rplan 1\nvalue k = 8 KiB replicable source engine.key(1) fields(b = 4 KiB, a)\n",
                  "give every field a size", 2);
     expect_error("rplan 1\nvalue k = 8 KiB replicable source synth(1) seeded(3) fields(b, a)\n",
-                 "a seeded value has the fields 'b' and 'a' already", 2);
+                 "the fields of seeded value 'k' mark none 'seeded'", 2);
     expect_error("rplan 1\nkernel rot costs 1 ms\n", "'cost DURATION' or 'reads SIZE'", 2);
     expect_error("rplan 1\nkernel rot cost 1 MiB\n", "duration", 2);
     expect_error("rplan 1\nkernel rot cost 1 ms\nkernel rot reads 1 MiB\n",

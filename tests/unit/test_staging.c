@@ -4,6 +4,7 @@
 #include "fheplan/backend.h"
 #include "base/error.h"
 #include "cuda/copy_threads.h"
+#include "cuda/host_copy.h"
 #include "cuda/staging_emu.h"
 #include "cuda/staging_pipeline.h"
 
@@ -11,6 +12,8 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
@@ -20,7 +23,7 @@
  * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
     return sh;
@@ -29,7 +32,7 @@ static staging_shape shape(int threads, size_t fixed_chunk)
 /* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
 static staging_shape auto_shape(int threads)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1};
     return sh;
 }
 
@@ -40,7 +43,8 @@ Test(staging, shape_defaults_follow_the_cores)
     staging_shape sh;
     cr_assert_eq(staging_shape_parse(NULL, NULL, 6, &sh, NULL), FHR_OK);
     cr_assert_eq(sh.threads, 6);
-    cr_assert_eq(sh.fixed_threads, 0); /* each copy's count follows its size */
+    cr_assert_eq(STAGING_DEFAULT_MAX_THREADS, 8);
+    cr_assert_eq(sh.fixed_threads, 1); /* every staged copy keeps them all busy */
     cr_assert_eq(sh.min_chunk, STAGING_MIN_CHUNK);
     cr_assert_eq(sh.max_chunk, STAGING_MAX_CHUNK);
     cr_assert_eq(staging_shape_parse("", "", 128, &sh, NULL), FHR_OK);
@@ -75,7 +79,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -85,7 +89,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -143,8 +147,8 @@ static void check_tiles(const staging_plan *p, size_t n)
     }
     cr_assert_eq(end, n);
     cr_assert(p->threads >= 1);
-    cr_assert_eq((size_t)p->slots, p->chunks < (size_t)p->threads + 2 ? p->chunks
-                                                                      : (size_t)p->threads + 2);
+    size_t want_slots = (size_t)p->threads + 1 + (size_t)p->depth;
+    cr_assert_eq((size_t)p->slots, p->chunks < want_slots ? p->chunks : want_slots);
     cr_assert(p->lag >= 0 && p->lag < p->slots);
     cr_assert_eq(p->inline_host, p->chunks == 1);
     cr_assert(p->own == 0 || p->own == p->chunks - 1);
@@ -442,9 +446,10 @@ static fhr_status run_mock(const staging_plan *p, int to_device, int threads, lo
     return st;
 }
 
-static void check_order(size_t n, int threads, size_t chunk, int to_device)
+static void check_order_depth(size_t n, int threads, size_t chunk, int to_device, int depth)
 {
     staging_shape sh = shape(threads, chunk);
+    sh.depth = depth;
     staging_plan p;
     staging_plan_make(n, &sh, to_device, &p);
     mock m;
@@ -471,6 +476,11 @@ static void check_order(size_t n, int threads, size_t chunk, int to_device)
     if (to_device && p.slots > 1)
         cr_assert_gt(m.own_at, m.others_at, "n %zu: own chunk started before the others", n);
     free(m.state);
+}
+
+static void check_order(size_t n, int threads, size_t chunk, int to_device)
+{
+    check_order_depth(n, threads, chunk, to_device, 1);
 }
 
 /* The default shape: the thread count and ramp by size, the caller's own chunk. */
@@ -787,5 +797,363 @@ Test(staging, direct_override)
         cr_assert(strstr(err.message, "FHEPLAN_STAGING_DIRECT") != NULL);
         cr_assert(strstr(err.message, bad[i]) != NULL);
         cr_assert_eq(sh.direct_below, 77); /* untouched */
+    }
+}
+
+/* ---- non-temporal copies ----------------------------------------------------------- */
+
+Test(staging, memcpy_kind_from_the_environment)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.stream_copy, STAGING_DEFAULT_STREAM);
+    cr_assert_eq(staging_memcpy_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.stream_copy, STAGING_DEFAULT_STREAM);
+    cr_assert_eq(staging_memcpy_parse("stream", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.stream_copy, 1);
+    cr_assert_eq(staging_memcpy_parse("", &sh, NULL), FHR_OK); /* "": keeps what it has */
+    cr_assert_eq(sh.stream_copy, 1);
+    cr_assert_eq(staging_memcpy_parse("libc", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.stream_copy, 0);
+    const char *bad[] = {"nt", "Stream", " stream", "stream ", "1", "0", "libc2", "memcpy"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.stream_copy = 7;
+        cr_assert_eq(staging_memcpy_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_MEMCPY") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.stream_copy, 7); /* untouched */
+    }
+}
+
+/* copy_stream at odd sizes around its thresholds (4 KiB, a 64-byte line, the 128-byte
+ * body step) and every alignment of either side modulo 64: the bytes arrive, the guard
+ * bytes around the destination stay. */
+Test(staging, stream_copy_any_size_and_alignment)
+{
+    size_t sizes[] = {0, 1, 63, 64, 127, 128, 4095, 4096, 4097, 4096 + 127, 4096 + 129,
+                      65536 + 13, MiB + 3};
+    size_t cap = MiB + 3 + 2 * GUARD + 64;
+    unsigned char *src = malloc(cap), *dst = malloc(cap);
+    cr_assert(src && dst);
+    for (size_t i = 0; i < cap; i++)
+        src[i] = pattern(i, 5);
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t so = 0; so < 64; so += sizes[k] > 4096 ? 7 : 1)
+            for (size_t d = 0; d < 64; d += sizes[k] > 4096 ? 5 : 1) {
+                size_t n = sizes[k];
+                memset(dst, 0xA5, n + 2 * GUARD + d);
+                copy_stream(dst + GUARD + d, src + so, n);
+                cr_assert(memcmp(dst + GUARD + d, src + so, n) == 0, "n %zu src +%zu dst +%zu",
+                          n, so, d);
+                for (size_t g = 0; g < GUARD; g++) {
+                    cr_assert_eq(dst[GUARD + d - 1 - g], 0xA5, "n %zu: byte before written", n);
+                    cr_assert_eq(dst[GUARD + d + n + g], 0xA5, "n %zu: byte after written", n);
+                }
+            }
+    free(src);
+    free(dst);
+}
+
+/* Every byte of the copy through the emulated device with FHEPLAN_STAGING_MEMCPY=stream:
+ * chunks long enough for the streamed body, odd tails, an odd host offset. */
+Test(threads_staging, bytes_arrive_with_streaming_copies)
+{
+    fhr_backend *b = emu_backend();
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    staging_shape sh = shape(3, 64 * KiB);
+    sh.stream_copy = 1;
+    size_t sizes[] = {1, 4095, 64 * KiB + 13, 5 * 64 * KiB + 4097};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t mis = 0; mis < 4; mis += 3)
+            for (int dir = 0; dir < 2; dir++)
+                cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK);
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
+}
+
+/* ---- copy_pool_run: slices of whole granules, every byte once ----------------------- */
+
+static unsigned char *run_base;
+static size_t run_granule;
+static _Atomic int run_misaligned;
+
+static void bump(void *dst, const void *src, size_t n)
+{
+    (void)src;
+    unsigned char *d = dst;
+    if ((size_t)(d - run_base) % run_granule)
+        run_misaligned = 1;
+    for (size_t i = 0; i < n; i++)
+        d[i]++;
+}
+
+Test(threads_copy_pool, run_covers_every_byte_once_in_whole_granules)
+{
+    size_t sizes[] = {0, 1, 4095, 4096, 3 * MiB + 7, 9 * MiB};
+    size_t granules[] = {4096, 2 * MiB};
+    int threads[] = {1, 3, 4};
+    unsigned char *buf = calloc(9 * MiB, 1);
+    cr_assert_not_null(buf);
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        copy_pool *cp = NULL;
+        cr_assert_eq(copy_pool_create(threads[t], &cp, NULL), FHR_OK);
+        for (size_t g = 0; g < 2; g++)
+            for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+                memset(buf, 0, 9 * MiB);
+                run_base = buf;
+                run_granule = granules[g];
+                run_misaligned = 0;
+                copy_pool_run(cp, bump, buf, NULL, sizes[k], granules[g]);
+                cr_assert_eq(run_misaligned, 0, "a slice starts inside a granule");
+                for (size_t i = 0; i < 9 * MiB; i++)
+                    if (buf[i] != (i < sizes[k]))
+                        cr_assert_eq(buf[i], i < sizes[k], "threads %d n %zu: byte %zu bumped %d "
+                                     "times", threads[t], sizes[k], i, buf[i]);
+            }
+        copy_pool_destroy(cp);
+    }
+    free(buf);
+}
+
+/* ---- the pinned pool's shape and arenas (the host side of pinning) ------------------- */
+
+Test(pinned, shape_defaults_and_overrides)
+{
+    pin_shape sh;
+    cr_assert_eq(pin_shape_parse(NULL, NULL, NULL, NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.hostalloc, 0);
+    cr_assert_eq(sh.prefault, PIN_DEFAULT_PREFAULT);
+    cr_assert_eq(sh.hugepage, PIN_DEFAULT_HUGEPAGE);
+    cr_assert_eq(sh.arena, PIN_ARENA_DEFAULT);
+    cr_assert_eq(pin_shape_parse("", "", "", "", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.arena, PIN_ARENA_DEFAULT);
+    cr_assert_eq(pin_shape_parse("1", "none", "0", "2M", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.hostalloc, 1);
+    cr_assert_eq(sh.prefault, PIN_PREFAULT_NONE);
+    cr_assert_eq(sh.hugepage, 0);
+    cr_assert_eq(sh.arena, 2 * MiB);
+    cr_assert_eq(pin_shape_parse("0", "populate", "1", "64G", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.hostalloc, 0);
+    cr_assert_eq(sh.prefault, PIN_PREFAULT_POPULATE);
+    cr_assert_eq(sh.hugepage, 1);
+    cr_assert_eq(sh.arena, 64 * GiB);
+    cr_assert_eq(pin_shape_parse(NULL, "threads", NULL, "512MiB", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.prefault, PIN_PREFAULT_THREADS);
+    cr_assert_eq(sh.arena, 512 * MiB);
+}
+
+Test(pinned, shape_refuses_bad_values_by_name)
+{
+    struct {
+        const char *v[4];
+        const char *name, *value;
+    } bad[] = {
+        {{"2", NULL, NULL, NULL}, "FHEPLAN_PINNED_HOSTALLOC", "2"},
+        {{"yes", NULL, NULL, NULL}, "FHEPLAN_PINNED_HOSTALLOC", "yes"},
+        {{" 1", NULL, NULL, NULL}, "FHEPLAN_PINNED_HOSTALLOC", " 1"},
+        {{NULL, "all", NULL, NULL}, "FHEPLAN_PINNED_PREFAULT", "all"},
+        {{NULL, "Threads", NULL, NULL}, "FHEPLAN_PINNED_PREFAULT", "Threads"},
+        {{NULL, "1", NULL, NULL}, "FHEPLAN_PINNED_PREFAULT", "1"},
+        {{NULL, NULL, "on", NULL}, "FHEPLAN_PINNED_HUGEPAGE", "on"},
+        {{NULL, NULL, "-1", NULL}, "FHEPLAN_PINNED_HUGEPAGE", "-1"},
+        {{NULL, NULL, NULL, "0"}, "FHEPLAN_PINNED_ARENA", "0"},
+        {{NULL, NULL, NULL, "1M"}, "FHEPLAN_PINNED_ARENA", "1M"},
+        {{NULL, NULL, NULL, "3M"}, "FHEPLAN_PINNED_ARENA", "3M"},
+        {{NULL, NULL, NULL, "65G"}, "FHEPLAN_PINNED_ARENA", "65G"},
+        {{NULL, NULL, NULL, "256MB"}, "FHEPLAN_PINNED_ARENA", "256MB"},
+        {{NULL, NULL, NULL, "abc"}, "FHEPLAN_PINNED_ARENA", "abc"},
+        {{NULL, NULL, NULL, "1e9"}, "FHEPLAN_PINNED_ARENA", "1e9"},
+        {{NULL, NULL, NULL, "-256M"}, "FHEPLAN_PINNED_ARENA", "-256M"},
+        {{NULL, NULL, NULL, "18446744073709551616"}, "FHEPLAN_PINNED_ARENA",
+         "18446744073709551616"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        pin_shape sh = {7, PIN_PREFAULT_NONE, 7, 7, 7};
+        fhr_error err;
+        fhr_error_init(&err);
+        cr_assert_eq(pin_shape_parse(bad[i].v[0], bad[i].v[1], bad[i].v[2], bad[i].v[3], &sh,
+                                     &err),
+                     FHR_E_INVALID, "%s=%s", bad[i].name, bad[i].value);
+        cr_assert(strstr(err.message, bad[i].name) != NULL, "%s", err.message);
+        cr_assert(strstr(err.message, bad[i].value) != NULL, "%s", err.message);
+        cr_assert_eq(sh.hostalloc, 7); /* untouched */
+        cr_assert_eq(sh.arena, 7);
+    }
+}
+
+/* 48 requests of 180 MiB: an arena of 180 MiB each (not 256 MiB, 42% more to pin); small
+ * requests share arenas; the rounding follows the page size. */
+Test(pinned, arena_bytes_by_request)
+{
+    pin_shape sh;
+    cr_assert_eq(pin_shape_parse(NULL, NULL, NULL, NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(pin_arena_bytes(1, &sh), 256 * MiB);
+    cr_assert_eq(pin_arena_bytes(128 * MiB, &sh), 256 * MiB);
+    cr_assert_eq(pin_arena_bytes(128 * MiB + 1, &sh), 130 * MiB);
+    cr_assert_eq(pin_arena_bytes(180 * MiB, &sh), 180 * MiB);
+    cr_assert_eq(pin_arena_bytes(180 * MiB + 1, &sh), 182 * MiB);
+    cr_assert_eq(pin_arena_bytes(3 * GiB + 5, &sh), 3 * GiB + 2 * MiB);
+    cr_assert_eq(pin_arena_bytes(SIZE_MAX - 5, &sh), 0); /* cannot be rounded: refused */
+    sh.hugepage = 0;
+    cr_assert_eq(pin_arena_bytes(180 * MiB + 1, &sh), 180 * MiB + 4096);
+    sh.arena = 512 * MiB; /* 180 MiB now shares */
+    cr_assert_eq(pin_arena_bytes(180 * MiB, &sh), 512 * MiB);
+}
+
+/* Pages of [p, p + n) resident now. */
+static size_t resident(void *p, size_t n)
+{
+    size_t pages = n / 4096, r = 0;
+    unsigned char *v = malloc(pages);
+    cr_assert_not_null(v);
+    cr_assert_eq(mincore(p, n, v), 0);
+    for (size_t i = 0; i < pages; i++)
+        r += v[i] & 1;
+    free(v);
+    return r;
+}
+
+/* Every prefault way, with and without huge pages, through the copy threads or not: the
+ * arena starts on a huge page, reads as zeros, takes writes at both ends, and its pages
+ * are in before page-locking when a prefault was asked for (none: not one). */
+Test(threads_pinned, map_aligns_zeroes_and_faults_in_as_asked)
+{
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    size_t lens[] = {4096, 2 * MiB, 6 * MiB + 4096};
+    for (int pf = PIN_PREFAULT_NONE; pf <= PIN_PREFAULT_THREADS; pf++)
+        for (int huge = 0; huge < 2; huge++)
+            for (int with_cp = 0; with_cp < 2; with_cp++)
+                for (size_t k = 0; k < sizeof lens / sizeof *lens; k++) {
+                    pin_shape sh = {0, (pin_prefault)pf, huge, PIN_ARENA_DEFAULT, 0};
+                    size_t n = lens[k];
+                    unsigned char *p = pin_map(n, &sh, with_cp ? cp : NULL);
+                    cr_assert_not_null(p);
+                    cr_assert_eq((uintptr_t)p % PIN_HUGE, 0);
+                    size_t in = resident(p, n);
+                    if (pf == PIN_PREFAULT_NONE)
+                        cr_assert_eq(in, 0, "%zu pages faulted in without a prefault", in);
+                    else
+                        cr_assert_eq(in, n / 4096, "prefault %d huge %d cp %d n %zu: %zu of "
+                                     "%zu pages in", pf, huge, with_cp, n, in, n / 4096);
+                    for (size_t i = 0; i < n; i += 4093)
+                        cr_assert_eq(p[i], 0);
+                    p[0] = 1;
+                    p[n - 1] = 2;
+                    cr_assert_eq(p[0] + p[n - 1], 3);
+                    pin_unmap(p, n);
+                }
+    copy_pool_destroy(cp);
+    cr_assert_null(pin_map(0, &(pin_shape){0, PIN_PREFAULT_NONE, 0, PIN_ARENA_DEFAULT, 0}, NULL));
+}
+
+/* ---- deeper DMA queues (FHEPLAN_STAGING_DEPTH) --------------------------------------- */
+
+Test(staging, depth_from_the_environment)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, STAGING_DEFAULT_DEPTH);
+    cr_assert_eq(staging_depth_parse("", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, STAGING_DEFAULT_DEPTH);
+    cr_assert_eq(staging_depth_parse("3", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, 3);
+    cr_assert_eq(staging_depth_parse("8", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.depth, STAGING_DEPTH_LIMIT);
+    const char *bad[] = {"0", "9", "-1", "2x", " 2", "2 ", "1.5", "1e0", "0x2", "abc",
+                         "18446744073709551617"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.depth = 77;
+        cr_assert_eq(staging_depth_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_DEPTH") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.depth, 77); /* untouched */
+    }
+}
+
+/* Towards the device a depth of d recycles a slot d chunks behind, with d more slots than
+ * depth 1 had less one, so the threads keep as many fills; from the device nothing changes. */
+Test(staging, plan_depth_adds_slots_towards_the_device)
+{
+    for (int d = 1; d <= STAGING_DEPTH_LIMIT; d++) {
+        staging_shape sh = shape(8, 4 * MiB);
+        sh.depth = d;
+        staging_plan p;
+        staging_plan_make(GiB, &sh, 1, &p);
+        cr_assert_eq(p.depth, d);
+        cr_assert_eq(p.slots, 8 + 1 + d);
+        cr_assert_eq(p.lag, d);
+        check_tiles(&p, GiB);
+        staging_plan_make(GiB, &sh, 0, &p);
+        cr_assert_eq(p.lag, 8);
+        staging_plan_make(8 * MiB, &sh, 1, &p); /* two chunks: two slots, one behind */
+        cr_assert_eq(p.slots, 2);
+        cr_assert_eq(p.lag, 1);
+    }
+    staging_shape sh = shape(4, 4 * MiB);
+    sh.depth = 0; /* a shape made by hand without a depth: 1 */
+    staging_plan p;
+    staging_plan_make(GiB, &sh, 1, &p);
+    cr_assert_eq(p.depth, 1);
+    cr_assert_eq(p.slots, 6);
+    cr_assert_eq(p.lag, 1);
+}
+
+Test(staging, pipeline_order_with_deeper_dma)
+{
+    size_t c = 4 * KiB;
+    size_t sizes[] = {1, c + 1, 7 * c - 1, 37 * c + 11, 200 * c};
+    int threads[] = {1, 3, 16};
+    for (int d = 2; d <= STAGING_DEPTH_LIMIT; d *= 2)
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+                for (int dir = 0; dir < 2; dir++)
+                    check_order_depth(sizes[k], threads[t], c, dir, d);
+}
+
+Test(threads_staging, bytes_arrive_with_deeper_dma)
+{
+    fhr_backend *b = emu_backend();
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    size_t sizes[] = {1, 4 * KiB + 1, 37 * 4 * KiB + 11};
+    for (int d = 2; d <= STAGING_DEPTH_LIMIT; d *= 2) {
+        staging_shape sh = shape(3, 4 * KiB);
+        sh.depth = d;
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (int dir = 0; dir < 2; dir++)
+                cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], 1, dir, NULL), FHR_OK);
+    }
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
+}
+
+Test(pinned, ahead_from_the_environment)
+{
+    pin_shape sh;
+    cr_assert_eq(pin_shape_parse(NULL, NULL, NULL, NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, PIN_DEFAULT_AHEAD);
+    cr_assert_eq(pin_ahead_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, PIN_DEFAULT_AHEAD);
+    cr_assert_eq(pin_ahead_parse("1", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, 1);
+    cr_assert_eq(pin_ahead_parse("", &sh, NULL), FHR_OK); /* "": keeps what it has */
+    cr_assert_eq(sh.ahead, 1);
+    cr_assert_eq(pin_ahead_parse("0", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.ahead, 0);
+    const char *bad[] = {"2", "yes", "true", " 1", "1 ", "01", "-0"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.ahead = 7;
+        cr_assert_eq(pin_ahead_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_PINNED_AHEAD") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.ahead, 7); /* untouched */
     }
 }
