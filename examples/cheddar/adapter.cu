@@ -192,18 +192,19 @@ struct KeyRec {
     void *host = nullptr; // pinned export
 };
 
-struct PtRec {
+struct PtRec {             // one transform's diagonals
     ch_pt_info info;
-    Pt *pt = nullptr;     // the plaintext object inside Cheddar's hoisting handler
-    size_t words = 0;
-    void *host = nullptr;
+    std::vector<Pt *> pts;  // the plaintext objects inside Cheddar's hoisting handler
+    size_t words = 0;       // of each
+    void *host = nullptr;   // pinned export, the diagonals back to back
 };
 
 struct PhaseRec {
     ch_phase_info info;
     std::vector<int> keys, pts;
-    int kind;             // 0 modup, 1 cts, 2 evalmod, 3 stc
-    int sub;              // the transform's index for cts / stc
+    int kind;             // 0 modup, 1 baby steps, 2 giant steps, 3 evalmod
+    int stc;              // baby / giant steps: 0 CoeffToSlot, 1 SlotToCoeff
+    int sub;              // the transform's index
 };
 
 } // namespace
@@ -223,6 +224,7 @@ struct ch_engine {
     bool keys_exported = false, pts_exported = false;
     std::vector<std::vector<Complex>> msgs;
     std::vector<Ct> in, main, res, conj;
+    std::vector<std::map<int, Ct>> bs; // baby-step results between the two requests
     std::vector<std::vector<word>> ref; // reference results: bx then ax words
     double scale_end = 0;
 };
@@ -295,8 +297,8 @@ void key_name(int index, char *out, size_t n)
 
 EvalSpecialFFT<word> &fft_of(ch_engine *e) { return e->boot->GetEvalSpecialFFT(e->num_slots); }
 
-void add_phase(ch_engine *e, const char *name, int kind, int sub, const std::vector<int> &idx,
-               const std::vector<int> &pts)
+void add_phase(ch_engine *e, const char *name, int kind, int stc, int sub,
+               const std::vector<int> &idx, const std::vector<int> &pts)
 {
     PhaseRec r;
     memset(&r.info, 0, sizeof r.info);
@@ -305,6 +307,7 @@ void add_phase(ch_engine *e, const char *name, int kind, int sub, const std::vec
         r.keys.push_back(e->key_of_index.at(i));
     r.pts = pts;
     r.kind = kind;
+    r.stc = stc;
     r.sub = sub;
     e->phases.push_back(std::move(r));
 }
@@ -337,38 +340,62 @@ int build_catalogue(ch_engine *e, char *msg, size_t n)
     std::vector<int> modup_keys;
     if (sse)
         modup_keys = {EvkMap<word>::kDenseToSparseKeyIndex, EvkMap<word>::kSparseToDenseKeyIndex};
-    add_phase(e, "modup", 0, 0, modup_keys, {});
+    add_phase(e, "modup", 0, 0, 0, modup_keys, {});
     auto &fft = fft_of(e);
-    auto transform = [&](std::vector<LinearTransform<word>> &v, int kind, const char *pfx) {
+    auto transform = [&](std::vector<LinearTransform<word>> &v, int stc, const char *pfx) {
         for (size_t i = 0; i < v.size(); i++) {
-            EvkRequest req;
-            v[i].AddRequiredRotations(req, false);
-            std::vector<int> idx;
-            for (auto &kv : req)
-                idx.push_back(kv.first);
-            std::vector<int> pts;
-            int ph = (int)e->phases.size();
-            for (auto &gkv : v[i].hoist_.hoist_pt_map_)
+            auto &h = v[i].hoist_;
+            // the keys as Cheddar's own request names them (HoistHandler's
+            // AddRequiredRotations without min_ks): the non-zero baby-step indices, then
+            // the non-zero giant-step indices
+            EvkRequest rb, rg;
+            for (int idx : h.GetBSIndices())
+                if (idx != 0)
+                    rb.AddRequest(idx, 0);
+            for (int idx : h.GetGSIndices())
+                if (idx != 0)
+                    rg.AddRequest(idx, 0);
+            std::vector<int> bi, gi;
+            for (auto &kv : rb)
+                bi.push_back(kv.first);
+            for (auto &kv : rg)
+                gi.push_back(kv.first);
+            PtRec g;
+            memset(&g.info, 0, sizeof g.info);
+            for (auto &gkv : h.hoist_pt_map_)
                 for (auto &bkv : gkv.second) {
-                    PtRec p;
-                    p.info.phase = ph;
-                    p.info.gs = gkv.first;
-                    p.info.bs = bkv.first;
-                    p.pt = &bkv.second;
-                    p.words = bkv.second.mx_.size();
-                    p.info.bytes = (uint64_t)p.words * sizeof(word);
-                    pts.push_back((int)e->pts.size());
-                    e->pts.push_back(p);
+                    size_t w = bkv.second.mx_.size();
+                    if (g.pts.empty())
+                        g.words = w;
+                    else if (w != g.words)
+                        throw std::runtime_error("a transform's diagonals differ in size");
+                    g.pts.push_back(&bkv.second);
                 }
             char name[16];
-            snprintf(name, sizeof name, "%s%zu", pfx, i);
-            add_phase(e, name, kind, (int)i, idx, pts);
+            snprintf(name, sizeof name, "%s%zub", pfx, i);
+            add_phase(e, name, 1, stc, (int)i, bi, {});
+            snprintf(name, sizeof name, "%s%zug", pfx, i);
+            std::vector<int> pts;
+            if (!g.pts.empty()) {
+                g.info.phase = (int)e->phases.size();
+                g.info.ndiag = (int)g.pts.size();
+                g.info.diag_bytes = (uint64_t)g.words * sizeof(word);
+                g.info.bytes = g.info.diag_bytes * (uint64_t)g.info.ndiag;
+                pts.push_back((int)e->pts.size());
+                e->pts.push_back(g);
+            }
+            add_phase(e, name, 2, stc, (int)i, gi, pts);
         }
     };
-    transform(fft.cts_phases_, 1, "cts");
-    add_phase(e, "evalmod", 2, 0,
-              {EvkMap<word>::kConjugationKeyIndex, EvkMap<word>::kMultiplicationKeyIndex}, {});
-    transform(fft.stc_phases_, 3, "stc");
+    try {
+        transform(fft.cts_phases_, 0, "cts");
+        add_phase(e, "evalmod", 3, 0, 0,
+                  {EvkMap<word>::kConjugationKeyIndex, EvkMap<word>::kMultiplicationKeyIndex},
+                  {});
+        transform(fft.stc_phases_, 1, "stc");
+    } catch (const std::exception &ex) {
+        return fail(msg, n, "cutting the bootstrap: %s", ex.what());
+    }
     if ((int)e->phases.size() > CH_MAX_PHASES)
         return fail(msg, n, "%zu phases, more than %d", e->phases.size(), CH_MAX_PHASES);
     // every key is read by some phase, and the keys of each phase exist
@@ -423,6 +450,7 @@ extern "C" int ch_create(const char *param_json, int batch_max, ch_engine **out,
     e->main.resize(batch_max);
     e->res.resize(batch_max);
     e->conj.resize(batch_max);
+    e->bs.resize(batch_max);
     e->ref.resize(batch_max);
     for (int c = 0; c < batch_max; c++) {
         auto &m = e->msgs[c];
@@ -493,10 +521,23 @@ void run_one(ch_engine *e, const PhaseRec &p, int c, const EvkMap<word> &m)
         mn.SetNumSlots(e->num_slots);
         break;
     }
-    case 1: // CoeffToSlot, one level
-        fft.cts_phases_.at(p.sub).Evaluate(cp, mn, mn, m, false);
+    case 1: { // a transform's baby steps (CoeffToSlot on main, SlotToCoeff on res)
+        auto &t = p.stc ? fft.stc_phases_.at(p.sub) : fft.cts_phases_.at(p.sub);
+        e->bs[c].clear();
+        t.hoist_.EvaluateBabyStep(cp, e->bs[c], p.stc ? rs : mn, m, false);
         break;
-    case 2: // step 3 at full slots: real and imaginary parts through EvalMod
+    }
+    case 2: { // its giant steps, which end the transform
+        auto &t = p.stc ? fft.stc_phases_.at(p.sub) : fft.cts_phases_.at(p.sub);
+        t.hoist_.EvaluateGiantStep(cp, p.stc ? rs : mn, e->bs[c], m, false);
+        e->bs[c].clear();
+        if (p.stc && p.sub + 1 == (int)fft.stc_phases_.size()) {
+            rs.SetNumSlots(e->num_slots); // Boot's closing metadata
+            rs.SetScale(e->scale_end);
+        }
+        break;
+    }
+    default: // step 3 at full slots: real and imaginary parts through EvalMod
         mn.SetScale(b.GetEvalModStartScale());
         b.HConj(cj, mn, m.GetConjugationKey());
         b.Add(rs, mn, cj);
@@ -506,13 +547,6 @@ void run_one(ch_engine *e, const PhaseRec &p, int c, const EvkMap<word> &m)
         b.EvaluateMod(cj, cj, m.GetMultiplicationKey());
         b.MultImaginaryUnit(cj, cj);
         b.Add(rs, rs, cj);
-        break;
-    default: // SlotToCoeff, one level; after the last, Boot's closing metadata
-        fft.stc_phases_.at(p.sub).Evaluate(cp, rs, rs, m, false);
-        if (p.sub + 1 == (int)fft.stc_phases_.size()) {
-            rs.SetNumSlots(e->num_slots);
-            rs.SetScale(e->scale_end);
-        }
         break;
     }
 }
@@ -636,11 +670,14 @@ extern "C" int ch_export_pts(ch_engine *e, char *msg, size_t n)
     if (e->pts_exported)
         return 0;
     CU(cudaDeviceSynchronize(), "before the export");
-    for (auto &p : e->pts) {
-        CU(cudaHostAlloc(&p.host, p.info.bytes, cudaHostAllocDefault), "cudaHostAlloc (pts)");
-        CU(cudaMemcpy(p.host, p.pt->mx_.data(), p.info.bytes, cudaMemcpyDeviceToHost),
-           "export (plaintext)");
-        p.pt->mx_ = DeviceVector<word>(0);
+    for (auto &g : e->pts) {
+        CU(cudaHostAlloc(&g.host, g.info.bytes, cudaHostAllocDefault), "cudaHostAlloc (pts)");
+        for (size_t i = 0; i < g.pts.size(); i++) {
+            CU(cudaMemcpy(static_cast<char *>(g.host) + i * g.info.diag_bytes,
+                          g.pts[i]->mx_.data(), g.info.diag_bytes, cudaMemcpyDeviceToHost),
+               "export (plaintext)");
+            g.pts[i]->mx_ = DeviceVector<word>(0);
+        }
     }
     CU(cudaDeviceSynchronize(), "the export");
     e->pts_exported = true;
@@ -667,12 +704,12 @@ extern "C" int ch_load_pt(ch_engine *e, int p, void *dst, uint64_t nbytes, void 
                           char *msg, size_t n)
 {
     if (p < 0 || p >= (int)e->pts.size())
-        return fail(msg, n, "no plaintext %d", p);
+        return fail(msg, n, "no plaintext group %d", p);
     const PtRec &r = e->pts[p];
     if (!r.host)
-        return fail(msg, n, "plaintext %d is not exported", p);
+        return fail(msg, n, "plaintext group %d is not exported", p);
     if (nbytes != r.info.bytes)
-        return fail(msg, n, "plaintext %d holds %llu bytes, the copy %llu", p,
+        return fail(msg, n, "plaintext group %d holds %llu bytes, the copy %llu", p,
                     (unsigned long long)r.info.bytes, (unsigned long long)nbytes);
     CU(cudaMemcpyAsync(dst, r.host, nbytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
        "plaintext copy");
@@ -709,27 +746,28 @@ extern "C" int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr,
             return fail(msg, n, "phase %s: key %s did not fill its %llu bytes", p.info.name,
                         k.info.name, (unsigned long long)k.info.bytes);
     }
+    std::vector<Pt *> bound;
     if (e->pts_exported)
-        for (size_t i = 0; i < p.pts.size(); i++) {
-            PtRec &r = e->pts[p.pts[i]];
-            if (!pt_ptr || !pt_ptr[i])
-                return fail(msg, n, "phase %s: no device copy of plaintext %d", p.info.name,
-                            p.pts[i]);
-            Binding bind(e->binder, pt_ptr[i], r.info.bytes);
-            try {
-                r.pt->mx_ = DeviceVector<word>((int)r.words);
-            } catch (const std::exception &ex) {
-                return fail(msg, n, "phase %s, plaintext %d: %s", p.info.name, p.pts[i],
-                            ex.what());
+        for (int gi : p.pts) {
+            PtRec &g = e->pts[gi];
+            for (size_t i = 0; i < g.pts.size(); i++) {
+                if (!pt_ptr || !pt_ptr[i]) {
+                    for (Pt *q : bound)
+                        q->mx_ = DeviceVector<word>(0);
+                    return fail(msg, n, "phase %s: no device copy of diagonal %zu", p.info.name,
+                                i);
+                }
+                Binding bind(e->binder, pt_ptr[i], g.info.diag_bytes);
+                g.pts[i]->mx_ = DeviceVector<word>((int)g.words);
+                bind.close();
+                bound.push_back(g.pts[i]);
             }
-            bind.close();
         }
     for (int c = 0; c < B; c++)
         run_one(e, p, c, m);
     // the plaintexts let go of the leased copies (nothing is freed: the VM owns them)
-    if (e->pts_exported)
-        for (int i : p.pts)
-            e->pts[i].pt->mx_ = DeviceVector<word>(0);
+    for (Pt *q : bound)
+        q->mx_ = DeviceVector<word>(0);
     CU(cudaGetLastError(), p.info.name);
     return 0;
 }

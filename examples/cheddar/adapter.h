@@ -4,9 +4,12 @@
  * to fheplan's VM. Every call returns 0, or -1 with a message in msg.
  *
  * The bootstrap is cut into phases, the order of Cheddar's own Boot: "modup" (scale-up,
- * ModUpToMax with the dense-to-sparse and sparse-to-dense keys), "cts0".."cts3" (one
- * CoeffToSlot linear transform per level), "evalmod" (conjugation and the modular
- * reduction: the conjugation and multiplication keys) and "stc0".."stc2" (SlotToCoeff).
+ * ModUpToMax with the dense-to-sparse and sparse-to-dense keys); for each CoeffToSlot
+ * linear transform (one per level) "cts0b" (its baby steps: one fused kernel reads every
+ * baby-step key at once) and "cts0g" (its giant steps: the giant-step keys and the
+ * transform's plaintext diagonals), and so on to cts3g; "evalmod" (conjugation and the
+ * modular reduction: the conjugation and multiplication keys); then "stc0b".."stc2g" for
+ * SlotToCoeff.
  * A phase runs for the whole batch before the next starts, so a key leased for a phase
  * serves every ciphertext of the batch. The keys and the linear transforms' plaintext
  * diagonals are the engine values: the driver exports them to pinned host memory and the
@@ -25,7 +28,7 @@ extern "C" {
 
 typedef struct ch_engine ch_engine;
 
-#define CH_MAX_PHASES 16
+#define CH_MAX_PHASES 32
 #define CH_MAX_PARTS 32
 
 typedef struct ch_key_info {
@@ -36,17 +39,21 @@ typedef struct ch_key_info {
     uint64_t bytes;     /* 2 * beta * part_bytes */
 } ch_key_info;
 
+/* The plaintext diagonals of one linear transform: read together by its giant steps (one
+ * fused kernel takes all their addresses), so they are one value, the diagonals back to
+ * back in the transform's [giant step][baby step] order. */
 typedef struct ch_pt_info {
-    int phase;          /* the phase whose transform holds it */
-    int gs, bs;         /* its place in the transform's hoisting map */
-    uint64_t bytes;
+    int phase;          /* the giant-step phase that reads them */
+    int ndiag;
+    uint64_t diag_bytes;/* every diagonal of a transform has the same size */
+    uint64_t bytes;     /* ndiag * diag_bytes */
 } ch_pt_info;
 
 typedef struct ch_phase_info {
     char name[16];
     int nkeys, npts;
     const int *keys;    /* indices into the key catalogue, in the order the phase reads them */
-    const int *pts;     /* indices into the plaintext catalogue */
+    const int *pts;     /* indices into the plaintext catalogue (at most one group) */
 } ch_phase_info;
 
 /* Cheddar's CKKS context for the parameter file (bootparam_40.json), bootstrapping
@@ -94,8 +101,9 @@ int ch_batch_begin(ch_engine *e, int B, char *msg, size_t n);
 int ch_batch_identical(ch_engine *e, int B, int *identical, char *msg, size_t n);
 
 /* Runs phase ph for the batch of B, reading the keys and plaintexts at the device
- * addresses given (key_ptr[i] for the phase's i-th key, NULL: Cheddar's own resident
- * copy; pt_ptr likewise). Enqueues on Cheddar's stream (the legacy default stream). */
+ * addresses given (key_ptr[i] for the phase's i-th key; pt_ptr[j] for diagonal j of the
+ * phase's plaintext group). Before the export, Cheddar's own resident copies serve and the
+ * pointers are not read. Enqueues on Cheddar's stream (the legacy default stream). */
 int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr, void *const *pt_ptr,
                  char *msg, size_t n);
 

@@ -4,6 +4,7 @@
  *
  *   cheddar-boot PARAM.json OUTDIR [--fheplan PATH] [--batches 1,8] [--budgets 100,50,25]
  *                [--batches-per-run N] [--reps N] [--modes keys,all] [--keys whole,seeded]
+ *                [--objectives bytes,time,auto]
  *
  * Cheddar generates every key of one bootstrap once (its own key generation, on the host).
  * For each batch size B the driver first runs Cheddar's own Boot on B inputs with every key
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 
 #include "adapter.h"
@@ -110,8 +112,11 @@ static fhr_status load(void *ctx, const rplan_load *ld, fhr_error *err, int pt)
         return set_err(err, ld->info ? ld->info->name : "load");
     }
     uint64_t have = pt ? ch_pt(d->e, i)->bytes : ch_key(d->e, i)->bytes;
-    if (!ld->fields) {
-        *ld->supplied = have;
+    if (!ld->fields) { /* the probe: a seeded key supplies its stored halves only */
+        int parts[CH_MAX_PARTS];
+        int ns = !pt && ld->info && ld->info->seeded
+                     ? ch_seeded_parts(d->e, i, parts, CH_MAX_PARTS) : 0;
+        *ld->supplied = have - (uint64_t)(ns > 0 ? ns : 0) * (pt ? 0 : ch_key(d->e, i)->part_bytes);
         return FHR_OK;
     }
     cudaStream_t s = 0;
@@ -222,9 +227,8 @@ static fhr_status k_phase(void *ctx, const rplan_kernel_call *c, fhr_error *err)
     }
     const ch_phase_info *p = ch_phase(d->e, ph);
     void *kp[64] = {0}, *pp[1024] = {0};
-    if (p->nkeys > 64 || p->npts > 1024) {
-        snprintf(msg, sizeof msg, "phase %s reads %d keys and %d plaintexts", name, p->nkeys,
-                 p->npts);
+    if (p->nkeys > 64) {
+        snprintf(msg, sizeof msg, "phase %s reads %d keys", name, p->nkeys);
         return set_err(err, c->name);
     }
     int B = -1;
@@ -246,7 +250,19 @@ static fhr_status k_phase(void *ctx, const rplan_kernel_call *c, fhr_error *err)
             snprintf(msg, sizeof msg, "value %s is not one phase %s reads", in->name, name);
             return set_err(err, c->name);
         }
-        (is_pt ? pp : kp)[at] = ptr;
+        if (is_key) {
+            kp[at] = ptr;
+            continue;
+        }
+        /* the transform's diagonals, back to back in the value's one field */
+        const ch_pt_info *g = ch_pt(d->e, list[at]);
+        if (nb != g->bytes || g->ndiag > 1024) {
+            snprintf(msg, sizeof msg, "value %s holds %zu bytes, not %d diagonals of %llu",
+                     in->name, nb, g->ndiag, (unsigned long long)g->diag_bytes);
+            return set_err(err, c->name);
+        }
+        for (int f = 0; f < g->ndiag; f++)
+            pp[f] = (char *)ptr + (size_t)f * g->diag_bytes;
     }
     if (ch_run_phase(d->e, ph, B, kp, pp, msg, sizeof msg))
         return set_err(err, c->name);
@@ -319,8 +335,8 @@ static int write_plan(const char *path, ch_engine *e, int B, int with_pts, int s
     if (with_pts)
         for (int p = 0; p < ch_npts(e); p++) {
             const ch_pt_info *pi = ch_pt(e, p);
-            fprintf(f, "value pt_%s_%d = %llu B replicable source engine.pt(%d)\n",
-                    ch_phase(e, pi->phase)->name, p, (unsigned long long)pi->bytes, p);
+            fprintf(f, "value pt_%s = %llu B replicable source engine.pt(%d)  # %d diagonals\n",
+                    ch_phase(e, pi->phase)->name, (unsigned long long)pi->bytes, p, pi->ndiag);
         }
     fprintf(f, "\n");
     for (int ph = 0; ph < ch_nphases(e); ph++) {
@@ -336,12 +352,12 @@ static int write_plan(const char *path, ch_engine *e, int B, int with_pts, int s
             for (int i = 0; i < p->nkeys; i++)
                 fprintf(f, "    require k_%s @ cuda:0\n", ch_key(e, p->keys[i])->name);
             for (int i = 0; with_pts && i < p->npts; i++)
-                fprintf(f, "    require pt_%s_%d @ cuda:0\n", p->name, p->pts[i]);
+                fprintf(f, "    require pt_%s @ cuda:0\n", p->name);
             fprintf(f, "    body { run ch.%s(", p->name);
             for (int i = 0; i < p->nkeys; i++)
                 fprintf(f, "k_%s, ", ch_key(e, p->keys[i])->name);
             for (int i = 0; with_pts && i < p->npts; i++)
-                fprintf(f, "pt_%s_%d, ", p->name, p->pts[i]);
+                fprintf(f, "pt_%s, ", p->name);
             fprintf(f, "%d) }\n  }\n", B);
         }
         fprintf(f, "}\n");
@@ -355,11 +371,14 @@ typedef struct check_pred {
     double moved, regen, predicted_s;
 } check_pred;
 
-static check_pred check_plan(const char *fheplan, const char *path, double gbps)
+static const char *const objective_names[] = {"bytes", "time", "auto"};
+
+static check_pred check_plan(const char *fheplan, const char *path, double gbps, int objective)
 {
     check_pred r = {0, 0, -1, -1, -1};
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.3f '%s'", fheplan, gbps, path);
+    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.3f --objective %s '%s'",
+             fheplan, gbps, objective_names[objective], path);
     FILE *p = popen(cmd, "r");
     if (!p)
         return r;
@@ -413,7 +432,8 @@ typedef struct run_res {
     char error[700];
 } run_res;
 
-static void run_streamed(ch_engine *e, const char *path, int B, double gbps, run_res *out)
+static void run_streamed(ch_engine *e, const char *path, int B, double gbps, int objective,
+                         run_res *out)
 {
     memset(out, 0, sizeof *out);
     fhr_error err;
@@ -436,6 +456,7 @@ static void run_streamed(ch_engine *e, const char *path, int B, double gbps, run
     rplan_vm_opts o;
     memset(&o, 0, sizeof o);
     o.pinned_gbps = gbps;
+    o.objective = objective;
     rplan_vm *vm = NULL;
     fhr_ok(rplan_vm_create(prog, b, &o, &vm, &err), &err, "vm");
     fhr_ok(rplan_loader_register(vm, "key", load_key, &d, &err), &err, "loader");
@@ -540,7 +561,7 @@ int main(int argc, char **argv)
     if (argc < 3) {
         fprintf(stderr, "usage: cheddar-boot PARAM.json OUTDIR [--fheplan PATH] [--batches 1,8] "
                         "[--budgets 100,50,25] [--batches-per-run N] [--reps N] "
-                        "[--modes keys,all] [--keys whole,seeded]\n");
+                        "[--modes keys,all] [--keys whole,seeded] [--objectives bytes,time,auto]\n");
         return 2;
     }
     const char *param = argv[1], *outdir = argv[2], *fheplan = "fheplan";
@@ -548,6 +569,7 @@ int main(int argc, char **argv)
     int budgets[MAX_LIST] = {100, 50, 25}, nbudgets = 3;
     int per_run = 4, reps = 5, modes = 3; /* bit 0: keys, bit 1: keys and plaintexts */
     int keysets = 3;                      /* bit 0: whole keys, bit 1: seeded keys */
+    int objectives = 1;                   /* bit k: rplan_vm_objective k */
     for (int i = 3; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v) {
@@ -567,6 +589,13 @@ int main(int argc, char **argv)
                 reps = x[0];
             else
                 per_run = x[0] < 2 ? 2 : x[0];
+        } else if (!strcmp(a, "--objectives")) {
+            objectives = (strstr(v, "bytes") ? 1 : 0) | (strstr(v, "time") ? 2 : 0) |
+                         (strstr(v, "auto") ? 4 : 0);
+            if (!objectives) {
+                fprintf(stderr, "cheddar-boot: --objectives: a list of bytes, time, auto\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--keys")) {
             keysets = (strstr(v, "whole") ? 1 : 0) | (strstr(v, "seeded") ? 2 : 0);
             if (!keysets) {
@@ -603,8 +632,11 @@ int main(int argc, char **argv)
     ch_engine *e = NULL;
     if (ch_create(param, bmax, &e, msg, sizeof msg))
         die("Cheddar");
-    printf("Cheddar ready in %.1f s (%s): %d keys, %d plaintext diagonals, %d phases\n",
-           now_s() - t0, param, ch_nkeys(e), ch_npts(e), ch_nphases(e));
+    int ndiag = 0;
+    for (int g = 0; g < ch_npts(e); g++)
+        ndiag += ch_pt(e, g)->ndiag;
+    printf("Cheddar ready in %.1f s (%s): %d keys, %d plaintext diagonals in %d transforms, "
+           "%d phases\n", now_s() - t0, param, ch_nkeys(e), ndiag, ch_npts(e), ch_nphases(e));
     uint64_t kb = managed_bytes(e, 0), ab = managed_bytes(e, 1);
     printf("  keys %.3f GiB, plaintexts %.3f GiB; the widest phase reads %.1f MiB of keys, "
            "%.1f MiB with its plaintexts\n", kb / 1073741824.0, (ab - kb) / 1073741824.0,
@@ -616,13 +648,19 @@ int main(int argc, char **argv)
             k += ch_key(e, p->keys[i])->bytes;
         for (int i = 0; i < p->npts; i++)
             pt += ch_pt(e, p->pts[i])->bytes;
-        printf("  phase %-8s %2d keys %7.1f MiB, %3d plaintexts %7.1f MiB\n", p->name, p->nkeys,
-               k / 1048576.0, p->npts, pt / 1048576.0);
+        printf("  phase %-8s %2d keys %7.1f MiB, %3d plaintext diagonals %7.1f MiB\n", p->name,
+               p->nkeys, k / 1048576.0, p->npts ? ch_pt(e, p->pts[0])->ndiag : 0,
+               pt / 1048576.0);
     }
     double gbps = pinned_bandwidth() / 1e9;
     printf("pinned host to device: %.2f GB/s (median of 5 copies of 256 MiB)\n", gbps);
 
     char path[4096];
+    snprintf(path, sizeof path, "%s/plans", outdir);
+    if (mkdir(path, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "cheddar-boot: cannot make %s: %s\n", path, strerror(errno));
+        return 2;
+    }
     snprintf(path, sizeof path, "%s/results.json", outdir);
     FILE *js = fopen(path, "w");
     if (!js) {
@@ -692,9 +730,9 @@ int main(int argc, char **argv)
     all_ok &= mism == 0;
     cJSON_AddNumberToObject(root, "sampler_mismatched_words", (double)mism);
 
-    printf("\n%-5s %-6s %-4s %-6s %10s %8s %8s %12s %12s %12s %12s %5s %9s %9s %5s\n", "mode",
-           "keys", "B", "budget", "batch ms", "vs res", "vs bound", "bytes", "check", "regen",
-           "check", "same", "peak MiB", "pool MiB", "ok");
+    printf("\n%-5s %-6s %-5s %-4s %-6s %10s %8s %8s %12s %12s %12s %12s %5s %9s %9s %5s\n",
+           "mode", "keys", "obj", "B", "budget", "batch ms", "vs res", "vs bound", "bytes",
+           "check", "regen", "check", "same", "peak MiB", "pool MiB", "ok");
     for (int mode = 1; mode <= 2; mode++) {
         if (!(modes & mode))
             continue;
@@ -708,22 +746,24 @@ int main(int argc, char **argv)
             for (int ph = 0; ph < ch_nphases(e); ph++)
                 phase_ms_b[ph] = res_phase[bi][ph] * B;
             for (int gi = 0; gi < nbudgets; gi++)
-                for (int seeded = 0; seeded < 2; seeded++) {
-                if (!(keysets & (1 << seeded)))
+                for (int run = 0; run < 6; run++) {
+                int seeded = run % 2, obj = run / 2;
+                if (!(keysets & (1 << seeded)) || !(objectives & (1 << obj)))
                     continue;
                 uint64_t budget = (managed * (uint64_t)budgets[gi] + 99) / 100;
                 budget = (budget + 4095) / 4096 * 4096;
-                snprintf(path, sizeof path, "%s/cheddar-boot-%s-%s-b%d-%d.rplan", outdir,
+                snprintf(path, sizeof path, "%s/plans/%s-%s-b%d-%d.rplan", outdir,
                          with_pts ? "all" : "keys", seeded ? "seeded" : "whole", B, budgets[gi]);
+                const char *on = objective_names[obj];
                 if (write_plan(path, e, B, with_pts, seeded, budget, per_run, phase_ms_b, param)) {
                     fprintf(stderr, "cheddar-boot: cannot write %s\n", path);
                     return 2;
                 }
-                check_pred cp = check_plan(fheplan, path, gbps);
+                check_pred cp = check_plan(fheplan, path, gbps, obj);
                 run_res rr;
                 memset(&rr, 0, sizeof rr);
                 if (cp.feasible)
-                    run_streamed(e, path, B, gbps, &rr);
+                    run_streamed(e, path, B, gbps, obj, &rr);
                 else
                     snprintf(rr.error, sizeof rr.error, "check: infeasible (the widest phase "
                              "reads %llu B, the budget is %llu B)",
@@ -739,13 +779,14 @@ int main(int argc, char **argv)
                 all_ok &= ok || !cp.feasible;
                 const char *mn = with_pts ? "all" : "keys", *kn = seeded ? "seeded" : "whole";
                 if (rr.ok)
-                    printf("%-5s %-6s %-4d %5d%% %10.2f %8.3f %8.3f %12llu %12.0f %12llu %12.0f "
-                           "%5s %9.1f %9.1f %5s\n", mn, kn, B, budgets[gi], rr.batch_ms, vs_res,
+                    printf("%-5s %-6s %-5s %-4d %5d%% %10.2f %8.3f %8.3f %12llu %12.0f %12llu "
+                           "%12.0f %5s %9.1f %9.1f %5s\n", mn, kn, on, B, budgets[gi], rr.batch_ms,
+                           vs_res,
                            rr.batch_ms / bound, (unsigned long long)rr.moved, cp.moved,
                            (unsigned long long)rr.regen, cp.regen, rr.identical ? "yes" : "NO",
                            rr.peak / 1048576.0, rr.pool_peak / 1048576.0, ok ? "PASS" : "FAIL");
                 else
-                    printf("%-5s %-6s %-4d %5d%%  %s\n", mn, kn, B, budgets[gi], rr.error);
+                    printf("%-5s %-6s %-5s %-4d %5d%%  %s\n", mn, kn, on, B, budgets[gi], rr.error);
                 if (rr.ok)
                     printf("      first batch %.2f ms; %llu loads, %llu evictions, %llu host "
                            "waits; link busy %.1f ms, idle %.1f ms; run %.3f s, ratio %.3f to "
@@ -757,6 +798,7 @@ int main(int argc, char **argv)
                 cJSON *o = cJSON_CreateObject();
                 cJSON_AddStringToObject(o, "managed", with_pts ? "keys+plaintexts" : "keys");
                 cJSON_AddStringToObject(o, "keys", kn);
+                cJSON_AddStringToObject(o, "objective", on);
                 cJSON_AddNumberToObject(o, "batch", B);
                 cJSON_AddNumberToObject(o, "budget_pct", budgets[gi]);
                 cJSON_AddNumberToObject(o, "budget_bytes", (double)budget);

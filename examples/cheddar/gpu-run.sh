@@ -21,5 +21,9 @@ rc=0
     2>&1 | tee "$out/cheddar-boot.log" || rc=$?
 # tee hides the program's status: its last line says whether every check passed
 grep -q '^cheddar-boot: PASS' "$out/cheddar-boot.log" || rc=1
+# the generated plans, one file to carry back
+if [ -d "$out/plans" ]; then
+    tar czf "$out/plans.tgz" -C "$out" plans && rm -rf "$out/plans"
+fi
 echo "gpu-run: results in $out (status $rc)"
 exit "$rc"
