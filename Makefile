@@ -44,8 +44,8 @@ TEST_LIBS  := -lcriterion
 
 .DEFAULT_GOAL := all
 # Each piece by name: a missing file stops the build instead of dropping its suite.
-MK_FILES := mk/bench.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk mk/lang.mk \
-            mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/python.mk mk/tools.mk mk/vm.mk
+MK_FILES := mk/bench.mk mk/cheddar.mk mk/controller.mk mk/cuda.mk mk/fuzz.mk mk/guides.mk \
+            mk/lang.mk mk/mpi.mk mk/oracle.mk mk/phantom.mk mk/python.mk mk/tools.mk mk/vm.mk
 include $(MK_FILES)
 
 LIB_OBJS   = $(patsubst %.c,$(BUILD)/obj/%.o,$(LIB_SRCS)) \

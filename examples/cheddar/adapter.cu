@@ -1,0 +1,874 @@
+// examples/cheddar/adapter.cu — our adapter over a user's Cheddar tree (see adapter.h).
+// It is compiled against Cheddar's headers after patch-cheddar.sh has opened the members
+// the phase-by-phase bootstrap needs (BootContext's phases, the special FFT's linear
+// transforms and their hoisting handlers' plaintexts); it changes no Cheddar code path.
+#include "adapter.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <complex>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include <rmm/mr/device/device_memory_resource.hpp>
+#include <rmm/mr/device/per_device_resource.hpp>
+
+#include "Random.h"
+#include "UserInterface.h"
+#include "extension/BootContext.h"
+
+using namespace cheddar;
+using word = uint32_t;
+using Ct = Ciphertext<word>;
+using Pt = Plaintext<word>;
+using Evk = EvaluationKey<word>;
+using Complex = std::complex<double>;
+
+namespace {
+
+int fail(char *msg, size_t n, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    if (msg && n)
+        vsnprintf(msg, n, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+#define CU(call, what)                                                                   \
+    do {                                                                                 \
+        cudaError_t e_ = (call);                                                         \
+        if (e_ != cudaSuccess)                                                           \
+            return fail(msg, n, "%s: %s", what, cudaGetErrorString(e_));                 \
+    } while (0)
+
+// The memory resource every Cheddar allocation goes through once the engine exists. It
+// forwards to Cheddar's own pool and counts what is outstanding there, except while a
+// binding is open: then it hands out the next bytes of a region the caller owns (a copy
+// fheplan leased on the device), so that Cheddar's key and plaintext objects built in
+// that window point into it; releasing such an address is a no-op.
+class BindResource final : public rmm::mr::device_memory_resource {
+  public:
+    explicit BindResource(rmm::mr::device_memory_resource *up) : up_(up) {}
+
+    void open(void *base, size_t nbytes)
+    {
+        next_ = static_cast<char *>(base);
+        left_ = nbytes;
+        overrun_ = false;
+    }
+    // Closes the binding; returns the bytes of the region left unused (-1: an allocation
+    // asked for more than the region held).
+    long long close()
+    {
+        long long r = overrun_ ? -1 : (long long)left_;
+        next_ = nullptr;
+        left_ = 0;
+        return r;
+    }
+    uint64_t now() const { return now_; }
+    uint64_t peak() const { return peak_; }
+    void reset_peak() { peak_ = now_; }
+
+  private:
+    void *do_allocate(std::size_t bytes, rmm::cuda_stream_view s) override
+    {
+        if (next_) {
+            if (bytes > left_) {
+                overrun_ = true;
+                throw std::runtime_error("binding: an allocation outgrew the leased region");
+            }
+            void *p = next_;
+            next_ += bytes;
+            left_ -= bytes;
+            bound_.insert(p);
+            return p;
+        }
+        void *p = up_->allocate(bytes, s);
+        now_ += bytes;
+        peak_ = std::max(peak_, now_);
+        return p;
+    }
+    void do_deallocate(void *p, std::size_t bytes, rmm::cuda_stream_view s) override
+    {
+        if (bound_.erase(p))
+            return;
+        up_->deallocate(p, bytes, s);
+        now_ -= bytes;
+    }
+    bool supports_streams() const noexcept override { return up_->supports_streams(); }
+    bool supports_get_mem_info() const noexcept override { return false; }
+    std::pair<std::size_t, std::size_t> do_get_mem_info(rmm::cuda_stream_view) const override
+    {
+        return {0, 0};
+    }
+
+    rmm::mr::device_memory_resource *up_;
+    char *next_ = nullptr;
+    size_t left_ = 0;
+    bool overrun_ = false;
+    std::unordered_set<void *> bound_;
+    uint64_t now_ = 0, peak_ = 0;
+};
+
+// One open binding for the lifetime of a scope.
+class Binding {
+  public:
+    Binding(BindResource *r, void *base, size_t nbytes) : r_(r) { r_->open(base, nbytes); }
+    ~Binding()
+    {
+        if (r_)
+            r_->close();
+    }
+    long long close()
+    {
+        long long left = r_->close();
+        r_ = nullptr;
+        return left;
+    }
+
+  private:
+    BindResource *r_;
+};
+
+// Our a-half sampler: word j of prime slot p of part `part` of the key with Cheddar index
+// key_idx is a 64-bit mix of the four, reduced modulo the slot's prime.
+__device__ __host__ inline uint64_t mix64(uint64_t x)
+{
+    x += 0x9E3779B97F4A7C15ull;
+    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+    x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+    return x ^ (x >> 31);
+}
+
+__global__ void sample_a_kernel(word *dst, const word *primes, int num_primes, int degree,
+                                uint64_t base)
+{
+    size_t total = (size_t)num_primes * (size_t)degree;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+         i += (size_t)gridDim.x * blockDim.x) {
+        size_t p = i / (size_t)degree;
+        uint64_t h = mix64(base ^ mix64(((uint64_t)p << 32) | (uint64_t)(i % (size_t)degree)));
+        dst[i] = (word)(h % (uint64_t)primes[p]);
+    }
+}
+
+uint64_t sample_base(int key_idx, int part)
+{
+    return mix64(((uint64_t)(uint32_t)key_idx << 8) ^ (uint64_t)part ^ 0x66686570ull);
+}
+
+cudaError_t sample_a(word *dst, const word *primes, int num_primes, int degree, int key_idx,
+                     int part, cudaStream_t s)
+{
+    size_t total = (size_t)num_primes * (size_t)degree;
+    int blocks = (int)std::min<size_t>((total + 255) / 256, 4096);
+    sample_a_kernel<<<blocks, 256, 0, s>>>(dst, primes, num_primes, degree,
+                                           sample_base(key_idx, part));
+    return cudaGetLastError();
+}
+
+// Cheddar's key generation calls this for every part's a half (patch-cheddar.sh's hook).
+void keygen_hook(void *, word *dst, const word *primes, int num_primes, int degree,
+                 int key_idx, int part)
+{
+    sample_a(dst, primes, num_primes, degree, key_idx, part, cudaStreamLegacy);
+}
+
+struct KeyRec {
+    ch_key_info info;
+    NPInfo np;
+    void *host = nullptr; // pinned export
+};
+
+struct PtRec {             // one transform's diagonals
+    ch_pt_info info;
+    std::vector<Pt *> pts;  // the plaintext objects inside Cheddar's hoisting handler
+    size_t words = 0;       // of each
+    void *host = nullptr;   // pinned export, the diagonals back to back
+};
+
+struct PhaseRec {
+    ch_phase_info info;
+    std::vector<int> keys, pts;
+    int kind;             // 0 modup, 1 baby steps, 2 giant steps, 3 evalmod
+    int stc;              // baby / giant steps: 0 CoeffToSlot, 1 SlotToCoeff
+    int sub;              // the transform's index
+};
+
+} // namespace
+
+struct ch_engine {
+    std::unique_ptr<Parameter<word>> param;
+    std::shared_ptr<BootContext<word>> boot;
+    std::unique_ptr<UserInterface<word>> ui;
+    BindResource *binder = nullptr; // lives as long as the process: objects made through it
+                                    // release through it
+    int num_slots = 0;
+    int batch_max = 0;
+    std::vector<KeyRec> keys;
+    std::map<int, int> key_of_index; // EvkMap index -> catalogue
+    std::vector<PtRec> pts;
+    std::vector<PhaseRec> phases;
+    bool keys_exported = false, pts_exported = false;
+    std::vector<std::vector<Complex>> msgs;
+    std::vector<Ct> in, main, res, conj;
+    std::vector<std::map<int, Ct>> bs; // baby-step results between the two requests
+    std::vector<std::vector<word>> ref; // reference results: bx then ax words
+    double scale_end = 0;
+};
+
+namespace {
+
+void put_words(std::vector<word> &out, const Ct &c)
+{
+    size_t nb = c.bx_.size(), na = c.ax_.size();
+    out.resize(nb + na);
+    cudaMemcpy(out.data(), c.bx_.data(), nb * sizeof(word), cudaMemcpyDeviceToHost);
+    cudaMemcpy(out.data() + nb, c.ax_.data(), na * sizeof(word), cudaMemcpyDeviceToHost);
+}
+
+int read_params(const char *path, ch_engine *e, int *cts, int *stc, char *msg, size_t n)
+{
+    std::ifstream f(path);
+    if (!f.is_open())
+        return fail(msg, n, "cannot open the parameter file %s", path);
+    nlohmann::json j;
+    try {
+        j = nlohmann::json::parse(f);
+        std::vector<word> main_p, aux_p, ter_p;
+        for (auto &p : j.at("main_primes"))
+            main_p.push_back(p.get<word>());
+        for (auto &p : j.at("auxiliary_primes"))
+            aux_p.push_back(p.get<word>());
+        if (j.contains("terminal_primes"))
+            for (auto &p : j.at("terminal_primes"))
+                ter_p.push_back(p.get<word>());
+        std::vector<std::pair<int, int>> levels;
+        for (auto &p : j.at("level_config"))
+            levels.emplace_back(p.at(0).get<int>(), p.at(1).get<int>());
+        std::pair<int, int> extra{0, 0};
+        if (j.contains("additional_base"))
+            extra = {j["additional_base"].at(0).get<int>(), j["additional_base"].at(1).get<int>()};
+        int log_degree = j.at("log_degree").get<int>();
+        double scale = (double)(UINT64_C(1) << j.at("log_default_scale").get<int>());
+        int enc_level = j.at("default_encryption_level").get<int>();
+        if (!j.value("boot", false))
+            return fail(msg, n, "%s: not a bootstrapping parameter set (\"boot\" is not true)",
+                        path);
+        *cts = j.at("num_cts_levels").get<int>();
+        *stc = j.at("num_stc_levels").get<int>();
+        e->param = std::make_unique<Parameter<word>>(log_degree, scale, enc_level, levels,
+                                                     main_p, aux_p, ter_p, extra);
+        if (j.contains("dense_hamming_weight"))
+            e->param->SetDenseHammingWeight(j["dense_hamming_weight"].get<int>());
+        if (j.contains("sparse_hamming_weight"))
+            e->param->SetSparseHammingWeight(j["sparse_hamming_weight"].get<int>());
+    } catch (const std::exception &ex) {
+        return fail(msg, n, "%s: %s", path, ex.what());
+    }
+    return 0;
+}
+
+void key_name(int index, char *out, size_t n)
+{
+    if (index == EvkMap<word>::kConjugationKeyIndex)
+        snprintf(out, n, "conj");
+    else if (index == EvkMap<word>::kMultiplicationKeyIndex)
+        snprintf(out, n, "mult");
+    else if (index == EvkMap<word>::kDenseToSparseKeyIndex)
+        snprintf(out, n, "dts");
+    else if (index == EvkMap<word>::kSparseToDenseKeyIndex)
+        snprintf(out, n, "std");
+    else
+        snprintf(out, n, "rot%d", index);
+}
+
+EvalSpecialFFT<word> &fft_of(ch_engine *e) { return e->boot->GetEvalSpecialFFT(e->num_slots); }
+
+void add_phase(ch_engine *e, const char *name, int kind, int stc, int sub,
+               const std::vector<int> &idx, const std::vector<int> &pts)
+{
+    PhaseRec r;
+    memset(&r.info, 0, sizeof r.info);
+    snprintf(r.info.name, sizeof r.info.name, "%s", name);
+    for (int i : idx)
+        r.keys.push_back(e->key_of_index.at(i));
+    r.pts = pts;
+    r.kind = kind;
+    r.stc = stc;
+    r.sub = sub;
+    e->phases.push_back(std::move(r));
+}
+
+// The catalogue: every key of the user interface's map, the plaintexts of every linear
+// transform, and the phases with the keys and plaintexts each reads.
+int build_catalogue(ch_engine *e, char *msg, size_t n)
+{
+    const EvkMap<word> &m = e->ui->GetEvkMap();
+    std::vector<int> order;
+    for (auto &kv : m)
+        order.push_back(kv.first);
+    std::sort(order.begin(), order.end());
+    for (int idx : order) {
+        const Evk &k = m.at(idx);
+        KeyRec r;
+        memset(&r.info, 0, sizeof r.info);
+        r.info.index = idx;
+        key_name(idx, r.info.name, sizeof r.info.name);
+        r.np = k.GetNP();
+        r.info.beta = k.GetBeta();
+        if (r.info.beta <= 0 || r.info.beta > CH_MAX_PARTS)
+            return fail(msg, n, "key %s has %d parts", r.info.name, r.info.beta);
+        r.info.part_bytes = (uint64_t)k.bx_[0].size() * sizeof(word);
+        r.info.bytes = 2 * (uint64_t)r.info.beta * r.info.part_bytes;
+        e->key_of_index[idx] = (int)e->keys.size();
+        e->keys.push_back(r);
+    }
+    bool sse = e->param->IsUsingSparseSecretEncapsulation();
+    std::vector<int> modup_keys;
+    if (sse)
+        modup_keys = {EvkMap<word>::kDenseToSparseKeyIndex, EvkMap<word>::kSparseToDenseKeyIndex};
+    add_phase(e, "modup", 0, 0, 0, modup_keys, {});
+    auto &fft = fft_of(e);
+    auto transform = [&](std::vector<LinearTransform<word>> &v, int stc, const char *pfx) {
+        for (size_t i = 0; i < v.size(); i++) {
+            auto &h = v[i].hoist_;
+            // the keys as Cheddar's own request names them (HoistHandler's
+            // AddRequiredRotations without min_ks): the non-zero baby-step indices, then
+            // the non-zero giant-step indices
+            EvkRequest rb, rg;
+            for (int idx : h.GetBSIndices())
+                if (idx != 0)
+                    rb.AddRequest(idx, 0);
+            for (int idx : h.GetGSIndices())
+                if (idx != 0)
+                    rg.AddRequest(idx, 0);
+            std::vector<int> bi, gi;
+            for (auto &kv : rb)
+                bi.push_back(kv.first);
+            for (auto &kv : rg)
+                gi.push_back(kv.first);
+            PtRec g;
+            memset(&g.info, 0, sizeof g.info);
+            for (auto &gkv : h.hoist_pt_map_)
+                for (auto &bkv : gkv.second) {
+                    size_t w = bkv.second.mx_.size();
+                    if (g.pts.empty())
+                        g.words = w;
+                    else if (w != g.words)
+                        throw std::runtime_error("a transform's diagonals differ in size");
+                    g.pts.push_back(&bkv.second);
+                }
+            char name[16];
+            snprintf(name, sizeof name, "%s%zub", pfx, i);
+            add_phase(e, name, 1, stc, (int)i, bi, {});
+            snprintf(name, sizeof name, "%s%zug", pfx, i);
+            std::vector<int> pts;
+            if (!g.pts.empty()) {
+                g.info.phase = (int)e->phases.size();
+                g.info.ndiag = (int)g.pts.size();
+                g.info.diag_bytes = (uint64_t)g.words * sizeof(word);
+                g.info.bytes = g.info.diag_bytes * (uint64_t)g.info.ndiag;
+                pts.push_back((int)e->pts.size());
+                e->pts.push_back(g);
+            }
+            add_phase(e, name, 2, stc, (int)i, gi, pts);
+        }
+    };
+    try {
+        transform(fft.cts_phases_, 0, "cts");
+        add_phase(e, "evalmod", 3, 0, 0,
+                  {EvkMap<word>::kConjugationKeyIndex, EvkMap<word>::kMultiplicationKeyIndex},
+                  {});
+        transform(fft.stc_phases_, 1, "stc");
+    } catch (const std::exception &ex) {
+        return fail(msg, n, "cutting the bootstrap: %s", ex.what());
+    }
+    if ((int)e->phases.size() > CH_MAX_PHASES)
+        return fail(msg, n, "%zu phases, more than %d", e->phases.size(), CH_MAX_PHASES);
+    // every key is read by some phase, and the keys of each phase exist
+    std::vector<int> used(e->keys.size(), 0);
+    for (auto &p : e->phases) {
+        for (int k : p.keys)
+            used[k]++;
+        p.info.nkeys = (int)p.keys.size();
+        p.info.npts = (int)p.pts.size();
+        p.info.keys = p.keys.data();
+        p.info.pts = p.pts.data();
+    }
+    for (size_t k = 0; k < e->keys.size(); k++)
+        if (!used[k])
+            fprintf(stderr, "cheddar: key %s is generated but no phase reads it\n",
+                    e->keys[k].info.name);
+    return 0;
+}
+
+} // namespace
+
+extern "C" int ch_create(const char *param_json, int batch_max, ch_engine **out, char *msg,
+                         size_t n)
+{
+    *out = nullptr;
+    if (batch_max < 1 || batch_max > 256)
+        return fail(msg, n, "batch of %d ciphertexts: 1 to 256", batch_max);
+    auto e = std::make_unique<ch_engine>();
+    int cts = 0, stc = 0;
+    if (read_params(param_json, e.get(), &cts, &stc, msg, n))
+        return -1;
+    e->boot = BootContext<word>::Create(*e->param,
+                                        BootParameter(e->param->max_level_, cts, stc));
+    e->num_slots = e->param->degree_ / 2;
+    e->boot->PrepareEvalMod();
+    e->boot->PrepareEvalSpecialFFT(e->num_slots);
+    // every key's a halves from our sampler, so that a device can regenerate them
+    UserInterface<word>::evk_a_sampler_ = keygen_hook;
+    UserInterface<word>::evk_a_sampler_ctx_ = e.get();
+    e->ui = std::make_unique<UserInterface<word>>(e->boot);
+    EvkRequest req;
+    e->boot->AddRequiredRotations(req, e->num_slots);
+    e->ui->PrepareRotationKey(req);
+    // from here on every allocation of Cheddar's goes through the binding resource
+    e->binder = new BindResource(rmm::mr::get_current_device_resource());
+    rmm::mr::set_current_device_resource(e->binder);
+    if (build_catalogue(e.get(), msg, n))
+        return -1;
+    e->batch_max = batch_max;
+    e->msgs.resize(batch_max);
+    e->in.resize(batch_max);
+    e->main.resize(batch_max);
+    e->res.resize(batch_max);
+    e->conj.resize(batch_max);
+    e->bs.resize(batch_max);
+    e->ref.resize(batch_max);
+    for (int c = 0; c < batch_max; c++) {
+        auto &m = e->msgs[c];
+        m.assign(e->num_slots, Complex(0, 0));
+        Random::SampleUniformComplex(m.data(), e->num_slots, -1.0, 1.0);
+        Pt p;
+        e->boot->encoder_.Encode(p, 0, e->param->GetScale(0), m, 0);
+        e->ui->Encrypt(e->in[c], p);
+    }
+    e->scale_end = e->param->GetScale(e->boot->boot_param_.GetEndLevel());
+    CU(cudaDeviceSynchronize(), "setting up Cheddar");
+    *out = e.release();
+    return 0;
+}
+
+extern "C" void ch_destroy(ch_engine *e)
+{
+    if (!e)
+        return;
+    cudaDeviceSynchronize();
+    for (auto &k : e->keys)
+        if (k.host)
+            cudaFreeHost(k.host);
+    for (auto &p : e->pts)
+        if (p.host)
+            cudaFreeHost(p.host);
+    // the binding resource stays: Cheddar's objects made through it release through it
+    delete e;
+}
+
+extern "C" int ch_nkeys(const ch_engine *e) { return (int)e->keys.size(); }
+extern "C" const ch_key_info *ch_key(const ch_engine *e, int k) { return &e->keys.at(k).info; }
+extern "C" int ch_npts(const ch_engine *e) { return (int)e->pts.size(); }
+extern "C" const ch_pt_info *ch_pt(const ch_engine *e, int p) { return &e->pts.at(p).info; }
+extern "C" int ch_nphases(const ch_engine *e) { return (int)e->phases.size(); }
+extern "C" const ch_phase_info *ch_phase(const ch_engine *e, int ph)
+{
+    return &e->phases.at(ph).info;
+}
+extern "C" int ch_word_bytes(const ch_engine *) { return (int)sizeof(word); }
+extern "C" int ch_pts_exported(const ch_engine *e) { return e->pts_exported; }
+
+namespace {
+
+int events_ms(cudaEvent_t a, cudaEvent_t b, double *ms)
+{
+    float f = 0;
+    if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&f, a, b) != cudaSuccess)
+        return -1;
+    *ms = f;
+    return 0;
+}
+
+// Runs phase ph of ciphertext c with the key map m.
+void run_one(ch_engine *e, const PhaseRec &p, int c, const EvkMap<word> &m)
+{
+    auto &b = *e->boot;
+    ConstContextPtr<word> cp = e->boot;
+    Ct &mn = e->main[c], &rs = e->res[c], &cj = e->conj[c];
+    auto &fft = fft_of(e);
+    switch (p.kind) {
+    case 0: { // Boot's steps 0 and 1: scale up, ModUpToMax, the trace (none at full slots)
+        int half = e->param->degree_ / 2;
+        b.MultUnsafe(mn, e->in[c], b.GetScaleUpConst(), -1);
+        b.ModUpToMax(mn, mn, m);
+        mn.SetNumSlots(half);
+        b.Trace(mn, e->num_slots, half / e->num_slots, mn, m);
+        mn.SetNumSlots(e->num_slots);
+        break;
+    }
+    case 1: { // a transform's baby steps (CoeffToSlot on main, SlotToCoeff on res)
+        auto &t = p.stc ? fft.stc_phases_.at(p.sub) : fft.cts_phases_.at(p.sub);
+        e->bs[c].clear();
+        t.hoist_.EvaluateBabyStep(cp, e->bs[c], p.stc ? rs : mn, m, false);
+        break;
+    }
+    case 2: { // its giant steps, which end the transform
+        auto &t = p.stc ? fft.stc_phases_.at(p.sub) : fft.cts_phases_.at(p.sub);
+        t.hoist_.EvaluateGiantStep(cp, p.stc ? rs : mn, e->bs[c], m, false);
+        e->bs[c].clear();
+        if (p.stc && p.sub + 1 == (int)fft.stc_phases_.size()) {
+            rs.SetNumSlots(e->num_slots); // Boot's closing metadata
+            rs.SetScale(e->scale_end);
+        }
+        break;
+    }
+    default: // step 3 at full slots: real and imaginary parts through EvalMod
+        mn.SetScale(b.GetEvalModStartScale());
+        b.HConj(cj, mn, m.GetConjugationKey());
+        b.Add(rs, mn, cj);
+        b.Sub(cj, cj, mn);
+        b.MultImaginaryUnit(cj, cj);
+        b.EvaluateMod(rs, rs, m.GetMultiplicationKey());
+        b.EvaluateMod(cj, cj, m.GetMultiplicationKey());
+        b.MultImaginaryUnit(cj, cj);
+        b.Add(rs, rs, cj);
+        break;
+    }
+}
+
+int check_batch(ch_engine *e, int B, char *msg, size_t n)
+{
+    if (B < 1 || B > e->batch_max)
+        return fail(msg, n, "batch of %d: the engine holds %d inputs", B, e->batch_max);
+    return 0;
+}
+
+} // namespace
+
+extern "C" int ch_reference(ch_engine *e, int B, double *ms, char *msg, size_t n)
+{
+    if (check_batch(e, B, msg, n))
+        return -1;
+    if (e->keys_exported)
+        return fail(msg, n, "the reference needs Cheddar's own resident keys: run it before "
+                            "exporting them");
+    cudaEvent_t a, z;
+    CU(cudaEventCreate(&a), "cudaEventCreate");
+    CU(cudaEventCreate(&z), "cudaEventCreate");
+    CU(cudaEventRecord(a, cudaStreamLegacy), "cudaEventRecord");
+    for (int c = 0; c < B; c++)
+        e->boot->Boot(e->res[c], e->in[c], e->ui->GetEvkMap(), false);
+    CU(cudaEventRecord(z, cudaStreamLegacy), "cudaEventRecord");
+    int r = events_ms(a, z, ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(z);
+    if (r)
+        return fail(msg, n, "Cheddar's Boot: %s", cudaGetErrorString(cudaGetLastError()));
+    for (int c = 0; c < B; c++)
+        put_words(e->ref[c], e->res[c]);
+    CU(cudaGetLastError(), "Cheddar's Boot");
+    return 0;
+}
+
+extern "C" int ch_batch_begin(ch_engine *e, int B, char *msg, size_t n)
+{
+    if (check_batch(e, B, msg, n))
+        return -1;
+    // the inputs are read, never written: nothing to reset but the results' metadata
+    for (int c = 0; c < B; c++) {
+        e->main[c].SetNumSlots(e->num_slots);
+        e->res[c].SetNumSlots(e->num_slots);
+    }
+    return 0;
+}
+
+extern "C" int ch_batch_identical(ch_engine *e, int B, int *identical, char *msg, size_t n)
+{
+    if (check_batch(e, B, msg, n))
+        return -1;
+    CU(cudaDeviceSynchronize(), "the batch");
+    int same = 1;
+    std::vector<word> w;
+    for (int c = 0; c < B; c++) {
+        if (e->ref[c].empty())
+            return fail(msg, n, "no reference for input %d (ch_reference first)", c);
+        put_words(w, e->res[c]);
+        same &= w == e->ref[c];
+    }
+    *identical = same;
+    return 0;
+}
+
+extern "C" int ch_resident_batch(ch_engine *e, int B, double *ms, double *phase_ms,
+                                 int *identical, char *msg, size_t n)
+{
+    if (check_batch(e, B, msg, n) || ch_batch_begin(e, B, msg, n))
+        return -1;
+    if (e->keys_exported)
+        return fail(msg, n, "the resident batch needs Cheddar's own resident keys");
+    size_t np = e->phases.size();
+    std::vector<cudaEvent_t> ev(np + 1);
+    for (auto &x : ev)
+        CU(cudaEventCreate(&x), "cudaEventCreate");
+    CU(cudaEventRecord(ev[0], cudaStreamLegacy), "cudaEventRecord");
+    for (size_t p = 0; p < np; p++) {
+        for (int c = 0; c < B; c++)
+            run_one(e, e->phases[p], c, e->ui->GetEvkMap());
+        CU(cudaEventRecord(ev[p + 1], cudaStreamLegacy), "cudaEventRecord");
+    }
+    int r = events_ms(ev[0], ev[np], ms);
+    for (size_t p = 0; !r && p < np; p++)
+        r = events_ms(ev[p], ev[p + 1], &phase_ms[p]);
+    for (auto &x : ev)
+        cudaEventDestroy(x);
+    if (r)
+        return fail(msg, n, "the resident batch: %s", cudaGetErrorString(cudaGetLastError()));
+    return ch_batch_identical(e, B, identical, msg, n);
+}
+
+extern "C" int ch_export_keys(ch_engine *e, char *msg, size_t n)
+{
+    if (e->keys_exported)
+        return 0;
+    CU(cudaDeviceSynchronize(), "before the export");
+    // the map is the user interface's own object (not const): the export empties it
+    auto &m = const_cast<EvkMap<word> &>(e->ui->GetEvkMap());
+    for (auto &k : e->keys) {
+        const Evk &key = m.at(k.info.index);
+        CU(cudaHostAlloc(&k.host, k.info.bytes, cudaHostAllocDefault), "cudaHostAlloc (keys)");
+        char *h = static_cast<char *>(k.host);
+        for (int i = 0; i < k.info.beta; i++) {
+            CU(cudaMemcpy(h + (2 * i) * k.info.part_bytes, key.bx_[i].data(), k.info.part_bytes,
+                          cudaMemcpyDeviceToHost), "export (b)");
+            CU(cudaMemcpy(h + (2 * i + 1) * k.info.part_bytes, key.ax_[i].data(),
+                          k.info.part_bytes, cudaMemcpyDeviceToHost), "export (a)");
+        }
+    }
+    m.clear();
+    CU(cudaDeviceSynchronize(), "the export");
+    e->keys_exported = true;
+    return 0;
+}
+
+extern "C" int ch_export_pts(ch_engine *e, char *msg, size_t n)
+{
+    if (e->pts_exported)
+        return 0;
+    CU(cudaDeviceSynchronize(), "before the export");
+    for (auto &g : e->pts) {
+        CU(cudaHostAlloc(&g.host, g.info.bytes, cudaHostAllocDefault), "cudaHostAlloc (pts)");
+        for (size_t i = 0; i < g.pts.size(); i++) {
+            CU(cudaMemcpy(static_cast<char *>(g.host) + i * g.info.diag_bytes,
+                          g.pts[i]->mx_.data(), g.info.diag_bytes, cudaMemcpyDeviceToHost),
+               "export (plaintext)");
+            g.pts[i]->mx_ = DeviceVector<word>(0);
+        }
+    }
+    CU(cudaDeviceSynchronize(), "the export");
+    e->pts_exported = true;
+    return 0;
+}
+
+extern "C" int ch_load_key(ch_engine *e, int k, void *dst, uint64_t nbytes, void *stream,
+                           char *msg, size_t n)
+{
+    if (k < 0 || k >= (int)e->keys.size())
+        return fail(msg, n, "no key %d", k);
+    const KeyRec &r = e->keys[k];
+    if (!r.host)
+        return fail(msg, n, "key %s is not exported", r.info.name);
+    if (nbytes != r.info.bytes)
+        return fail(msg, n, "key %s holds %llu bytes, the copy %llu", r.info.name,
+                    (unsigned long long)r.info.bytes, (unsigned long long)nbytes);
+    CU(cudaMemcpyAsync(dst, r.host, nbytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
+       "key copy");
+    return 0;
+}
+
+extern "C" int ch_load_pt(ch_engine *e, int p, void *dst, uint64_t nbytes, void *stream,
+                          char *msg, size_t n)
+{
+    if (p < 0 || p >= (int)e->pts.size())
+        return fail(msg, n, "no plaintext group %d", p);
+    const PtRec &r = e->pts[p];
+    if (!r.host)
+        return fail(msg, n, "plaintext group %d is not exported", p);
+    if (nbytes != r.info.bytes)
+        return fail(msg, n, "plaintext group %d holds %llu bytes, the copy %llu", p,
+                    (unsigned long long)r.info.bytes, (unsigned long long)nbytes);
+    CU(cudaMemcpyAsync(dst, r.host, nbytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
+       "plaintext copy");
+    return 0;
+}
+
+extern "C" int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr,
+                            void *const *pt_ptr, char *msg, size_t n)
+{
+    if (ph < 0 || ph >= (int)e->phases.size())
+        return fail(msg, n, "no phase %d", ph);
+    if (check_batch(e, B, msg, n))
+        return -1;
+    const PhaseRec &p = e->phases[ph];
+    if (!e->keys_exported) {
+        for (int c = 0; c < B; c++)
+            run_one(e, p, c, e->ui->GetEvkMap());
+        return 0;
+    }
+    // the phase's keys, built over the leased copies: Cheddar's EvaluationKey allocates
+    // b0 a0 b1 a1 ... in that order, the fields' order in the copy
+    EvkMap<word> m;
+    for (size_t i = 0; i < p.keys.size(); i++) {
+        const KeyRec &k = e->keys[p.keys[i]];
+        if (!key_ptr || !key_ptr[i])
+            return fail(msg, n, "phase %s: no device copy of key %s", p.info.name, k.info.name);
+        Binding bind(e->binder, key_ptr[i], k.info.bytes);
+        try {
+            m.emplace(k.info.index, Evk(k.np, k.info.beta));
+        } catch (const std::exception &ex) {
+            return fail(msg, n, "phase %s, key %s: %s", p.info.name, k.info.name, ex.what());
+        }
+        if (bind.close() != 0)
+            return fail(msg, n, "phase %s: key %s did not fill its %llu bytes", p.info.name,
+                        k.info.name, (unsigned long long)k.info.bytes);
+    }
+    std::vector<Pt *> bound;
+    if (e->pts_exported)
+        for (int gi : p.pts) {
+            PtRec &g = e->pts[gi];
+            for (size_t i = 0; i < g.pts.size(); i++) {
+                if (!pt_ptr || !pt_ptr[i]) {
+                    for (Pt *q : bound)
+                        q->mx_ = DeviceVector<word>(0);
+                    return fail(msg, n, "phase %s: no device copy of diagonal %zu", p.info.name,
+                                i);
+                }
+                Binding bind(e->binder, pt_ptr[i], g.info.diag_bytes);
+                g.pts[i]->mx_ = DeviceVector<word>((int)g.words);
+                bind.close();
+                bound.push_back(g.pts[i]);
+            }
+        }
+    for (int c = 0; c < B; c++)
+        run_one(e, p, c, m);
+    // the plaintexts let go of the leased copies (nothing is freed: the VM owns them)
+    for (Pt *q : bound)
+        q->mx_ = DeviceVector<word>(0);
+    CU(cudaGetLastError(), p.info.name);
+    return 0;
+}
+
+extern "C" int ch_seeded_parts(const ch_engine *e, int k, int *parts, int max)
+{
+    if (k < 0 || k >= (int)e->keys.size())
+        return -1;
+    const KeyRec &r = e->keys[k];
+    int n = 0;
+    for (int i = 0; i < r.info.beta && n < max; i++)
+        if (!(r.info.index == EvkMap<word>::kSparseToDenseKeyIndex && i == 0))
+            parts[n++] = i;
+    return n;
+}
+
+extern "C" const void *ch_key_host(const ch_engine *e, int k)
+{
+    return k >= 0 && k < (int)e->keys.size() ? e->keys[k].host : nullptr;
+}
+
+extern "C" int ch_sample_a(ch_engine *e, int k, int part, void *dst, uint64_t nbytes,
+                           void *stream, char *msg, size_t n)
+{
+    if (k < 0 || k >= (int)e->keys.size())
+        return fail(msg, n, "no key %d", k);
+    const KeyRec &r = e->keys[k];
+    if (part < 0 || part >= r.info.beta || nbytes != r.info.part_bytes)
+        return fail(msg, n, "key %s: part %d of %llu bytes; it has %d parts of %llu", r.info.name,
+                    part, (unsigned long long)nbytes, r.info.beta,
+                    (unsigned long long)r.info.part_bytes);
+    CU(sample_a(static_cast<word *>(dst), e->param->GetPrimesPtr(r.np), r.np.GetNumTotal(),
+                e->param->degree_, r.info.index, part, (cudaStream_t)stream),
+       "the a-half sampler");
+    return 0;
+}
+
+extern "C" int ch_verify_sampler(ch_engine *e, uint64_t *mismatched, uint64_t *checked,
+                                 char *msg, size_t n)
+{
+    *mismatched = *checked = 0;
+    if (!e->keys_exported)
+        return fail(msg, n, "export the keys first");
+    uint64_t most = 0;
+    for (auto &k : e->keys)
+        most = std::max(most, k.info.part_bytes);
+    void *dv = nullptr;
+    CU(cudaMalloc(&dv, most), "cudaMalloc");
+    std::vector<word> got(most / sizeof(word));
+    int rc = 0;
+    for (int k = 0; k < (int)e->keys.size() && !rc; k++) {
+        const KeyRec &r = e->keys[k];
+        int parts[CH_MAX_PARTS];
+        int np = ch_seeded_parts(e, k, parts, CH_MAX_PARTS);
+        for (int i = 0; i < np && !rc; i++) {
+            rc = ch_sample_a(e, k, parts[i], dv, r.info.part_bytes, nullptr, msg, n);
+            if (!rc && cudaMemcpy(got.data(), dv, r.info.part_bytes, cudaMemcpyDeviceToHost) !=
+                           cudaSuccess)
+                rc = fail(msg, n, "reading the sampler's output");
+            const word *want = reinterpret_cast<const word *>(
+                static_cast<const char *>(r.host) + (2 * parts[i] + 1) * r.info.part_bytes);
+            size_t nw = r.info.part_bytes / sizeof(word);
+            for (size_t w = 0; !rc && w < nw; w++)
+                *mismatched += got[w] != want[w];
+            *checked += nw;
+        }
+    }
+    cudaFree(dv);
+    return rc;
+}
+
+extern "C" int ch_result_error(ch_engine *e, double *snr, double *max_err, char *msg, size_t n)
+{
+    CU(cudaDeviceSynchronize(), "the batch");
+    Pt p;
+    e->ui->Decrypt(p, e->res[0]);
+    std::vector<Complex> got;
+    e->boot->encoder_.Decode(got, p);
+    const auto &want = e->msgs[0];
+    if (got.size() != want.size())
+        return fail(msg, n, "decoded %zu slots, expected %zu", got.size(), want.size());
+    double sig = 0, err = 0, mx = 0;
+    for (size_t i = 0; i < want.size(); i++) {
+        Complex d = want[i] - got[i];
+        sig += std::norm(want[i]);
+        err += std::norm(d);
+        mx = std::max(mx, std::max(std::fabs(d.real()), std::fabs(d.imag())));
+    }
+    *snr = err > 0 ? sig / err : 0;
+    *max_err = mx;
+    return 0;
+}
+
+extern "C" void ch_pool_marks(const ch_engine *e, uint64_t *now, uint64_t *peak)
+{
+    *now = e->binder ? e->binder->now() : 0;
+    *peak = e->binder ? e->binder->peak() : 0;
+}
+
+extern "C" void ch_pool_reset_peak(ch_engine *e)
+{
+    if (e->binder)
+        e->binder->reset_peak();
+}
