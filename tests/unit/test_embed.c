@@ -4,6 +4,7 @@
  * checksum, on a stream of its own wrapped as a view; check (the model backend) and the run
  * move the same bytes; a failing loader and a size mismatch are located errors that lose
  * nothing. */
+#include "compile_ok.h"
 #include "fheplan/vm.h"
 
 #include <criterion/criterion.h>
@@ -160,18 +161,7 @@ static uint64_t expected_sum(const engine *E, int key)
     return h;
 }
 
-static rplan_program *compile_plan(void)
-{
-    rplan_program *p = NULL;
-    rplan_diags *d = rplan_diags_new();
-    rplan_compile_opts o = {.filename = "embed.rplan"};
-    fhr_status st = rplan_compile(plan_src, strlen(plan_src), &o, &p, d);
-    char *txt = rplan_diags_render_string(d);
-    cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");
-    free(txt);
-    rplan_diags_free(d);
-    return p;
-}
+static rplan_program *compile_plan(void) { return compile_ok_named(plan_src, "embed.rplan"); }
 
 static void engine_init(engine *E)
 {

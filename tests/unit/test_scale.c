@@ -3,6 +3,7 @@
  * plan's values cost a bounded number of heap bytes each, and the records a run reads to
  * decide and report grow with its requests times what they evict, not with its values
  * (bench/scale.sh times the same plans). */
+#include "compile_ok.h"
 #include "fheplan/vm.h"
 #include "runtime/manager/manager.h"
 #include "runtime/manager/query.h"
@@ -14,18 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rplan_program *compile_src(const char *src)
-{
-    rplan_program *p = NULL;
-    rplan_diags *d = rplan_diags_new();
-    rplan_compile_opts o = {.filename = "scale.rplan"};
-    fhr_status st = rplan_compile(src, strlen(src), &o, &p, d);
-    char *txt = rplan_diags_render_string(d);
-    cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");
-    free(txt);
-    rplan_diags_free(d);
-    return p;
-}
+static rplan_program *compile_src(const char *src) { return compile_ok_named(src, "scale.rplan"); }
 
 /* check's run of src (explain mode on the model device), left alive for the caller to read
  * its manager; *rep ok. */

@@ -5,6 +5,7 @@
  * whose loader supplies the stored fields only while a registered generator regenerates
  * each seeded field from its own seed, moving and regenerating exactly the bytes check
  * predicts. */
+#include "compile_ok.h"
 #include "fheplan/vm.h"
 
 #include <criterion/criterion.h>
@@ -30,18 +31,7 @@ static const char *plan_src =
     "  request \"use{r}-{i}\" using p { require key[i] @ cuda:0  body { run use(key[i]) } }\n"
     "} }\n";
 
-static rplan_program *compile_ok(const char *src)
-{
-    rplan_program *p = NULL;
-    rplan_diags *d = rplan_diags_new();
-    rplan_compile_opts o = {.filename = "sf.rplan"};
-    fhr_status st = rplan_compile(src, strlen(src), &o, &p, d);
-    char *txt = rplan_diags_render_string(d);
-    cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");
-    free(txt);
-    rplan_diags_free(d);
-    return p;
-}
+static rplan_program *compile_ok(const char *src) { return compile_ok_named(src, "sf.rplan"); }
 
 static void expect_error(const char *src, const char *want, uint32_t line, uint32_t col)
 {

@@ -1,6 +1,7 @@
 /* tests/unit/test_vm.c — the VM over the emulated and model backends: plans and
  * requests, explain mode, the kernel registry, integrity checks, scaling, failures
  * with their source positions, and the report/trace JSON. */
+#include "compile_ok.h"
 #include "fheplan/vm.h"
 
 #include <cjson/cJSON.h>
@@ -11,18 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static rplan_program *compile_src(const char *src)
-{
-    rplan_program *p = NULL;
-    rplan_diags *d = rplan_diags_new();
-    rplan_compile_opts o = {.filename = "test.rplan"};
-    fhr_status st = rplan_compile(src, strlen(src), &o, &p, d);
-    char *txt = rplan_diags_render_string(d);
-    cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");
-    free(txt);
-    rplan_diags_free(d);
-    return p;
-}
+static rplan_program *compile_src(const char *src) { return compile_ok_named(src, "test.rplan"); }
 
 /* The kernel model's time of a body reading `bytes`, in ns (3000 GB/s, the default). */
 #define MODEL_NS(bytes) ((uint64_t)llround((double)(bytes) / 3000.0))
