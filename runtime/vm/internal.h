@@ -307,8 +307,11 @@ void vm_mark_end(void *arg);
                                                       : &(vm)->total;                        \
              r; r = NULL)
 void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request);
-/* Bytes a value keeps in the backing store (a seeded one: its "b" half). */
-uint64_t vm_backing_nbytes(const rplan_value_info *vi);
+/* Bytes a value keeps in the backing store (a seeded one: its stored fields). */
+static inline uint64_t vm_backing_nbytes(const rplan_value_info *vi)
+{
+    return vi->seeded ? vi->nbytes - vi->regen_nbytes : vi->nbytes;
+}
 /* The device generation rate in GB/s (opts, FHEPLAN_GEN_GBPS, else the default). */
 double vm_gen_rate(const rplan_vm *vm);
 double vm_peer_rate(const rplan_vm *vm);

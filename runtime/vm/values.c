@@ -23,11 +23,6 @@ static fhr_status read_file(const char *path, size_t n, void *dst, fhr_error *er
 
 /* ---- seeded values: "b" stored, "a" regenerated ---------------------------------------- */
 
-uint64_t vm_backing_nbytes(const rplan_value_info *vi)
-{
-    return vi->seeded ? vi->nbytes - vi->regen_nbytes : vi->nbytes;
-}
-
 /* The host location whose copies omit "a" (pinned unless `keep pinned`). */
 static fhr_location omitting_host(const rplan_value_info *vi)
 {
