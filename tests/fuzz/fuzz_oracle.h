@@ -8,15 +8,23 @@
 #include "fheplan/vm.h"
 
 /* Programs the oracle leaves out, and why: one that reads a file (whether the file is
- * there is the run's environment, not the plan), one whose spin bodies sleep longer than
+ * there is the run's environment, not the plan), one whose engine values hold more than
+ * 64 MiB (a rehearsal does not scale them), one whose spin bodies sleep longer than
  * a fuzz input may take, and one whose ckks.keyswitch batches add up to more passes over
  * their keys than a fuzz input may take (the emulated kernel does each pass on the host:
  * the bootstrap plans use 880). */
 static inline int fuzz_oracle_skips(const rplan_program *p)
 {
+    uint64_t engine_bytes = 0;
     for (size_t i = 0; i < rplan_nvalues(p); i++) {
         rplan_value_info vi;
         if (rplan_value(p, i, &vi) != FHR_OK || vi.data == RPLAN_DATA_FILE)
+            return 1;
+        /* an engine's data is never scaled (rplan(5)): a rehearsal holds it at full size,
+         * so a program whose engine values pass 64 MiB (plans/cheddar-bootstrap.rplan
+         * holds 6.6 GiB) is more memory than a fuzz input may take */
+        if (vi.data == RPLAN_DATA_ENGINE &&
+            (engine_bytes += vi.nbytes) > ((uint64_t)64 << 20))
             return 1;
         /* an engine's generator is registered by the engine, as its kernels are */
         if (vi.seeded && vi.generator && strcmp(vi.generator, "counter"))
