@@ -416,20 +416,15 @@ static double pin_cycle(int registered, size_t n, int count)
 /* Seconds for a fresh backend's pinned pool to hand out `count` x n bytes (the pool
  * grows an arena per request that exceeds 256 MiB of room), FHEPLAN_PINNED_HOSTALLOC
  * choosing the way it pins. The backend is destroyed afterwards (not timed). */
-static double pool_fill(int hostalloc, size_t n, int count)
+/* A fresh CUDA backend's pinned pool handing out count blocks of n bytes: the seconds the
+ * allocations take (then freed, with the backend). */
+static double pool_fill_timed(size_t n, int count, const char *what)
 {
-    char *old = getenv("FHEPLAN_PINNED_HOSTALLOC");
-    char keep[8] = "";
-    snprintf(keep, sizeof keep, "%s", old ? old : "");
-    if (hostalloc)
-        setenv("FHEPLAN_PINNED_HOSTALLOC", "1", 1);
-    else
-        unsetenv("FHEPLAN_PINNED_HOSTALLOC");
     fhr_backend *b = NULL;
     fhr_error err;
     fhr_error_init(&err);
     if (fhr_backend_cuda_create(&b, &err) != FHR_OK)
-        die("backend (pinned pool)", err.message);
+        die(what, err.message);
     void *p[64];
     double t0 = now();
     for (int i = 0; i < count; i++)
@@ -439,6 +434,19 @@ static double pool_fill(int hostalloc, size_t n, int count)
     for (int i = 0; i < count; i++)
         b->ops->free(b, fhr_loc_pinned(), p[i], n, NULL);
     fhr_backend_destroy(b);
+    return t;
+}
+
+static double pool_fill(int hostalloc, size_t n, int count)
+{
+    char *old = getenv("FHEPLAN_PINNED_HOSTALLOC");
+    char keep[8] = "";
+    snprintf(keep, sizeof keep, "%s", old ? old : "");
+    if (hostalloc)
+        setenv("FHEPLAN_PINNED_HOSTALLOC", "1", 1);
+    else
+        unsetenv("FHEPLAN_PINNED_HOSTALLOC");
+    double t = pool_fill_timed(n, count, "backend (pinned pool)");
     if (*keep)
         setenv("FHEPLAN_PINNED_HOSTALLOC", keep, 1);
     else
@@ -900,21 +908,7 @@ static double pool_adopt_env(const char *env, const unsigned char *src, size_t n
 static double pool_fill_env(const char *env, size_t n, int count)
 {
     env_apply(env);
-    fhr_backend *b = NULL;
-    fhr_error err;
-    fhr_error_init(&err);
-    if (fhr_backend_cuda_create(&b, &err) != FHR_OK)
-        die("backend (pinned variant)", err.message);
-    void *p[64];
-    double t0 = now();
-    for (int i = 0; i < count; i++)
-        if (b->ops->alloc(b, fhr_loc_pinned(), n, NULL, &p[i], &err) != FHR_OK)
-            die("pinned pool", err.message);
-    double t = now() - t0;
-    for (int i = 0; i < count; i++)
-        b->ops->free(b, fhr_loc_pinned(), p[i], n, NULL);
-    fhr_backend_destroy(b);
-    return t;
+    return pool_fill_timed(n, count, "backend (pinned variant)");
 }
 
 /* The steps of pinning one 180 MiB arena by hand: mapping (and faulting in) as a shape

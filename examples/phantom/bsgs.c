@@ -702,6 +702,39 @@ static void run_plan(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinn
     rplan_vm_destroy(vm);
 }
 
+/* The plan run reps times (the last one reported in r and po; r->words and po->profile
+ * are the caller's to free), check's prediction of the same file at this budget, and the
+ * verdicts both plan-driven comparisons share. */
+typedef struct plan_eval {
+    uint64_t budget;
+    check_pred pc;
+    int same, slots_ok, peak_ok;
+} plan_eval;
+
+static plan_eval plan_repeat(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pinned,
+                             uint64_t key_bytes, int nk, const rplan_program *prog,
+                             const char *planfile, const char *fheplan, double bw,
+                             double gen_rate, int seeded, int reps, const run_out *ref,
+                             run_out *r, plan_out *po)
+{
+    memset(po, 0, sizeof *po);
+    r->words = NULL;
+    for (int rep = 0; rep < reps; rep++) {
+        if (rep)
+            free(r->words);
+        free(po->profile);
+        run_plan(e, b, view, pinned, key_bytes, nk, prog, bw, gen_rate, seeded, r, po);
+    }
+    plan_eval pe;
+    pe.budget = key_bytes * (uint64_t)nk;
+    pe.pc = predicted_at(fheplan, planfile, bw / 1e9, gen_rate / 1e9, pe.budget);
+    pe.same = r->nwords == ref->nwords &&
+              !memcmp(r->words, ref->words, r->nwords * sizeof *r->words);
+    pe.slots_ok = r->max_err < TOLERANCE;
+    pe.peak_ok = r->peak_charged <= pe.budget && r->peak_pool <= pe.budget;
+    return pe;
+}
+
 static const char *verdict(int ok) { return ok ? "PASS" : "FAIL"; }
 
 #define PLAN_LIMIT 1.01 /* the plan-driven pass against the controller-driven one */
@@ -718,19 +751,11 @@ static int plan_budget(ph_engine *e, fhr_backend *b, fhr_stream *view, void **pi
 {
     run_out r;
     plan_out po;
-    memset(&po, 0, sizeof po);
-    r.words = NULL;
-    for (int rep = 0; rep < reps; rep++) {
-        if (rep)
-            free(r.words);
-        free(po.profile);
-        run_plan(e, b, view, pinned, key_bytes, nk, prog, bw, gen_rate, 0, &r, &po);
-    }
-    uint64_t budget = key_bytes * (uint64_t)nk;
-    check_pred pc = predicted_at(fheplan, planfile, bw / 1e9, gen_rate / 1e9, budget);
-    int same = r.nwords == ref->nwords && !memcmp(r.words, ref->words, r.nwords * sizeof *r.words);
-    int slots_ok = r.max_err < TOLERANCE;
-    int peak_ok = r.peak_charged <= budget && r.peak_pool <= budget;
+    plan_eval pe = plan_repeat(e, b, view, pinned, key_bytes, nk, prog, planfile, fheplan, bw,
+                               gen_rate, 0, reps, ref, &r, &po);
+    uint64_t budget = pe.budget;
+    check_pred pc = pe.pc;
+    int same = pe.same, slots_ok = pe.slots_ok, peak_ok = pe.peak_ok;
     int bytes_ok = pc.moved >= 0 && (double)po.bytes == pc.moved;
     printf("  the plan (%s) run by the VM embedded in Phantom, budget %d keys:\n", planfile, nk);
     printf("    results bit-identical to resident keys: %s; slots within %.3g: %s\n",
@@ -802,19 +827,11 @@ static int plan_seeded(ph_engine *e, fhr_backend *b, fhr_stream *view, uint64_t 
 {
     run_out r;
     plan_out po;
-    memset(&po, 0, sizeof po);
-    r.words = NULL;
-    for (int rep = 0; rep < reps; rep++) {
-        if (rep)
-            free(r.words);
-        free(po.profile);
-        run_plan(e, b, view, NULL, key_bytes, nk, prog, bw, gen_rate, 1, &r, &po);
-    }
-    uint64_t budget = key_bytes * (uint64_t)nk;
-    check_pred pc = predicted_at(fheplan, planfile, bw / 1e9, gen_rate / 1e9, budget);
-    int same = r.nwords == ref->nwords && !memcmp(r.words, ref->words, r.nwords * sizeof *r.words);
-    int slots_ok = r.max_err < TOLERANCE;
-    int peak_ok = r.peak_charged <= budget && r.peak_pool <= budget;
+    plan_eval pe = plan_repeat(e, b, view, NULL, key_bytes, nk, prog, planfile, fheplan, bw,
+                               gen_rate, 1, reps, ref, &r, &po);
+    uint64_t budget = pe.budget;
+    check_pred pc = pe.pc;
+    int same = pe.same, slots_ok = pe.slots_ok, peak_ok = pe.peak_ok;
     int bytes_ok = pc.moved >= 0 && (double)po.bytes == pc.moved && (double)po.regen == pc.regen;
     uint64_t ctl_moved = ctl->bytes[0] + ctl->bytes[1], ctl_regen = ctl->regen[0] + ctl->regen[1];
     double ctl_s = ctl->pass_s[0] + ctl->pass_s[1];

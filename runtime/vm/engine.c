@@ -165,6 +165,17 @@ static fhr_status call_loader(rplan_vm *vm, const struct vm_loader *ld, size_t i
                               void **ptrs, const uint64_t *sizes, uint64_t nbytes,
                               fhr_error *err);
 
+/* A rehearsal without the engine's loader: n bytes at p of synthetic content, as `synth`
+ * makes, from the value's rehearsal seed. */
+static fhr_status rehearse(rplan_vm *vm, const rplan_value_info *vi, void *p, fhr_location at,
+                           uint64_t n, fhr_stream *s, fhr_error *err)
+{
+    rplan_value_info fake = *vi;
+    fake.data = RPLAN_DATA_SYNTH;
+    fake.seed = rehearsal_seed(vi);
+    return vm_fill(vm, p, at, (size_t)n, &fake, NULL, s, err);
+}
+
 fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, fhr_error *err)
 {
     const rplan_value_info *vi = &vm->vinfo[i];
@@ -175,14 +186,11 @@ fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, f
     if (!ld) {
         if (!vm->o.unknown_as_touch)
             return no_loader(vi, err);
-        rplan_value_info fake = *vi; /* rehearsal: synthetic content, as `synth` makes */
-        fake.data = RPLAN_DATA_SYNTH;
-        fake.seed = rehearsal_seed(vi);
         void *p;
         size_t n;
         if (fhr_value_field_at(v, 0, &p, &n) != FHR_OK)
             return fhr_fail(err, FHR_E_STATE, "the copy has no fields");
-        return vm_fill(vm, p, at, (size_t)vi->nbytes, &fake, NULL, s, err);
+        return rehearse(vm, vi, p, at, vi->nbytes, s, err);
     }
     size_t nf = vm_value_nfields(vm, i);
     const char *names[RP_VM_MAX_FIELDS];
@@ -229,10 +237,7 @@ fhr_status vm_engine_load_stored(rplan_vm *vm, size_t i, void *base, fhr_locatio
     if (!ld) {
         if (!vm->o.unknown_as_touch)
             return no_loader(vi, err);
-        rplan_value_info fake = *vi; /* rehearsal: synthetic content, as `synth` makes */
-        fake.data = RPLAN_DATA_SYNTH;
-        fake.seed = rehearsal_seed(vi);
-        return vm_fill(vm, base, at, (size_t)vm_backing_nbytes(vi), &fake, NULL, s, err);
+        return rehearse(vm, vi, base, at, vm_backing_nbytes(vi), s, err);
     }
     const char *names[RP_VM_MAX_FIELDS];
     void *ptrs[RP_VM_MAX_FIELDS];
