@@ -32,6 +32,7 @@ using word = uint32_t;
 using Ct = Ciphertext<word>;
 using Pt = Plaintext<word>;
 using Evk = EvaluationKey<word>;
+using Dv = DeviceVector<word>;
 using Complex = std::complex<double>;
 
 namespace {
@@ -202,9 +203,22 @@ struct PtRec {             // one transform's diagonals
 struct PhaseRec {
     ch_phase_info info;
     std::vector<int> keys, pts;
-    int kind;             // 0 modup, 1 baby steps, 2 giant steps, 3 evalmod
+    int kind;             // 0 modup, 1 baby steps, 2 giant steps, 3 evalmod, 4 one giant step
     int stc;              // baby / giant steps: 0 CoeffToSlot, 1 SlotToCoeff
     int sub;              // the transform's index
+    int gs = 0;           // kind 4: the giant-step index (its rotation)
+    bool first = false;   // kind 4: accumulates the diagonals first
+    bool last = false;    // kind 4: ends the transform
+};
+
+// What one ciphertext carries from one giant-step phase to the next: the accumulators
+// (giant-step index -> the diagonals' sum over the baby steps; 0 holds the total) and what
+// the closing mod-down needs of the baby steps' ciphertext.
+struct GiantState {
+    std::map<int, Ct> accum;
+    NPInfo np;
+    int num_slots = 0;
+    double scale = 0;
 };
 
 } // namespace
@@ -225,6 +239,7 @@ struct ch_engine {
     std::vector<std::vector<Complex>> msgs;
     std::vector<Ct> in, main, res, conj;
     std::vector<std::map<int, Ct>> bs; // baby-step results between the two requests
+    std::vector<GiantState> gs;         // between the giant-step phases of a transform
     std::vector<std::vector<word>> ref; // reference results: bx then ax words
     double scale_end = 0;
 };
@@ -374,7 +389,6 @@ int build_catalogue(ch_engine *e, char *msg, size_t n)
             char name[16];
             snprintf(name, sizeof name, "%s%zub", pfx, i);
             add_phase(e, name, 1, stc, (int)i, bi, {});
-            snprintf(name, sizeof name, "%s%zug", pfx, i);
             std::vector<int> pts;
             if (!g.pts.empty()) {
                 g.info.phase = (int)e->phases.size();
@@ -384,7 +398,34 @@ int build_catalogue(ch_engine *e, char *msg, size_t n)
                 pts.push_back((int)e->pts.size());
                 e->pts.push_back(g);
             }
-            add_phase(e, name, 2, stc, (int)i, gi, pts);
+            // The giant steps one key at a time where Cheddar takes its optimized path
+            // (baby steps beyond index 0, giant steps beyond index 0, diagonals present):
+            // the non-zero giant-step indices in the order its accumulators are visited.
+            std::vector<int> split;
+            const auto &bsi = h.GetBSIndices();
+            const auto &gsi = h.GetGSIndices();
+            bool regular = kOptimizeAutomorphism && !h.hoist_pt_map_.empty() &&
+                           !(bsi.size() == 1 && *bsi.begin() == 0) &&
+                           !(gsi.size() == 1 && gsi.at(0) == 0);
+            for (auto &kv : h.hoist_pt_map_)
+                if (regular && kv.first != 0)
+                    split.push_back(kv.first);
+            if (split.empty()) {
+                snprintf(name, sizeof name, "%s%zug", pfx, i);
+                add_phase(e, name, 2, stc, (int)i, gi, pts);
+                continue;
+            }
+            for (size_t j = 0; j < split.size(); j++) {
+                EvkRequest r1;
+                r1.AddRequest(split[j], 0);
+                snprintf(name, sizeof name, "%s%zug%zu", pfx, i, j + 1);
+                add_phase(e, name, 4, stc, (int)i, {r1.begin()->first},
+                          j == 0 ? pts : std::vector<int>{});
+                PhaseRec &r = e->phases.back();
+                r.gs = split[j];
+                r.first = j == 0;
+                r.last = j + 1 == split.size();
+            }
         }
     };
     try {
@@ -451,6 +492,7 @@ extern "C" int ch_create(const char *param_json, int batch_max, ch_engine **out,
     e->res.resize(batch_max);
     e->conj.resize(batch_max);
     e->bs.resize(batch_max);
+    e->gs.resize(batch_max);
     e->ref.resize(batch_max);
     for (int c = 0; c < batch_max; c++) {
         auto &m = e->msgs[c];
@@ -504,6 +546,73 @@ int events_ms(cudaEvent_t a, cudaEvent_t b, double *ms)
     return 0;
 }
 
+// One giant-step phase of ciphertext c: Cheddar's optimized giant steps (Hoist.cu, the
+// path its EvaluateGiantStep takes for a transform with baby and giant steps) cut at its
+// keys. The first phase accumulates the plaintext diagonals over the baby steps into one
+// accumulator per giant step (the baby steps are then done with); every phase turns one
+// accumulator by its key (mod-down, mod-up, key multiplication, rotation) and adds it to
+// the total; the last one folds in the accumulators' b parts and mods down into res.
+void giant_step(ch_engine *e, const HoistHandler<word> &h, const PhaseRec &p, int c, Ct &res,
+                const EvkMap<word> &m)
+{
+    ConstContextPtr<word> cx = e->boot;
+    GiantState &g = e->gs[c];
+    std::map<int, Ct> &bs = e->bs[c];
+    if (p.first) {
+        const Ct &ref = bs.begin()->second;
+        g.accum.clear();
+        g.np = ref.GetNP();
+        g.num_slots = ref.GetNumSlots();
+        g.scale = ref.GetScale();
+        g.accum.try_emplace(0, g.np);
+        for (auto &kv : h.hoist_pt_map_)
+            g.accum.try_emplace(kv.first, g.np);
+        if (kFuseGSPAccum && h.GetBSIndices().size() <= (1u << HoistHandler<word>::GetMaxLogBS()))
+            h.GSFusedPAccum(cx, g.accum, h.GetGSIndices(), bs);
+        else
+            for (auto &kv : h.hoist_pt_map_)
+                h.EvaluateSingleAccum(cx, g.accum.at(kv.first), bs, kv.second);
+        bs.clear();
+    }
+    int degree = cx->param_.degree_;
+    int nq = g.np.GetNumQ(), np_aux = g.np.num_aux_;
+    int offset = cx->param_.GetMaxNumTer() - g.np.num_ter_;
+    int beta = DivCeil(nq + offset, np_aux);
+    auto &ms = cx->mod_switch_handlers_.at(h.GetPtLevel());
+    std::vector<Dv> up;
+    std::vector<DvView<word>> up_view;
+    for (int i = 0; i < beta; i++) {
+        up.emplace_back((nq + np_aux) * degree);
+        up_view.push_back(up[i].View(np_aux * degree));
+    }
+    Dv down(nq * degree);
+    Ct &total = g.accum.at(0), &acc = g.accum.at(p.gs);
+    DvView<word> down_view = down.View(0);
+    ms.ModDown(down_view, acc.AxConstView());
+    ms.ModUp(up_view, down_view);
+    // the index-0 accumulator always exists here (the plaintext map is not empty), so
+    // every giant step is turned into a temporary and added, as Cheddar does
+    Ct tmp;
+    cx->MultKeyNoModDown(tmp, up, acc, m.GetRotationKey(p.gs));
+    cx->Permute(tmp, tmp, p.gs);
+    cx->Add(total, total, tmp);
+    if (p.last) {
+        std::vector<std::vector<DvConstView<word>>> bx;
+        std::vector<int> rot;
+        for (const auto &kv : g.accum) {
+            if (kv.first == 0)
+                continue;
+            bx.push_back({kv.second.BxConstView()});
+            rot.push_back(kv.first);
+        }
+        std::vector<DvView<word>> total_bx = {total.BxView()};
+        bx.push_back({total.BxConstView()});
+        cx->elem_handler_.PermuteAccum(total_bx, g.np, rot, bx);
+        h.EvaluateFinalModDown(cx, res, total, g.num_slots, g.scale);
+        g.accum.clear();
+    }
+}
+
 // Runs phase ph of ciphertext c with the key map m.
 void run_one(ch_engine *e, const PhaseRec &p, int c, const EvkMap<word> &m)
 {
@@ -533,6 +642,15 @@ void run_one(ch_engine *e, const PhaseRec &p, int c, const EvkMap<word> &m)
         e->bs[c].clear();
         if (p.stc && p.sub + 1 == (int)fft.stc_phases_.size()) {
             rs.SetNumSlots(e->num_slots); // Boot's closing metadata
+            rs.SetScale(e->scale_end);
+        }
+        break;
+    }
+    case 4: { // one giant step of a transform (Cheddar's optimized giant steps, in parts)
+        auto &t = p.stc ? fft.stc_phases_.at(p.sub) : fft.cts_phases_.at(p.sub);
+        giant_step(e, t.hoist_, p, c, p.stc ? rs : mn, m);
+        if (p.last && p.stc && p.sub + 1 == (int)fft.stc_phases_.size()) {
+            rs.SetNumSlots(e->num_slots);
             rs.SetScale(e->scale_end);
         }
         break;

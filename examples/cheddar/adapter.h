@@ -6,10 +6,17 @@
  * The bootstrap is cut into phases, the order of Cheddar's own Boot: "modup" (scale-up,
  * ModUpToMax with the dense-to-sparse and sparse-to-dense keys); for each CoeffToSlot
  * linear transform (one per level) "cts0b" (its baby steps: one fused kernel reads every
- * baby-step key at once) and "cts0g" (its giant steps: the giant-step keys and the
- * transform's plaintext diagonals), and so on to cts3g; "evalmod" (conjugation and the
+ * baby-step key at once) and its giant steps, one phase per giant-step key: "cts0g1"
+ * (the plaintext diagonals accumulated over the baby steps, then the first giant-step
+ * key), "cts0g2", ... (one key each; the last one ends the transform with its mod-down),
+ * and so on to cts3; "evalmod" (conjugation and the
  * modular reduction: the conjugation and multiplication keys); then "stc0b".."stc2g" for
- * SlotToCoeff.
+ * SlotToCoeff. The giant steps are Cheddar's own sequence replayed one key at a time
+ * (the fused plaintext accumulation, then per key a mod-down, mod-up, key multiplication
+ * and rotation into the accumulator, then the closing accumulation and mod-down), so the
+ * results stay bit-identical while a phase holds one giant-step key instead of all of
+ * them. A transform whose giant steps take another of Cheddar's paths keeps one giant-step
+ * phase ("cts0g").
  * A phase runs for the whole batch before the next starts, so a key leased for a phase
  * serves every ciphertext of the batch. The keys and the linear transforms' plaintext
  * diagonals are the engine values: the driver exports them to pinned host memory and the
@@ -28,7 +35,7 @@ extern "C" {
 
 typedef struct ch_engine ch_engine;
 
-#define CH_MAX_PHASES 32
+#define CH_MAX_PHASES 64
 #define CH_MAX_PARTS 32
 
 typedef struct ch_key_info {

@@ -28,7 +28,10 @@
 #  8. include/UserInterface.h, src/UserInterface.cu: UserInterface::evk_a_sampler_ (and its
 #     context pointer), a hook through which key generation draws each key part's a half
 #     on the device instead of from the host generator; unset, key generation is as given.
-# All edits but the last are inline code in headers or build files.
+#  9. include/extension/Hoist.h: the steps inside the giant steps (the fused plaintext
+#     accumulation, the final mod-down, the level) public, so that the adapter replays
+#     the giant steps one key at a time.
+# All edits but the eighth are inline code in headers or build files.
 set -eu
 dir=${1:?usage: patch-cheddar.sh CHEDDAR_SOURCE_COPY}
 [ -f "$dir/include/extension/BootContext.h" ] && [ -f "$dir/include/core/Container.h" ] || {
@@ -234,6 +237,20 @@ edit("include/extension/Hoist.h", "fheplan patch: public hoist_pt_map_",
      " public:  // fheplan patch: public hoist_pt_map_\n"
      "  std::map<int, std::map<int, Pt>> hoist_pt_map_;\n\n"
      " private:\n")
+
+# 9. The steps inside the giant steps public, so that an owner can replay them one
+#    giant-step key at a time: the fused plaintext accumulation, the final mod-down, and
+#    the level and fusion limit they read.
+edit("include/extension/Hoist.h", "fheplan patch: the giant steps in parts",
+     "  void GSFusedPAccum(ConstContextPtr<word> context, std::map<int, Ct> &results,\n",
+     " public:  // fheplan patch: the giant steps in parts\n"
+     "  int GetPtLevel() const { return pt_level_; }\n"
+     "  static constexpr int GetMaxLogBS() { return max_log_bs_; }\n"
+     "  void GSFusedPAccum(ConstContextPtr<word> context, std::map<int, Ct> &results,\n")
+edit("include/extension/Hoist.h", " private:  // fheplan patch: end of the giant steps in parts",
+     "  void EvaluateMinKSBabyStep(ConstContextPtr<word> context,\n",
+     " private:  // fheplan patch: end of the giant steps in parts\n"
+     "  void EvaluateMinKSBabyStep(ConstContextPtr<word> context,\n")
 
 # 8. A hook for the a halves of key generation (test-side key generation only).
 edit("include/UserInterface.h", "evk_a_sampler_",

@@ -281,6 +281,11 @@ typedef struct rplan_stage_report {
     rplan_loc_peak peaks[RPLAN_MAX_PEAKS];
     uint64_t checks, check_failures; /* verify kernels run / values that differed */
     uint64_t regen_checks;           /* of the checks: seeded values (both halves) */
+    /* Seconds from the run's start to the stage's first work on a device (its host
+     * opening when it ran nothing there) and to the end of its last work. The host opens
+     * a stage ahead of its device work, so time_s counts how far the host ran ahead;
+     * the distance between consecutive stages' end_s is the device's time per stage. */
+    double begin_s, end_s;
 } rplan_stage_report;
 
 /* One device's figures in a run (or pinned or host where bodies ran there). */

@@ -46,6 +46,8 @@ static void stage_json(cJSON *o, const rplan_stage_report *r, int explain)
     if (!explain) {
         cJSON_AddNumberToObject(o, "time_s", r->time_s);
         cJSON_AddNumberToObject(o, "body_s", r->body_s);
+        cJSON_AddNumberToObject(o, "begin_s", r->begin_s);
+        cJSON_AddNumberToObject(o, "end_s", r->end_s);
         cJSON_AddNumberToObject(o, "bandwidth_gbps",
                                 r->time_s > 0 ? (double)moved / r->time_s / 1e9 : 0);
         cJSON *ig = cJSON_AddObjectToObject(o, "integrity");

@@ -365,7 +365,7 @@ void vm_stage_resolve(rplan_vm *vm)
     }
     /* the trace's stage slices begin with the stage's first work on a device (the host
      * opens a stage ahead of it) and keep the host's opening in their args */
-    uint64_t *d0 = vm->o.trace ? calloc(vm->nstages ? vm->nstages : 1, sizeof *d0) : NULL;
+    uint64_t *d0 = calloc(vm->nstages ? vm->nstages : 1, sizeof *d0);
     for (size_t i = 0; d0 && i < vm->nmarks; i++) {
         const vm_mark *mk = vm->marks[i];
         if (!mk->t1 || mk->t1 < mk->t0)
@@ -380,6 +380,11 @@ void vm_stage_resolve(rplan_vm *vm)
         rplan_stage_report *r = &vm->stages[rec];
         r->time_s = (double)(vm->stage_t1[rec] - vm->stage_t0[rec]) / 1e9;
         uint64_t t0 = d0 && d0[rec] ? d0[rec] : vm->stage_t0[rec];
+        if (vm->t_begin) {
+            r->begin_s = t0 > vm->t_begin ? (double)(t0 - vm->t_begin) / 1e9 : 0;
+            r->end_s = vm->stage_t1[rec] > vm->t_begin
+                           ? (double)(vm->stage_t1[rec] - vm->t_begin) / 1e9 : 0;
+        }
         if (vm_add_slice(vm, t0, vm->stage_t1[rec], 0, "stage", r->name) == FHR_OK &&
             vm->nslices && vm->o.trace)
             vm->slices[vm->nslices - 1].host_t0 = vm->stage_t0[rec];

@@ -486,6 +486,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (!vm->explain)
         vm_profile_build(vm, rep);
     vm->total.time_s = vm->t_begin ? (double)(vm_now_ns(vm) - vm->t_begin) / 1e9 : 0;
+    vm->total.end_s = vm->total.time_s; /* the run: from its start to its end */
     vm->total.checks = vm->checks_total;
     if (!vm->explain)
         vm->total.check_failures = vm_read_failures(vm);

@@ -484,6 +484,53 @@ Test(vm, device_bodies_are_timed_by_events)
     rplan_vm_report_free(u);
 }
 
+/* A stage's time_s runs from the host's opening, which comes before the device has
+ * finished the stage before it; begin_s and end_s place its device work on the run's
+ * clock, so consecutive ends are the device's time per stage. On the virtual clock the
+ * host opens stage "b" while stage "a"'s three touches still run. */
+Test(vm, stage_ends_are_device_times)
+{
+    rplan_program *p = compile_src(
+        "rplan 1\n"
+        "budget cuda:0 8 MiB\n"
+        "value ct = 1 MiB replicable at pinned init synth(3)\n"
+        "stage \"a\" { plan \"p\" { enter { ensure ct @ cuda:0 }\n"
+        "  body { run touch(ct); run touch(ct); run touch(ct) } } }\n"
+        "stage \"b\" { plan \"q\" { enter { ensure ct @ cuda:0 } body { run touch(ct) } } }\n");
+    fhr_backend *b = open_backend("emu:1,virtual");
+    rplan_vm *vm = NULL;
+    rplan_vm_opts o = {0};
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+    rplan_vm_report *r = NULL;
+    cr_assert_eq(rplan_vm_run(vm, &r, NULL), FHR_OK);
+    cr_assert(r->ok, "%s", r->message);
+    const rplan_stage_report *a = NULL, *bb = NULL;
+    for (size_t i = 0; i < r->nstages; i++) {
+        if (!strcmp(r->stages[i].name, "a"))
+            a = &r->stages[i];
+        if (!strcmp(r->stages[i].name, "b"))
+            bb = &r->stages[i];
+    }
+    cr_assert(a && bb);
+    double touch = MODEL_NS(1 << 20) * 1e-9;
+    for (const rplan_stage_report *s = a; s; s = s == a ? bb : NULL) {
+        cr_assert_leq(s->begin_s, s->end_s, "%s: %.9f > %.9f", s->name, s->begin_s, s->end_s);
+        cr_assert_leq(s->end_s, r->total.time_s + 1e-12);
+        /* the host opened it no later than its first device work */
+        cr_assert_leq(s->end_s - s->time_s, s->begin_s + 1e-12, "%s", s->name);
+    }
+    /* b's one touch follows a's three on the device's stream */
+    cr_assert_float_eq(bb->end_s - a->end_s, touch, 1e-9, "%.9f s", bb->end_s - a->end_s);
+    cr_assert_leq(bb->begin_s, bb->end_s - touch + 1e-12);
+    /* while its host time counts from an opening before a's work ended */
+    cr_assert_gt(bb->time_s, bb->end_s - a->end_s + touch / 2, "%.9f s", bb->time_s);
+    cr_assert_float_eq(r->total.end_s, r->total.time_s, 1e-12);
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+}
+
 /* The event that times a device's bodies is recorded at warm-up, before the plan's first
  * statement: when that record fails the run is refused (nothing of the plan ran) with
  * an error naming the device, not a run with an empty report. */
