@@ -492,7 +492,7 @@ extern "C" int ch_create(const char *param_json, int batch_max, ch_engine **out,
     e->res.resize(batch_max);
     e->conj.resize(batch_max);
     e->bs.resize(batch_max);
-    e->gs.resize(batch_max);
+    e->gs = std::vector<GiantState>(batch_max); // made in place: a map of ciphertexts is not copyable
     e->ref.resize(batch_max);
     for (int c = 0; c < batch_max; c++) {
         auto &m = e->msgs[c];
@@ -577,7 +577,7 @@ void giant_step(ch_engine *e, const HoistHandler<word> &h, const PhaseRec &p, in
     int degree = cx->param_.degree_;
     int nq = g.np.GetNumQ(), np_aux = g.np.num_aux_;
     int offset = cx->param_.GetMaxNumTer() - g.np.num_ter_;
-    int beta = DivCeil(nq + offset, np_aux);
+    int beta = (nq + offset + np_aux - 1) / np_aux; // Cheddar's DivCeil
     auto &ms = cx->mod_switch_handlers_.at(h.GetPtLevel());
     std::vector<Dv> up;
     std::vector<DvView<word>> up_view;
