@@ -23,7 +23,7 @@
  * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1, 0, 0};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
     return sh;
@@ -32,7 +32,7 @@ static staging_shape shape(int threads, size_t fixed_chunk)
 /* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
 static staging_shape auto_shape(int threads)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1, 0, 0};
     return sh;
 }
 
@@ -79,7 +79,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -89,7 +89,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
