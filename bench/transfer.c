@@ -251,13 +251,14 @@ static void team_stop(team *t)
 static double host_memcpy(bench *k, team *t, unsigned char *dst, size_t n)
 {
     double v[MAX_REPS];
+    int reps = reps_at(k, n);
     team_copy(t, dst, k->pageable, n); /* warm-up */
-    for (int r = 0; r < k->reps; r++) {
+    for (int r = 0; r < reps; r++) {
         double t0 = now();
         team_copy(t, dst, k->pageable, n);
         v[r] = now() - t0;
     }
-    return (double)n / median(v, k->reps) / 1e9;
+    return (double)n / median(v, reps) / 1e9;
 }
 
 /* ---- output ------------------------------------------------------------------------ */
