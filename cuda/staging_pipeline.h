@@ -137,7 +137,8 @@ typedef struct staging_plan {
  * caller fills the first chunk itself while the threads fill the next ones; otherwise (DMA, then drain) slots are recycled `threads`
  * chunks behind and the caller drains the last chunk itself. */
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p);
-/* With sh->split_fill the same chunks, slots and lag, but split set and no own chunk. */
+/* (With sh->split_fill: the same chunks, threads, slots and lag, split set, no own chunk:
+ * every host stage is cut into pieces, staging_pieces over threads + 1.) */
 
 /* The plan of a caller-staged copy of n bytes (n >= 1, below the direct threshold): a ramp
  * of 64 KiB, 128 KiB, ... up to a steady chunk of STAGING_SMALL_CHUNK (the slot size,
