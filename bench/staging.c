@@ -71,7 +71,8 @@ int main(int argc, char **argv)
     if (staging_shape_parse(getenv("FHEPLAN_COPY_THREADS"), getenv("FHEPLAN_STAGING_CHUNK"),
                             staging_cores(), &sh, &err) != FHR_OK ||
         staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &sh, &err) != FHR_OK ||
-        staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK)
+        staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK ||
+        staging_fill_parse(getenv("FHEPLAN_STAGING_FILL"), &sh, &err) != FHR_OK)
         die("environment", err.message);
     fhr_backend *b = NULL;
     copy_pool *cp = NULL;

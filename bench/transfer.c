@@ -20,6 +20,10 @@
 #define MAX_REPS 64
 #define MAX_SIZES 16
 #define MAX_TEAM 256
+/* Copies below SMALL_BELOW take tens of microseconds, so their medians are of at least
+ * SMALL_REPS repetitions whatever --reps says. */
+#define SMALL_BELOW ((size_t)16 << 20)
+#define SMALL_REPS 21
 
 typedef struct bench {
     fhr_backend *b;
@@ -114,19 +118,26 @@ static void wait_path(bench *k, path p)
     }
 }
 
-/* Median bandwidth in GB/s over reps (one warm-up first). */
+/* Repetitions of a copy of n bytes: --reps, at least SMALL_REPS below SMALL_BELOW. */
+static int reps_at(const bench *k, size_t n)
+{
+    return n < SMALL_BELOW && k->reps < SMALL_REPS ? SMALL_REPS : k->reps;
+}
+
+/* Median bandwidth in GB/s over reps_at(n) copies (one warm-up first). */
 static double bandwidth(bench *k, dir d, path p, size_t n)
 {
     double t[MAX_REPS];
+    int reps = reps_at(k, n);
     enqueue(k, d, p, n);
     wait_path(k, p);
-    for (int r = 0; r < k->reps; r++) {
+    for (int r = 0; r < reps; r++) {
         double t0 = now();
         enqueue(k, d, p, n);
         wait_path(k, p);
         t[r] = now() - t0;
     }
-    return (double)n / median(t, k->reps) / 1e9;
+    return (double)n / median(t, reps) / 1e9;
 }
 
 /* Median CPU time per enqueue in microseconds (batches of 200, no wait in between). */
@@ -240,13 +251,14 @@ static void team_stop(team *t)
 static double host_memcpy(bench *k, team *t, unsigned char *dst, size_t n)
 {
     double v[MAX_REPS];
+    int reps = reps_at(k, n);
     team_copy(t, dst, k->pageable, n); /* warm-up */
-    for (int r = 0; r < k->reps; r++) {
+    for (int r = 0; r < reps; r++) {
         double t0 = now();
         team_copy(t, dst, k->pageable, n);
         v[r] = now() - t0;
     }
-    return (double)n / median(v, k->reps) / 1e9;
+    return (double)n / median(v, reps) / 1e9;
 }
 
 /* ---- output ------------------------------------------------------------------------ */
@@ -374,7 +386,9 @@ static void run_pageable_paths(bench *k, const staging_shape *sh)
             double ours = bandwidth(k, (dir)d, BACKEND, n);
             double cuda = bandwidth(k, (dir)d, RAW_ASYNC, n);
             double over = k->pinned[i] > 0 ? ours / k->pinned[i] : 0;
-            const char *via = staging_direct(n, sh) ? "direct" : "staged";
+            const char *via = staging_small(n, sh)    ? "caller"
+                              : staging_direct(n, sh) ? "direct"
+                                                      : "staged";
             char what[64], js[160], tx[96];
             snprintf(what, sizeof what, "%s vs CUDA pageable", dir_names[d]);
             snprintf(js, sizeof js, ", \"path\": \"%s\", \"pinned_gbps\": %.4f, "
@@ -808,7 +822,7 @@ static const char *const managed_env[] = {
     "FHEPLAN_COPY_THREADS",    "FHEPLAN_STAGING_CHUNK",   "FHEPLAN_STAGING_DIRECT",
     "FHEPLAN_STAGING_MEMCPY",  "FHEPLAN_STAGING_DEPTH",    "FHEPLAN_PINNED_HOSTALLOC",
     "FHEPLAN_PINNED_PREFAULT", "FHEPLAN_PINNED_HUGEPAGE",  "FHEPLAN_PINNED_ARENA",
-    "FHEPLAN_PINNED_AHEAD"};
+    "FHEPLAN_PINNED_AHEAD",    "FHEPLAN_STAGING_SMALL",    "FHEPLAN_STAGING_FILL"};
 #define N_MANAGED (sizeof managed_env / sizeof *managed_env)
 
 /* Unsets every managed variable, then sets those of `assign` ("NAME=VALUE NAME=VALUE"). */
@@ -831,25 +845,40 @@ typedef struct variant {
     const char *name, *env;
 } variant;
 
-/* Pageable copies: thread count, slot (chunk) size, memcpy kind. */
-static const variant page_variants[] = {
-    {"default", ""},
-    {"threads 4", "FHEPLAN_COPY_THREADS=4"},
-    {"threads 8", "FHEPLAN_COPY_THREADS=8"},
-    {"threads 16", "FHEPLAN_COPY_THREADS=16"},
-    {"chunk 1M", "FHEPLAN_STAGING_CHUNK=1M"},
-    {"chunk 8M", "FHEPLAN_STAGING_CHUNK=8M"},
-    {"chunk 16M", "FHEPLAN_STAGING_CHUNK=16M"},
-    {"stream", "FHEPLAN_STAGING_MEMCPY=stream"},
-    {"stream threads 8", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=8"},
-    {"stream threads 16", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=16"},
-    {"threads 16 chunk 8M", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_CHUNK=8M"},
-    {"depth 2", "FHEPLAN_STAGING_DEPTH=2"},
-    {"depth 4", "FHEPLAN_STAGING_DEPTH=4"},
-    {"chunk 2M depth 4", "FHEPLAN_STAGING_CHUNK=2M FHEPLAN_STAGING_DEPTH=4"},
-    {"chunk 1M depth 8", "FHEPLAN_STAGING_CHUNK=1M FHEPLAN_STAGING_DEPTH=8"},
-    {"stream depth 4", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_STAGING_DEPTH=4"},
-    {"threads 16 depth 4", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_DEPTH=4"},
+/* Pageable copies: thread count, slot (chunk) size, memcpy kind, split fills; `small`:
+ * also at every size below SMALL_BELOW, against CUDA's own pageable copy (the small-copy
+ * path: CUDA's own by default, the calling thread's with FHEPLAN_STAGING_SMALL=caller). */
+typedef struct page_variant {
+    const char *name, *env;
+    int small;
+} page_variant;
+
+static const page_variant page_variants[] = {
+    {"default", "", 1},
+    {"small caller", "FHEPLAN_STAGING_SMALL=caller", 1},
+    {"threads 4", "FHEPLAN_COPY_THREADS=4", 0},
+    {"threads 8", "FHEPLAN_COPY_THREADS=8", 0},
+    {"threads 16", "FHEPLAN_COPY_THREADS=16", 0},
+    {"chunk 1M", "FHEPLAN_STAGING_CHUNK=1M", 0},
+    {"chunk 8M", "FHEPLAN_STAGING_CHUNK=8M", 0},
+    {"chunk 16M", "FHEPLAN_STAGING_CHUNK=16M", 0},
+    {"stream", "FHEPLAN_STAGING_MEMCPY=stream", 0},
+    {"stream threads 8", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=8", 0},
+    {"stream threads 16", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=16", 0},
+    {"threads 16 chunk 8M", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_CHUNK=8M", 0},
+    {"depth 2", "FHEPLAN_STAGING_DEPTH=2", 0},
+    {"depth 4", "FHEPLAN_STAGING_DEPTH=4", 0},
+    {"chunk 2M depth 4", "FHEPLAN_STAGING_CHUNK=2M FHEPLAN_STAGING_DEPTH=4", 0},
+    {"chunk 1M depth 8", "FHEPLAN_STAGING_CHUNK=1M FHEPLAN_STAGING_DEPTH=8", 0},
+    {"stream depth 4", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_STAGING_DEPTH=4", 0},
+    {"threads 16 depth 4", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_DEPTH=4", 0},
+    {"split", "FHEPLAN_STAGING_FILL=split", 0},
+    {"split threads 12", "FHEPLAN_STAGING_FILL=split FHEPLAN_COPY_THREADS=12", 0},
+    {"split threads 16", "FHEPLAN_STAGING_FILL=split FHEPLAN_COPY_THREADS=16", 0},
+    {"split chunk 2M", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_CHUNK=2M", 0},
+    {"split chunk 8M", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_CHUNK=8M", 0},
+    {"split depth 2", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_DEPTH=2", 0},
+    {"split stream", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_MEMCPY=stream", 0},
 };
 
 /* Pinned growth: cudaHostAlloc first (the yardstick), then the ways of registering. */
@@ -1014,6 +1043,29 @@ static void run_fill_ceiling(bench *k, size_t n)
     }
 }
 
+/* A small-copy variant at every size below SMALL_BELOW, each direction against CUDA's own
+ * pageable cudaMemcpyAsync measured right after it (medians of reps_at: at least 21). */
+static void run_small_variant(bench *k, const page_variant *v, const double *link_d2h)
+{
+    for (int i = 0; i < k->nsizes && k->sizes[i] < SMALL_BELOW; i++)
+        for (int d = 0; d < 2; d++) {
+            size_t n = k->sizes[i];
+            dir dd = d ? DEV_TO_PAGE : PAGE_TO_DEV;
+            double ours = bandwidth(k, dd, BACKEND, n);
+            double cuda = bandwidth(k, dd, RAW_ASYNC, n);
+            double link = d ? link_d2h[i] : k->pinned[i];
+            char what[80], js[320], tx[240];
+            snprintf(what, sizeof what, "variant small %s %s",
+                     d ? "cuda->pageable" : "pageable->cuda", v->name);
+            snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"link_gbps\": "
+                     "%.4f, \"over_link\": %.4f, \"reps\": %d", v->name, v->env, link,
+                     link > 0 ? ours / link : 0, reps_at(k, n));
+            snprintf(tx, sizeof tx, "(/ CUDA pageable; pinned link %.2f: x%.2f; medians of %d) %s",
+                     link, link > 0 ? ours / link : 0, reps_at(k, n), v->env);
+            row_x(k, what, n, ours, cuda, "GB/s", js, tx);
+        }
+}
+
 static void run_variants(bench *k, const staging_shape *sh)
 {
     char keep[N_MANAGED][64];
@@ -1051,6 +1103,8 @@ static void run_variants(bench *k, const staging_shape *sh)
     for (size_t v = 0; v < sizeof page_variants / sizeof *page_variants; v++) {
         env_apply(page_variants[v].env);
         open_backend(k, 1);
+        if (page_variants[v].small)
+            run_small_variant(k, &page_variants[v], link_d2h);
         for (int z = 0; z < nb; z++)
             for (int d = 0; d < 2; d++) {
                 int i = big[z];
@@ -1060,8 +1114,8 @@ static void run_variants(bench *k, const staging_shape *sh)
                 double bw = bandwidth(k, d ? DEV_TO_PAGE : PAGE_TO_DEV, BACKEND, n);
                 fhr_cuda_staging_waits(k->b, &h1, &d1);
                 /* per copy (the warm-up included): where the caller blocked */
-                double hw = (double)(h1 - h0) / (k->reps + 1) * 1e-6,
-                       dw = (double)(d1 - d0) / (k->reps + 1) * 1e-6;
+                double hw = (double)(h1 - h0) / (reps_at(k, n) + 1) * 1e-6,
+                       dw = (double)(d1 - d0) / (reps_at(k, n) + 1) * 1e-6;
                 double link = d ? link_d2h[i] : k->pinned[i], cuda = cuda_page[z][d];
                 char what[80], js[320], tx[240];
                 snprintf(what, sizeof what, "variant %s %s",
@@ -1138,7 +1192,9 @@ int main(int argc, char **argv)
                             k.cores, &sh, &err) != FHR_OK ||
         staging_direct_parse(getenv("FHEPLAN_STAGING_DIRECT"), &sh, &err) != FHR_OK ||
         staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &sh, &err) != FHR_OK ||
-        staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK)
+        staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK ||
+        staging_small_parse(getenv("FHEPLAN_STAGING_SMALL"), &sh, &err) != FHR_OK ||
+        staging_fill_parse(getenv("FHEPLAN_STAGING_FILL"), &sh, &err) != FHR_OK)
         die("environment", err.message);
     if (k.host_only) { /* the yardstick alone: no GPU needed */
         k.pageable = malloc(k.max);
@@ -1150,19 +1206,23 @@ int main(int argc, char **argv)
     }
     FILE *jf = k.json ? stdout : k.jf;
     if (jf)
-        fprintf(jf, "{\"reps\": %d, \"cores\": %d, \"copy_threads\": %d, \"chunk_min\": %zu, "
+        fprintf(jf, "{\"reps\": %d, \"small_reps\": %d, \"small_below\": %zu, \"cores\": %d, "
+                "\"copy_threads\": %d, \"chunk_min\": %zu, "
                 "\"chunk_max\": %zu, \"direct_below\": %zu, \"stream_copy\": %d, "
+                "\"small_caller\": %d, \"split_fill\": %d, "
                 "\"copy_threads_env\": \"%s\", \"variants\": %d, \"growth_reps\": %d, "
                 "\"rows\": [",
-                k.reps, k.cores, sh.threads, sh.min_chunk, sh.max_chunk, sh.direct_below,
-                sh.stream_copy,
+                k.reps, reps_at(&k, 0), SMALL_BELOW, k.cores, sh.threads, sh.min_chunk,
+                sh.max_chunk, sh.direct_below, sh.stream_copy, sh.small_caller, sh.split_fill,
                 getenv("FHEPLAN_COPY_THREADS") ? getenv("FHEPLAN_COPY_THREADS") : "", k.variants,
                 k.growth_reps);
     if (!k.json)
         printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, pageable copies below "
-               "%zu KiB direct, %s memcpy, medians of %d\n",
+               "%zu KiB %s, %s memcpy, %s fills, medians of %d (of %d below %zu MiB)\n",
                k.cores, sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10,
-               sh.direct_below >> 10, sh.stream_copy ? "streaming" : "libc", k.reps);
+               sh.direct_below >> 10, sh.small_caller ? "staged by the caller" : "direct",
+               sh.stream_copy ? "streaming" : "libc", sh.split_fill ? "split" : "whole", k.reps,
+               reps_at(&k, 0), SMALL_BELOW >> 20);
     if (!k.two_only && !k.variants)
         run_host(&k); /* the yardstick first, before any staging thread exists */
     if (k.host_only) {

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #define COPY_MAX_THREADS 64
+#define COPY_MAX_PIECES (COPY_MAX_THREADS + 1) /* a split job: every thread and the caller */
 
 /* What a task does with its bytes: memcpy (copy_plain), a streaming memcpy (copy_stream)
  * or anything else of that shape (the pinned pool faults pages in with src NULL). */
@@ -33,6 +34,15 @@ typedef struct copy_job {
     int pending; /* 1 from submit until a thread has finished the memcpy */
 } copy_job;
 
+/* A host copy cut into contiguous pieces that any pool thread, or the caller waiting for
+ * it, may take (copy_pool_submit_split, copy_pool_wait_split). The caller
+ * owns the storage and keeps it alive until the wait. */
+typedef struct copy_split {
+    copy_task task[COPY_MAX_PIECES];
+    int pieces;  /* of the last submission */
+    int pending; /* pieces not finished yet (guarded by the pool's mutex) */
+} copy_split;
+
 /* A persistent pool of threads doing host memcpys. Callable from any thread, including
  * CUDA host functions (it calls no CUDA). */
 typedef struct copy_pool copy_pool;
@@ -51,6 +61,14 @@ void copy_pool_submit_fn(copy_pool *cp, copy_job *j, copy_fn fn, void *dst, cons
                          size_t n);
 /* Returns once j (submitted, or never submitted: pending 0) is done. */
 void copy_pool_wait(copy_pool *cp, copy_job *j);
+/* Queues fn over n bytes as pieces of `piece` bytes (the last one the rest; at most
+ * COPY_MAX_PIECES of them), in order, and returns at once; j must be done (or never
+ * submitted). n 0: j is done at once. */
+void copy_pool_submit_split(copy_pool *cp, copy_split *j, copy_fn fn, void *dst,
+                            const void *src, size_t n, size_t piece);
+/* Returns once every piece of j (submitted, or never: pending 0) is done, running itself
+ * each piece of j no thread has taken yet, in queue order. */
+void copy_pool_wait_split(copy_pool *cp, copy_split *j);
 int copy_pool_threads(const copy_pool *cp);
 void copy_pool_destroy(copy_pool *cp);
 

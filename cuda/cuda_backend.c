@@ -705,6 +705,10 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
         st = staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &shape, err);
     if (!st)
         st = staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &shape, err);
+    if (!st)
+        st = staging_small_parse(getenv("FHEPLAN_STAGING_SMALL"), &shape, err);
+    if (!st)
+        st = staging_fill_parse(getenv("FHEPLAN_STAGING_FILL"), &shape, err);
     pin_shape pins;
     if (!st)
         st = pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"), getenv("FHEPLAN_PINNED_PREFAULT"),

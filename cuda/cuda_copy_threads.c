@@ -116,6 +116,68 @@ void copy_pool_wait(copy_pool *cp, copy_job *j)
     pthread_mutex_unlock(&cp->mu);
 }
 
+void copy_pool_submit_split(copy_pool *cp, copy_split *j, copy_fn fn, void *dst,
+                            const void *src, size_t n, size_t piece)
+{
+    int k = 0;
+    if (piece == 0)
+        piece = n;
+    for (size_t off = 0; off < n && k < COPY_MAX_PIECES; off += piece, k++) {
+        size_t len = n - off < piece ? n - off : piece;
+        if (k == COPY_MAX_PIECES - 1) /* never so when piece is as asked: the rest */
+            len = n - off;
+        j->task[k] = (copy_task){fn, (char *)dst + off, src ? (const char *)src + off : NULL,
+                                 len, &j->pending, NULL};
+    }
+    j->pieces = k;
+    pthread_mutex_lock(&cp->mu);
+    j->pending = k;
+    for (int i = 0; i < k; i++)
+        enqueue(cp, &j->task[i]);
+    if (k > 1)
+        pthread_cond_broadcast(&cp->work_cv);
+    else if (k == 1)
+        pthread_cond_signal(&cp->work_cv);
+    pthread_mutex_unlock(&cp->mu);
+}
+
+/* The first queued task counted by `pending`, unlinked; NULL when none is queued. Caller
+ * holds cp->mu. */
+static copy_task *take_own(copy_pool *cp, int *pending)
+{
+    copy_task *prev = NULL;
+    for (copy_task *t = cp->head; t; prev = t, t = t->next) {
+        if (t->pending != pending)
+            continue;
+        if (prev)
+            prev->next = t->next;
+        else
+            cp->head = t->next;
+        if (cp->tail == t)
+            cp->tail = prev;
+        return t;
+    }
+    return NULL;
+}
+
+void copy_pool_wait_split(copy_pool *cp, copy_split *j)
+{
+    pthread_mutex_lock(&cp->mu);
+    while (j->pending > 0) {
+        copy_task *t = take_own(cp, &j->pending);
+        if (!t) {
+            pthread_cond_wait(&cp->done_cv, &cp->mu);
+            continue;
+        }
+        pthread_mutex_unlock(&cp->mu);
+        t->fn(t->dst, t->src, t->n);
+        pthread_mutex_lock(&cp->mu);
+        if (--j->pending == 0)
+            pthread_cond_broadcast(&cp->done_cv);
+    }
+    pthread_mutex_unlock(&cp->mu);
+}
+
 void copy_pool_run(copy_pool *cp, copy_fn fn, void *dst, const void *src, size_t n,
                    size_t granule)
 {

@@ -16,7 +16,8 @@
  * up to STAGING_MAX_SLOTS pinned slots of shape.max_chunk bytes, each allocated when a
  * copy first needs it and kept while the stager is the one idle stager of its device
  * (stager_put frees the others); the bytes are in the pinned observation. ev[i] is the last DMA touching
- * slot i (armed[i]: recorded and not yet waited for); job[i] its host copy. */
+ * slot i (armed[i]: recorded and not yet waited for); job[i] its host copy, or split[i]
+ * when the copy is split into pieces (FHEPLAN_STAGING_FILL=split; made with the slot). */
 
 typedef struct stager {
     int dev;
@@ -26,6 +27,7 @@ typedef struct stager {
     int armed[STAGING_MAX_SLOTS];
     void *buf[STAGING_MAX_SLOTS];
     copy_job job[STAGING_MAX_SLOTS];
+    copy_split *split[STAGING_MAX_SLOTS];
     struct stager *next;
 } stager;
 
@@ -86,6 +88,7 @@ static uint64_t stager_free(stager *g, size_t slot_bytes)
         }
         if (g->ev[i])
             cudaEventDestroy(g->ev[i]);
+        free(g->split[i]);
     }
     if (g->done)
         cudaEventDestroy(g->done);
@@ -151,9 +154,11 @@ static void stager_put(stager_set *set, stager *g)
     }
 }
 
-/* Slot b's event and pinned buffer, made on first use. */
+/* Slot b's event, pinned buffer and (split fill) pieces, made on first use. */
 static fhr_status slot_ready(stager_set *set, stager *g, int b, fhr_error *err)
 {
+    if (set->shape.split_fill && !g->split[b] && !(g->split[b] = calloc(1, sizeof *g->split[b])))
+        return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a staging slot");
     if (!g->ev[b])
         CU_TRY(cudaEventCreateWithFlags(&g->ev[b], cudaEventDisableTiming),
                "cudaEventCreate (staging slot)");
@@ -204,7 +209,8 @@ typedef struct run {
     char *host;       /* pageable side */
 } run;
 
-/* The host stage of chunk i: by the caller for the plan's own chunk, else a job. */
+/* The host stage of chunk i: by the caller for the plan's own chunk (or every chunk of a
+ * caller-staged copy), pieces over the threads and the caller (split), else a job. */
 static void host_copy(run *r, size_t i, int b, int to_slot)
 {
     size_t off, len;
@@ -212,20 +218,35 @@ static void host_copy(run *r, size_t i, int b, int to_slot)
     void *dst = to_slot ? r->g->buf[b] : r->host + off;
     const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
     copy_fn fn = r->set->shape.stream_copy ? copy_stream : copy_plain;
-    if (i == r->p->own) {
+    if (r->p->caller_all || i == r->p->own) {
         fn(dst, src, len);
         r->g->job[b].pending = 0;
+    } else if (r->p->split) {
+        int pieces;
+        size_t piece = staging_pieces(len, r->p->threads + 1, &pieces);
+        copy_pool_submit_split(r->set->cp, r->g->split[b], fn, dst, src, len, piece);
     } else {
         copy_pool_submit_fn(r->set->cp, &r->g->job[b], fn, dst, src, len);
     }
+}
+
+/* Waits for slot b's host stage; a split one the caller helps with. */
+static void host_join(run *r, int b)
+{
+    if (r->p->split)
+        copy_pool_wait_split(r->set->cp, r->g->split[b]);
+    else
+        copy_pool_wait(r->set->cp, &r->g->job[b]);
 }
 
 static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
 {
     (void)i, (void)err;
     run *r = ctx;
+    if (r->p->caller_all) /* done by the caller when started */
+        return FHR_OK;
     uint64_t t0 = now_ns();
-    copy_pool_wait(r->set->cp, &r->g->job[b]);
+    host_join(r, b);
     atomic_fetch_add(&r->set->wait_ns[0], now_ns() - t0);
     return FHR_OK;
 }
@@ -233,8 +254,9 @@ static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
 static void quiesce(void *ctx)
 {
     run *r = ctx;
-    for (int b = 0; b < r->p->slots; b++)
-        copy_pool_wait(r->set->cp, &r->g->job[b]);
+    for (int b = 0; !r->p->caller_all && b < r->p->slots; b++)
+        if (!r->p->split || r->g->split[b]) /* a split slot not made has no pieces */
+            host_join(r, b);
 }
 
 static fhr_status h2d_fill(void *ctx, size_t i, int b, fhr_error *err)
@@ -306,15 +328,21 @@ static fhr_status direct_copy(int dev, void *dst, const void *src, size_t n, int
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
                        int to_dev, cudaStream_t s, fhr_error *err)
 {
-    if (staging_direct(n, &set->shape))
+    /* below the direct threshold: CUDA's own copy, or the caller stages it alone */
+    int small = staging_small(n, &set->shape);
+    if (!small && staging_direct(n, &set->shape))
         return direct_copy(dev, dst, src, n, to_dev, s, err);
     stager *g = NULL;
     fhr_status st = stager_take(set, dev, &g, err);
     if (st)
         return st;
     staging_plan p;
-    staging_plan_make(n, &set->shape, to_dev, &p);
+    if (small)
+        staging_small_plan_make(n, &set->shape, &p);
+    else
+        staging_plan_make(n, &set->shape, to_dev, &p);
     run r = {set, g, &p, to_dev ? dst : (void *)src, to_dev ? (void *)src : dst};
+    const staging_ops *ops = to_dev ? &to_device_ops : &to_host_ops;
     /* s may belong to another device (a host queue lives on device 0), so wait for its
      * earlier work with a stream sync rather than an event of dev. */
     cudaError_t e = cudaStreamSynchronize(s);
@@ -322,8 +350,10 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
         e = cudaSetDevice(dev);
     if (e != cudaSuccess)
         st = fhr_cuda_fail(err, e, "waiting for the stream before a staged copy");
+    else if (small)
+        st = staging_small_run(&p, to_dev, ops, &r, err);
     else
-        st = staging_run(&p, !to_dev, to_dev ? &to_device_ops : &to_host_ops, &r, err);
+        st = staging_run(&p, !to_dev, ops, &r, err);
     if (!st && to_dev) {
         e = cudaEventRecord(g->done, g->st);
         if (e == cudaSuccess)

@@ -18,6 +18,7 @@ struct staging_emu {
     fhr_event *ev[STAGING_MAX_SLOTS];
     int armed[STAGING_MAX_SLOTS];
     copy_job job[STAGING_MAX_SLOTS];
+    copy_split *split[STAGING_MAX_SLOTS]; /* FHEPLAN_STAGING_FILL=split: made with the slot */
     /* the copy under way */
     const staging_plan *p;
     char *dev, *host;
@@ -59,10 +60,13 @@ static fhr_status dma_wait(void *ctx, size_t i, int k, fhr_error *err)
     return st;
 }
 
-/* Slot k's event and pinned buffer, made on first use, and no DMA still on it. */
+/* Slot k's event, pinned buffer and (split fill) pieces, made on first use, and no DMA
+ * still on it. */
 static fhr_status slot_ready(staging_emu *x, int k, fhr_error *err)
 {
     fhr_status st = FHR_OK;
+    if (x->shape.split_fill && !x->split[k] && !(x->split[k] = calloc(1, sizeof *x->split[k])))
+        return fhr_fail(err, FHR_E_NOMEM, "staging: out of host memory for a slot");
     if (!x->ev[k])
         st = x->b->ops->event_create(x->b, &x->ev[k], err);
     if (!st && !x->slot[k])
@@ -87,7 +91,8 @@ static fhr_status dma(staging_emu *x, size_t i, int k, int to_device, fhr_error 
     return st;
 }
 
-/* The host stage of chunk i: by the caller for the plan's own chunk, else a job. */
+/* The host stage of chunk i: by the caller for the plan's own chunk (or every chunk of a
+ * caller-staged copy), pieces over the threads and the caller (split), else a job. */
 static void host_copy(staging_emu *x, size_t i, int k, int to_slot)
 {
     size_t off, len;
@@ -95,9 +100,13 @@ static void host_copy(staging_emu *x, size_t i, int k, int to_slot)
     void *dst = to_slot ? x->slot[k] : x->host + off;
     const void *src = to_slot ? (const void *)(x->host + off) : x->slot[k];
     copy_fn fn = x->shape.stream_copy ? copy_stream : copy_plain;
-    if (i == x->p->own) {
+    if (x->p->caller_all || i == x->p->own) {
         fn(dst, src, len);
         x->job[k].pending = 0;
+    } else if (x->p->split) {
+        int pieces;
+        size_t piece = staging_pieces(len, x->p->threads + 1, &pieces);
+        copy_pool_submit_split(x->cp, x->split[k], fn, dst, src, len, piece);
     } else {
         copy_pool_submit_fn(x->cp, &x->job[k], fn, dst, src, len);
     }
@@ -115,7 +124,12 @@ static fhr_status host_wait(void *ctx, size_t i, int k, fhr_error *err)
 {
     (void)i, (void)err;
     staging_emu *x = ctx;
-    copy_pool_wait(x->cp, &x->job[k]);
+    if (x->p->caller_all) /* done by the caller when started */
+        return FHR_OK;
+    if (x->p->split)
+        copy_pool_wait_split(x->cp, x->split[k]);
+    else
+        copy_pool_wait(x->cp, &x->job[k]);
     return FHR_OK;
 }
 
@@ -137,8 +151,11 @@ static fhr_status drain(void *ctx, size_t i, int k, fhr_error *err)
 static void quiesce(void *ctx)
 {
     staging_emu *x = ctx;
-    for (int k = 0; k < STAGING_MAX_SLOTS; k++)
+    for (int k = 0; k < STAGING_MAX_SLOTS; k++) {
         copy_pool_wait(x->cp, &x->job[k]);
+        if (x->split[k])
+            copy_pool_wait_split(x->cp, x->split[k]);
+    }
 }
 
 static const staging_ops to_device_ops = {fill, host_wait, to_dev, dma_wait, quiesce};
@@ -148,13 +165,19 @@ fhr_status staging_emu_copy(staging_emu *x, void *dev, void *host, size_t n, int
                             uint64_t *first_dma_ns, fhr_error *err)
 {
     staging_plan p;
-    staging_plan_make(n, &x->shape, to_device, &p);
+    int small = staging_small(n, &x->shape);
+    if (small)
+        staging_small_plan_make(n, &x->shape, &p);
+    else
+        staging_plan_make(n, &x->shape, to_device, &p);
     x->p = &p;
     x->dev = dev;
     x->host = host;
     x->first_dma = 0;
     x->t0 = now_ns();
-    fhr_status st = staging_run(&p, !to_device, to_device ? &to_device_ops : &to_host_ops, x, err);
+    const staging_ops *ops = to_device ? &to_device_ops : &to_host_ops;
+    fhr_status st = small ? staging_small_run(&p, to_device, ops, x, err)
+                          : staging_run(&p, !to_device, ops, x, err);
     /* the DMAs the pipeline leaves in flight (towards the device), or all after a failure */
     fhr_status ss = fhr_stream_sync(x->b, x->s, st ? NULL : err);
     if (!st)
@@ -170,7 +193,7 @@ fhr_status staging_emu_copy(staging_emu *x, void *dev, void *host, size_t n, int
 int staging_emu_idle(const staging_emu *x)
 {
     for (int k = 0; k < STAGING_MAX_SLOTS; k++)
-        if (x->job[k].pending)
+        if (x->job[k].pending || (x->split[k] && x->split[k]->pending))
             return 0;
     return 1;
 }
@@ -185,6 +208,7 @@ void staging_emu_destroy(staging_emu *x)
             x->b->ops->free(x->b, fhr_loc_pinned(), x->slot[k], x->slot_bytes, x->s);
         if (x->ev[k])
             x->b->ops->event_destroy(x->b, x->ev[k]);
+        free(x->split[k]);
     }
     fhr_stream_sync(x->b, x->s, NULL);
     fhr_stream_destroy(x->b, x->s);

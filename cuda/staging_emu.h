@@ -12,8 +12,9 @@ typedef struct staging_emu staging_emu;
 fhr_status staging_emu_create(fhr_backend *b, copy_pool *cp, const staging_shape *shape,
                               staging_emu **out, fhr_error *err);
 /* n bytes between dev (at cuda:0) and host (pageable), as the CUDA backend's staged copy:
- * cut by staging_plan_make, ordered by staging_run; returns once every host stage and
- * every DMA is done. *first_dma_ns (may be NULL): nanoseconds from the call to the
+ * cut by staging_plan_make, ordered by staging_run (a copy staging_small takes: by
+ * staging_small_plan_make and staging_small_run, the caller alone; any other copy is
+ * staged, whatever its size); returns once every host stage and every DMA is done. *first_dma_ns (may be NULL): nanoseconds from the call to the
  * first DMA's start. */
 fhr_status staging_emu_copy(staging_emu *x, void *dev, void *host, size_t n, int to_device,
                             uint64_t *first_dma_ns, fhr_error *err);

@@ -86,6 +86,34 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
 
 int staging_direct(size_t n, const staging_shape *sh) { return n < sh->direct_below; }
 
+int staging_small(size_t n, const staging_shape *sh)
+{
+    return sh->small_caller && staging_direct(n, sh);
+}
+
+fhr_status staging_small_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    if (strcmp(v, "caller") != 0 && strcmp(v, "direct") != 0)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_SMALL: '%s' is not a small-copy path (caller or direct)",
+                        v);
+    sh->small_caller = strcmp(v, "caller") == 0;
+    return FHR_OK;
+}
+
+fhr_status staging_fill_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    if (strcmp(v, "split") != 0 && strcmp(v, "whole") != 0)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_FILL: '%s' is not a fill kind (split or whole)", v);
+    sh->split_fill = strcmp(v, "split") == 0;
+    return FHR_OK;
+}
+
 fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err)
 {
     if (!v || !*v)
@@ -115,7 +143,8 @@ fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores
                                staging_shape *out, fhr_error *err)
 {
     staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1,
-                        STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM, STAGING_DEFAULT_DEPTH};
+                        STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM, STAGING_DEFAULT_DEPTH,
+                        STAGING_DEFAULT_SMALL, STAGING_DEFAULT_SPLIT};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;
     if (threads && *threads) {
@@ -139,6 +168,33 @@ fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores
     return FHR_OK;
 }
 
+/* The chunks of n bytes: with `ramp_ok` and first < chunk, a ramp of first, 2 first, ...
+ * while below chunk, then chunks of `chunk`. */
+static void tiles(size_t n, size_t chunk, int ramp_ok, size_t *first_out, size_t *ramp_out,
+                  size_t *chunks_out)
+{
+    size_t first = chunk, ramp = 0, ramp_bytes = 0;
+    if (ramp_ok && STAGING_FIRST_CHUNK < chunk) {
+        first = STAGING_FIRST_CHUNK;
+        while ((first << ramp) < chunk)
+            ramp++;
+        ramp_bytes = first * (((size_t)1 << ramp) - 1);
+    }
+    size_t chunks;
+    if (n <= ramp_bytes) { /* ends inside the ramp: the chunk holding byte n - 1 */
+        chunks = 0;
+        while (first * (((size_t)1 << chunks) - 1) < n)
+            chunks++;
+        ramp = chunks;
+    } else {
+        size_t rest = n - ramp_bytes;
+        chunks = ramp + rest / chunk + (rest % chunk != 0);
+    }
+    *first_out = first;
+    *ramp_out = ramp;
+    *chunks_out = chunks;
+}
+
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p)
 {
     size_t pool = (size_t)(sh->threads < 1 ? 1 : sh->threads), t = pool;
@@ -155,32 +211,41 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
         chunk = sh->max_chunk;
     /* the ramp: first, 2 first, ... while below the steady chunk, for a copy of more
      * than one chunk whose chunk follows its size */
-    size_t first = chunk, ramp = 0, ramp_bytes = 0;
-    if (sh->min_chunk < sh->max_chunk && n > chunk && STAGING_FIRST_CHUNK < chunk) {
-        first = STAGING_FIRST_CHUNK;
-        while ((first << ramp) < chunk)
-            ramp++;
-        ramp_bytes = first * (((size_t)1 << ramp) - 1);
-    }
-    size_t chunks;
-    if (n <= ramp_bytes) { /* ends inside the ramp: the chunk holding byte n - 1 */
-        chunks = 0;
-        while (first * (((size_t)1 << chunks) - 1) < n)
-            chunks++;
-        ramp = chunks;
-    } else {
-        size_t rest = n - ramp_bytes;
-        chunks = ramp + rest / chunk + (rest % chunk != 0);
-    }
+    size_t first, ramp, chunks;
+    tiles(n, chunk, sh->min_chunk < sh->max_chunk && n > chunk, &first, &ramp, &chunks);
     size_t depth = sh->depth < 1 ? 1 : (size_t)sh->depth;
     size_t slots = t + 1 + depth < chunks ? t + 1 + depth : chunks;
     size_t lag = to_device ? depth : t;
     if (lag > slots - 1)
         lag = slots - 1;
+    int split = sh->split_fill != 0;
     *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
                         .threads = (int)t, .slots = (int)slots, .depth = (int)depth,
-                        .lag = (int)lag,
-                        .inline_host = chunks == 1, .own = to_device ? 0 : chunks - 1};
+                        .lag = (int)lag, .inline_host = chunks == 1,
+                        .own = split ? SIZE_MAX : to_device ? 0 : chunks - 1, .split = split};
+}
+
+void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p)
+{
+    size_t chunk = STAGING_SMALL_CHUNK < sh->max_chunk ? STAGING_SMALL_CHUNK : sh->max_chunk;
+    size_t first, ramp, chunks;
+    tiles(n, chunk, n > STAGING_FIRST_CHUNK, &first, &ramp, &chunks);
+    size_t slots = chunks < STAGING_SMALL_SLOTS ? chunks : STAGING_SMALL_SLOTS;
+    *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
+                        .threads = 0, .slots = (int)slots, .depth = (int)slots - 1,
+                        .lag = (int)slots - 1, .inline_host = 1, .own = SIZE_MAX,
+                        .caller_all = 1};
+}
+
+size_t staging_pieces(size_t len, int parts, int *pieces)
+{
+    size_t k = (size_t)(parts < 1 ? 1 : parts);
+    size_t per = len / k + (len % k != 0);
+    per = (per + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
+    if (per < STAGING_SPLIT_MIN_PIECE)
+        per = STAGING_SPLIT_MIN_PIECE;
+    *pieces = (int)(len / per + (len % per != 0));
+    return per;
 }
 
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len)
@@ -251,6 +316,52 @@ fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *
     if (st) {
         /* A failed copy finishes every stage it started before it returns: no queued chunk
          * may read or write the caller's buffers once the caller has its error. */
+        for (size_t s = 0; s < slots; s++)
+            for (int b = 0; b < 2; b++)
+                if (pp.open[b][s] != SIZE_MAX)
+                    (void)finish(&pp, b, pp.open[b][s], (int)s, NULL);
+        ops->quiesce(ctx);
+    }
+    return st;
+}
+
+fhr_status staging_small_run(const staging_plan *p, int to_device, const staging_ops *ops,
+                             void *ctx, fhr_error *err)
+{
+    size_t nch = p->chunks, slots = (size_t)p->slots;
+    stage_track pp = {.ops = ops, .ctx = ctx};
+    for (size_t s = 0; s < slots; s++)
+        pp.open[0][s] = pp.open[1][s] = SIZE_MAX;
+    fhr_status st = FHR_OK;
+    if (to_device) {
+        for (size_t i = 0; i < nch && !st; i++) {
+            int s = (int)(i % slots);
+            if (i >= slots) /* the slot's last DMA, before its fill */
+                st = finish(&pp, 1, i - slots, s, err);
+            if (!st)
+                st = start(&pp, 0, i, s, err);
+            if (!st)
+                st = finish(&pp, 0, i, s, err);
+            if (!st)
+                st = start(&pp, 1, i, s, err);
+        }
+    } else {
+        size_t ahead = slots > 1 ? slots - 1 : 1;
+        for (size_t i = 0; i < ahead && i < nch && !st; i++)
+            st = start(&pp, 0, i, (int)i, err);
+        for (size_t i = 0; i < nch && !st; i++) {
+            int s = (int)(i % slots);
+            st = finish(&pp, 0, i, s, err);
+            /* the next DMA into the slot drained last, before this chunk's drain */
+            if (!st && i + ahead < nch)
+                st = start(&pp, 0, i + ahead, (int)((i + ahead) % slots), err);
+            if (!st)
+                st = start(&pp, 1, i, s, err);
+            if (!st)
+                st = finish(&pp, 1, i, s, err);
+        }
+    }
+    if (st) {
         for (size_t s = 0; s < slots; s++)
             for (int b = 0; b < 2; b++)
                 if (pp.open[b][s] != SIZE_MAX)

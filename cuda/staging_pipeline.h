@@ -28,6 +28,18 @@
 /* Default FHEPLAN_STAGING_DEPTH: DMAs a host-to-device copy keeps queued behind the one
  * running before it waits for the oldest (1: the next one only). */
 #define STAGING_DEFAULT_DEPTH 1
+/* Default FHEPLAN_STAGING_SMALL: 0 (`direct`) gives copies below FHEPLAN_STAGING_DIRECT to
+ * CUDA's own pageable copy, 1 (`caller`) has the calling thread stage them itself through
+ * STAGING_SMALL_SLOTS slots, each chunk's DMA overlapping the host copy of the next. */
+#define STAGING_DEFAULT_SMALL 0
+#define STAGING_SMALL_SLOTS 3                 /* slots of a caller-staged copy */
+#define STAGING_SMALL_CHUNK ((size_t)1 << 20) /* its steady chunk, after a ramp from 64 KiB */
+/* Default FHEPLAN_STAGING_FILL: 0 (`whole`) has each copy thread fill or drain a whole
+ * chunk, 1 (`split`) has every thread and the caller copy a contiguous piece of the oldest
+ * chunks in order, so that each chunk is complete as early as possible. */
+#define STAGING_DEFAULT_SPLIT 0
+#define STAGING_SPLIT_MIN_PIECE ((size_t)64 << 10) /* no piece of a split chunk is smaller,
+                                                      but the last */
 
 /* What a backend stages with: host copy threads and the chunk range. */
 typedef struct staging_shape {
@@ -38,6 +50,8 @@ typedef struct staging_shape {
     size_t direct_below;         /* FHEPLAN_STAGING_DIRECT: smaller copies skip staging */
     int stream_copy;             /* FHEPLAN_STAGING_MEMCPY: 1 for non-temporal stores */
     int depth;                   /* FHEPLAN_STAGING_DEPTH (below 1: 1) */
+    int small_caller;            /* FHEPLAN_STAGING_SMALL: 1 for `caller` */
+    int split_fill;              /* FHEPLAN_STAGING_FILL: 1 for `split` */
 } staging_shape;
 
 /* A byte count with an optional K, M, G or T suffix (KiB ... TiB, also written so); 0 on
@@ -78,6 +92,20 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
  * STAGING_DEPTH_LIMIT. A bad value is FHR_E_INVALID naming the variable, sh untouched. */
 fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err);
 
+/* Sets sh->small_caller from the value of FHEPLAN_STAGING_SMALL (NULL or "": keep
+ * STAGING_DEFAULT_SMALL, which staging_shape_parse sets): `caller` or `direct`. A bad value
+ * is FHR_E_INVALID naming the variable, sh untouched. */
+fhr_status staging_small_parse(const char *v, staging_shape *sh, fhr_error *err);
+
+/* Sets sh->split_fill from the value of FHEPLAN_STAGING_FILL (NULL or "": keep
+ * STAGING_DEFAULT_SPLIT, which staging_shape_parse sets): `split` or `whole`. A bad value
+ * is FHR_E_INVALID naming the variable, sh untouched. */
+fhr_status staging_fill_parse(const char *v, staging_shape *sh, fhr_error *err);
+
+/* The path of one pageable copy of n bytes: 1 when the calling thread stages it alone
+ * (staging_direct and FHEPLAN_STAGING_SMALL=caller), else 0. */
+int staging_small(size_t n, const staging_shape *sh);
+
 /* The plan of one copy of n bytes (n >= 1): `ramp` chunks of first, 2 first, 4 first, ...
  * (each below `chunk`), then chunks of `chunk`, the last one possibly shorter. */
 typedef struct staging_plan {
@@ -92,7 +120,10 @@ typedef struct staging_plan {
     int lag;       /* how many chunks behind the first stage a slot is recycled */
     int inline_host; /* one chunk: the caller copies it itself, no hand-off */
     size_t own;      /* the chunk whose host stage the caller does itself, not a thread:
-                        the first towards the device, the last from it */
+                        the first towards the device, the last from it; SIZE_MAX when
+                        split (the caller helps with every chunk it waits for) */
+    int caller_all;  /* every host stage is the caller's (a caller-staged small copy) */
+    int split;       /* host stages cut into pieces over the threads and the caller */
 } staging_plan;
 
 /* Threads: the shape's when fixed, else floor(log2(n / STAGING_THREAD_UNIT)) (at least 1,
@@ -106,8 +137,23 @@ typedef struct staging_plan {
  * caller fills the first chunk itself while the threads fill the next ones; otherwise (DMA, then drain) slots are recycled `threads`
  * chunks behind and the caller drains the last chunk itself. */
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p);
+/* (With sh->split_fill: the same chunks, threads, slots and lag, split set, no own chunk:
+ * every host stage is cut into pieces, staging_pieces over threads + 1.) */
+
+/* The plan of a caller-staged copy of n bytes (n >= 1, below the direct threshold): a ramp
+ * of 64 KiB, 128 KiB, ... up to a steady chunk of STAGING_SMALL_CHUNK (the slot size,
+ * sh->max_chunk, when smaller; a ramp only while below it), at most STAGING_SMALL_SLOTS
+ * slots, no threads, caller_all. */
+void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p);
+
 /* Offset and length of chunk i. */
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len);
+
+/* A split host stage of len bytes (len >= 1) over `parts` workers (the threads and the
+ * caller): the piece size, a whole number of pages of about len / parts and at least
+ * STAGING_SPLIT_MIN_PIECE; *pieces (at most parts) pieces of it tile [0, len) in order,
+ * the last one possibly shorter. */
+size_t staging_pieces(size_t len, int parts, int *pieces);
 
 /* The two stages of a chunk. start_a(i) runs (or starts) the first stage of chunk i in
  * slot i % slots, wait_a waits for it; start_b and wait_b likewise for the second. A
@@ -129,5 +175,17 @@ typedef struct staging_ops {
  * drain; its own errors are ignored), quiesce runs, and the first error is returned. */
 fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,
                        fhr_error *err);
+
+/* Runs a caller-staged copy (staging_small_plan_make), every host stage by the caller, a
+ * slot reused only after its chunk's DMA was waited for. Towards the device (a: the fill,
+ * b: its DMA): fill chunk i, start its DMA at once, and before the fill of chunk i + slots
+ * wait for the DMA of chunk i, so the fill of the next chunks overlaps the DMA of the
+ * earlier ones; the last DMAs are left in flight. From the device (a: the DMA, b: the
+ * drain): slots - 1 DMAs started ahead; for each chunk wait for its DMA, start the DMA
+ * slots - 1 chunks on (into the slot drained last), then drain it. The first failure stops
+ * it, every DMA started and not yet waited for is waited for, and the first error is
+ * returned. */
+fhr_status staging_small_run(const staging_plan *p, int to_device, const staging_ops *ops,
+                             void *ctx, fhr_error *err);
 
 #endif

@@ -201,13 +201,45 @@ Test(cuda_pageable, deep_small_chunks)
     round_trip("0", (1u << 20) + 3);
 }
 
+/* The calling thread stages copies below the threshold (FHEPLAN_STAGING_SMALL=caller):
+ * 1 byte, odd sizes across the ramp, just below the threshold; the device-to-host copy
+ * follows the host-to-device one on the same stream (ordered by the stager's event). */
+static void caller_staged(size_t n)
+{
+    setenv("FHEPLAN_STAGING_SMALL", "caller", 1);
+    round_trip("8M", n);
+}
+
+Test(cuda_pageable, caller_staged_one_byte) { caller_staged(1); }
+Test(cuda_pageable, caller_staged_page_plus_one) { caller_staged(4097); }
+Test(cuda_pageable, caller_staged_odd_ramp) { caller_staged((1u << 20) + 4093); }
+Test(cuda_pageable, caller_staged_below_the_threshold) { caller_staged((8u << 20) - 1); }
+Test(cuda_pageable, caller_staged_small_slots)
+{
+    setenv("FHEPLAN_STAGING_CHUNK", "4K", 1);
+    caller_staged((1u << 20) + 3);
+}
+
+/* Split fills (FHEPLAN_STAGING_FILL=split) move the same bytes, both ways. */
+static void split(const char *threads, size_t n)
+{
+    setenv("FHEPLAN_STAGING_FILL", "split", 1);
+    setenv("FHEPLAN_COPY_THREADS", threads, 1);
+    round_trip("0", n);
+}
+
+Test(cuda_pageable, split_odd_large) { split("8", (67u << 20) + 4099); }
+Test(cuda_pageable, split_one_thread) { split("1", (9u << 20) + 5); }
+Test(cuda_pageable, split_page_plus_one) { split("4", 4097); }
+
 Test(cuda_pinned, bad_pinned_environment_is_refused_by_name)
 {
     const char *names[] = {"FHEPLAN_PINNED_HOSTALLOC", "FHEPLAN_PINNED_PREFAULT",
                            "FHEPLAN_PINNED_HUGEPAGE", "FHEPLAN_PINNED_ARENA",
                            "FHEPLAN_STAGING_MEMCPY", "FHEPLAN_STAGING_DEPTH",
-                           "FHEPLAN_PINNED_AHEAD"};
-    const char *values[] = {"yes", "all", "on", "3M", "nt", "0", "2"};
+                           "FHEPLAN_PINNED_AHEAD",     "FHEPLAN_STAGING_SMALL",
+                           "FHEPLAN_STAGING_FILL"};
+    const char *values[] = {"yes", "all", "on", "3M", "nt", "0", "2", "staged", "halves"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         for (size_t j = 0; j < sizeof names / sizeof *names; j++)
             unsetenv(names[j]);

@@ -10,8 +10,10 @@
 
 #include <criterion/criterion.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -23,7 +25,7 @@
  * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1, 0, 0};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
     return sh;
@@ -32,7 +34,7 @@ static staging_shape shape(int threads, size_t fixed_chunk)
 /* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
 static staging_shape auto_shape(int threads)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1, 0, 0};
     return sh;
 }
 
@@ -79,7 +81,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -89,7 +91,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -146,12 +148,15 @@ static void check_tiles(const staging_plan *p, size_t n)
         end = off + len;
     }
     cr_assert_eq(end, n);
-    cr_assert(p->threads >= 1);
+    cr_assert(p->caller_all ? p->threads == 0 : p->threads >= 1);
     size_t want_slots = (size_t)p->threads + 1 + (size_t)p->depth;
     cr_assert_eq((size_t)p->slots, p->chunks < want_slots ? p->chunks : want_slots);
     cr_assert(p->lag >= 0 && p->lag < p->slots);
-    cr_assert_eq(p->inline_host, p->chunks == 1);
-    cr_assert(p->own == 0 || p->own == p->chunks - 1);
+    cr_assert_eq(p->inline_host, p->chunks == 1 || p->caller_all);
+    if (p->split || p->caller_all)
+        cr_assert_eq(p->own, SIZE_MAX); /* no chunk is the caller's alone */
+    else
+        cr_assert(p->own == 0 || p->own == p->chunks - 1);
 }
 
 Test(staging, plan_edges_with_a_fixed_chunk)
@@ -332,7 +337,21 @@ typedef struct mock {
     int to_device, threads;
     size_t starved; /* host waits that found fewer host stages in flight than threads */
     long own_at, others_at; /* the op of the first wave's own start, the last other one */
+    char log[2048];         /* "A0 a0 B0 ..." (start a, wait a, start b, wait b) until full */
+    size_t loglen;
 } mock;
+
+/* Appends one op to m's log, while there is room. */
+static void log_op(mock *m, int set, size_t i)
+{
+    char c = set == A_STARTED ? 'A' : set == A_DONE ? 'a' : set == B_STARTED ? 'B' : 'b';
+    size_t room = sizeof m->log - m->loglen;
+    int w = snprintf(m->log + m->loglen, room, "%s%c%zu", m->loglen ? " " : "", c, i);
+    if (w > 0 && (size_t)w < room)
+        m->loglen += (size_t)w;
+    else
+        m->log[m->loglen] = 0;
+}
 
 /* At a wait for chunk i's host stage, every thread should have a chunk (or every
  * remaining chunk be in flight). */
@@ -373,6 +392,7 @@ static fhr_status step(mock *m, size_t i, int slot, int need, int set, fhr_error
         m->bad = 1;
     }
     m->state[i] |= (unsigned char)set;
+    log_op(m, set, i);
     return FHR_OK;
 }
 
@@ -430,8 +450,10 @@ static void m_quiesce(void *ctx) { ((mock *)ctx)->quiesced++; }
 
 static const staging_ops mock_ops = {m_start_a, m_wait_a, m_start_b, m_wait_b, m_quiesce};
 
-static fhr_status run_mock(const staging_plan *p, int to_device, int threads, long fail_at,
-                           mock *m)
+/* The pipeline (staging_run) or, small, a caller-staged copy (staging_small_run) over the
+ * recording mock, failing its fail_at-th op (0: none). */
+static fhr_status run_mock_x(const staging_plan *p, int to_device, int threads, long fail_at,
+                             int small, mock *m)
 {
     int wait_tail = !to_device;
     *m = (mock){.p = p, .fail_at = fail_at, .to_device = to_device, .threads = threads};
@@ -439,11 +461,18 @@ static fhr_status run_mock(const staging_plan *p, int to_device, int threads, lo
     cr_assert_not_null(m->state);
     fhr_error err;
     fhr_error_init(&err);
-    fhr_status st = staging_run(p, wait_tail, &mock_ops, m, &err);
+    fhr_status st = small ? staging_small_run(p, to_device, &mock_ops, m, &err)
+                          : staging_run(p, wait_tail, &mock_ops, m, &err);
     cr_assert_eq(st != FHR_OK, m->failed);
     if (st)
         cr_assert(strstr(err.message, "injected") != NULL);
     return st;
+}
+
+static fhr_status run_mock(const staging_plan *p, int to_device, int threads, long fail_at,
+                           mock *m)
+{
+    return run_mock_x(p, to_device, threads, fail_at, 0, m);
 }
 
 static void check_order_depth(size_t n, int threads, size_t chunk, int to_device, int depth)
@@ -1156,4 +1185,480 @@ Test(pinned, ahead_from_the_environment)
         cr_assert(strstr(err.message, bad[i]) != NULL);
         cr_assert_eq(sh.ahead, 7); /* untouched */
     }
+}
+
+/* ---- caller-staged small copies (FHEPLAN_STAGING_SMALL) and split fills
+ * (FHEPLAN_STAGING_FILL) ----------------------------------------------------------------- */
+
+Test(staging, small_and_fill_from_the_environment)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.small_caller, STAGING_DEFAULT_SMALL);
+    cr_assert_eq(sh.split_fill, STAGING_DEFAULT_SPLIT);
+    cr_assert_eq(staging_small_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.small_caller, STAGING_DEFAULT_SMALL);
+    cr_assert_eq(staging_small_parse("caller", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.small_caller, 1);
+    cr_assert_eq(staging_small_parse("", &sh, NULL), FHR_OK); /* "": keeps what it has */
+    cr_assert_eq(sh.small_caller, 1);
+    cr_assert_eq(staging_small_parse("direct", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.small_caller, 0);
+    cr_assert_eq(staging_fill_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.split_fill, STAGING_DEFAULT_SPLIT);
+    cr_assert_eq(staging_fill_parse("split", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.split_fill, 1);
+    cr_assert_eq(staging_fill_parse("", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.split_fill, 1);
+    cr_assert_eq(staging_fill_parse("whole", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.split_fill, 0);
+    const char *bad[] = {"Caller", "caller ", " direct", "1", "0", "yes", "split", "callerx"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.small_caller = 7;
+        cr_assert_eq(staging_small_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_SMALL") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.small_caller, 7); /* untouched */
+    }
+    const char *bad_fill[] = {"Split", "split ", " whole", "1", "halves", "caller", "wholes"};
+    for (size_t i = 0; i < sizeof bad_fill / sizeof *bad_fill; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.split_fill = 7;
+        cr_assert_eq(staging_fill_parse(bad_fill[i], &sh, &err), FHR_E_INVALID, "%s", bad_fill[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_STAGING_FILL") != NULL);
+        cr_assert(strstr(err.message, bad_fill[i]) != NULL);
+        cr_assert_eq(sh.split_fill, 7);
+    }
+}
+
+/* The caller stages exactly the copies below the direct threshold, and only when asked. */
+Test(staging, small_rule_follows_the_threshold)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(staging_small(1, &sh), STAGING_DEFAULT_SMALL);
+    sh.small_caller = 1;
+    cr_assert_eq(staging_small(1, &sh), 1);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh), 1);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh), 0); /* the pipeline from it */
+    sh.direct_below = 0; /* FHEPLAN_STAGING_DIRECT=0: every copy through the pipeline */
+    cr_assert_eq(staging_small(1, &sh), 0);
+    sh.direct_below = STAGING_DIRECT_BELOW;
+    sh.small_caller = 0;
+    cr_assert_eq(staging_small(1, &sh), 0);
+    cr_assert_eq(staging_direct(1, &sh), 1); /* CUDA's own */
+}
+
+/* Lengths of the chunks of a plan, in order. */
+static void chunk_lengths(const staging_plan *p, size_t *out)
+{
+    for (size_t i = 0; i < p->chunks; i++) {
+        size_t off;
+        staging_chunk(p, i, &off, &out[i]);
+    }
+}
+
+/* The caller's chunks: 64 KiB, 128 KiB, 256 KiB, 512 KiB, then 1 MiB, so the first DMA
+ * starts after a 64 KiB copy; at most 3 slots; no threads. */
+Test(staging, small_plan_ramps_to_a_megabyte)
+{
+    staging_shape sh = shape(8, 0);
+    struct {
+        size_t n, chunks, last;
+    } c[] = {
+        {1, 1, 1},
+        {4095, 1, 4095},
+        {64 * KiB, 1, 64 * KiB},
+        {64 * KiB + 1, 2, 1},
+        {192 * KiB, 2, 128 * KiB},
+        {MiB, 5, 64 * KiB},                     /* 64 128 256 512 + 64 */
+        {960 * KiB, 4, 512 * KiB},              /* the ramp exactly */
+        {4 * MiB, 8, 64 * KiB},                 /* 960K + 3 x 1M + 64K */
+        {STAGING_DIRECT_BELOW - 1, 12, 64 * KiB - 1}, /* 960K + 7 x 1M + 64K - 1 */
+    };
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+        staging_plan p;
+        staging_small_plan_make(c[k].n, &sh, &p);
+        check_tiles(&p, c[k].n);
+        cr_assert_eq(p.chunks, c[k].chunks, "n %zu: %zu chunks", c[k].n, p.chunks);
+        cr_assert_eq(p.caller_all, 1);
+        cr_assert_eq(p.split, 0);
+        cr_assert_eq(p.threads, 0);
+        cr_assert_eq((size_t)p.slots, c[k].chunks < 3 ? c[k].chunks : 3);
+        cr_assert_eq(STAGING_SMALL_SLOTS, 3);
+        size_t len[16];
+        chunk_lengths(&p, len);
+        for (size_t i = 0; i + 1 < p.chunks; i++)
+            cr_assert_eq(len[i], i < 4 ? (64 * KiB) << i : MiB, "n %zu chunk %zu", c[k].n, i);
+        cr_assert_eq(len[p.chunks - 1], c[k].last, "n %zu", c[k].n);
+    }
+    /* the slot size caps the chunk: FHEPLAN_STAGING_CHUNK=256K ramps 64K, 128K, then 256K;
+     * 64K or less: no ramp */
+    sh = shape(8, 256 * KiB);
+    staging_plan p;
+    staging_small_plan_make(MiB, &sh, &p);
+    check_tiles(&p, MiB);
+    cr_assert_eq(p.chunk, 256 * KiB);
+    cr_assert_eq(p.ramp, 2);
+    cr_assert_eq(p.chunks, 2 + 4); /* 192K, 3 x 256K, 64K */
+    sh = shape(8, 4 * KiB);
+    staging_small_plan_make(37 * 4 * KiB + 11, &sh, &p);
+    check_tiles(&p, 37 * 4 * KiB + 11);
+    cr_assert_eq(p.ramp, 0);
+    cr_assert_eq(p.chunks, 38);
+    cr_assert_eq(p.slots, 3);
+    /* a larger fixed chunk does not grow the caller's: 1 MiB */
+    sh = shape(8, 16 * MiB);
+    staging_small_plan_make(3 * MiB, &sh, &p);
+    check_tiles(&p, 3 * MiB);
+    cr_assert_eq(p.chunk, MiB);
+}
+
+/* The caller's order, op by op: towards the device each chunk's DMA starts right after its
+ * fill (so the next fill overlaps it) and a slot is filled again only after its DMA was
+ * waited for; from the device two DMAs run ahead of the drain. */
+Test(staging, small_run_overlaps_each_fill_with_the_dma_before)
+{
+    staging_shape sh = shape(8, 0);
+    staging_plan p;
+    staging_small_plan_make(MiB, &sh, &p); /* 5 chunks, 3 slots */
+    mock m;
+    cr_assert_eq(run_mock_x(&p, 1, 0, 0, 1, &m), FHR_OK);
+    cr_assert_str_eq(m.log, "A0 a0 B0 A1 a1 B1 A2 a2 B2 b0 A3 a3 B3 b1 A4 a4 B4");
+    cr_assert_eq(m.bad, 0);
+    free(m.state);
+    cr_assert_eq(run_mock_x(&p, 0, 0, 0, 1, &m), FHR_OK);
+    cr_assert_str_eq(m.log, "A0 A1 a0 A2 B0 b0 a1 A3 B1 b1 a2 A4 B2 b2 a3 B3 b3 a4 B4 b4");
+    cr_assert_eq(m.bad, 0);
+    free(m.state);
+    staging_small_plan_make(64 * KiB + 1, &sh, &p); /* 2 chunks, 2 slots */
+    cr_assert_eq(run_mock_x(&p, 1, 0, 0, 1, &m), FHR_OK);
+    cr_assert_str_eq(m.log, "A0 a0 B0 A1 a1 B1");
+    free(m.state);
+    cr_assert_eq(run_mock_x(&p, 0, 0, 0, 1, &m), FHR_OK);
+    cr_assert_str_eq(m.log, "A0 a0 A1 B0 b0 a1 B1 b1");
+    free(m.state);
+    staging_small_plan_make(1, &sh, &p);
+    cr_assert_eq(run_mock_x(&p, 0, 0, 0, 1, &m), FHR_OK);
+    cr_assert_str_eq(m.log, "A0 a0 B0 b0");
+    free(m.state);
+}
+
+/* Every size and slot count: stages in order, no slot reused before its chunk is done,
+ * every chunk complete (towards the device: the last DMAs may stay in flight, at most one
+ * per slot). */
+Test(staging, small_run_order_every_size)
+{
+    size_t sizes[] = {1, 4095, 4096, 4097, 64 * KiB + 1, 300 * KiB, MiB + 3, 37 * 4 * KiB + 11,
+                      STAGING_DIRECT_BELOW - 1};
+    size_t chunks[] = {0, 4 * KiB, 256 * KiB};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++)
+            for (int dir = 0; dir < 2; dir++) {
+                staging_shape sh = shape(4, chunks[c]);
+                staging_plan p;
+                staging_small_plan_make(sizes[k], &sh, &p);
+                check_tiles(&p, sizes[k]);
+                mock m;
+                cr_assert_eq(run_mock_x(&p, dir, 0, 0, 1, &m), FHR_OK);
+                cr_assert_eq(m.bad, 0, "n %zu dir %d: out of order at chunk %zu", sizes[k], dir,
+                             m.bad_chunk);
+                size_t in_flight = 0;
+                for (size_t i = 0; i < p.chunks; i++) {
+                    int full = A_STARTED | A_DONE | B_STARTED | B_DONE;
+                    cr_assert_eq(m.state[i] | (dir ? B_DONE : 0), full, "chunk %zu", i);
+                    in_flight += !(m.state[i] & B_DONE);
+                }
+                cr_assert_leq(in_flight, (size_t)p.slots);
+                cr_assert_leq(m.max_b_out, (size_t)p.slots);
+                free(m.state);
+            }
+}
+
+/* A failure at any op of a caller-staged copy: nothing started after it, every DMA
+ * started waited for before the error returns. */
+Test(staging, small_run_stops_at_the_first_failure_and_drains_what_it_started)
+{
+    for (int dir = 0; dir < 2; dir++)
+        for (size_t chunk = 4 * KiB; chunk <= 256 * KiB; chunk *= 64) {
+            staging_shape sh = shape(3, chunk);
+            staging_plan p;
+            staging_small_plan_make(13 * 4 * KiB + 1, &sh, &p);
+            mock m;
+            cr_assert_eq(run_mock_x(&p, dir, 0, 0, 1, &m), FHR_OK);
+            long total = m.ops;
+            free(m.state);
+            for (long k = 1; k <= total; k++) {
+                cr_assert_eq(run_mock_x(&p, dir, 0, k, 1, &m), FHR_E_BACKEND);
+                cr_assert_eq(m.quiesced, 1, "failure at op %ld", k);
+                cr_assert_eq(m.late_ops, 0, "stages started after the failure at op %ld", k);
+                cr_assert_eq(m.bad_drain, 0, "the drain waited for a stage not open (op %ld)", k);
+                cr_assert_eq(m.ops, k);
+                for (size_t i = 0; i < p.chunks; i++) {
+                    int st = m.state[i];
+                    cr_assert(!(st & A_STARTED) || (st & A_DONE), "dir %d fail at %ld: chunk "
+                              "%zu's first stage left running", dir, k, i);
+                    cr_assert(!(st & B_STARTED) || (st & B_DONE), "dir %d fail at %ld: chunk "
+                              "%zu's second stage left running", dir, k, i);
+                }
+                free(m.state);
+            }
+        }
+}
+
+/* A split chunk's pieces: whole pages of about len / parts, at least 64 KiB, at most
+ * `parts` of them, tiling the chunk exactly once. */
+Test(staging, split_pieces_tile_each_chunk_once)
+{
+    size_t lens[] = {1, 4095, 4096, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 256 * KiB,
+                     MiB + 4097, 4 * MiB, 4 * MiB - 3, 16 * MiB + 1, GiB};
+    int parts[] = {1, 2, 3, 9, 13, 17, 65};
+    for (size_t k = 0; k < sizeof lens / sizeof *lens; k++)
+        for (size_t t = 0; t < sizeof parts / sizeof *parts; t++) {
+            size_t len = lens[k];
+            int pieces = -1;
+            size_t per = staging_pieces(len, parts[t], &pieces);
+            cr_assert_eq(per % STAGING_ALIGN, 0);
+            cr_assert_geq(per, STAGING_SPLIT_MIN_PIECE);
+            cr_assert(pieces >= 1 && pieces <= parts[t], "len %zu parts %d: %d pieces", len,
+                      parts[t], pieces);
+            cr_assert_lt((size_t)(pieces - 1) * per, len); /* every piece has bytes */
+            cr_assert_geq((size_t)pieces * per, len);      /* and they reach the end */
+            if (len >= (size_t)parts[t] * STAGING_SPLIT_MIN_PIECE * 2) /* large: all work */
+                cr_assert_eq(pieces, parts[t], "len %zu parts %d", len, parts[t]);
+        }
+    int pieces;
+    cr_assert_eq(staging_pieces(4 * MiB, 9, &pieces), 456 * KiB); /* 8 of 456K, one of 448K */
+    cr_assert_eq(pieces, 9);
+    cr_assert_eq(staging_pieces(256 * KiB, 9, &pieces), 64 * KiB);
+    cr_assert_eq(pieces, 4);
+}
+
+/* With FHEPLAN_STAGING_FILL=split the chunks, slots and lag are those of whole fills, but
+ * no chunk is the caller's alone, and the pipeline starts the first wave in chunk order. */
+Test(staging, split_plan_keeps_the_chunks_and_starts_in_order)
+{
+    size_t sizes[] = {1, 9 * MiB + 5, 256 * MiB, GiB + 1};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (int dir = 0; dir < 2; dir++) {
+            staging_shape sh = shape(8, 0);
+            staging_plan whole, split;
+            staging_plan_make(sizes[k], &sh, dir, &whole);
+            sh.split_fill = 1;
+            staging_plan_make(sizes[k], &sh, dir, &split);
+            check_tiles(&split, sizes[k]);
+            cr_assert_eq(split.split, 1);
+            cr_assert_eq(whole.split, 0);
+            cr_assert_eq(split.own, SIZE_MAX);
+            cr_assert_eq(split.chunks, whole.chunks);
+            cr_assert_eq(split.chunk, whole.chunk);
+            cr_assert_eq(split.slots, whole.slots);
+            cr_assert_eq(split.lag, whole.lag);
+            cr_assert_eq(split.threads, whole.threads);
+            mock m;
+            cr_assert_eq(run_mock(&split, dir, split.threads, 0, &m), FHR_OK);
+            cr_assert_eq(m.bad, 0);
+            char want[256] = "";
+            size_t w = 0;
+            for (int i = 0; i < split.slots && i < 8; i++)
+                w += (size_t)snprintf(want + w, sizeof want - w, "%sA%d", i ? " " : "", i);
+            cr_assert_eq(strncmp(m.log, want, w), 0, "dir %d: %s", dir, m.log);
+            free(m.state);
+        }
+}
+
+/* Pieces of a split job: every byte once, in whole pieces, whoever runs them. */
+Test(threads_copy_pool, split_covers_every_byte_once)
+{
+    size_t sizes[] = {0, 1, 4095, 64 * KiB + 1, 3 * MiB + 7, 9 * MiB};
+    int threads[] = {1, 3, 4};
+    unsigned char *buf = calloc(9 * MiB, 1);
+    cr_assert_not_null(buf);
+    copy_split *j = calloc(1, sizeof *j);
+    cr_assert_not_null(j);
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        copy_pool *cp = NULL;
+        cr_assert_eq(copy_pool_create(threads[t], &cp, NULL), FHR_OK);
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+            memset(buf, 0, 9 * MiB);
+            run_base = buf;
+            int pieces = 0;
+            size_t piece = sizes[k] ? staging_pieces(sizes[k], threads[t] + 1, &pieces) : 4096;
+            run_granule = piece;
+            run_misaligned = 0;
+            copy_pool_submit_split(cp, j, bump, buf, NULL, sizes[k], piece);
+            cr_assert_eq(j->pieces, pieces);
+            copy_pool_wait_split(cp, j);
+            cr_assert_eq(j->pending, 0);
+            cr_assert_eq(run_misaligned, 0, "a piece starts inside another");
+            for (size_t i = 0; i < 9 * MiB; i++)
+                if (buf[i] != (i < sizes[k]))
+                    cr_assert_eq(buf[i], i < sizes[k], "threads %d n %zu: byte %zu bumped %d "
+                                 "times", threads[t], sizes[k], i, buf[i]);
+        }
+        copy_pool_destroy(cp);
+    }
+    free(j);
+    free(buf);
+}
+
+static _Atomic int hold_threads; /* 1: the jobs of `hold` wait */
+
+static void hold(void *dst, const void *src, size_t n)
+{
+    (void)dst, (void)src, (void)n;
+    while (hold_threads)
+        sched_yield();
+}
+
+/* The waiter runs the pieces no thread has taken: with every thread busy elsewhere a split
+ * job still finishes, by the caller alone. */
+Test(threads_copy_pool, the_split_waiter_runs_pieces_itself)
+{
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(2, &cp, NULL), FHR_OK);
+    hold_threads = 1;
+    copy_job busy[2];
+    for (int i = 0; i < 2; i++)
+        copy_pool_submit_fn(cp, &busy[i], hold, NULL, NULL, 0);
+    size_t n = 5 * 64 * KiB + 3;
+    unsigned char *src = malloc(n), *dst = calloc(n, 1);
+    cr_assert(src && dst);
+    for (size_t i = 0; i < n; i++)
+        src[i] = pattern(i, 9);
+    copy_split *j = calloc(1, sizeof *j);
+    cr_assert_not_null(j);
+    copy_pool_submit_split(cp, j, copy_plain, dst, src, n, 64 * KiB);
+    cr_assert_eq(j->pieces, 6);
+    copy_pool_wait_split(cp, j); /* the threads are held: the caller copies all six */
+    cr_assert_arr_eq(dst, src, n);
+    hold_threads = 0;
+    for (int i = 0; i < 2; i++)
+        copy_pool_wait(cp, &busy[i]);
+    copy_pool_destroy(cp);
+    free(j);
+    free(src);
+    free(dst);
+}
+
+/* Caller-staged copies through the emulated device, byte for byte: 1 byte, odd sizes,
+ * both sides of every ramp step, just below the threshold (the caller's) and exactly at it
+ * (the pipeline's), odd host offsets; and with 4 KiB slots, many chunks through 3 slots. */
+Test(threads_staging, bytes_arrive_when_the_caller_stages_small_copies)
+{
+    fhr_backend *b = emu_backend();
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    staging_shape sh = shape(3, 0);
+    sh.small_caller = 1;
+    sh.direct_below = STAGING_DIRECT_BELOW;
+    size_t sizes[] = {1, 7, 4095, 4097, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 192 * KiB + 5,
+                      MiB + 3, 3 * MiB + 4093, STAGING_DIRECT_BELOW - 1, STAGING_DIRECT_BELOW};
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+        for (size_t mis = 0; mis < 4; mis += 3)
+            for (int dir = 0; dir < 2; dir++)
+                cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK,
+                             "n %zu", sizes[k]);
+    sh = shape(3, 4 * KiB);
+    sh.small_caller = 1;
+    sh.direct_below = STAGING_DIRECT_LIMIT;
+    size_t few[] = {1, 4096, 37 * 4 * KiB + 11};
+    for (size_t k = 0; k < sizeof few / sizeof *few; k++)
+        for (int dir = 0; dir < 2; dir++)
+            cr_assert_eq(staged_emu(b, cp, &sh, few[k], 1, dir, NULL), FHR_OK);
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
+}
+
+/* Split fills through the emulated device, byte for byte: the default chunks (the ramp,
+ * pieces of every count), fixed chunks, 1 to 4 threads, deeper DMA, odd offsets. */
+Test(threads_staging, bytes_arrive_with_split_fills)
+{
+    fhr_backend *b = emu_backend();
+    int threads[] = {1, 3, 4};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++) {
+        copy_pool *cp = NULL;
+        cr_assert_eq(copy_pool_create(threads[t], &cp, NULL), FHR_OK);
+        staging_shape sh = shape(threads[t], 0);
+        sh.split_fill = 1;
+        size_t sizes[] = {1, 64 * KiB + 1, MiB + 1, 9 * MiB + 5, 17 * MiB + 3};
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (int dir = 0; dir < 2; dir++)
+                cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], 3, dir, NULL), FHR_OK);
+        sh = shape(threads[t], 256 * KiB);
+        sh.split_fill = 1;
+        sh.depth = 2;
+        sh.stream_copy = 1;
+        for (int dir = 0; dir < 2; dir++)
+            cr_assert_eq(staged_emu(b, cp, &sh, 23 * 256 * KiB + 4097, 1, dir, NULL), FHR_OK);
+        copy_pool_destroy(cp);
+    }
+    fhr_backend_destroy(b);
+}
+
+/* One failing fault of `kind` at every call the copy makes: the copy fails, every host
+ * stage has finished and no byte outside the copy was written (staged_emu checks). calls:
+ * the copy's calls of that kind, counted on a run without a fault. */
+static void fail_everywhere(fhr_backend *b, copy_pool *cp, const staging_shape *sh, size_t n,
+                            int dir, fhr_fault_kind kind, uint64_t before, uint64_t calls)
+{
+    fhr_backend_fault_arm(b, kind, 100000); /* arming counts from 0 again */
+    cr_assert_eq(staged_emu(b, cp, sh, n, 1, dir, NULL), FHR_OK);
+    uint64_t used = fhr_backend_fault_count(b, kind);
+    cr_assert_geq(used, before + calls, "kind %d: %llu calls", (int)kind,
+                  (unsigned long long)used);
+    for (uint64_t k = 1; k <= calls; k++) {
+        fhr_backend_fault_arm(b, kind, before + k);
+        fhr_error err;
+        fhr_error_init(&err);
+        fhr_status st = staged_emu(b, cp, sh, n, 1, dir, &err);
+        fhr_backend_fault_arm(b, kind, 0);
+        cr_assert_eq(st, FHR_E_BACKEND, "dir %d kind %d fault %llu", dir, (int)kind,
+                     (unsigned long long)k);
+        cr_assert(strstr(err.message, "injected") != NULL, "%s", err.message);
+    }
+}
+
+/* A failing DMA, event or slot allocation at any point of a caller-staged copy or of a
+ * split pipeline drains what it started (no host stage pending, nothing written outside).
+ * The harness makes one device allocation and one copy before the copy under test. */
+Test(threads_staging, failures_drain_caller_staged_and_split_copies)
+{
+    fhr_backend *inner = emu_backend(), *b = NULL;
+    cr_assert_eq(fhr_backend_fault_create(inner, &b, NULL), FHR_OK);
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    for (int dir = 0; dir < 2; dir++) {
+        staging_shape sh = shape(3, 0);
+        sh.small_caller = 1;
+        sh.direct_below = STAGING_DIRECT_BELOW;
+        size_t n = MiB + 5; /* 64K 128K 256K 512K, 64K + 5: 5 chunks, 3 slots */
+        staging_plan p;
+        staging_small_plan_make(n, &sh, &p);
+        cr_assert_eq(p.chunks, 5);
+        /* one DMA (copy) and one event per chunk: the caller staged it */
+        fhr_backend_fault_arm(b, FHR_FAULT_COPY, 100000);
+        cr_assert_eq(staged_emu(b, cp, &sh, n, 0, dir, NULL), FHR_OK);
+        cr_assert_eq(fhr_backend_fault_count(b, FHR_FAULT_COPY), 1 + 5 + 1);
+        fhr_backend_fault_arm(b, FHR_FAULT_ALLOC, 100000); /* the device buffer, 3 slots */
+        cr_assert_eq(staged_emu(b, cp, &sh, n, 0, dir, NULL), FHR_OK);
+        cr_assert_eq(fhr_backend_fault_count(b, FHR_FAULT_ALLOC), 1 + 3);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_COPY, 1, 5);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_EVENT, 0, 5);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_ALLOC, 1, 3);
+        sh = shape(3, 256 * KiB);
+        sh.split_fill = 1;
+        n = 11 * 256 * KiB + 5; /* 12 chunks through 3 + 1 + 1 slots */
+        staging_plan_make(n, &sh, dir, &p);
+        cr_assert_eq(p.chunks, 12);
+        cr_assert_eq(p.slots, 5);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_COPY, 1, 12);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_EVENT, 0, 12);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_ALLOC, 1, 5);
+    }
+    copy_pool_destroy(cp);
+    fhr_backend_destroy(b);
 }
