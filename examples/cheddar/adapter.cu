@@ -144,7 +144,7 @@ class Binding {
 };
 
 // Our a-half sampler: word j of prime slot p of part `part` of the key with Cheddar index
-// key_idx is a 64-bit mix of the four, reduced modulo the slot's prime.
+// key_idx is a 64-bit mix of the four, scaled onto [0, prime) (see sample_a_kernel).
 __device__ __host__ inline uint64_t mix64(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
@@ -153,15 +153,19 @@ __device__ __host__ inline uint64_t mix64(uint64_t x)
     return x ^ (x >> 31);
 }
 
-__global__ void sample_a_kernel(word *dst, const word *primes, int num_primes, int degree,
+// The word is the high half of h times the prime, uniform on [0, prime) to within 2^-32:
+// no division on the device (a 64-bit modulo costs the GPU far more than the hash, and the
+// sampler runs beside Cheddar's kernels on every seeded load). The degree is a power of two.
+__global__ void sample_a_kernel(word *dst, const word *primes, int num_primes, int log_degree,
                                 uint64_t base)
 {
-    size_t total = (size_t)num_primes * (size_t)degree;
+    size_t total = (size_t)num_primes << log_degree;
+    uint64_t mask = ((uint64_t)1 << log_degree) - 1;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
          i += (size_t)gridDim.x * blockDim.x) {
-        size_t p = i / (size_t)degree;
-        uint64_t h = mix64(base ^ mix64(((uint64_t)p << 32) | (uint64_t)(i % (size_t)degree)));
-        dst[i] = (word)(h % (uint64_t)primes[p]);
+        size_t p = i >> log_degree;
+        uint64_t h = mix64(base ^ mix64(((uint64_t)p << 32) | ((uint64_t)i & mask)));
+        dst[i] = (word)__umul64hi(h, (uint64_t)primes[p]);
     }
 }
 
@@ -173,9 +177,14 @@ uint64_t sample_base(int key_idx, int part)
 cudaError_t sample_a(word *dst, const word *primes, int num_primes, int degree, int key_idx,
                      int part, cudaStream_t s)
 {
-    size_t total = (size_t)num_primes * (size_t)degree;
+    int log_degree = 0;
+    while ((1 << log_degree) < degree)
+        log_degree++;
+    if (degree <= 0 || (1 << log_degree) != degree)
+        return cudaErrorInvalidValue;
+    size_t total = (size_t)num_primes << log_degree;
     int blocks = (int)std::min<size_t>((total + 255) / 256, 4096);
-    sample_a_kernel<<<blocks, 256, 0, s>>>(dst, primes, num_primes, degree,
+    sample_a_kernel<<<blocks, 256, 0, s>>>(dst, primes, num_primes, log_degree,
                                            sample_base(key_idx, part));
     return cudaGetLastError();
 }

@@ -178,7 +178,9 @@ typedef struct check_pred {
     double moved, regen, s;
 } check_pred;
 
-/* Runs `fheplan check --json --pinned-gbps P --gen-gbps G PATH`. */
+/* Runs `fheplan check --json --pinned-gbps P --gen-gbps G PATH`, the rates written exactly
+ * as the VM gets them: the schedule follows the model's timeline where it double-buffers,
+ * so a rounded rate can decide differently. */
 static check_pred predicted_at(const char *fheplan, const char *path, double pinned_gbps,
                                double gen_gbps, uint64_t budget);
 
@@ -199,7 +201,7 @@ static check_pred predicted_at(const char *fheplan, const char *path, double pin
     char bud[64] = "";
     if (budget)
         snprintf(bud, sizeof bud, " --budget cuda:0=%lluB", (unsigned long long)budget);
-    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.3f --gen-gbps %.3f%s '%s'",
+    snprintf(cmd, sizeof cmd, "'%s' check --json --pinned-gbps %.17g --gen-gbps %.17g%s '%s'",
              fheplan, pinned_gbps, gen_gbps, bud, path);
     FILE *p = popen(cmd, "r");
     if (!p)
