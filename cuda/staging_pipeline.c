@@ -284,6 +284,18 @@ static fhr_status finish(stage_track *pp, int b, size_t i, int s, fhr_error *err
     return b ? pp->ops->wait_b(pp->ctx, i, s, err) : pp->ops->wait_a(pp->ctx, i, s, err);
 }
 
+/* After a failure: finishes every stage started and not yet finished (their own errors
+ * ignored), then the host tasks. A failed copy returns only then: no queued chunk may read
+ * or write the caller's buffers once the caller has its error. */
+static void drain_started(stage_track *pp, size_t slots)
+{
+    for (size_t s = 0; s < slots; s++)
+        for (int b = 0; b < 2; b++)
+            if (pp->open[b][s] != SIZE_MAX)
+                (void)finish(pp, b, pp->open[b][s], (int)s, NULL);
+    pp->ops->quiesce(pp->ctx);
+}
+
 fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *ops, void *ctx,
                        fhr_error *err)
 {
@@ -313,15 +325,8 @@ fhr_status staging_run(const staging_plan *p, int wait_tail, const staging_ops *
     /* the chunks whose slots were never recycled */
     for (size_t j = nch > slots ? nch - slots : 0; wait_tail && j < nch && !st; j++)
         st = finish(&pp, 1, j, (int)(j % slots), err);
-    if (st) {
-        /* A failed copy finishes every stage it started before it returns: no queued chunk
-         * may read or write the caller's buffers once the caller has its error. */
-        for (size_t s = 0; s < slots; s++)
-            for (int b = 0; b < 2; b++)
-                if (pp.open[b][s] != SIZE_MAX)
-                    (void)finish(&pp, b, pp.open[b][s], (int)s, NULL);
-        ops->quiesce(ctx);
-    }
+    if (st)
+        drain_started(&pp, slots);
     return st;
 }
 
@@ -361,12 +366,7 @@ fhr_status staging_small_run(const staging_plan *p, int to_device, const staging
                 st = finish(&pp, 1, i, s, err);
         }
     }
-    if (st) {
-        for (size_t s = 0; s < slots; s++)
-            for (int b = 0; b < 2; b++)
-                if (pp.open[b][s] != SIZE_MAX)
-                    (void)finish(&pp, b, pp.open[b][s], (int)s, NULL);
-        ops->quiesce(ctx);
-    }
+    if (st)
+        drain_started(&pp, slots);
     return st;
 }
