@@ -209,34 +209,15 @@ typedef struct run {
     char *host;       /* pageable side */
 } run;
 
-/* The host stage of chunk i: by the caller for the plan's own chunk (or every chunk of a
- * caller-staged copy), pieces over the threads and the caller (split), else a job. */
+/* The host stage of chunk i (staging_host_start). */
 static void host_copy(run *r, size_t i, int b, int to_slot)
 {
     size_t off, len;
     staging_chunk(r->p, i, &off, &len);
     void *dst = to_slot ? r->g->buf[b] : r->host + off;
     const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
-    copy_fn fn = r->set->shape.stream_copy ? copy_stream : copy_plain;
-    if (r->p->caller_all || i == r->p->own) {
-        fn(dst, src, len);
-        r->g->job[b].pending = 0;
-    } else if (r->p->split) {
-        int pieces;
-        size_t piece = staging_pieces(len, r->p->threads + 1, &pieces);
-        copy_pool_submit_split(r->set->cp, r->g->split[b], fn, dst, src, len, piece);
-    } else {
-        copy_pool_submit_fn(r->set->cp, &r->g->job[b], fn, dst, src, len);
-    }
-}
-
-/* Waits for slot b's host stage; a split one the caller helps with. */
-static void host_join(run *r, int b)
-{
-    if (r->p->split)
-        copy_pool_wait_split(r->set->cp, r->g->split[b]);
-    else
-        copy_pool_wait(r->set->cp, &r->g->job[b]);
+    staging_host_start(r->p, r->set->cp, &r->g->job[b], r->g->split[b], i,
+                       r->set->shape.stream_copy ? copy_stream : copy_plain, dst, src, len);
 }
 
 static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
@@ -246,7 +227,7 @@ static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
     if (r->p->caller_all) /* done by the caller when started */
         return FHR_OK;
     uint64_t t0 = now_ns();
-    host_join(r, b);
+    staging_host_join(r->p, r->set->cp, &r->g->job[b], r->g->split[b]);
     atomic_fetch_add(&r->set->wait_ns[0], now_ns() - t0);
     return FHR_OK;
 }
@@ -254,9 +235,8 @@ static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)
 static void quiesce(void *ctx)
 {
     run *r = ctx;
-    for (int b = 0; !r->p->caller_all && b < r->p->slots; b++)
-        if (!r->p->split || r->g->split[b]) /* a split slot not made has no pieces */
-            host_join(r, b);
+    for (int b = 0; b < r->p->slots; b++)
+        staging_host_join(r->p, r->set->cp, &r->g->job[b], r->g->split[b]);
 }
 
 static fhr_status h2d_fill(void *ctx, size_t i, int b, fhr_error *err)

@@ -91,25 +91,15 @@ static fhr_status dma(staging_emu *x, size_t i, int k, int to_device, fhr_error 
     return st;
 }
 
-/* The host stage of chunk i: by the caller for the plan's own chunk (or every chunk of a
- * caller-staged copy), pieces over the threads and the caller (split), else a job. */
+/* The host stage of chunk i (staging_host_start). */
 static void host_copy(staging_emu *x, size_t i, int k, int to_slot)
 {
     size_t off, len;
     staging_chunk(x->p, i, &off, &len);
     void *dst = to_slot ? x->slot[k] : x->host + off;
     const void *src = to_slot ? (const void *)(x->host + off) : x->slot[k];
-    copy_fn fn = x->shape.stream_copy ? copy_stream : copy_plain;
-    if (x->p->caller_all || i == x->p->own) {
-        fn(dst, src, len);
-        x->job[k].pending = 0;
-    } else if (x->p->split) {
-        int pieces;
-        size_t piece = staging_pieces(len, x->p->threads + 1, &pieces);
-        copy_pool_submit_split(x->cp, x->split[k], fn, dst, src, len, piece);
-    } else {
-        copy_pool_submit_fn(x->cp, &x->job[k], fn, dst, src, len);
-    }
+    staging_host_start(x->p, x->cp, &x->job[k], x->split[k], i,
+                       x->shape.stream_copy ? copy_stream : copy_plain, dst, src, len);
 }
 
 static fhr_status fill(void *ctx, size_t i, int k, fhr_error *err)
@@ -124,12 +114,7 @@ static fhr_status host_wait(void *ctx, size_t i, int k, fhr_error *err)
 {
     (void)i, (void)err;
     staging_emu *x = ctx;
-    if (x->p->caller_all) /* done by the caller when started */
-        return FHR_OK;
-    if (x->p->split)
-        copy_pool_wait_split(x->cp, x->split[k]);
-    else
-        copy_pool_wait(x->cp, &x->job[k]);
+    staging_host_join(x->p, x->cp, &x->job[k], x->split[k]);
     return FHR_OK;
 }
 

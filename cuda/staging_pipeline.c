@@ -248,6 +248,31 @@ size_t staging_pieces(size_t len, int parts, int *pieces)
     return per;
 }
 
+void staging_host_start(const staging_plan *p, copy_pool *cp, copy_job *job, copy_split *split,
+                        size_t i, copy_fn fn, void *dst, const void *src, size_t len)
+{
+    if (p->caller_all || i == p->own) {
+        fn(dst, src, len);
+        job->pending = 0;
+    } else if (p->split) {
+        int pieces;
+        size_t piece = staging_pieces(len, p->threads + 1, &pieces);
+        copy_pool_submit_split(cp, split, fn, dst, src, len, piece);
+    } else {
+        copy_pool_submit_fn(cp, job, fn, dst, src, len);
+    }
+}
+
+void staging_host_join(const staging_plan *p, copy_pool *cp, copy_job *job, copy_split *split)
+{
+    if (p->caller_all)
+        return;
+    if (!p->split)
+        copy_pool_wait(cp, job);
+    else if (split)
+        copy_pool_wait_split(cp, split);
+}
+
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len)
 {
     size_t l;

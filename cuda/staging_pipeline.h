@@ -3,6 +3,7 @@
 #ifndef FHEPLAN_STAGING_PIPELINE_H
 #define FHEPLAN_STAGING_PIPELINE_H
 
+#include "cuda/copy_threads.h"
 #include "fheplan/backend.h"
 
 #include <stddef.h>
@@ -157,6 +158,16 @@ void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len);
  * STAGING_SPLIT_MIN_PIECE; *pieces (at most parts) pieces of it tile [0, len) in order,
  * the last one possibly shorter. */
 size_t staging_pieces(size_t len, int parts, int *pieces);
+
+/* Starts the host stage of chunk i, len bytes from src to dst by fn, in a slot whose host
+ * task is job (whole chunks) or split (its pieces): the caller copies it itself when the
+ * plan says so (every chunk of a caller-staged copy, or the plan's own chunk), a split plan
+ * cuts it into pieces over the threads and the caller, else one thread takes it. */
+void staging_host_start(const staging_plan *p, copy_pool *cp, copy_job *job, copy_split *split,
+                        size_t i, copy_fn fn, void *dst, const void *src, size_t len);
+/* Returns once that slot's host stage is done (the caller helps with a split one, whose
+ * pieces exist); at once for a caller-staged copy. */
+void staging_host_join(const staging_plan *p, copy_pool *cp, copy_job *job, copy_split *split);
 
 /* The two stages of a chunk. start_a(i) runs (or starts) the first stage of chunk i in
  * slot i % slots, wait_a waits for it; start_b and wait_b likewise for the second. A
