@@ -298,10 +298,11 @@ FHR_API fhr_status fhr_reap(fhr_manager *m, size_t *reaped, fhr_error *err);
 /* The throttling primitive, a layer above the policy (which never waits): blocks the
  * calling thread, without the manager lock, on the consumer events that alone protect
  * copies at `at` (no lease or hold on them), least recently used copies first, until
- * those copies cover at least nbytes of charge (one copy at least), then reaps. Other
- * threads keep using the manager meanwhile. *waited (may be NULL): how many of those
- * events had not completed when looked at, i.e. real host waits (0: nothing to wait
- * for). fhr_use_begin_opts with FHR_USE_WAIT calls it when protection alone blocks. */
+ * those copies cover at least nbytes of charge (one copy at least), then reaps. When
+ * other threads are making copies at `at` (admitted, not committed), it first waits for
+ * one of them to end. Other threads keep using the manager meanwhile. *waited (may be
+ * NULL): how many of those events had not completed when looked at, plus one for a wait
+ * on a copy being made, i.e. real host waits (0: nothing to wait for). fhr_use_begin_opts with FHR_USE_WAIT calls it when protection alone blocks. */
 FHR_API fhr_status fhr_wait_pending(fhr_manager *m, fhr_location at, uint64_t nbytes,
                                     size_t *waited, fhr_error *err);
 

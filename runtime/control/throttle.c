@@ -4,15 +4,19 @@
 #include "fheplan/residency.h"
 #include "fheplan/controller.h"
 #include "runtime/control/use.h"
+#include "runtime/manager/query.h"
 #include "base/error.h"
 
 /* Whether waiting can fix an infeasible decision: the short location holds a protected
- * copy whose only protection is pending consumer events. */
-static int waiting_helps(const fhr_decision *d)
+ * copy whose only protection is pending consumer events, or bytes another thread's copy
+ * holds while it is being made (it becomes a copy, leased or pending, once made). */
+static int waiting_helps(fhr_manager *m, const fhr_decision *d)
 {
     const fhr_explanation *ex = fhr_decision_explanation(d);
     if (ex->loc.kind == FHR_LOC_INVALID || ex->bytes_short == 0)
         return 0;
+    if (mgr_inflight_bytes(m, ex->loc))
+        return 1;
     const unsigned blocking =
         FHR_PROT_LEASED | FHR_PROT_HELD | FHR_PROT_REQUIRED | FHR_PROT_NO_TIER;
     for (size_t i = 0; i < fhr_decision_nprotected(d); i++) {
@@ -51,7 +55,7 @@ fhr_status fhr_use_begin_opts(fhr_controller *c, const fhr_request *req,
         if (st != FHR_OK)
             return st;
         int wait = !fhr_decision_feasible(d) && (opts->flags & FHR_USE_WAIT) &&
-                   waiting_helps(d) && idle < MAX_IDLE &&
+                   waiting_helps(m, d) && idle < MAX_IDLE &&
                    (opts->max_waits == 0 || waits < opts->max_waits);
         if (wait) {
             const fhr_explanation *ex = fhr_decision_explanation(d);

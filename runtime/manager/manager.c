@@ -38,6 +38,7 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
     links_fill(NULL, &m->links);
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->claims_cv, NULL);
+    pthread_cond_init(&m->inflight_cv, NULL);
     fhr_status gst = gens_create(&m->gens, err);
     if (gst == FHR_OK)
         gst = snap_spare_create(&m->spare, err);
@@ -188,6 +189,7 @@ void fhr_manager_destroy(fhr_manager *m)
     gens_destroy(m->gens);
     snap_spare_unref(m->spare);
     pthread_cond_destroy(&m->claims_cv);
+    pthread_cond_destroy(&m->inflight_cv);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }

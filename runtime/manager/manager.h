@@ -138,6 +138,7 @@ typedef struct locacct {
     uint64_t budget;
     uint64_t used, reserved, temp;
     uint64_t inflight;  /* charges of copies being made outside the lock: admitted, not used yet */
+    uint64_t inflight_ended; /* how many of those copies have ended (committed or failed) */
     uint64_t peak_used, peak_charged;
 } locacct;
 
@@ -169,6 +170,7 @@ struct fhr_manager {
     pthread_mutex_t lock;
     gen_registry *gens;       /* generators of regenerable fields (own lock) */
     pthread_cond_t claims_cv; /* broadcast when claims end */
+    pthread_cond_t inflight_cv; /* broadcast when a copy made outside the lock ends */
     unsigned loading;         /* source callbacks running: every new call fails fast */
     mgr_chore *chores;        /* owed by whoever unlocks next */
     mgr_deferred *deferred;   /* destroys that came during a load */

@@ -181,10 +181,13 @@ static fhr_status load_copy(fhr_manager *m, val *v, fhr_location at, fhr_stream 
  * explain, preflight, the controller's fast path and snapshots) counts it. */
 static void hold_inflight(fhr_manager *m, int slot, uint64_t charge, int hold)
 {
-    if (hold)
+    if (hold) {
         m->loc[slot].inflight += charge;
-    else
+    } else {
         m->loc[slot].inflight -= charge;
+        m->loc[slot].inflight_ended++;
+        pthread_cond_broadcast(&m->inflight_cv); /* fhr_wait_pending */
+    }
 }
 
 /* Creates the copy of v at `at` in three steps: prepared with the lock (admission held

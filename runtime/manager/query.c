@@ -88,3 +88,14 @@ uint64_t mgr_records_read(const fhr_manager *m)
 }
 
 void mgr_count_reads(fhr_manager *m, uint64_t n) { mgr_add_reads(m, n); }
+
+uint64_t mgr_inflight_bytes(fhr_manager *m, fhr_location at)
+{
+    int slot = fhr_loc_slot(at);
+    if (!m || slot < 0 || slot >= FHR_LOC_SLOTS)
+        return 0;
+    pthread_mutex_lock(&m->lock);
+    uint64_t n = m->loc[slot].inflight;
+    pthread_mutex_unlock(&m->lock);
+    return n;
+}

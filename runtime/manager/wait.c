@@ -84,14 +84,24 @@ fhr_status fhr_wait_pending(fhr_manager *m, fhr_location at, uint64_t nbytes, si
         mgr_leave(m);
         return st;
     }
+    /* Copies that other threads are making at `at` (admitted, outside the lock) hold their
+     * charge there and are no copies yet: nothing can be decided about them until one
+     * ends. Wait for one to end (the lock is given up meanwhile), then look at the events. */
+    int slot = fhr_loc_slot(at);
+    size_t n = 0;
+    if (m->loc[slot].inflight) {
+        const uint64_t ended = m->loc[slot].inflight_ended;
+        while (m->loc[slot].inflight && m->loc[slot].inflight_ended == ended)
+            pthread_cond_wait(&m->inflight_cv, &m->lock);
+        n++;
+    }
     evref **ev = NULL;
     size_t nev = 0;
-    st = collect(m, fhr_loc_slot(at), nbytes, &ev, &nev, err);
+    st = collect(m, slot, nbytes, &ev, &nev, err);
     mgr_leave(m);
     if (st != FHR_OK)
         return st;
     /* The host waits here, without the lock: other threads keep using the manager. */
-    size_t n = 0;
     for (size_t i = 0; i < nev; i++) {
         if (m->b->ops->event_query(m->b, ev[i]->ev) == 0) {
             n++;

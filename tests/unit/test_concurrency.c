@@ -3,7 +3,7 @@
  * waits counted as they start; never a sleep): destroys during another thread's load
  * finish with the caller's streams before they return, a refused use_end changes nothing,
  * an infeasible request is decided once, in-flight copies count everywhere admission is
- * decided, omitted fields are counted as charged, snapshots keep no state across managers,
+ * decided and a waiting use waits for them, omitted fields are counted as charged, snapshots keep no state across managers,
  * and fhr_wait_pending and fhr_manager_value_to directly. */
 #include "gated_backend.h"
 #include "mgr_helpers.h"
@@ -12,6 +12,7 @@
 #include "tests/unit/observe.h"
 
 #include <pthread.h>
+#include <time.h>
 
 /* ---- a backend that watches the streams the test hands to the manager ---------------- *
  * fhr_stream_destroy of a watched stream only marks it dead (the stream itself lives on
@@ -607,6 +608,131 @@ Test(threads_concurrency, a_copy_in_flight_counts_against_a_request_already_met)
     fhr_error_clear(&e);
     fhr_controller_destroy(ctl);
     fhr_policy_destroy(pol);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+/* A policy over tiered LRU that counts its decisions and signals each (decide may run on
+ * several threads: the count is guarded). */
+typedef struct told {
+    fhr_policy *inner;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int decisions, infeasible;
+} told;
+
+static fhr_status told_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
+                              fhr_policy_out *out, fhr_error *err)
+{
+    told *t = ctx;
+    fhr_status st = fhr_policy_decide(t->inner, snap, req, out, err);
+    pthread_mutex_lock(&t->mu);
+    t->decisions++;
+    t->infeasible += st == FHR_OK && !out->feasible;
+    pthread_cond_broadcast(&t->cv);
+    pthread_mutex_unlock(&t->mu);
+    return st;
+}
+
+static void told_destroy(void *ctx) { (void)ctx; }
+
+typedef struct user {
+    fhr_controller *c;
+    fhr_stream *s; /* the consumer stream on cuda:0 */
+    fhr_handle h;
+    fhr_status st;
+    uint64_t waits;
+    char msg[sizeof ((fhr_error *)0)->message];
+    told *t; /* u.done is signalled on its condition variable */
+    int done;
+} user;
+
+static void *use_main(void *arg)
+{
+    user *u = arg;
+    fhr_requirement rq = {u->h, fhr_loc_cuda(0)};
+    fhr_request req = {"y", &rq, 1, NULL, 0, 0};
+    fhr_use_opts wait = {FHR_USE_WAIT, 0};
+    fhr_stream_map cons = {fhr_loc_cuda(0), u->s};
+    fhr_use *use = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    u->st = fhr_use_begin_opts(u->c, &req, &cons, 1, NULL, 0, &wait, &use, &e);
+    snprintf(u->msg, sizeof u->msg, "%s", e.message);
+    if (use) {
+        u->waits = fhr_report_waits(fhr_use_report(use));
+        fhr_use_end(use, FHR_OK, NULL);
+        fhr_use_destroy(use);
+    }
+    fhr_error_clear(&e);
+    pthread_mutex_lock(&u->t->mu);
+    u->done = 1;
+    pthread_cond_broadcast(&u->t->cv);
+    pthread_mutex_unlock(&u->t->mu);
+    return NULL;
+}
+
+/* Budget 1 KiB on cuda:0, all of it held by x's copy while another thread makes it (held
+ * in the backend): a use of y with FHR_USE_WAIT finds nothing to evict and no pending
+ * event to wait for, only bytes in flight. It must wait for that copy to end and decide
+ * again (then x's copy is evictable), not return the first, infeasible decision. */
+Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 60)
+{
+    fhr_backend *b = gated_create(emu_backend(1));
+    cr_assert_not_null(b);
+    fhr_budget bud = {fhr_loc_cuda(0), 1024};
+    fhr_manager *m = new_manager(b, &bud, 1);
+    fhr_handle x = adopt_n(m, 1024, 7, FHR_REPLICABLE);
+    fhr_handle y = adopt_n(m, 1024, 8, FHR_REPLICABLE);
+    told t = {NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    fhr_location fb[] = {fhr_loc_host()};
+    fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
+    cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &t.inner, NULL), FHR_OK);
+    fhr_policy_ops ops = {"told", told_decide, told_destroy};
+    fhr_policy *pol = NULL;
+    cr_assert_eq(fhr_policy_create(&ops, &t, &pol, NULL), FHR_OK);
+    fhr_controller *ctl = NULL;
+    cr_assert_eq(fhr_controller_create(m, pol, &ctl, NULL), FHR_OK);
+
+    gated_arm_copies(b, fhr_loc_cuda(0));
+    ensurer en = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
+    pthread_t te, tu;
+    cr_assert_eq(pthread_create(&te, NULL, ensure_main, &en), 0);
+    gate_await_entered(&G(b)->copy_gate, 1); /* x's 1 KiB admitted, its copy held */
+    fhr_stream *c = NULL;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
+    user u = {ctl, c, y, FHR_E_INVALID, 0, "", &t, 0};
+    cr_assert_eq(pthread_create(&tu, NULL, use_main, &u), 0);
+    /* The use's first decision sees the bytes in flight and nothing it could evict. Then
+     * the copy stays held until the use returns (as it did, infeasible, before it waited
+     * for copies in flight) or, since a waiting use cannot return while the copy is held,
+     * for at most a second. The assertions below never depend on that second: a slow
+     * machine can only make this test miss the fault, not fail without it. */
+    pthread_mutex_lock(&t.mu);
+    while (t.decisions < 1)
+        pthread_cond_wait(&t.cv, &t.mu);
+    int first_infeasible = t.infeasible;
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    while (!u.done && pthread_cond_timedwait(&t.cv, &t.mu, &until) == 0)
+        ;
+    pthread_mutex_unlock(&t.mu);
+    gate_open(&G(b)->copy_gate);
+    pthread_join(te, NULL);
+    pthread_join(tu, NULL);
+    cr_assert_eq(first_infeasible, 1, "the first decision was made beside the copy in flight");
+    cr_assert_eq(en.st, FHR_OK);
+    cr_assert_eq(u.st, FHR_OK, "the use gave up on a copy in flight: %s", u.msg);
+    cr_assert_geq(t.decisions, 2);
+    cr_assert_eq(t_is_resident(m, x, fhr_loc_cuda(0)), 0, "x was evicted for y");
+    fhr_stream_sync(b, c, NULL);
+    fhr_stream_destroy(b, c);
+    t_reap(m);
+    check_accounting(m);
+    fhr_controller_destroy(ctl);
+    fhr_policy_destroy(pol);
+    fhr_policy_destroy(t.inner);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
