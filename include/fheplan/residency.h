@@ -319,11 +319,13 @@ typedef struct fhr_loc_stats {
     fhr_location loc;
     uint64_t used_bytes;         /* sum of copy charges */
     uint64_t reserved_bytes;     /* sum of active reservations */
+    uint64_t inflight_bytes;     /* charges of copies being made (admitted, not yet copies):
+                                    counted as taken, neither evictable nor waitable yet */
     uint64_t peak_used_bytes;
     uint64_t peak_charged_bytes; /* used + reserved + temporaries, highest seen */
     int has_budget;
     uint64_t budget_bytes;
-    uint64_t remaining_budget_bytes; /* budget - used - reserved */
+    uint64_t remaining_budget_bytes; /* budget - used - reserved - in flight - temporaries */
     fhr_observation obs;         /* sampled when the snapshot was taken */
 } fhr_loc_stats;
 

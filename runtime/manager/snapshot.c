@@ -62,6 +62,7 @@ size_t snap_fill_locs(const fhr_manager *m, fhr_loc_stats *locs)
         ls->loc = fhr_loc_from_slot(i);
         ls->used_bytes = a->used;
         ls->reserved_bytes = a->reserved;
+        ls->inflight_bytes = a->inflight;
         ls->peak_used_bytes = a->peak_used;
         ls->peak_charged_bytes = a->peak_charged;
         ls->has_budget = a->has_budget;
@@ -301,6 +302,7 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
         cJSON_AddStringToObject(o, "location", fhr_loc_format(l->loc, buf, sizeof buf));
         add_u64(o, "used_bytes", l->used_bytes);
         add_u64(o, "reserved_bytes", l->reserved_bytes);
+        add_u64(o, "inflight_bytes", l->inflight_bytes);
         add_u64(o, "peak_used_bytes", l->peak_used_bytes);
         add_u64(o, "peak_charged_bytes", l->peak_charged_bytes);
         if (l->has_budget) {

@@ -571,6 +571,10 @@ Test(threads_concurrency, a_copy_in_flight_counts_against_a_request_already_met)
     fhr_snapshot *s = NULL;
     cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
     cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->remaining_budget_bytes, 1024);
+    cr_assert_eq(fhr_snapshot_loc(s, fhr_loc_cuda(0))->inflight_bytes, 1024);
+    char *js = fhr_snapshot_json(s);
+    cr_assert(js && strstr(js, "\"inflight_bytes\":1024"), "%s", js ? js : "(null)");
+    free(js);
     fhr_snapshot_free(s);
     fhr_action aw = {FHR_ACT_ENSURE, w, fhr_loc_cuda(0), 0, {0, 0}};
     fhr_plan_desc dw = {"w", NULL, 0, &aw, 1, NULL, 0, NULL, 0};
@@ -619,6 +623,7 @@ typedef struct told {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int decisions, infeasible;
+    char first_reason[512];
 } told;
 
 static fhr_status told_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
@@ -629,6 +634,8 @@ static fhr_status told_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
     pthread_mutex_lock(&t->mu);
     t->decisions++;
     t->infeasible += st == FHR_OK && !out->feasible;
+    if (t->decisions == 1)
+        snprintf(t->first_reason, sizeof t->first_reason, "%s", out->reason);
     pthread_cond_broadcast(&t->cv);
     pthread_mutex_unlock(&t->mu);
     return st;
@@ -684,7 +691,7 @@ Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 6
     fhr_manager *m = new_manager(b, &bud, 1);
     fhr_handle x = adopt_n(m, 1024, 7, FHR_REPLICABLE);
     fhr_handle y = adopt_n(m, 1024, 8, FHR_REPLICABLE);
-    told t = {NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    told t = {NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
     fhr_location fb[] = {fhr_loc_host()};
     fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
     cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &t.inner, NULL), FHR_OK);
@@ -722,6 +729,8 @@ Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 6
     pthread_join(te, NULL);
     pthread_join(tu, NULL);
     cr_assert_eq(first_infeasible, 1, "the first decision was made beside the copy in flight");
+    cr_assert(strstr(t.first_reason, "1024 bytes there are copies still being made"), "%s",
+              t.first_reason);
     cr_assert_eq(en.st, FHR_OK);
     cr_assert_eq(u.st, FHR_OK, "the use gave up on a copy in flight: %s", u.msg);
     cr_assert_geq(t.decisions, 2);
