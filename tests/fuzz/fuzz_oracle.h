@@ -146,13 +146,13 @@ static inline int fuzz_check_runs(const rplan_program *p, const char *what)
     /* The VM scales exactly or less (rplan_vm_opts.scale): a size or budget with few
      * factors of two (a budget of 8589936846 B) keeps a run near full size, which is more
      * memory and time than an input may take (gigabytes copied on the host). A dry run
-     * at the asked scale says which scale a run would use; past 64 MiB in all, as for
-     * engine values, the input is left out. */
+     * at the asked scale says which scale a run would use; past 16 MiB in all (four
+     * times what the asked scale leaves) the input is left out. */
     if (scale > 1) {
         FUZZ_CHECK(fuzz_oracle_vm(p, model, 1, scale, msg, &used),
                    "%s: check accepts it at full size, not at scale %llu: %s", what,
                    (unsigned long long)scale, msg);
-        if (total / (used ? used : 1) > ((uint64_t)64 << 20))
+        if (total / (used ? used : 1) > ((uint64_t)16 << 20))
             return -1;
     }
     FUZZ_CHECK(fuzz_oracle_vm(p, emu, 0, scale, msg, NULL),
