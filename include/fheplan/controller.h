@@ -229,8 +229,8 @@ FHR_API const fhr_report *fhr_use_report(const fhr_use *u);
  * that is neither leased, held, required nor the last copy without a tier), wait on the
  * host, outside the manager lock, for the events of the least recently used such copies
  * covering the shortfall (fhr_wait_pending), reap, and decide again; the same when the
- * short location holds bytes of a copy another thread is still making (one of those is
- * waited for). A decision that
+ * short location holds at least the shortfall in bytes of copies other threads are still
+ * making (one of those is waited for). A decision that
  * waiting cannot fix is returned as FHR_E_INFEASIBLE, as by fhr_use_begin. The host waits
  * only when the budget forces it; the count is in the use's report. */
 #define FHR_USE_WAIT 1u

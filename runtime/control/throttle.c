@@ -8,14 +8,17 @@
 #include "base/error.h"
 
 /* Whether waiting can fix an infeasible decision: the short location holds a protected
- * copy whose only protection is pending consumer events, or bytes another thread's copy
- * holds while it is being made (it becomes a copy, leased or pending, once made). */
+ * copy whose only protection is pending consumer events, or at least the shortfall in
+ * bytes of copies other threads are making (each becomes a copy, leased or pending, once
+ * made: what it holds can then be waited for or evicted). Bytes in flight short of the
+ * shortfall alone do not make a wait worth it: a request that can never fit is refused
+ * at once, however busy the other threads. */
 static int waiting_helps(fhr_manager *m, const fhr_decision *d)
 {
     const fhr_explanation *ex = fhr_decision_explanation(d);
     if (ex->loc.kind == FHR_LOC_INVALID || ex->bytes_short == 0)
         return 0;
-    if (mgr_inflight_bytes(m, ex->loc))
+    if (mgr_inflight_bytes(m, ex->loc) >= ex->bytes_short)
         return 1;
     const unsigned blocking =
         FHR_PROT_LEASED | FHR_PROT_HELD | FHR_PROT_REQUIRED | FHR_PROT_NO_TIER;

@@ -30,11 +30,11 @@ fhr_status mgr_loc_stats(fhr_manager *m, fhr_loc_stats *locs, size_t *n, fhr_err
  * requests each cost O(values) shows it here (tests bound it; no clock involved). Any
  * thread, no lock. */
 uint64_t mgr_records_read(const fhr_manager *m);
+void mgr_count_reads(fhr_manager *m, uint64_t n);
 
 /* Under the manager lock: the charges at `at` of copies other threads are making outside
  * the lock (admitted, not committed). A decision counts them as taken; fhr_wait_pending
  * waits for one of them to end. 0 for a location the manager does not know. */
 uint64_t mgr_inflight_bytes(fhr_manager *m, fhr_location at);
-void mgr_count_reads(fhr_manager *m, uint64_t n);
 
 #endif

@@ -746,6 +746,53 @@ Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 6
     fhr_backend_destroy(b);
 }
 
+/* The same state, but a request of 2 KiB that no wait can fit in the 1 KiB budget: the
+ * 1 KiB in flight is less than the shortfall, so the use is refused at once, decided
+ * once, without waiting for the copy (which stays held until after the refusal). */
+Test(threads_concurrency, a_request_that_never_fits_is_refused_beside_a_copy_in_flight,
+     .timeout = 60)
+{
+    fhr_backend *b = gated_create(emu_backend(1));
+    cr_assert_not_null(b);
+    fhr_budget bud = {fhr_loc_cuda(0), 1024};
+    fhr_manager *m = new_manager(b, &bud, 1);
+    fhr_handle x = adopt_n(m, 1024, 7, FHR_REPLICABLE);
+    fhr_handle w = adopt_n(m, 2048, 9, FHR_REPLICABLE);
+    told t = {NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
+    fhr_location fb[] = {fhr_loc_host()};
+    fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
+    cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &t.inner, NULL), FHR_OK);
+    fhr_policy_ops ops = {"told", told_decide, told_destroy};
+    fhr_policy *pol = NULL;
+    cr_assert_eq(fhr_policy_create(&ops, &t, &pol, NULL), FHR_OK);
+    fhr_controller *ctl = NULL;
+    cr_assert_eq(fhr_controller_create(m, pol, &ctl, NULL), FHR_OK);
+    gated_arm_copies(b, fhr_loc_cuda(0));
+    ensurer en = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
+    pthread_t te;
+    cr_assert_eq(pthread_create(&te, NULL, ensure_main, &en), 0);
+    gate_await_entered(&G(b)->copy_gate, 1);
+    fhr_stream *c = NULL;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
+    user u = {ctl, c, w, FHR_E_INVALID, 0, "", &t, 0};
+    use_main(&u); /* on this thread: it must return while the copy is held */
+    gate_open(&G(b)->copy_gate);
+    pthread_join(te, NULL);
+    cr_assert_eq(u.st, FHR_E_INFEASIBLE, "%s", fhr_status_name(u.st));
+    cr_assert_eq(t.decisions, 1, "decided %d times", t.decisions);
+    cr_assert(strstr(u.msg, "1024 bytes there are copies still being made"), "%s", u.msg);
+    cr_assert_eq(en.st, FHR_OK);
+    fhr_stream_sync(b, c, NULL);
+    fhr_stream_destroy(b, c);
+    t_reap(m);
+    check_accounting(m);
+    fhr_controller_destroy(ctl);
+    fhr_policy_destroy(pol);
+    fhr_policy_destroy(t.inner);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
 /* ---- copies that omit regenerable fields are counted as charged ------------------------- */
 
 static const unsigned char SEED[8] = {1, 2, 3, 4, 5, 6, 7, 8};
