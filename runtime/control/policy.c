@@ -253,11 +253,11 @@ static fhr_status infeasible(const fhr_snapshot *snap, const model *md, int slot
            (unsigned long long)md->budget[slot], (unsigned long long)md->committed[slot],
            (unsigned long long)md->need[slot]);
     /* copies other threads are making there: taken, yet neither evictable nor protected */
-    for (size_t i = 0; i < snap->nlocs; i++)
-        if (fhr_loc_slot(snap->locs[i].loc) == slot && snap->locs[i].inflight_bytes)
-            append(out->reason, sizeof out->reason, &len,
-                   "; %llu bytes there are copies still being made",
-                   (unsigned long long)snap->locs[i].inflight_bytes);
+    const fhr_loc_stats *ls = fhr_snapshot_loc(snap, out->short_loc);
+    if (ls && ls->inflight_bytes)
+        append(out->reason, sizeof out->reason, &len,
+               "; %llu bytes there are copies still being made",
+               (unsigned long long)ls->inflight_bytes);
     if (!out->nprotected) {
         append(out->reason, sizeof out->reason, &len, "; nothing there is protected");
         return FHR_OK;

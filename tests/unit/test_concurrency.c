@@ -679,71 +679,99 @@ static void *use_main(void *arg)
     return NULL;
 }
 
-/* Budget 1 KiB on cuda:0, all of it held by x's copy while another thread makes it (held
- * in the backend): a use of y with FHR_USE_WAIT finds nothing to evict and no pending
- * event to wait for, only bytes in flight. It must wait for that copy to end and decide
- * again (then x's copy is evictable), not return the first, infeasible decision. */
-Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 60)
+/* Budget 1 KiB on cuda:0, all of it held by x's copy (1 KiB) while another thread makes
+ * it, held in the backend; a second value of `second` bytes to ask for, a controller over
+ * the counting policy and a consumer stream. */
+typedef struct inflight_case {
+    fhr_backend *b;
+    fhr_manager *m;
+    fhr_handle x, second;
+    told t;
+    fhr_policy *pol;
+    fhr_controller *ctl;
+    fhr_stream *c;
+    ensurer en;
+    pthread_t te;
+} inflight_case;
+
+static void inflight_begin(inflight_case *k, size_t second)
 {
-    fhr_backend *b = gated_create(emu_backend(1));
-    cr_assert_not_null(b);
+    k->b = gated_create(emu_backend(1));
+    cr_assert_not_null(k->b);
     fhr_budget bud = {fhr_loc_cuda(0), 1024};
-    fhr_manager *m = new_manager(b, &bud, 1);
-    fhr_handle x = adopt_n(m, 1024, 7, FHR_REPLICABLE);
-    fhr_handle y = adopt_n(m, 1024, 8, FHR_REPLICABLE);
-    told t = {NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
+    k->m = new_manager(k->b, &bud, 1);
+    k->x = adopt_n(k->m, 1024, 7, FHR_REPLICABLE);
+    k->second = adopt_n(k->m, second, 8, FHR_REPLICABLE);
+    k->t = (told){NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
     fhr_location fb[] = {fhr_loc_host()};
     fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
-    cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &t.inner, NULL), FHR_OK);
+    cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &k->t.inner, NULL), FHR_OK);
     fhr_policy_ops ops = {"told", told_decide, told_destroy};
-    fhr_policy *pol = NULL;
-    cr_assert_eq(fhr_policy_create(&ops, &t, &pol, NULL), FHR_OK);
-    fhr_controller *ctl = NULL;
-    cr_assert_eq(fhr_controller_create(m, pol, &ctl, NULL), FHR_OK);
+    cr_assert_eq(fhr_policy_create(&ops, &k->t, &k->pol, NULL), FHR_OK);
+    cr_assert_eq(fhr_controller_create(k->m, k->pol, &k->ctl, NULL), FHR_OK);
+    cr_assert_eq(fhr_stream_create(k->b, fhr_loc_cuda(0), &k->c, NULL), FHR_OK);
+    gated_arm_copies(k->b, fhr_loc_cuda(0));
+    k->en = (ensurer){k->m, k->x, fhr_loc_cuda(0), FHR_E_INVALID};
+    cr_assert_eq(pthread_create(&k->te, NULL, ensure_main, &k->en), 0);
+    gate_await_entered(&G(k->b)->copy_gate, 1); /* x's 1 KiB admitted, its copy held */
+}
 
-    gated_arm_copies(b, fhr_loc_cuda(0));
-    ensurer en = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
-    pthread_t te, tu;
-    cr_assert_eq(pthread_create(&te, NULL, ensure_main, &en), 0);
-    gate_await_entered(&G(b)->copy_gate, 1); /* x's 1 KiB admitted, its copy held */
-    fhr_stream *c = NULL;
-    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
-    user u = {ctl, c, y, FHR_E_INVALID, 0, "", &t, 0};
+/* Lets x's copy end and joins its thread. */
+static void inflight_release(inflight_case *k)
+{
+    gate_open(&G(k->b)->copy_gate);
+    pthread_join(k->te, NULL);
+    cr_assert_eq(k->en.st, FHR_OK);
+}
+
+static void inflight_end(inflight_case *k)
+{
+    fhr_stream_sync(k->b, k->c, NULL);
+    fhr_stream_destroy(k->b, k->c);
+    t_reap(k->m);
+    check_accounting(k->m);
+    fhr_controller_destroy(k->ctl);
+    fhr_policy_destroy(k->pol);
+    fhr_policy_destroy(k->t.inner);
+    fhr_manager_destroy(k->m);
+    fhr_backend_destroy(k->b);
+}
+
+/* A use of y (1 KiB) with FHR_USE_WAIT finds nothing to evict and no pending event to
+ * wait for, only bytes in flight. It must wait for that copy to end and decide again
+ * (then x's copy is evictable), not return the first, infeasible decision. */
+Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 60)
+{
+    inflight_case k;
+    inflight_begin(&k, 1024);
+    told *t = &k.t;
+    user u = {k.ctl, k.c, k.second, FHR_E_INVALID, 0, "", t, 0};
+    pthread_t tu;
     cr_assert_eq(pthread_create(&tu, NULL, use_main, &u), 0);
     /* The use's first decision sees the bytes in flight and nothing it could evict. Then
      * the copy stays held until the use returns (as it did, infeasible, before it waited
      * for copies in flight) or, since a waiting use cannot return while the copy is held,
      * for at most a second. The assertions below never depend on that second: a slow
      * machine can only make this test miss the fault, not fail without it. */
-    pthread_mutex_lock(&t.mu);
-    while (t.decisions < 1)
-        pthread_cond_wait(&t.cv, &t.mu);
-    int first_infeasible = t.infeasible;
+    pthread_mutex_lock(&t->mu);
+    while (t->decisions < 1)
+        pthread_cond_wait(&t->cv, &t->mu);
+    int first_infeasible = t->infeasible;
     struct timespec until;
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 1;
-    while (!u.done && pthread_cond_timedwait(&t.cv, &t.mu, &until) == 0)
+    while (!u.done && pthread_cond_timedwait(&t->cv, &t->mu, &until) == 0)
         ;
-    pthread_mutex_unlock(&t.mu);
-    gate_open(&G(b)->copy_gate);
-    pthread_join(te, NULL);
+    pthread_mutex_unlock(&t->mu);
+    inflight_release(&k);
     pthread_join(tu, NULL);
     cr_assert_eq(first_infeasible, 1, "the first decision was made beside the copy in flight");
-    cr_assert(strstr(t.first_reason, "1024 bytes there are copies still being made"), "%s",
-              t.first_reason);
-    cr_assert_eq(en.st, FHR_OK);
+    cr_assert(strstr(t->first_reason, "1024 bytes there are copies still being made"), "%s",
+              t->first_reason);
     cr_assert_eq(u.st, FHR_OK, "the use gave up on a copy in flight: %s", u.msg);
-    cr_assert_geq(t.decisions, 2);
-    cr_assert_eq(t_is_resident(m, x, fhr_loc_cuda(0)), 0, "x was evicted for y");
-    fhr_stream_sync(b, c, NULL);
-    fhr_stream_destroy(b, c);
-    t_reap(m);
-    check_accounting(m);
-    fhr_controller_destroy(ctl);
-    fhr_policy_destroy(pol);
-    fhr_policy_destroy(t.inner);
-    fhr_manager_destroy(m);
-    fhr_backend_destroy(b);
+    cr_assert_geq(t->decisions, 2);
+    cr_assert_eq(t_is_resident(k.m, k.x, fhr_loc_cuda(0)), 0, "x was evicted for y");
+    inflight_end(&k);
 }
 
 /* The same state, but a request of 2 KiB that no wait can fit in the 1 KiB budget: the
@@ -752,45 +780,15 @@ Test(threads_concurrency, a_waiting_use_waits_for_a_copy_in_flight, .timeout = 6
 Test(threads_concurrency, a_request_that_never_fits_is_refused_beside_a_copy_in_flight,
      .timeout = 60)
 {
-    fhr_backend *b = gated_create(emu_backend(1));
-    cr_assert_not_null(b);
-    fhr_budget bud = {fhr_loc_cuda(0), 1024};
-    fhr_manager *m = new_manager(b, &bud, 1);
-    fhr_handle x = adopt_n(m, 1024, 7, FHR_REPLICABLE);
-    fhr_handle w = adopt_n(m, 2048, 9, FHR_REPLICABLE);
-    told t = {NULL, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, ""};
-    fhr_location fb[] = {fhr_loc_host()};
-    fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
-    cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &t.inner, NULL), FHR_OK);
-    fhr_policy_ops ops = {"told", told_decide, told_destroy};
-    fhr_policy *pol = NULL;
-    cr_assert_eq(fhr_policy_create(&ops, &t, &pol, NULL), FHR_OK);
-    fhr_controller *ctl = NULL;
-    cr_assert_eq(fhr_controller_create(m, pol, &ctl, NULL), FHR_OK);
-    gated_arm_copies(b, fhr_loc_cuda(0));
-    ensurer en = {m, x, fhr_loc_cuda(0), FHR_E_INVALID};
-    pthread_t te;
-    cr_assert_eq(pthread_create(&te, NULL, ensure_main, &en), 0);
-    gate_await_entered(&G(b)->copy_gate, 1);
-    fhr_stream *c = NULL;
-    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
-    user u = {ctl, c, w, FHR_E_INVALID, 0, "", &t, 0};
+    inflight_case k;
+    inflight_begin(&k, 2048);
+    user u = {k.ctl, k.c, k.second, FHR_E_INVALID, 0, "", &k.t, 0};
     use_main(&u); /* on this thread: it must return while the copy is held */
-    gate_open(&G(b)->copy_gate);
-    pthread_join(te, NULL);
+    inflight_release(&k);
     cr_assert_eq(u.st, FHR_E_INFEASIBLE, "%s", fhr_status_name(u.st));
-    cr_assert_eq(t.decisions, 1, "decided %d times", t.decisions);
+    cr_assert_eq(k.t.decisions, 1, "decided %d times", k.t.decisions);
     cr_assert(strstr(u.msg, "1024 bytes there are copies still being made"), "%s", u.msg);
-    cr_assert_eq(en.st, FHR_OK);
-    fhr_stream_sync(b, c, NULL);
-    fhr_stream_destroy(b, c);
-    t_reap(m);
-    check_accounting(m);
-    fhr_controller_destroy(ctl);
-    fhr_policy_destroy(pol);
-    fhr_policy_destroy(t.inner);
-    fhr_manager_destroy(m);
-    fhr_backend_destroy(b);
+    inflight_end(&k);
 }
 
 /* ---- copies that omit regenerable fields are counted as charged ------------------------- */
