@@ -31,10 +31,13 @@ typedef struct bench {
     cudaStream_t raw;   /* raw stream on device 0 */
     void *dev, *pin;    /* from the backend: device pool and pinned pool */
     unsigned char *pageable;
+    unsigned char *pageable_raw; /* CUDA's side of a pair (bandwidth_pair), SMALL_BELOW bytes */
+    int pairing;                 /* inside bandwidth_pair: 1 fheplan's copy, 2 CUDA's */
     size_t max;
     int reps;
     int json;
     FILE *jf;           /* --json-file: the JSON rows beside the text */
+    int no_growth;      /* --no-growth: the variant matrix without pinned growth */
     int variants;       /* --variants: the variant matrix (what limits the pageable path
                            and pinning), instead of the default sections */
     int growth_reps;    /* passes of each pinned-growth variant */
@@ -81,6 +84,8 @@ static void endpoints(bench *k, dir d, void **dst, const void **src, fhr_locatio
                       fhr_location *sl)
 {
     void *host = d == PIN_TO_DEV || d == DEV_TO_PIN ? k->pin : (void *)k->pageable;
+    if (k->pairing == 2 && host == k->pageable)
+        host = k->pageable_raw;
     fhr_location hl = d == PIN_TO_DEV || d == DEV_TO_PIN ? fhr_loc_pinned() : fhr_loc_host();
     int to_dev = d == PIN_TO_DEV || d == PAGE_TO_DEV;
     *dst = to_dev ? k->dev : host;
@@ -118,6 +123,11 @@ static void wait_path(bench *k, path p)
     }
 }
 
+/* The sizes of the small-copy rows: every power of two from 64 KiB below SMALL_BELOW. */
+static const size_t small_sizes[] = {64u << 10, 128u << 10, 256u << 10, 512u << 10,
+                                     1u << 20,  2u << 20,   4u << 20,   8u << 20};
+#define N_SMALL (sizeof small_sizes / sizeof *small_sizes)
+
 /* Repetitions of a copy of n bytes: --reps, at least SMALL_REPS below SMALL_BELOW. */
 static int reps_at(const bench *k, size_t n)
 {
@@ -138,6 +148,37 @@ static double bandwidth(bench *k, dir d, path p, size_t n)
         t[r] = now() - t0;
     }
     return (double)n / median(t, reps) / 1e9;
+}
+
+/* The same copy on fheplan's path and on CUDA's own pageable cudaMemcpyAsync, one of each
+ * in turn (reps_at(n) pairs after one warm-up pair), so that both medians see the same
+ * moments of the machine: GB/s of each. Below SMALL_BELOW CUDA's copy uses a pageable
+ * buffer of its own, so that neither path finds the other's cache lines in its buffer
+ * (fheplan's threads leave them in other cores' caches; the driver's, in the caller's). */
+static void bandwidth_pair(bench *k, dir d, size_t n, double *ours, double *cuda)
+{
+    double t[2][MAX_REPS];
+    int reps = reps_at(k, n);
+    for (int r = -1; r < reps; r++)
+        for (int p = 0; p < 2; p++) {
+            path pp = p ? RAW_ASYNC : BACKEND;
+            k->pairing = p && n <= SMALL_BELOW ? 2 : 1;
+            double t0 = now();
+            enqueue(k, d, pp, n);
+            wait_path(k, pp);
+            k->pairing = 0;
+            if (r >= 0)
+                t[p][r] = now() - t0;
+        }
+    *ours = (double)n / median(t[0], reps) / 1e9;
+    *cuda = (double)n / median(t[1], reps) / 1e9;
+}
+
+static const char *small_path_name(size_t n, const staging_shape *sh, int to_device)
+{
+    static const char *const names[] = {"direct", "caller", "parallel"};
+    int p = staging_small(n, sh, to_device);
+    return p < 0 ? "staged" : names[p];
 }
 
 /* Median CPU time per enqueue in microseconds (batches of 200, no wait in between). */
@@ -378,24 +419,32 @@ static void run_staged_vs_host(bench *k)
 /* (a) pageable->cuda and cuda->pageable side by side: fheplan's path (CUDA's own below
  * FHEPLAN_STAGING_DIRECT, the staging pipeline from it) against CUDA's own pageable
  * cudaMemcpyAsync, and against the pinned link of this run. */
+static void pageable_row(bench *k, const staging_shape *sh, int d, size_t n, double pinned)
+{
+    double ours, cuda;
+    bandwidth_pair(k, (dir)d, n, &ours, &cuda);
+    double over = pinned > 0 ? ours / pinned : 0;
+    const char *via = small_path_name(n, sh, d == PAGE_TO_DEV);
+    char what[64], js[160], tx[96];
+    snprintf(what, sizeof what, "%s vs CUDA pageable", dir_names[d]);
+    snprintf(js, sizeof js, ", \"path\": \"%s\", \"pinned_gbps\": %.4f, "
+             "\"over_pinned\": %.4f", via, pinned, over);
+    snprintf(tx, sizeof tx, "%s; / pinned->cuda %.2f = %.3f", via, pinned, over);
+    row_x(k, what, n, ours, cuda, "GB/s", js, tx);
+}
+
+/* (every power of two below SMALL_BELOW, then the run's sizes from it) */
 static void run_pageable_paths(bench *k, const staging_shape *sh)
 {
+    double pin_small[N_SMALL];
+    for (size_t j = 0; j < N_SMALL && small_sizes[j] <= k->max; j++)
+        pin_small[j] = bandwidth(k, PIN_TO_DEV, BACKEND, small_sizes[j]);
     for (int d = PAGE_TO_DEV; d <= DEV_TO_PAGE; d++) {
-        for (int i = 0; i < k->nsizes; i++) {
-            size_t n = k->sizes[i];
-            double ours = bandwidth(k, (dir)d, BACKEND, n);
-            double cuda = bandwidth(k, (dir)d, RAW_ASYNC, n);
-            double over = k->pinned[i] > 0 ? ours / k->pinned[i] : 0;
-            const char *via = staging_small(n, sh)    ? "caller"
-                              : staging_direct(n, sh) ? "direct"
-                                                      : "staged";
-            char what[64], js[160], tx[96];
-            snprintf(what, sizeof what, "%s vs CUDA pageable", dir_names[d]);
-            snprintf(js, sizeof js, ", \"path\": \"%s\", \"pinned_gbps\": %.4f, "
-                     "\"over_pinned\": %.4f", via, k->pinned[i], over);
-            snprintf(tx, sizeof tx, "%s; / pinned->cuda %.2f = %.3f", via, k->pinned[i], over);
-            row_x(k, what, n, ours, cuda, "GB/s", js, tx);
-        }
+        for (size_t j = 0; j < N_SMALL && small_sizes[j] <= k->max; j++)
+            pageable_row(k, sh, d, small_sizes[j], pin_small[j]);
+        for (int i = 0; i < k->nsizes; i++)
+            if (k->sizes[i] >= SMALL_BELOW)
+                pageable_row(k, sh, d, k->sizes[i], k->pinned[i]);
     }
 }
 
@@ -595,7 +644,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: transfer [--json] [--json-file PATH] [--two-gpu] [--reps N (5..64, "
                     "default 7)] [--max-mib M (default 1024)] [--staging-sweep] [--host-only] "
-                    "[--variants [--growth-reps N (1..64, default 5)]]\n");
+                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]]\n");
     exit(2);
 }
 
@@ -616,6 +665,8 @@ static void parse_args(bench *k, int argc, char **argv)
             k->two_only = 1;
         else if (strcmp(argv[i], "--variants") == 0)
             k->variants = 1;
+        else if (strcmp(argv[i], "--no-growth") == 0)
+            k->no_growth = 1;
         else if (strcmp(argv[i], "--growth-reps") == 0 && i + 1 < argc)
             k->growth_reps = (int)strtol(argv[++i], &end, 10);
         else if (strcmp(argv[i], "--json-file") == 0 && i + 1 < argc) {
@@ -687,6 +738,10 @@ static void setup(bench *k)
     if (!k->pageable)
         die("malloc", "no memory for the pageable buffer");
     memset(k->pageable, 3, k->max); /* fault every page in before timing */
+    k->pageable_raw = malloc(SMALL_BELOW);
+    if (!k->pageable_raw)
+        die("malloc", "no memory for the second pageable buffer");
+    memset(k->pageable_raw, 3, SMALL_BELOW);
     k->ndev = k->b->ops->device_count(k->b);
     if (k->two_only && k->ndev < 2) {
         fprintf(stderr, "transfer: skipped: --two-gpu needs two CUDA devices, %d visible\n",
@@ -729,6 +784,7 @@ static void teardown(bench *k)
         close_backend(k);
     cudaStreamDestroy(k->raw);
     free(k->pageable);
+    free(k->pageable_raw);
 }
 
 /* ---- staging sweep ------------------------------------------------------------------
@@ -822,7 +878,8 @@ static const char *const managed_env[] = {
     "FHEPLAN_COPY_THREADS",    "FHEPLAN_STAGING_CHUNK",   "FHEPLAN_STAGING_DIRECT",
     "FHEPLAN_STAGING_MEMCPY",  "FHEPLAN_STAGING_DEPTH",    "FHEPLAN_PINNED_HOSTALLOC",
     "FHEPLAN_PINNED_PREFAULT", "FHEPLAN_PINNED_HUGEPAGE",  "FHEPLAN_PINNED_ARENA",
-    "FHEPLAN_PINNED_AHEAD",    "FHEPLAN_STAGING_SMALL",    "FHEPLAN_STAGING_FILL"};
+    "FHEPLAN_PINNED_AHEAD",    "FHEPLAN_STAGING_SMALL",    "FHEPLAN_STAGING_FILL",
+    "FHEPLAN_COPY_SPIN"};
 #define N_MANAGED (sizeof managed_env / sizeof *managed_env)
 
 /* Unsets every managed variable, then sets those of `assign` ("NAME=VALUE NAME=VALUE"). */
@@ -845,9 +902,9 @@ typedef struct variant {
     const char *name, *env;
 } variant;
 
-/* Pageable copies: thread count, slot (chunk) size, memcpy kind, split fills; `small`:
- * also at every size below SMALL_BELOW, against CUDA's own pageable copy (the small-copy
- * path: CUDA's own by default, the calling thread's with FHEPLAN_STAGING_SMALL=caller). */
+/* Pageable copies: spin, thread count, slot (chunk) size, memcpy kind, fills; `small`:
+ * also at every size of small_sizes, against CUDA's own pageable copy (the small-copy
+ * paths of FHEPLAN_STAGING_SMALL: `auto` by default). */
 typedef struct page_variant {
     const char *name, *env;
     int small;
@@ -855,30 +912,25 @@ typedef struct page_variant {
 
 static const page_variant page_variants[] = {
     {"default", "", 1},
+    {"no spin", "FHEPLAN_COPY_SPIN=0", 1},
+    {"small direct", "FHEPLAN_STAGING_SMALL=direct", 1},
     {"small caller", "FHEPLAN_STAGING_SMALL=caller", 1},
-    {"threads 4", "FHEPLAN_COPY_THREADS=4", 0},
-    {"threads 8", "FHEPLAN_COPY_THREADS=8", 0},
-    {"threads 16", "FHEPLAN_COPY_THREADS=16", 0},
-    {"chunk 1M", "FHEPLAN_STAGING_CHUNK=1M", 0},
+    {"small caller no spin", "FHEPLAN_STAGING_SMALL=caller FHEPLAN_COPY_SPIN=0", 1},
+    {"small parallel", "FHEPLAN_STAGING_SMALL=parallel", 1},
+    {"small parallel spin 200", "FHEPLAN_STAGING_SMALL=parallel FHEPLAN_COPY_SPIN=200", 1},
+    {"staged", "FHEPLAN_STAGING_DIRECT=0", 1},
+    {"spin 20", "FHEPLAN_COPY_SPIN=20", 0},
+    {"spin 200", "FHEPLAN_COPY_SPIN=200", 0},
+    {"chunk 4M", "FHEPLAN_STAGING_CHUNK=4M", 0},
     {"chunk 8M", "FHEPLAN_STAGING_CHUNK=8M", 0},
     {"chunk 16M", "FHEPLAN_STAGING_CHUNK=16M", 0},
-    {"stream", "FHEPLAN_STAGING_MEMCPY=stream", 0},
-    {"stream threads 8", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=8", 0},
-    {"stream threads 16", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_COPY_THREADS=16", 0},
-    {"threads 16 chunk 8M", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_CHUNK=8M", 0},
+    {"no spin chunk 4M", "FHEPLAN_COPY_SPIN=0 FHEPLAN_STAGING_CHUNK=4M", 0},
+    {"threads 4", "FHEPLAN_COPY_THREADS=4", 0},
+    {"threads 12", "FHEPLAN_COPY_THREADS=12", 0},
+    {"threads 16", "FHEPLAN_COPY_THREADS=16", 0},
     {"depth 2", "FHEPLAN_STAGING_DEPTH=2", 0},
-    {"depth 4", "FHEPLAN_STAGING_DEPTH=4", 0},
-    {"chunk 2M depth 4", "FHEPLAN_STAGING_CHUNK=2M FHEPLAN_STAGING_DEPTH=4", 0},
-    {"chunk 1M depth 8", "FHEPLAN_STAGING_CHUNK=1M FHEPLAN_STAGING_DEPTH=8", 0},
-    {"stream depth 4", "FHEPLAN_STAGING_MEMCPY=stream FHEPLAN_STAGING_DEPTH=4", 0},
-    {"threads 16 depth 4", "FHEPLAN_COPY_THREADS=16 FHEPLAN_STAGING_DEPTH=4", 0},
-    {"split", "FHEPLAN_STAGING_FILL=split", 0},
-    {"split threads 12", "FHEPLAN_STAGING_FILL=split FHEPLAN_COPY_THREADS=12", 0},
-    {"split threads 16", "FHEPLAN_STAGING_FILL=split FHEPLAN_COPY_THREADS=16", 0},
-    {"split chunk 2M", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_CHUNK=2M", 0},
-    {"split chunk 8M", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_CHUNK=8M", 0},
-    {"split depth 2", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_DEPTH=2", 0},
-    {"split stream", "FHEPLAN_STAGING_FILL=split FHEPLAN_STAGING_MEMCPY=stream", 0},
+    {"whole fills", "FHEPLAN_STAGING_FILL=whole", 0},
+    {"stream", "FHEPLAN_STAGING_MEMCPY=stream", 0},
 };
 
 /* Pinned growth: cudaHostAlloc first (the yardstick), then the ways of registering. */
@@ -1045,23 +1097,23 @@ static void run_fill_ceiling(bench *k, size_t n)
 
 /* A small-copy variant at every size below SMALL_BELOW, each direction against CUDA's own
  * pageable cudaMemcpyAsync measured right after it (medians of reps_at: at least 21). */
-static void run_small_variant(bench *k, const page_variant *v, const double *link_d2h)
+static void run_small_variant(bench *k, const page_variant *v, const double link[2][N_SMALL])
 {
-    for (int i = 0; i < k->nsizes && k->sizes[i] < SMALL_BELOW; i++)
+    for (size_t i = 0; i < N_SMALL && small_sizes[i] <= k->max; i++)
         for (int d = 0; d < 2; d++) {
-            size_t n = k->sizes[i];
+            size_t n = small_sizes[i];
             dir dd = d ? DEV_TO_PAGE : PAGE_TO_DEV;
-            double ours = bandwidth(k, dd, BACKEND, n);
-            double cuda = bandwidth(k, dd, RAW_ASYNC, n);
-            double link = d ? link_d2h[i] : k->pinned[i];
+            double ours, cuda;
+            bandwidth_pair(k, dd, n, &ours, &cuda);
+            double l = link[d][i];
             char what[80], js[320], tx[240];
             snprintf(what, sizeof what, "variant small %s %s",
                      d ? "cuda->pageable" : "pageable->cuda", v->name);
             snprintf(js, sizeof js, ", \"variant\": \"%s\", \"env\": \"%s\", \"link_gbps\": "
-                     "%.4f, \"over_link\": %.4f, \"reps\": %d", v->name, v->env, link,
-                     link > 0 ? ours / link : 0, reps_at(k, n));
+                     "%.4f, \"over_link\": %.4f, \"reps\": %d", v->name, v->env, l,
+                     l > 0 ? ours / l : 0, reps_at(k, n));
             snprintf(tx, sizeof tx, "(/ CUDA pageable; pinned link %.2f: x%.2f; medians of %d) %s",
-                     link, link > 0 ? ours / link : 0, reps_at(k, n), v->env);
+                     l, l > 0 ? ours / l : 0, reps_at(k, n), v->env);
             row_x(k, what, n, ours, cuda, "GB/s", js, tx);
         }
 }
@@ -1083,6 +1135,10 @@ static void run_variants(bench *k, const staging_shape *sh)
         row(k, "link pinned->cuda", k->sizes[i], k->pinned[i], 0, "GB/s");
         row(k, "link cuda->pinned", k->sizes[i], link_d2h[i], 0, "GB/s");
     }
+    double link_small[2][N_SMALL];
+    for (size_t j = 0; j < N_SMALL && small_sizes[j] <= k->max; j++)
+        for (int d = 0; d < 2; d++)
+            link_small[d][j] = bandwidth(k, d ? DEV_TO_PIN : PIN_TO_DEV, BACKEND, small_sizes[j]);
     run_pageable_paths(k, sh);
     int big[2], nb = 0;
     for (int i = 0; i < k->nsizes; i++)
@@ -1104,7 +1160,7 @@ static void run_variants(bench *k, const staging_shape *sh)
         env_apply(page_variants[v].env);
         open_backend(k, 1);
         if (page_variants[v].small)
-            run_small_variant(k, &page_variants[v], link_d2h);
+            run_small_variant(k, &page_variants[v], (const double(*)[N_SMALL])link_small);
         for (int z = 0; z < nb; z++)
             for (int d = 0; d < 2; d++) {
                 int i = big[z];
@@ -1132,6 +1188,8 @@ static void run_variants(bench *k, const staging_shape *sh)
             }
         close_backend(k);
     }
+    if (k->no_growth)
+        goto restore;
     run_pin_steps(k); /* cheap and telling: before the long growth rows */
     /* pinned growth, 48 x 180 MiB from a fresh pool: each variant against cudaHostAlloc */
     size_t n180 = (size_t)180 << 20;
@@ -1171,7 +1229,7 @@ static void run_variants(bench *k, const staging_shape *sh)
         snprintf(tx, sizeof tx, "(/ the copies alone; medians of %d) %s", passes, env);
         row_x(k, what, 48 * n180, ms, alone, "ms", js, tx);
     }
-    /* back to the caller's environment and a default backend for the teardown */
+restore: /* back to the caller's environment and a default backend for the teardown */
     for (size_t i = 0; i < N_MANAGED; i++) {
         if (had[i])
             setenv(managed_env[i], keep[i], 1);
@@ -1194,7 +1252,8 @@ int main(int argc, char **argv)
         staging_memcpy_parse(getenv("FHEPLAN_STAGING_MEMCPY"), &sh, &err) != FHR_OK ||
         staging_depth_parse(getenv("FHEPLAN_STAGING_DEPTH"), &sh, &err) != FHR_OK ||
         staging_small_parse(getenv("FHEPLAN_STAGING_SMALL"), &sh, &err) != FHR_OK ||
-        staging_fill_parse(getenv("FHEPLAN_STAGING_FILL"), &sh, &err) != FHR_OK)
+        staging_fill_parse(getenv("FHEPLAN_STAGING_FILL"), &sh, &err) != FHR_OK ||
+        staging_spin_parse(getenv("FHEPLAN_COPY_SPIN"), &sh, &err) != FHR_OK)
         die("environment", err.message);
     if (k.host_only) { /* the yardstick alone: no GPU needed */
         k.pageable = malloc(k.max);
@@ -1209,18 +1268,22 @@ int main(int argc, char **argv)
         fprintf(jf, "{\"reps\": %d, \"small_reps\": %d, \"small_below\": %zu, \"cores\": %d, "
                 "\"copy_threads\": %d, \"chunk_min\": %zu, "
                 "\"chunk_max\": %zu, \"direct_below\": %zu, \"stream_copy\": %d, "
-                "\"small_caller\": %d, \"split_fill\": %d, "
+                "\"small_to\": \"%s\", \"small_from\": \"%s\", \"spin_us\": %ld, "
+                "\"split_fill\": %d, "
                 "\"copy_threads_env\": \"%s\", \"variants\": %d, \"growth_reps\": %d, "
                 "\"rows\": [",
                 k.reps, reps_at(&k, 0), SMALL_BELOW, k.cores, sh.threads, sh.min_chunk,
-                sh.max_chunk, sh.direct_below, sh.stream_copy, sh.small_caller, sh.split_fill,
+                sh.max_chunk, sh.direct_below, sh.stream_copy, small_path_name(0, &sh, 1),
+                small_path_name(0, &sh, 0), sh.spin_us, sh.split_fill,
                 getenv("FHEPLAN_COPY_THREADS") ? getenv("FHEPLAN_COPY_THREADS") : "", k.variants,
                 k.growth_reps);
     if (!k.json)
         printf("cores %d, copy threads %d, staging chunks %zu..%zu KiB, pageable copies below "
-               "%zu KiB %s, %s memcpy, %s fills, medians of %d (of %d below %zu MiB)\n",
+               "%zu KiB %s towards the device and %s from it, copy threads spin %ld us, %s "
+               "memcpy, %s fills, medians of %d (of %d below %zu MiB)\n",
                k.cores, sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10,
-               sh.direct_below >> 10, sh.small_caller ? "staged by the caller" : "direct",
+               sh.direct_below >> 10, small_path_name(0, &sh, 1), small_path_name(0, &sh, 0),
+               sh.spin_us,
                sh.stream_copy ? "streaming" : "libc", sh.split_fill ? "split" : "whole", k.reps,
                reps_at(&k, 0), SMALL_BELOW >> 20);
     if (!k.two_only && !k.variants)

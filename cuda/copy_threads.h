@@ -23,7 +23,7 @@ typedef struct copy_task {
     void *dst;
     const void *src;
     size_t n;
-    int *pending;
+    _Atomic int *pending;
     struct copy_task *next;
 } copy_task;
 
@@ -31,7 +31,7 @@ typedef struct copy_task {
  * copy_pool_wait. The caller owns the storage and keeps it alive until the wait. */
 typedef struct copy_job {
     copy_task task;
-    int pending; /* 1 from submit until a thread has finished the memcpy */
+    _Atomic int pending; /* 1 from submit until a thread has finished the memcpy */
 } copy_job;
 
 /* A host copy cut into contiguous pieces that any pool thread, or the caller waiting for
@@ -40,7 +40,8 @@ typedef struct copy_job {
 typedef struct copy_split {
     copy_task task[COPY_MAX_PIECES];
     int pieces;  /* of the last submission */
-    int pending; /* pieces not finished yet (guarded by the pool's mutex) */
+    _Atomic int pending; /* pieces not finished yet (changed under the pool's mutex; read
+                            without it by a spinning waiter) */
 } copy_split;
 
 /* A persistent pool of threads doing host memcpys. Callable from any thread, including
@@ -70,6 +71,11 @@ void copy_pool_submit_split(copy_pool *cp, copy_split *j, copy_fn fn, void *dst,
  * each piece of j no thread has taken yet, in queue order. */
 void copy_pool_wait_split(copy_pool *cp, copy_split *j);
 int copy_pool_threads(const copy_pool *cp);
+/* How long (ns; 0, the default: not at all) a pool thread with nothing queued polls the
+ * queue before it sleeps, and a waiter polls for the last pieces of its copy before it
+ * sleeps: a copy that follows within that time finds the threads awake instead of paying
+ * their wake-up. Any thread, any time. */
+void copy_pool_set_spin(copy_pool *cp, long spin_ns);
 void copy_pool_destroy(copy_pool *cp);
 
 #endif

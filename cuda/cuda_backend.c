@@ -266,7 +266,7 @@ static fhr_status cu_copy(fhr_backend *b, void *dst, fhr_location dloc, const vo
     }
     if (dloc.kind == FHR_LOC_HOST || sloc.kind == FHR_LOC_HOST)
         return staged_copy(c->stagers, dcuda ? dloc.index : sloc.index, dst, src, n, dcuda,
-                           s->st, err);
+                           s->st, s->dev, err);
     CU_TRY(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s->st), "cudaMemcpyAsync");
     return FHR_OK;
 }
@@ -709,6 +709,8 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
         st = staging_small_parse(getenv("FHEPLAN_STAGING_SMALL"), &shape, err);
     if (!st)
         st = staging_fill_parse(getenv("FHEPLAN_STAGING_FILL"), &shape, err);
+    if (!st)
+        st = staging_spin_parse(getenv("FHEPLAN_COPY_SPIN"), &shape, err);
     pin_shape pins;
     if (!st)
         st = pin_shape_parse(getenv("FHEPLAN_PINNED_HOSTALLOC"), getenv("FHEPLAN_PINNED_PREFAULT"),
@@ -720,6 +722,8 @@ fhr_status fhr_backend_cuda_create(fhr_backend **out, fhr_error *err)
         st = setup_pools(c, err);
     if (!st)
         st = copy_pool_create(shape.threads, &c->copiers, err);
+    if (!st)
+        copy_pool_set_spin(c->copiers, shape.spin_us * 1000);
     if (!st)
         st = pin_pool_create(&pins, c->copiers, &c->pinned, err);
     if (!st)

@@ -4,8 +4,10 @@
 #include "base/error.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ---- copy threads ------------------------------------------------------------------ */
 
@@ -17,29 +19,104 @@ struct copy_pool {
     pthread_mutex_t mu;
     pthread_cond_t work_cv, done_cv;
     copy_task *head, *tail;
-    int stop;
+    _Atomic int queued; /* tasks in the queue: what a spinning thread watches */
+    _Atomic int stop;
+    _Atomic long spin_ns; /* copy_pool_set_spin */
     int nthreads;
     pthread_t threads[COPY_MAX_THREADS];
 };
+
+static long long mono_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
+
+/* Polls *flag (without the lock) until it differs from `idle` or the pool's spin time has
+ * passed; 1 when it changed. Called without cp->mu. */
+static int spin_until(copy_pool *cp, _Atomic int *flag, int idle)
+{
+    long spin = atomic_load_explicit(&cp->spin_ns, memory_order_relaxed);
+    if (spin <= 0)
+        return 0;
+    long long end = mono_ns() + spin;
+    for (unsigned i = 0;; i++) {
+        if (atomic_load_explicit(flag, memory_order_acquire) != idle)
+            return 1;
+        if ((i & 63) == 63 && mono_ns() >= end)
+            return 0;
+        cpu_relax();
+    }
+}
+
+/* One finished task: its counter down, the waiters woken when it reaches 0. Caller holds
+ * cp->mu. */
+static void task_done(copy_pool *cp, _Atomic int *pending)
+{
+    if (atomic_fetch_sub_explicit(pending, 1, memory_order_acq_rel) == 1)
+        pthread_cond_broadcast(&cp->done_cv);
+}
+
+/* Unlinks the queue's head; caller holds cp->mu and the queue is not empty. */
+static copy_task *pop(copy_pool *cp)
+{
+    copy_task *t = cp->head;
+    cp->head = t->next;
+    if (!cp->head)
+        cp->tail = NULL;
+    atomic_fetch_sub_explicit(&cp->queued, 1, memory_order_relaxed);
+    return t;
+}
+
+/* Returns with cp->mu held, after polling a while for queued work: a thread that sees work
+ * takes the lock without sleeping on it (trylock), so that threads woken by one copy do
+ * not queue up in the kernel behind each other; past the spin time it locks as usual. */
+static void spin_for_work(copy_pool *cp)
+{
+    long spin = atomic_load_explicit(&cp->spin_ns, memory_order_relaxed);
+    long long end = spin > 0 ? mono_ns() + spin : 0;
+    for (unsigned i = 0; spin > 0; i++) {
+        if (atomic_load_explicit(&cp->queued, memory_order_acquire) > 0 &&
+            pthread_mutex_trylock(&cp->mu) == 0)
+            return;
+        if ((i & 63) == 63 && mono_ns() >= end)
+            break;
+        cpu_relax();
+    }
+    pthread_mutex_lock(&cp->mu);
+}
 
 static void *copy_main(void *arg)
 {
     copy_pool *cp = arg;
     pthread_mutex_lock(&cp->mu);
     for (;;) {
-        while (!cp->head && !cp->stop)
+        if (!cp->head && !atomic_load(&cp->stop)) {
+            /* spin a while before sleeping: a copy that follows soon finds this thread awake */
+            pthread_mutex_unlock(&cp->mu);
+            spin_for_work(cp);
+        }
+        if (!cp->head && !atomic_load(&cp->stop)) {
             pthread_cond_wait(&cp->work_cv, &cp->mu);
+            continue; /* woken, or lost the task to another thread: spin again */
+        }
         if (!cp->head)
             break;
-        copy_task *t = cp->head;
-        cp->head = t->next;
-        if (!cp->head)
-            cp->tail = NULL;
+        copy_task *t = pop(cp);
         pthread_mutex_unlock(&cp->mu);
         t->fn(t->dst, t->src, t->n);
         pthread_mutex_lock(&cp->mu);
-        if (--*t->pending == 0)
-            pthread_cond_broadcast(&cp->done_cv);
+        task_done(cp, t->pending);
     }
     pthread_mutex_unlock(&cp->mu);
     return NULL;
@@ -48,7 +125,7 @@ static void *copy_main(void *arg)
 static void copy_pool_stop(copy_pool *cp, int started)
 {
     pthread_mutex_lock(&cp->mu);
-    cp->stop = 1;
+    atomic_store(&cp->stop, 1);
     pthread_cond_broadcast(&cp->work_cv);
     pthread_mutex_unlock(&cp->mu);
     for (int i = 0; i < started; i++)
@@ -64,7 +141,14 @@ fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err)
     copy_pool *cp = calloc(1, sizeof *cp);
     if (!cp)
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for copy threads");
-    pthread_mutex_init(&cp->mu, NULL);
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+#ifdef PTHREAD_ADAPTIVE_MUTEX_INITIALIZER_NP
+    /* held for a queue operation only: a contender spins briefly before sleeping */
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    pthread_mutex_init(&cp->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_cond_init(&cp->work_cv, NULL);
     pthread_cond_init(&cp->done_cv, NULL);
     for (int i = 0; i < nthreads; i++) {
@@ -81,6 +165,11 @@ fhr_status copy_pool_create(int nthreads, copy_pool **out, fhr_error *err)
 
 int copy_pool_threads(const copy_pool *cp) { return cp->nthreads; }
 
+void copy_pool_set_spin(copy_pool *cp, long spin_ns)
+{
+    atomic_store(&cp->spin_ns, spin_ns < 0 ? 0 : spin_ns);
+}
+
 /* Appends t to the queue; caller holds cp->mu. */
 static void enqueue(copy_pool *cp, copy_task *t)
 {
@@ -90,13 +179,14 @@ static void enqueue(copy_pool *cp, copy_task *t)
     else
         cp->head = t;
     cp->tail = t;
+    atomic_fetch_add_explicit(&cp->queued, 1, memory_order_release);
 }
 
 void copy_pool_submit_fn(copy_pool *cp, copy_job *j, copy_fn fn, void *dst, const void *src,
                          size_t n)
 {
     pthread_mutex_lock(&cp->mu);
-    j->pending = 1;
+    atomic_store_explicit(&j->pending, 1, memory_order_relaxed);
     j->task = (copy_task){fn, dst, src, n, &j->pending, NULL};
     enqueue(cp, &j->task);
     pthread_cond_signal(&cp->work_cv);
@@ -110,8 +200,11 @@ void copy_pool_submit(copy_pool *cp, copy_job *j, void *dst, const void *src, si
 
 void copy_pool_wait(copy_pool *cp, copy_job *j)
 {
+    if (spin_until(cp, &j->pending, 1) &&
+        atomic_load_explicit(&j->pending, memory_order_acquire) == 0)
+        return;
     pthread_mutex_lock(&cp->mu);
-    while (j->pending > 0)
+    while (atomic_load_explicit(&j->pending, memory_order_acquire) > 0)
         pthread_cond_wait(&cp->done_cv, &cp->mu);
     pthread_mutex_unlock(&cp->mu);
 }
@@ -131,7 +224,7 @@ void copy_pool_submit_split(copy_pool *cp, copy_split *j, copy_fn fn, void *dst,
     }
     j->pieces = k;
     pthread_mutex_lock(&cp->mu);
-    j->pending = k;
+    atomic_store_explicit(&j->pending, k, memory_order_relaxed);
     for (int i = 0; i < k; i++)
         enqueue(cp, &j->task[i]);
     if (k > 1)
@@ -143,7 +236,7 @@ void copy_pool_submit_split(copy_pool *cp, copy_split *j, copy_fn fn, void *dst,
 
 /* The first queued task counted by `pending`, unlinked; NULL when none is queued. Caller
  * holds cp->mu. */
-static copy_task *take_own(copy_pool *cp, int *pending)
+static copy_task *take_own(copy_pool *cp, _Atomic int *pending)
 {
     copy_task *prev = NULL;
     for (copy_task *t = cp->head; t; prev = t, t = t->next) {
@@ -155,6 +248,7 @@ static copy_task *take_own(copy_pool *cp, int *pending)
             cp->head = t->next;
         if (cp->tail == t)
             cp->tail = prev;
+        atomic_fetch_sub_explicit(&cp->queued, 1, memory_order_relaxed);
         return t;
     }
     return NULL;
@@ -163,17 +257,23 @@ static copy_task *take_own(copy_pool *cp, int *pending)
 void copy_pool_wait_split(copy_pool *cp, copy_split *j)
 {
     pthread_mutex_lock(&cp->mu);
-    while (j->pending > 0) {
+    while (atomic_load_explicit(&j->pending, memory_order_acquire) > 0) {
         copy_task *t = take_own(cp, &j->pending);
         if (!t) {
-            pthread_cond_wait(&cp->done_cv, &cp->mu);
+            /* every piece is taken: spin for the threads' last ones before sleeping */
+            int left = atomic_load_explicit(&j->pending, memory_order_acquire);
+            pthread_mutex_unlock(&cp->mu);
+            while (left > 0 && spin_until(cp, &j->pending, left))
+                left = atomic_load_explicit(&j->pending, memory_order_acquire);
+            pthread_mutex_lock(&cp->mu);
+            if (atomic_load_explicit(&j->pending, memory_order_acquire) > 0)
+                pthread_cond_wait(&cp->done_cv, &cp->mu);
             continue;
         }
         pthread_mutex_unlock(&cp->mu);
         t->fn(t->dst, t->src, t->n);
         pthread_mutex_lock(&cp->mu);
-        if (--j->pending == 0)
-            pthread_cond_broadcast(&cp->done_cv);
+        task_done(cp, &j->pending);
     }
     pthread_mutex_unlock(&cp->mu);
 }
@@ -189,7 +289,7 @@ void copy_pool_run(copy_pool *cp, copy_fn fn, void *dst, const void *src, size_t
         return;
     }
     copy_task tasks[COPY_MAX_THREADS];
-    int pending = 0;
+    _Atomic int pending = 0;
     pthread_mutex_lock(&cp->mu);
     for (size_t off = slice; off < n; off += slice) {
         copy_task *t = &tasks[pending++];

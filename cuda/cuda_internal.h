@@ -53,13 +53,16 @@ fhr_status stager_set_create(copy_pool *cp, const staging_shape *shape, stager_s
                              fhr_error *err);
 /* The pinned bytes every stager's slots hold now (the pinned observation counts them). */
 uint64_t stager_set_bytes(stager_set *set);
-/* A copy below shape.direct_below (staging_direct) is CUDA's own pageable
- * cudaMemcpyAsync on s instead, under the same contract.
- * Synchronous for the calling thread: waits for s's earlier work, runs the pipeline,
- * and returns once the host side is done. Device-to-host is complete on return;
- * for host-to-device, later work on s waits (cudaStreamWaitEvent) for the last DMA. */
+/* A copy below shape.direct_below takes the path staging_small names: CUDA's own
+ * pageable cudaMemcpyAsync on s, the caller alone, or a few chunks over the threads.
+ * Synchronous for the calling thread: s's earlier work comes first, and it returns once
+ * the host side is done. Device-to-host is complete on return; host-to-device leaves its
+ * last DMAs in flight, ordered before later work on s. s_dev is s's device: when it is
+ * dev, the DMAs run on s itself (no wait for s on the host from the device, and no
+ * cross-stream event); otherwise on the stager's own stream, s waited for first and
+ * later work on s ordered after the last DMA by an event. */
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
-                       int to_device, cudaStream_t s, fhr_error *err);
+                       int to_device, cudaStream_t s, int s_dev, fhr_error *err);
 void stager_set_destroy(stager_set *set);
 /* Nanoseconds the callers of staged copies have spent blocked, summed over every copy
  * since the set was made: waiting for host stages (the copy threads behind) and for DMA

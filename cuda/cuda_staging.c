@@ -12,12 +12,13 @@
 #include <time.h>
 
 /* ---- stagers ----------------------------------------------------------------------- *
- * A stager belongs to one device and to one copy at a time: an internal DMA stream and
- * up to STAGING_MAX_SLOTS pinned slots of shape.max_chunk bytes, each allocated when a
- * copy first needs it and kept while the stager is the one idle stager of its device
- * (stager_put frees the others); the bytes are in the pinned observation. ev[i] is the last DMA touching
- * slot i (armed[i]: recorded and not yet waited for); job[i] its host copy, or split[i]
- * when the copy is split into pieces (FHEPLAN_STAGING_FILL=split; made with the slot). */
+ * A stager belongs to one device and to one copy at a time: an internal DMA stream (for
+ * copies whose stream is another device's) and up to STAGING_MAX_SLOTS pinned slots of
+ * shape.max_chunk bytes, each allocated when a copy first needs it and kept while the
+ * stager is the one idle stager of its device (stager_put frees the others); the bytes
+ * are in the pinned observation. ev[i] is the last DMA touching slot i, on the caller's
+ * stream or the stager's (armed[i]: recorded and not yet waited for); job[i] its host copy, or split[i]
+ * when the copy is split into pieces (split fills and parallel small copies; made with the slot). */
 
 typedef struct stager {
     int dev;
@@ -74,13 +75,17 @@ uint64_t stager_set_bytes(stager_set *set)
     return b;
 }
 
-/* Frees g and returns the pinned bytes it held. */
+/* Frees g and returns the pinned bytes it held, once no DMA uses its slots (a slot's last
+ * DMA may have run on a caller's stream: its event says when it is done). */
 static uint64_t stager_free(stager *g, size_t slot_bytes)
 {
     uint64_t held = 0;
     cudaSetDevice(g->dev);
     if (g->st)
         cudaStreamSynchronize(g->st);
+    for (int i = 0; i < STAGING_MAX_SLOTS; i++)
+        if (g->armed[i])
+            cudaEventSynchronize(g->ev[i]);
     for (int i = 0; i < STAGING_MAX_SLOTS; i++) {
         if (g->buf[i]) {
             cudaFreeHost(g->buf[i]);
@@ -157,7 +162,7 @@ static void stager_put(stager_set *set, stager *g)
 /* Slot b's event, pinned buffer and (split fill) pieces, made on first use. */
 static fhr_status slot_ready(stager_set *set, stager *g, int b, fhr_error *err)
 {
-    if (set->shape.split_fill && !g->split[b] && !(g->split[b] = calloc(1, sizeof *g->split[b])))
+    if (!g->split[b] && !(g->split[b] = calloc(1, sizeof *g->split[b])))
         return fhr_fail(err, FHR_E_NOMEM, "cuda: out of host memory for a staging slot");
     if (!g->ev[b])
         CU_TRY(cudaEventCreateWithFlags(&g->ev[b], cudaEventDisableTiming),
@@ -186,13 +191,14 @@ static fhr_status dma_wait(stager_set *set, stager *g, int b, fhr_error *err)
     return FHR_OK;
 }
 
-static fhr_status dma(stager *g, int b, void *dst, const void *src, size_t len,
+/* One chunk's DMA on st (the caller's stream or the stager's), slot b's event after it. */
+static fhr_status dma(stager *g, cudaStream_t st, int b, void *dst, const void *src, size_t len,
                       enum cudaMemcpyKind kind, fhr_error *err)
 {
-    CU_TRY(cudaMemcpyAsync(dst, src, len, kind, g->st), "cudaMemcpyAsync (staged chunk)");
-    cudaError_t e = cudaEventRecord(g->ev[b], g->st);
+    CU_TRY(cudaMemcpyAsync(dst, src, len, kind, st), "cudaMemcpyAsync (staged chunk)");
+    cudaError_t e = cudaEventRecord(g->ev[b], st);
     if (e != cudaSuccess) { /* a failed start leaves nothing running: no event tracks it */
-        cudaStreamSynchronize(g->st);
+        cudaStreamSynchronize(st);
         return fhr_cuda_fail(err, e, "cudaEventRecord (staging)");
     }
     g->armed[b] = 1;
@@ -207,6 +213,7 @@ typedef struct run {
     const staging_plan *p;
     char *dev;        /* device side */
     char *host;       /* pageable side */
+    cudaStream_t st;  /* where the DMAs run: the caller's stream, or the stager's */
 } run;
 
 /* The host stage of chunk i (staging_host_start). */
@@ -255,7 +262,7 @@ static fhr_status h2d_dma(void *ctx, size_t i, int b, fhr_error *err)
     run *r = ctx;
     size_t off, len;
     staging_chunk(r->p, i, &off, &len);
-    return dma(r->g, b, r->dev + off, r->g->buf[b], len, cudaMemcpyHostToDevice, err);
+    return dma(r->g, r->st, b, r->dev + off, r->g->buf[b], len, cudaMemcpyHostToDevice, err);
 }
 
 static fhr_status dma_wait_op(void *ctx, size_t i, int b, fhr_error *err)
@@ -275,7 +282,7 @@ static fhr_status d2h_dma(void *ctx, size_t i, int b, fhr_error *err)
         return st;
     size_t off, len;
     staging_chunk(r->p, i, &off, &len);
-    return dma(r->g, b, r->g->buf[b], r->dev + off, len, cudaMemcpyDeviceToHost, err);
+    return dma(r->g, r->st, b, r->g->buf[b], r->dev + off, len, cudaMemcpyDeviceToHost, err);
 }
 
 static fhr_status d2h_drain(void *ctx, size_t i, int b, fhr_error *err)
@@ -288,30 +295,33 @@ static fhr_status d2h_drain(void *ctx, size_t i, int b, fhr_error *err)
 static const staging_ops to_device_ops = {h2d_fill, host_wait, h2d_dma, dma_wait_op, quiesce};
 static const staging_ops to_host_ops = {d2h_dma, dma_wait_op, d2h_drain, host_wait, quiesce};
 
-/* CUDA's own pageable copy, for the sizes where it beats the pipeline (staging_direct).
+/* CUDA's own pageable copy, for the sizes where it beats the pipeline (staging_small).
  * Same contract as the staged one: s's earlier work first, the pageable side finished
- * with on return (the driver has taken a host-to-device source; a device-to-host copy
- * has landed). */
+ * with on return. Towards the device the driver may read the pageable source before
+ * earlier work on s has run, so s is waited for first; from the device, CUDA documents
+ * that an asynchronous copy into pageable memory returns only once the copy has completed
+ * (so after s's earlier work, in stream order): no wait of ours on either side. */
 static fhr_status direct_copy(int dev, void *dst, const void *src, size_t n, int to_dev,
                               cudaStream_t s, fhr_error *err)
 {
-    CU_TRY(cudaStreamSynchronize(s), "waiting for the stream before a pageable copy");
+    if (to_dev)
+        CU_TRY(cudaStreamSynchronize(s), "waiting for the stream before a pageable copy");
     CU_TRY(cudaSetDevice(dev), "cudaSetDevice (pageable copy)");
     CU_TRY(cudaMemcpyAsync(dst, src, n, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                            s),
            "cudaMemcpyAsync (pageable)");
-    if (!to_dev)
-        CU_TRY(cudaStreamSynchronize(s), "cudaStreamSynchronize (pageable copy)");
     return FHR_OK;
 }
 
 fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, size_t n,
-                       int to_dev, cudaStream_t s, fhr_error *err)
+                       int to_dev, cudaStream_t s, int s_dev, fhr_error *err)
 {
-    /* below the direct threshold: CUDA's own copy, or the caller stages it alone */
-    int small = staging_small(n, &set->shape);
-    if (!small && staging_direct(n, &set->shape))
+    /* below the direct threshold: CUDA's own copy, the caller alone, or a few chunks
+     * split over the threads */
+    int path = staging_small(n, &set->shape, to_dev);
+    if (path == STAGING_SMALL_DIRECT)
         return direct_copy(dev, dst, src, n, to_dev, s, err);
+    int small = path == STAGING_SMALL_CALLER;
     stager *g = NULL;
     fhr_status st = stager_take(set, dev, &g, err);
     if (st)
@@ -319,13 +329,19 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
     staging_plan p;
     if (small)
         staging_small_plan_make(n, &set->shape, &p);
+    else if (path == STAGING_SMALL_PARALLEL)
+        staging_parallel_plan_make(n, &set->shape, to_dev, &p);
     else
         staging_plan_make(n, &set->shape, to_dev, &p);
-    run r = {set, g, &p, to_dev ? dst : (void *)src, to_dev ? (void *)src : dst};
+    /* s of the copy's device: the DMAs run on s, in its order. Otherwise (a host queue
+     * lives on device 0) on the stager's stream, after s's earlier work. */
+    int on_s = s_dev == dev;
+    run r = {set, g, &p, to_dev ? dst : (void *)src, to_dev ? (void *)src : dst,
+             on_s ? s : g->st};
     const staging_ops *ops = to_dev ? &to_device_ops : &to_host_ops;
-    /* s may belong to another device (a host queue lives on device 0), so wait for its
-     * earlier work with a stream sync rather than an event of dev. */
-    cudaError_t e = cudaStreamSynchronize(s);
+    /* The host reads the pageable source only after s's earlier work (which may write
+     * it); from the device, DMAs on s follow that work by themselves. */
+    cudaError_t e = to_dev || !on_s ? cudaStreamSynchronize(s) : cudaSuccess;
     if (e == cudaSuccess)
         e = cudaSetDevice(dev);
     if (e != cudaSuccess)
@@ -334,7 +350,7 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
         st = staging_small_run(&p, to_dev, ops, &r, err);
     else
         st = staging_run(&p, !to_dev, ops, &r, err);
-    if (!st && to_dev) {
+    if (!st && to_dev && !on_s) {
         e = cudaEventRecord(g->done, g->st);
         if (e == cudaSuccess)
             e = cudaStreamWaitEvent(s, g->done, 0);

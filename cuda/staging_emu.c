@@ -18,7 +18,7 @@ struct staging_emu {
     fhr_event *ev[STAGING_MAX_SLOTS];
     int armed[STAGING_MAX_SLOTS];
     copy_job job[STAGING_MAX_SLOTS];
-    copy_split *split[STAGING_MAX_SLOTS]; /* FHEPLAN_STAGING_FILL=split: made with the slot */
+    copy_split *split[STAGING_MAX_SLOTS]; /* split host stages: made with the slot */
     /* the copy under way */
     const staging_plan *p;
     char *dev, *host;
@@ -65,7 +65,7 @@ static fhr_status dma_wait(void *ctx, size_t i, int k, fhr_error *err)
 static fhr_status slot_ready(staging_emu *x, int k, fhr_error *err)
 {
     fhr_status st = FHR_OK;
-    if (x->shape.split_fill && !x->split[k] && !(x->split[k] = calloc(1, sizeof *x->split[k])))
+    if (!x->split[k] && !(x->split[k] = calloc(1, sizeof *x->split[k])))
         return fhr_fail(err, FHR_E_NOMEM, "staging: out of host memory for a slot");
     if (!x->ev[k])
         st = x->b->ops->event_create(x->b, &x->ev[k], err);
@@ -150,9 +150,12 @@ fhr_status staging_emu_copy(staging_emu *x, void *dev, void *host, size_t n, int
                             uint64_t *first_dma_ns, fhr_error *err)
 {
     staging_plan p;
-    int small = staging_small(n, &x->shape);
+    int path = staging_small(n, &x->shape, to_device);
+    int small = path == STAGING_SMALL_CALLER;
     if (small)
         staging_small_plan_make(n, &x->shape, &p);
+    else if (path == STAGING_SMALL_PARALLEL)
+        staging_parallel_plan_make(n, &x->shape, to_device, &p);
     else
         staging_plan_make(n, &x->shape, to_device, &p);
     x->p = &p;

@@ -86,20 +86,58 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
 
 int staging_direct(size_t n, const staging_shape *sh) { return n < sh->direct_below; }
 
-int staging_small(size_t n, const staging_shape *sh)
+int staging_small(size_t n, const staging_shape *sh, int to_device)
 {
-    return sh->small_caller && staging_direct(n, sh);
+    if (!staging_direct(n, sh))
+        return -1;
+    int k = sh->small[to_device ? 1 : 0];
+    if (k != STAGING_SMALL_AUTO)
+        return k;
+    if (to_device)
+        return n < STAGING_AUTO_CALLER_TO   ? STAGING_SMALL_CALLER
+               : n < STAGING_AUTO_DIRECT_TO ? STAGING_SMALL_DIRECT
+                                            : STAGING_SMALL_PARALLEL;
+    return n < STAGING_AUTO_CALLER_FROM ? STAGING_SMALL_CALLER : STAGING_SMALL_PARALLEL;
+}
+
+static int small_kind(const char *w, size_t len)
+{
+    static const char *const names[] = {"direct", "caller", "parallel", "auto"};
+    for (int k = 0; k < 4; k++)
+        if (strlen(names[k]) == len && strncmp(w, names[k], len) == 0)
+            return k;
+    return -1;
 }
 
 fhr_status staging_small_parse(const char *v, staging_shape *sh, fhr_error *err)
 {
     if (!v || !*v)
         return FHR_OK;
-    if (strcmp(v, "caller") != 0 && strcmp(v, "direct") != 0)
+    const char *comma = strchr(v, ',');
+    int to = small_kind(v, comma ? (size_t)(comma - v) : strlen(v));
+    int from = comma ? small_kind(comma + 1, strlen(comma + 1)) : to;
+    if (to < 0 || from < 0)
         return fhr_fail(err, FHR_E_INVALID,
-                        "FHEPLAN_STAGING_SMALL: '%s' is not a small-copy path (caller or direct)",
+                        "FHEPLAN_STAGING_SMALL: '%s' is not a small-copy path (auto, direct, "
+                        "caller or parallel; or two of them, towards the device first: "
+                        "parallel,caller)",
                         v);
-    sh->small_caller = strcmp(v, "caller") == 0;
+    sh->small[1] = to;
+    sh->small[0] = from;
+    return FHR_OK;
+}
+
+fhr_status staging_spin_parse(const char *v, staging_shape *sh, fhr_error *err)
+{
+    if (!v || !*v)
+        return FHR_OK;
+    const char *e = v;
+    long long us = whole(v, &e, STAGING_SPIN_LIMIT_US);
+    if (us < 0 || *e)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_COPY_SPIN: '%s' is not a spin time (whole microseconds, 0 to %d)",
+                        v, STAGING_SPIN_LIMIT_US);
+    sh->spin_us = (long)us;
     return FHR_OK;
 }
 
@@ -142,9 +180,16 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
                                staging_shape *out, fhr_error *err)
 {
-    staging_shape sh = {cores < 1 ? 1 : cores, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1,
-                        STAGING_DIRECT_BELOW, STAGING_DEFAULT_STREAM, STAGING_DEFAULT_DEPTH,
-                        STAGING_DEFAULT_SMALL, STAGING_DEFAULT_SPLIT};
+    staging_shape sh = {cores < 1 ? 1 : cores,
+                        STAGING_MIN_CHUNK,
+                        STAGING_MAX_CHUNK,
+                        1,
+                        STAGING_DIRECT_BELOW,
+                        STAGING_DEFAULT_STREAM,
+                        STAGING_DEFAULT_DEPTH,
+                        {STAGING_DEFAULT_SMALL_FROM, STAGING_DEFAULT_SMALL_TO},
+                        STAGING_DEFAULT_SPIN_US,
+                        STAGING_DEFAULT_SPLIT};
     if (sh.threads > STAGING_DEFAULT_MAX_THREADS)
         sh.threads = STAGING_DEFAULT_MAX_THREADS;
     if (threads && *threads) {
@@ -235,6 +280,24 @@ void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p)
                         .threads = 0, .slots = (int)slots, .depth = (int)slots - 1,
                         .lag = (int)slots - 1, .inline_host = 1, .own = SIZE_MAX,
                         .caller_all = 1};
+}
+
+void staging_parallel_plan_make(size_t n, const staging_shape *sh, int to_device,
+                                staging_plan *p)
+{
+    size_t half = n / 2 + (n % 2 != 0);
+    size_t chunk = (half + STAGING_ALIGN - 1) / STAGING_ALIGN * STAGING_ALIGN;
+    if (chunk < STAGING_PARALLEL_MIN_CHUNK)
+        chunk = STAGING_PARALLEL_MIN_CHUNK;
+    if (chunk > STAGING_PARALLEL_CHUNK)
+        chunk = STAGING_PARALLEL_CHUNK;
+    if (chunk > sh->max_chunk)
+        chunk = sh->max_chunk;
+    staging_shape fixed = *sh;
+    fixed.min_chunk = fixed.max_chunk = chunk; /* no ramp */
+    fixed.fixed_threads = 1;
+    fixed.split_fill = 1;
+    staging_plan_make(n, &fixed, to_device, p);
 }
 
 size_t staging_pieces(size_t len, int parts, int *pieces)

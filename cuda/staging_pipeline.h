@@ -10,7 +10,9 @@
 
 #define STAGING_ALIGN ((size_t)4096)           /* chunk sizes are multiples of a page */
 #define STAGING_MIN_CHUNK ((size_t)256 << 10)  /* default smallest steady chunk */
-#define STAGING_MAX_CHUNK ((size_t)4 << 20)    /* default largest chunk: the slot size */
+#define STAGING_MAX_CHUNK ((size_t)8 << 20)    /* default largest chunk: the slot size (8
+                                                  MiB: 256 MiB pageable->cuda at 0.93-0.94 of
+                                                  the pinned link, 4 MiB: 0.89-0.93) */
 #define STAGING_FIRST_CHUNK ((size_t)64 << 10) /* the ramp's first chunk */
 #define STAGING_THREAD_UNIT ((size_t)1 << 20)  /* a copy of n bytes keeps log2(n / this) busy */
 #define STAGING_DEFAULT_MAX_THREADS 8          /* the core count is capped at this */
@@ -29,10 +31,34 @@
 /* Default FHEPLAN_STAGING_DEPTH: DMAs a host-to-device copy keeps queued behind the one
  * running before it waits for the oldest (1: the next one only). */
 #define STAGING_DEFAULT_DEPTH 1
-/* Default FHEPLAN_STAGING_SMALL: 0 (`direct`) gives copies below FHEPLAN_STAGING_DIRECT to
- * CUDA's own pageable copy, 1 (`caller`) has the calling thread stage them itself through
- * STAGING_SMALL_SLOTS slots, each chunk's DMA overlapping the host copy of the next. */
-#define STAGING_DEFAULT_SMALL 0
+/* The paths of a copy below FHEPLAN_STAGING_DIRECT (FHEPLAN_STAGING_SMALL, per direction):
+ * `direct` is CUDA's own pageable copy; `caller` has the calling thread stage it alone
+ * through STAGING_SMALL_SLOTS slots, each chunk's DMA overlapping the host copy of the
+ * next; `parallel` cuts it into a few chunks of STAGING_PARALLEL_CHUNK at most, each split
+ * over the copy threads and the caller (staging_parallel_plan_make). */
+#define STAGING_SMALL_DIRECT 0
+#define STAGING_SMALL_CALLER 1
+#define STAGING_SMALL_PARALLEL 2
+/* `auto`, the default, picks one of them by size and direction: towards the device the
+ * caller below STAGING_AUTO_CALLER_TO, CUDA's own below STAGING_AUTO_DIRECT_TO, parallel
+ * from it; from the device the caller below STAGING_AUTO_CALLER_FROM, parallel from it.
+ * On the H200 host (bench/transfer --variants, each copy paired with CUDA's own) these
+ * were the paths that beat CUDA's own pageable copy at each size, or (towards the device
+ * from 128 KiB to 1 MiB, where nothing of ours did) CUDA's own call. */
+#define STAGING_SMALL_AUTO 3
+#define STAGING_AUTO_CALLER_TO ((size_t)128 << 10)
+#define STAGING_AUTO_DIRECT_TO ((size_t)1 << 20)
+#define STAGING_AUTO_CALLER_FROM ((size_t)512 << 10)
+#define STAGING_DEFAULT_SMALL_TO STAGING_SMALL_AUTO   /* towards the device */
+#define STAGING_DEFAULT_SMALL_FROM STAGING_SMALL_AUTO /* from the device */
+#define STAGING_PARALLEL_CHUNK ((size_t)1 << 20)     /* the largest chunk of a parallel copy */
+#define STAGING_PARALLEL_MIN_CHUNK ((size_t)256 << 10) /* ... and its smallest, but the last */
+/* Default FHEPLAN_COPY_SPIN, in microseconds: how long an idle copy thread polls for work,
+ * and a caller for its copy's last pieces, before sleeping (copy_pool_set_spin). On the
+ * H200 host 50 us moved 256 MiB pageable->cuda at 0.90-0.93 of the pinned link against
+ * 0.78-0.87 without (the threads no longer sleep between the chunks of one copy). */
+#define STAGING_DEFAULT_SPIN_US 50
+#define STAGING_SPIN_LIMIT_US 100000
 #define STAGING_SMALL_SLOTS 3                 /* slots of a caller-staged copy */
 #define STAGING_SMALL_CHUNK ((size_t)1 << 20) /* its steady chunk, after a ramp from 64 KiB */
 /* Default FHEPLAN_STAGING_FILL: 0 (`whole`) has each copy thread fill or drain a whole
@@ -54,7 +80,9 @@ typedef struct staging_shape {
     size_t direct_below;         /* FHEPLAN_STAGING_DIRECT: smaller copies skip staging */
     int stream_copy;             /* FHEPLAN_STAGING_MEMCPY: 1 for non-temporal stores */
     int depth;                   /* FHEPLAN_STAGING_DEPTH (below 1: 1) */
-    int small_caller;            /* FHEPLAN_STAGING_SMALL: 1 for `caller` */
+    int small[2];                /* FHEPLAN_STAGING_SMALL: STAGING_SMALL_*, [1] towards
+                                    the device, [0] from it */
+    long spin_us;                /* FHEPLAN_COPY_SPIN */
     int split_fill;              /* FHEPLAN_STAGING_FILL: 1 for `split` */
 } staging_shape;
 
@@ -96,19 +124,28 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
  * STAGING_DEPTH_LIMIT. A bad value is FHR_E_INVALID naming the variable, sh untouched. */
 fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err);
 
-/* Sets sh->small_caller from the value of FHEPLAN_STAGING_SMALL (NULL or "": keep
- * STAGING_DEFAULT_SMALL, which staging_shape_parse sets): `caller` or `direct`. A bad value
- * is FHR_E_INVALID naming the variable, sh untouched. */
+/* Sets sh->small from the value of FHEPLAN_STAGING_SMALL (NULL or "": keep
+ * STAGING_DEFAULT_SMALL_TO and _FROM, which staging_shape_parse sets): one path for both
+ * directions (`auto`, `direct`, `caller` or `parallel`), or two separated by a comma,
+ * towards the device first ("parallel,caller"). A bad value is FHR_E_INVALID naming the
+ * variable, sh untouched. */
 fhr_status staging_small_parse(const char *v, staging_shape *sh, fhr_error *err);
+
+/* Sets sh->spin_us from the value of FHEPLAN_COPY_SPIN (NULL or "": keep
+ * STAGING_DEFAULT_SPIN_US): whole microseconds, 0 to STAGING_SPIN_LIMIT_US. A bad value is
+ * FHR_E_INVALID naming the variable, sh untouched. */
+fhr_status staging_spin_parse(const char *v, staging_shape *sh, fhr_error *err);
 
 /* Sets sh->split_fill from the value of FHEPLAN_STAGING_FILL (NULL or "": keep
  * STAGING_DEFAULT_SPLIT, which staging_shape_parse sets): `split` or `whole`. A bad value
  * is FHR_E_INVALID naming the variable, sh untouched. */
 fhr_status staging_fill_parse(const char *v, staging_shape *sh, fhr_error *err);
 
-/* The path of one pageable copy of n bytes: 1 when the calling thread stages it alone
- * (staging_direct and FHEPLAN_STAGING_SMALL=caller), else 0. */
-int staging_small(size_t n, const staging_shape *sh);
+/* The small-copy path of one pageable copy of n bytes in that direction: -1 when it is
+ * at or above the direct threshold (the staging pipeline), else the STAGING_SMALL_DIRECT,
+ * _CALLER or _PARALLEL that sh->small names for the direction (`auto` resolved by n). A
+ * function of n, the direction and the shape alone. */
+int staging_small(size_t n, const staging_shape *sh, int to_device);
 
 /* The plan of one copy of n bytes (n >= 1): `ramp` chunks of first, 2 first, 4 first, ...
  * (each below `chunk`), then chunks of `chunk`, the last one possibly shorter. */
@@ -149,6 +186,14 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
  * sh->max_chunk, when smaller; a ramp only while below it), at most STAGING_SMALL_SLOTS
  * slots, no threads, caller_all. */
 void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p);
+
+/* The plan of a parallel small copy of n bytes (n >= 1): no ramp, chunks of about n / 2,
+ * whole pages, at least STAGING_PARALLEL_MIN_CHUNK (one chunk below twice that) and at most
+ * STAGING_PARALLEL_CHUNK and the slot size; every chunk's host stage split over the
+ * shape's threads and the caller; slots, lag and depth as staging_plan_make. Run by
+ * staging_run. */
+void staging_parallel_plan_make(size_t n, const staging_shape *sh, int to_device,
+                                staging_plan *p);
 
 /* Offset and length of chunk i. */
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len);

@@ -220,6 +220,30 @@ Test(cuda_pageable, caller_staged_small_slots)
     caller_staged((1u << 20) + 3);
 }
 
+/* Parallel small copies (FHEPLAN_STAGING_SMALL=parallel), with and without spinning copy
+ * threads (FHEPLAN_COPY_SPIN), and one path per direction: the same bytes, both ways. */
+static void parallel_small(const char *spin, const char *paths, size_t n)
+{
+    setenv("FHEPLAN_STAGING_SMALL", paths, 1);
+    setenv("FHEPLAN_COPY_SPIN", spin, 1);
+    round_trip("8M", n);
+    unsetenv("FHEPLAN_COPY_SPIN");
+}
+
+Test(cuda_pageable, parallel_one_byte) { parallel_small("0", "parallel", 1); }
+Test(cuda_pageable, parallel_page_plus_one) { parallel_small("50", "parallel", 4097); }
+Test(cuda_pageable, parallel_two_chunks) { parallel_small("0", "parallel", (1u << 20) + 4093); }
+Test(cuda_pageable, parallel_spinning_below_the_threshold)
+{
+    parallel_small("200", "parallel", (8u << 20) - 1);
+}
+Test(cuda_pageable, parallel_towards_caller_from) { parallel_small("50", "parallel,caller", 777777); }
+Test(cuda_pageable, parallel_small_slots)
+{
+    setenv("FHEPLAN_STAGING_CHUNK", "64K", 1);
+    parallel_small("50", "direct,parallel", (1u << 20) + 3);
+}
+
 /* Split fills (FHEPLAN_STAGING_FILL=split) move the same bytes, both ways. */
 static void split(const char *threads, size_t n)
 {
@@ -238,8 +262,8 @@ Test(cuda_pinned, bad_pinned_environment_is_refused_by_name)
                            "FHEPLAN_PINNED_HUGEPAGE", "FHEPLAN_PINNED_ARENA",
                            "FHEPLAN_STAGING_MEMCPY", "FHEPLAN_STAGING_DEPTH",
                            "FHEPLAN_PINNED_AHEAD",     "FHEPLAN_STAGING_SMALL",
-                           "FHEPLAN_STAGING_FILL"};
-    const char *values[] = {"yes", "all", "on", "3M", "nt", "0", "2", "staged", "halves"};
+                           "FHEPLAN_STAGING_FILL",     "FHEPLAN_COPY_SPIN"};
+    const char *values[] = {"yes", "all", "on", "3M", "nt", "0", "2", "staged", "halves", "1.5"};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
         for (size_t j = 0; j < sizeof names / sizeof *names; j++)
             unsetenv(names[j]);

@@ -25,7 +25,7 @@
  * when fixed_chunk is not 0. */
 static staging_shape shape(int threads, size_t fixed_chunk)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1, 0, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 1, 0, 0, 1, {0, 0}, 0, 0};
     if (fixed_chunk)
         sh.min_chunk = sh.max_chunk = fixed_chunk;
     return sh;
@@ -34,7 +34,7 @@ static staging_shape shape(int threads, size_t fixed_chunk)
 /* The default: a pool of `threads`, each copy's thread count and chunks by its size. */
 static staging_shape auto_shape(int threads)
 {
-    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1, 0, 0};
+    staging_shape sh = {threads, STAGING_MIN_CHUNK, STAGING_MAX_CHUNK, 0, 0, 0, 1, {0, 0}, 0, 0};
     return sh;
 }
 
@@ -81,7 +81,7 @@ Test(staging, shape_refuses_bad_values_by_name)
     const char *chunks[] = {"0", "4095", "3K", "2G", "1025M", "12X", "-4K", " 4K", "4K ",
                             "4KB", "4Ki", "K", "18446744073709551616"};
     for (size_t i = 0; i < sizeof threads / sizeof *threads; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, {0, 0}, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse(threads[i], NULL, 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -91,7 +91,7 @@ Test(staging, shape_refuses_bad_values_by_name)
         cr_assert_eq(sh.threads, -7); /* untouched */
     }
     for (size_t i = 0; i < sizeof chunks / sizeof *chunks; i++) {
-        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, 0, 0};
+        staging_shape sh = {-7, 0, 0, 0, 0, 0, 0, {0, 0}, 0, 0};
         fhr_error err;
         fhr_error_init(&err);
         cr_assert_eq(staging_shape_parse("4", chunks[i], 4, &sh, &err), FHR_E_INVALID, "%s",
@@ -213,8 +213,8 @@ Test(staging, plan_adapts_to_size_and_threads)
     staging_plan_make(GiB, &sh, 1, &p); /* large: the slot size caps the chunk */
     check_tiles(&p, GiB);
     cr_assert_eq(p.chunk, STAGING_MAX_CHUNK);
-    cr_assert_eq(p.ramp, 6); /* 64K .. 2M */
-    cr_assert_eq(p.chunks, 6 + GiB / STAGING_MAX_CHUNK);
+    cr_assert_eq(p.ramp, 7); /* 64K .. 4M */
+    cr_assert_eq(p.chunks, 7 + GiB / STAGING_MAX_CHUNK);
     sh.threads = 1;
     staging_plan_make(1 * MiB + 1, &sh, 0, &p);
     check_tiles(&p, MiB + 1);
@@ -307,8 +307,8 @@ Test(staging, plan_multi_gib)
     staging_plan_make(n, &sh, 1, &p);
     check_tiles(&p, n);
     cr_assert_eq(p.chunk, STAGING_MAX_CHUNK);
-    cr_assert_eq(p.ramp, 6); /* 64K .. 2M: 4 MiB - 64 KiB */
-    cr_assert_eq(p.chunks, 6 + 6 * GiB / STAGING_MAX_CHUNK);
+    cr_assert_eq(p.ramp, 7); /* 64K .. 4M: 8 MiB - 64 KiB */
+    cr_assert_eq(p.chunks, 7 + 6 * GiB / STAGING_MAX_CHUNK);
     size_t off, len;
     staging_chunk(&p, p.chunks - 1, &off, &len);
     cr_assert_eq(off, 6 * GiB - 64 * KiB);
@@ -1194,16 +1194,29 @@ Test(staging, small_and_fill_from_the_environment)
 {
     staging_shape sh;
     cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
-    cr_assert_eq(sh.small_caller, STAGING_DEFAULT_SMALL);
+    cr_assert_eq(sh.small[1], STAGING_DEFAULT_SMALL_TO);
+    cr_assert_eq(sh.small[0], STAGING_DEFAULT_SMALL_FROM);
     cr_assert_eq(sh.split_fill, STAGING_DEFAULT_SPLIT);
+    cr_assert_eq(sh.spin_us, STAGING_DEFAULT_SPIN_US);
     cr_assert_eq(staging_small_parse(NULL, &sh, NULL), FHR_OK);
-    cr_assert_eq(sh.small_caller, STAGING_DEFAULT_SMALL);
+    cr_assert_eq(sh.small[1], STAGING_DEFAULT_SMALL_TO);
     cr_assert_eq(staging_small_parse("caller", &sh, NULL), FHR_OK);
-    cr_assert_eq(sh.small_caller, 1);
+    cr_assert(sh.small[0] == STAGING_SMALL_CALLER && sh.small[1] == STAGING_SMALL_CALLER);
     cr_assert_eq(staging_small_parse("", &sh, NULL), FHR_OK); /* "": keeps what it has */
-    cr_assert_eq(sh.small_caller, 1);
+    cr_assert(sh.small[0] == STAGING_SMALL_CALLER && sh.small[1] == STAGING_SMALL_CALLER);
     cr_assert_eq(staging_small_parse("direct", &sh, NULL), FHR_OK);
-    cr_assert_eq(sh.small_caller, 0);
+    cr_assert(sh.small[0] == STAGING_SMALL_DIRECT && sh.small[1] == STAGING_SMALL_DIRECT);
+    cr_assert_eq(staging_small_parse("parallel", &sh, NULL), FHR_OK);
+    cr_assert(sh.small[0] == STAGING_SMALL_PARALLEL && sh.small[1] == STAGING_SMALL_PARALLEL);
+    /* two paths: towards the device first */
+    cr_assert_eq(staging_small_parse("parallel,caller", &sh, NULL), FHR_OK);
+    cr_assert(sh.small[1] == STAGING_SMALL_PARALLEL && sh.small[0] == STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small_parse("direct,parallel", &sh, NULL), FHR_OK);
+    cr_assert(sh.small[1] == STAGING_SMALL_DIRECT && sh.small[0] == STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small_parse("auto", &sh, NULL), FHR_OK);
+    cr_assert(sh.small[1] == STAGING_SMALL_AUTO && sh.small[0] == STAGING_SMALL_AUTO);
+    cr_assert_eq(staging_small_parse("caller,auto", &sh, NULL), FHR_OK);
+    cr_assert(sh.small[1] == STAGING_SMALL_CALLER && sh.small[0] == STAGING_SMALL_AUTO);
     cr_assert_eq(staging_fill_parse(NULL, &sh, NULL), FHR_OK);
     cr_assert_eq(sh.split_fill, STAGING_DEFAULT_SPLIT);
     cr_assert_eq(staging_fill_parse("split", &sh, NULL), FHR_OK);
@@ -1212,15 +1225,17 @@ Test(staging, small_and_fill_from_the_environment)
     cr_assert_eq(sh.split_fill, 1);
     cr_assert_eq(staging_fill_parse("whole", &sh, NULL), FHR_OK);
     cr_assert_eq(sh.split_fill, 0);
-    const char *bad[] = {"Caller", "caller ", " direct", "1", "0", "yes", "split", "callerx"};
+    const char *bad[] = {"Caller", "caller ", " direct", "1", "0", "yes", "split", "callerx",
+                         "parallel,", ",caller", "caller,,direct", "caller,direct,parallel",
+                         "caller;direct", "parallel, caller", "Auto", "auto,"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fhr_error err;
         fhr_error_init(&err);
-        sh.small_caller = 7;
+        sh.small[0] = sh.small[1] = 7;
         cr_assert_eq(staging_small_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
         cr_assert(strstr(err.message, "FHEPLAN_STAGING_SMALL") != NULL);
         cr_assert(strstr(err.message, bad[i]) != NULL);
-        cr_assert_eq(sh.small_caller, 7); /* untouched */
+        cr_assert(sh.small[0] == 7 && sh.small[1] == 7); /* untouched */
     }
     const char *bad_fill[] = {"Split", "split ", " whole", "1", "halves", "caller", "wholes"};
     for (size_t i = 0; i < sizeof bad_fill / sizeof *bad_fill; i++) {
@@ -1234,22 +1249,121 @@ Test(staging, small_and_fill_from_the_environment)
     }
 }
 
-/* The caller stages exactly the copies below the direct threshold, and only when asked. */
+Test(staging, spin_from_the_environment)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(staging_spin_parse(NULL, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.spin_us, STAGING_DEFAULT_SPIN_US);
+    cr_assert_eq(staging_spin_parse("50", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.spin_us, 50);
+    cr_assert_eq(staging_spin_parse("", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.spin_us, 50);
+    cr_assert_eq(staging_spin_parse("0", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.spin_us, 0);
+    cr_assert_eq(staging_spin_parse("100000", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.spin_us, STAGING_SPIN_LIMIT_US);
+    const char *bad[] = {"-1", "100001", "1.5", "50us", " 5", "5 ", "0x10", "1e3", "abc",
+                         "99999999999999999999999"};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        fhr_error err;
+        fhr_error_init(&err);
+        sh.spin_us = 7;
+        cr_assert_eq(staging_spin_parse(bad[i], &sh, &err), FHR_E_INVALID, "%s", bad[i]);
+        cr_assert(strstr(err.message, "FHEPLAN_COPY_SPIN") != NULL);
+        cr_assert(strstr(err.message, bad[i]) != NULL);
+        cr_assert_eq(sh.spin_us, 7);
+    }
+}
+
+/* Each direction takes its own small path, below the direct threshold only. */
 Test(staging, small_rule_follows_the_threshold)
 {
     staging_shape sh;
     cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
-    cr_assert_eq(staging_small(1, &sh), STAGING_DEFAULT_SMALL);
-    sh.small_caller = 1;
-    cr_assert_eq(staging_small(1, &sh), 1);
-    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh), 1);
-    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh), 0); /* the pipeline from it */
+    /* auto, the default: by size and direction */
+    cr_assert_eq(STAGING_DEFAULT_SMALL_TO, STAGING_SMALL_AUTO);
+    cr_assert_eq(STAGING_DEFAULT_SMALL_FROM, STAGING_SMALL_AUTO);
+    cr_assert_eq(staging_small(1, &sh, 1), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_TO - 1, &sh, 1), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_TO, &sh, 1), STAGING_SMALL_DIRECT);
+    cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_TO - 1, &sh, 1), STAGING_SMALL_DIRECT);
+    cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_TO, &sh, 1), STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, 1), STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, 1), -1);
+    cr_assert_eq(staging_small(1, &sh, 0), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_FROM - 1, &sh, 0), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_FROM, &sh, 0), STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, 0), STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, 0), -1);
+    cr_assert(STAGING_AUTO_CALLER_TO < STAGING_AUTO_DIRECT_TO);
+    cr_assert(STAGING_AUTO_DIRECT_TO <= STAGING_DIRECT_BELOW);
+    cr_assert(STAGING_AUTO_CALLER_FROM <= STAGING_DIRECT_BELOW);
+    sh.small[1] = STAGING_SMALL_PARALLEL;
+    sh.small[0] = STAGING_SMALL_CALLER;
+    cr_assert_eq(staging_small(1, &sh, 1), STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small(1, &sh, 0), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, 1), STAGING_SMALL_PARALLEL);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, 0), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, 1), -1); /* the pipeline from it */
+    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, 0), -1);
     sh.direct_below = 0; /* FHEPLAN_STAGING_DIRECT=0: every copy through the pipeline */
-    cr_assert_eq(staging_small(1, &sh), 0);
+    cr_assert_eq(staging_small(1, &sh, 1), -1);
+    cr_assert_eq(staging_small(1, &sh, 0), -1);
     sh.direct_below = STAGING_DIRECT_BELOW;
-    sh.small_caller = 0;
-    cr_assert_eq(staging_small(1, &sh), 0);
+    sh.small[0] = sh.small[1] = STAGING_SMALL_DIRECT;
+    cr_assert_eq(staging_small(1, &sh, 1), STAGING_SMALL_DIRECT);
     cr_assert_eq(staging_direct(1, &sh), 1); /* CUDA's own */
+}
+
+/* A parallel small copy: no ramp, chunks of about half the copy within [256 KiB, 1 MiB]
+ * (and the slot), every host stage split over the threads and the caller. */
+Test(staging, parallel_plan_halves_the_copy_within_its_bounds)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse("8", NULL, 16, &sh, NULL), FHR_OK);
+    struct {
+        size_t n, chunk, chunks;
+    } c[] = {
+        {1, 256 * KiB, 1},
+        {64 * KiB, 256 * KiB, 1},
+        {256 * KiB, 256 * KiB, 1},
+        {512 * KiB, 256 * KiB, 2},
+        {512 * KiB + 1, 260 * KiB, 2}, /* half rounded up to a page */
+        {MiB, 512 * KiB, 2},
+        {2 * MiB, MiB, 2},
+        {4 * MiB, MiB, 4},
+        {8 * MiB - 1, MiB, 8},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
+        for (int dir = 0; dir < 2; dir++) {
+            staging_plan p;
+            staging_parallel_plan_make(c[k].n, &sh, dir, &p);
+            cr_assert_eq(p.chunk, c[k].chunk, "n %zu: chunk %zu", c[k].n, p.chunk);
+            cr_assert_eq(p.chunks, c[k].chunks, "n %zu: chunks %zu", c[k].n, p.chunks);
+            cr_assert_eq(p.ramp, 0);
+            cr_assert_eq(p.first, p.chunk);
+            cr_assert_eq(p.split, 1);
+            cr_assert_eq(p.own, SIZE_MAX);
+            cr_assert_eq(p.caller_all, 0);
+            cr_assert_eq(p.threads, 8);
+            size_t total = 0, off, len;
+            for (size_t i = 0; i < p.chunks; i++) {
+                staging_chunk(&p, i, &off, &len);
+                cr_assert_eq(off, total);
+                cr_assert(len >= 1 && len <= p.chunk);
+                total += len;
+            }
+            cr_assert_eq(total, c[k].n);
+        }
+    }
+    /* a slot smaller than 1 MiB bounds the chunk */
+    cr_assert_eq(staging_shape_parse("2", "128K", 16, &sh, NULL), FHR_OK);
+    staging_plan p;
+    staging_parallel_plan_make(MiB, &sh, 1, &p);
+    cr_assert_eq(p.chunk, 128 * KiB);
+    cr_assert_eq(p.chunks, 8);
+    cr_assert_eq(p.threads, 2);
 }
 
 /* Lengths of the chunks of a plan, in order. */
@@ -1544,6 +1658,60 @@ Test(threads_copy_pool, the_split_waiter_runs_pieces_itself)
     free(dst);
 }
 
+/* Spinning threads and waiters lose nothing: whole jobs and split jobs, back to back and
+ * spaced out, every byte copied once, the pool's threads all busy elsewhere at times (the
+ * waiter then copies alone); spin set and unset while the pool runs. */
+Test(threads_copy_pool, spinning_threads_copy_every_byte)
+{
+    copy_pool *cp = NULL;
+    cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
+    size_t n = 7 * 64 * KiB + 5;
+    unsigned char *src = malloc(n), *dst = malloc(n);
+    cr_assert(src && dst);
+    copy_split *j = calloc(1, sizeof *j);
+    copy_job whole;
+    cr_assert_not_null(j);
+    long spins[] = {200000, 0, 1000, 50000000};
+    for (size_t v = 0; v < sizeof spins / sizeof *spins; v++) {
+        copy_pool_set_spin(cp, spins[v]);
+        for (int r = 0; r < 40; r++) {
+            for (size_t i = 0; i < n; i++)
+                src[i] = pattern(i + (size_t)r, (int)v);
+            memset(dst, 0, n);
+            if (r % 2) {
+                copy_pool_submit_split(cp, j, copy_plain, dst, src, n, 64 * KiB);
+                copy_pool_wait_split(cp, j);
+                cr_assert_eq(j->pending, 0);
+            } else {
+                copy_pool_submit(cp, &whole, dst, src, n);
+                copy_pool_wait(cp, &whole);
+                cr_assert_eq(whole.pending, 0);
+            }
+            cr_assert_arr_eq(dst, src, n, "spin %ld round %d", spins[v], r);
+            if (r % 10 == 9) { /* every thread held: the waiter copies alone */
+                hold_threads = 1;
+                copy_job busy[3];
+                for (int i = 0; i < 3; i++)
+                    copy_pool_submit_fn(cp, &busy[i], hold, NULL, NULL, 0);
+                memset(dst, 0, n);
+                copy_pool_submit_split(cp, j, copy_plain, dst, src, n, 64 * KiB);
+                copy_pool_wait_split(cp, j);
+                cr_assert_arr_eq(dst, src, n);
+                hold_threads = 0;
+                for (int i = 0; i < 3; i++)
+                    copy_pool_wait(cp, &busy[i]);
+            }
+        }
+    }
+    copy_pool_set_spin(cp, -5); /* negative: no spin */
+    copy_pool_submit(cp, &whole, dst, src, n);
+    copy_pool_wait(cp, &whole);
+    copy_pool_destroy(cp); /* threads spinning or asleep both stop */
+    free(j);
+    free(src);
+    free(dst);
+}
+
 /* Caller-staged copies through the emulated device, byte for byte: 1 byte, odd sizes,
  * both sides of every ramp step, just below the threshold (the caller's) and exactly at it
  * (the pipeline's), odd host offsets; and with 4 KiB slots, many chunks through 3 slots. */
@@ -1553,7 +1721,7 @@ Test(threads_staging, bytes_arrive_when_the_caller_stages_small_copies)
     copy_pool *cp = NULL;
     cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
     staging_shape sh = shape(3, 0);
-    sh.small_caller = 1;
+    sh.small[0] = sh.small[1] = STAGING_SMALL_CALLER;
     sh.direct_below = STAGING_DIRECT_BELOW;
     size_t sizes[] = {1, 7, 4095, 4097, 64 * KiB - 1, 64 * KiB, 64 * KiB + 1, 192 * KiB + 5,
                       MiB + 3, 3 * MiB + 4093, STAGING_DIRECT_BELOW - 1, STAGING_DIRECT_BELOW};
@@ -1563,7 +1731,7 @@ Test(threads_staging, bytes_arrive_when_the_caller_stages_small_copies)
                 cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK,
                              "n %zu", sizes[k]);
     sh = shape(3, 4 * KiB);
-    sh.small_caller = 1;
+    sh.small[0] = sh.small[1] = STAGING_SMALL_CALLER;
     sh.direct_below = STAGING_DIRECT_LIMIT;
     size_t few[] = {1, 4096, 37 * 4 * KiB + 11};
     for (size_t k = 0; k < sizeof few / sizeof *few; k++)
@@ -1596,6 +1764,39 @@ Test(threads_staging, bytes_arrive_with_split_fills)
             cr_assert_eq(staged_emu(b, cp, &sh, 23 * 256 * KiB + 4097, 1, dir, NULL), FHR_OK);
         copy_pool_destroy(cp);
     }
+    fhr_backend_destroy(b);
+}
+
+/* Parallel small copies through the emulated device, byte for byte: 1 byte, odd sizes,
+ * one chunk and several, just below the threshold and exactly at it (the pipeline's),
+ * odd host offsets, 1 to 4 threads, with and without spinning threads; a small slot bounds
+ * the chunks. */
+Test(threads_staging, bytes_arrive_with_parallel_small_copies)
+{
+    fhr_backend *b = emu_backend();
+    int threads[] = {1, 3, 4};
+    for (size_t t = 0; t < sizeof threads / sizeof *threads; t++)
+        for (int spin = 0; spin < 2; spin++) {
+            copy_pool *cp = NULL;
+            cr_assert_eq(copy_pool_create(threads[t], &cp, NULL), FHR_OK);
+            copy_pool_set_spin(cp, spin ? 200000 : 0);
+            staging_shape sh = shape(threads[t], 0);
+            sh.small[0] = sh.small[1] = STAGING_SMALL_PARALLEL;
+            sh.direct_below = STAGING_DIRECT_BELOW;
+            size_t sizes[] = {1, 4097, 64 * KiB + 1, 256 * KiB, 512 * KiB + 1, MiB + 3,
+                              3 * MiB + 4093, STAGING_DIRECT_BELOW - 1, STAGING_DIRECT_BELOW};
+            for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+                for (size_t mis = 0; mis < 4; mis += 3)
+                    for (int dir = 0; dir < 2; dir++)
+                        cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK,
+                                     "threads %d spin %d n %zu", threads[t], spin, sizes[k]);
+            sh = shape(threads[t], 64 * KiB);
+            sh.small[0] = sh.small[1] = STAGING_SMALL_PARALLEL;
+            sh.direct_below = STAGING_DIRECT_LIMIT;
+            for (int dir = 0; dir < 2; dir++)
+                cr_assert_eq(staged_emu(b, cp, &sh, 13 * 64 * KiB + 11, 1, dir, NULL), FHR_OK);
+            copy_pool_destroy(cp);
+        }
     fhr_backend_destroy(b);
 }
 
@@ -1633,7 +1834,7 @@ Test(threads_staging, failures_drain_caller_staged_and_split_copies)
     cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
     for (int dir = 0; dir < 2; dir++) {
         staging_shape sh = shape(3, 0);
-        sh.small_caller = 1;
+        sh.small[0] = sh.small[1] = STAGING_SMALL_CALLER;
         sh.direct_below = STAGING_DIRECT_BELOW;
         size_t n = MiB + 5; /* 64K 128K 256K 512K, 64K + 5: 5 chunks, 3 slots */
         staging_plan p;
@@ -1658,6 +1859,17 @@ Test(threads_staging, failures_drain_caller_staged_and_split_copies)
         fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_COPY, 1, 12);
         fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_EVENT, 0, 12);
         fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_ALLOC, 1, 5);
+        /* a parallel small copy: 4 chunks of at most 1 MiB, a slot each */
+        sh = shape(3, 0);
+        sh.small[0] = sh.small[1] = STAGING_SMALL_PARALLEL;
+        sh.direct_below = STAGING_DIRECT_BELOW;
+        n = 3 * MiB + 5;
+        staging_parallel_plan_make(n, &sh, dir, &p);
+        cr_assert_eq(p.chunks, 4);
+        cr_assert_eq(p.slots, 4);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_COPY, 1, 4);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_EVENT, 0, 4);
+        fail_everywhere(b, cp, &sh, n, dir, FHR_FAULT_ALLOC, 1, 4);
     }
     copy_pool_destroy(cp);
     fhr_backend_destroy(b);
