@@ -31,7 +31,8 @@ typedef struct bench {
     cudaStream_t raw;   /* raw stream on device 0 */
     void *dev, *pin;    /* from the backend: device pool and pinned pool */
     unsigned char *pageable;
-    unsigned char *pageable_raw; /* CUDA's side of a pair (bandwidth_pair), SMALL_BELOW bytes */
+    unsigned char *pageable_ours; /* the two sides of a pair (bandwidth_turns): buffers of */
+    unsigned char *pageable_raw;  /* SMALL_BELOW bytes each, made alike */
     int pairing;                 /* inside bandwidth_pair: 1 fheplan's copy, 2 CUDA's */
     size_t max;
     int reps;
@@ -84,8 +85,8 @@ static void endpoints(bench *k, dir d, void **dst, const void **src, fhr_locatio
                       fhr_location *sl)
 {
     void *host = d == PIN_TO_DEV || d == DEV_TO_PIN ? k->pin : (void *)k->pageable;
-    if (k->pairing == 2 && host == k->pageable)
-        host = k->pageable_raw;
+    if (k->pairing && host == k->pageable)
+        host = k->pairing == 1 ? k->pageable_ours : k->pageable_raw;
     fhr_location hl = d == PIN_TO_DEV || d == DEV_TO_PIN ? fhr_loc_pinned() : fhr_loc_host();
     int to_dev = d == PIN_TO_DEV || d == PAGE_TO_DEV;
     *dst = to_dev ? k->dev : host;
@@ -162,7 +163,7 @@ static void bandwidth_turns(bench *k, dir d, size_t n, double *ours, double *cud
     for (int r = -1; r < reps; r++)
         for (int p = 0; p < np; p++) {
             path pp = p == 0 ? BACKEND : p == 1 ? RAW_ASYNC : RAW_WAITED;
-            k->pairing = p ? 2 : 1;
+            k->pairing = p ? 2 : 1; /* each path its own buffer, both made alike */
             double t0 = now();
             enqueue(k, d, pp, n);
             wait_path(k, pp);
@@ -767,9 +768,11 @@ static void setup(bench *k)
     if (!k->pageable)
         die("malloc", "no memory for the pageable buffer");
     memset(k->pageable, 3, k->max); /* fault every page in before timing */
+    k->pageable_ours = malloc(SMALL_BELOW);
     k->pageable_raw = malloc(SMALL_BELOW);
-    if (!k->pageable_raw)
-        die("malloc", "no memory for the second pageable buffer");
+    if (!k->pageable_ours || !k->pageable_raw)
+        die("malloc", "no memory for the paired pageable buffers");
+    memset(k->pageable_ours, 3, SMALL_BELOW);
     memset(k->pageable_raw, 3, SMALL_BELOW);
     k->ndev = k->b->ops->device_count(k->b);
     if (k->two_only && k->ndev < 2) {
@@ -813,6 +816,7 @@ static void teardown(bench *k)
         close_backend(k);
     cudaStreamDestroy(k->raw);
     free(k->pageable);
+    free(k->pageable_ours);
     free(k->pageable_raw);
 }
 

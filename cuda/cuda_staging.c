@@ -302,11 +302,12 @@ static const staging_ops to_host_ops = {d2h_dma, dma_wait_op, d2h_drain, host_wa
  * that an asynchronous copy into pageable memory returns only once the copy has completed
  * (so after s's earlier work, in stream order): no wait of ours on either side. */
 static fhr_status direct_copy(int dev, void *dst, const void *src, size_t n, int to_dev,
-                              cudaStream_t s, fhr_error *err)
+                              cudaStream_t s, int s_dev, fhr_error *err)
 {
     if (to_dev)
         CU_TRY(cudaStreamSynchronize(s), "waiting for the stream before a pageable copy");
-    CU_TRY(cudaSetDevice(dev), "cudaSetDevice (pageable copy)");
+    if (s_dev != dev) /* the caller made s's device current */
+        CU_TRY(cudaSetDevice(dev), "cudaSetDevice (pageable copy)");
     CU_TRY(cudaMemcpyAsync(dst, src, n, to_dev ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
                            s),
            "cudaMemcpyAsync (pageable)");
@@ -320,7 +321,7 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
      * split over the threads */
     int path = staging_small(n, &set->shape, to_dev);
     if (path == STAGING_SMALL_DIRECT)
-        return direct_copy(dev, dst, src, n, to_dev, s, err);
+        return direct_copy(dev, dst, src, n, to_dev, s, s_dev, err);
     int small = path == STAGING_SMALL_CALLER;
     stager *g = NULL;
     fhr_status st = stager_take(set, dev, &g, err);
