@@ -39,6 +39,7 @@ typedef struct bench {
     int json;
     FILE *jf;           /* --json-file: the JSON rows beside the text */
     int no_growth;      /* --no-growth: the variant matrix without pinned growth */
+    int probe;          /* --direct-probe: what fheplan's direct path adds to CUDA's call */
     int variants;       /* --variants: the variant matrix (what limits the pageable path
                            and pinning), instead of the default sections */
     int growth_reps;    /* passes of each pinned-growth variant */
@@ -200,6 +201,59 @@ static const char *small_path_name(size_t n, const staging_shape *sh, int to_dev
     static const char *const names[] = {"direct", "caller", "parallel"};
     int p = staging_small(n, sh, to_device);
     return p < 0 ? "staged" : names[p];
+}
+
+/* ---- --direct-probe: where fheplan's direct path spends its time ------------------------
+ * Towards the device at 64 KiB to 1 MiB, in turn: CUDA's pageable copy as the raw rows make
+ * it (cudaMemcpyDefault), with the direction named, after cudaSetDevice, after a stream
+ * wait, with all three (what fheplan's direct path calls), and fheplan's copy; medians of
+ * 41 rounds. */
+static void row_x(bench *k, const char *what, size_t n, double ours, double raw, const char *unit,
+                  const char *json_extra, const char *text_extra);
+
+static void run_direct_probe(bench *k)
+{
+    enum { NP = 6, REPS = 41 };
+    static const char *const names[NP] = {"cudaMemcpyAsync(Default)", "  kind HostToDevice",
+                                          "  after cudaSetDevice", "  after a stream wait",
+                                          "  all three", "fheplan's copy"};
+    for (size_t n = 64u << 10; n <= (1u << 20); n *= 2) {
+        double t[NP][REPS];
+        for (int r = -1; r < REPS; r++)
+            for (int p = 0; p < NP; p++) {
+                k->pairing = p == NP - 1 ? 1 : 2;
+                void *dst;
+                const void *src;
+                fhr_location dl, sl;
+                endpoints(k, PAGE_TO_DEV, &dst, &src, &dl, &sl);
+                double t0 = now();
+                if (p == NP - 1) {
+                    enqueue(k, PAGE_TO_DEV, BACKEND, n);
+                    wait_path(k, BACKEND);
+                } else {
+                    if (p == 2 || p == 4)
+                        cu_check(cudaSetDevice(0), "cudaSetDevice");
+                    if (p == 3 || p == 4)
+                        cu_check(cudaStreamSynchronize(k->raw), "cudaStreamSynchronize");
+                    cu_check(cudaMemcpyAsync(dst, src, n,
+                                             p == 0 ? cudaMemcpyDefault : cudaMemcpyHostToDevice,
+                                             k->raw),
+                             "cudaMemcpyAsync");
+                    cu_check(cudaStreamSynchronize(k->raw), "cudaStreamSynchronize");
+                }
+                k->pairing = 0;
+                if (r >= 0)
+                    t[p][r] = now() - t0;
+            }
+        double base = median(t[0], REPS);
+        for (int p = 0; p < NP; p++) {
+            double m = median(t[p], REPS);
+            char what[80], tx[96];
+            snprintf(what, sizeof what, "direct probe %s", names[p]);
+            snprintf(tx, sizeof tx, "(us per copy and its wait; ratio: time / the first row's)");
+            row_x(k, what, n, m * 1e6, base * 1e6, "us", "", tx);
+        }
+    }
 }
 
 /* Median CPU time per enqueue in microseconds (batches of 200, no wait in between). */
@@ -674,7 +728,7 @@ static void usage(void)
 {
     fprintf(stderr, "usage: transfer [--json] [--json-file PATH] [--two-gpu] [--reps N (5..64, "
                     "default 7)] [--max-mib M (default 1024)] [--staging-sweep] [--host-only] "
-                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]]\n");
+                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]] [--direct-probe]\n");
     exit(2);
 }
 
@@ -697,6 +751,8 @@ static void parse_args(bench *k, int argc, char **argv)
             k->variants = 1;
         else if (strcmp(argv[i], "--no-growth") == 0)
             k->no_growth = 1;
+        else if (strcmp(argv[i], "--direct-probe") == 0)
+            k->probe = 1;
         else if (strcmp(argv[i], "--growth-reps") == 0 && i + 1 < argc)
             k->growth_reps = (int)strtol(argv[++i], &end, 10);
         else if (strcmp(argv[i], "--json-file") == 0 && i + 1 < argc) {
@@ -1319,7 +1375,7 @@ int main(int argc, char **argv)
                sh.spin_us,
                sh.stream_copy ? "streaming" : "libc", sh.split_fill ? "split" : "whole", k.reps,
                reps_at(&k, 0), SMALL_BELOW >> 20);
-    if (!k.two_only && !k.variants)
+    if (!k.two_only && !k.variants && !k.probe)
         run_host(&k); /* the yardstick first, before any staging thread exists */
     if (k.host_only) {
         if (jf)
@@ -1327,7 +1383,9 @@ int main(int argc, char **argv)
         free(k.pageable);
         return 0;
     }
-    if (k.variants) {
+    if (k.probe) {
+        run_direct_probe(&k);
+    } else if (k.variants) {
         run_variants(&k, &sh);
     } else if (!k.two_only) {
         run_bandwidth(&k);
@@ -1336,7 +1394,7 @@ int main(int argc, char **argv)
         run_enqueue(&k);
         run_pin_growth(&k);
     }
-    if (!k.variants) {
+    if (!k.variants && !k.probe) {
         run_two(&k);
         close_two(&k); /* before the sweep, which opens backends of its own */
     }
