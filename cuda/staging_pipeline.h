@@ -10,9 +10,11 @@
 
 #define STAGING_ALIGN ((size_t)4096)           /* chunk sizes are multiples of a page */
 #define STAGING_MIN_CHUNK ((size_t)256 << 10)  /* default smallest steady chunk */
-#define STAGING_MAX_CHUNK ((size_t)8 << 20)    /* default largest chunk: the slot size (8
-                                                  MiB: 256 MiB pageable->cuda at 0.93-0.94 of
-                                                  the pinned link, 4 MiB: 0.89-0.93) */
+#define STAGING_MAX_CHUNK ((size_t)8 << 20)    /* default largest chunk: the slot size
+                                                  (bench/README.md: 8 MiB with spinning
+                                                  threads moved 256 MiB pageable->cuda at
+                                                  0.93-0.94 of the pinned link on the H200
+                                                  hosts with the most memory bandwidth) */
 #define STAGING_FIRST_CHUNK ((size_t)64 << 10) /* the ramp's first chunk */
 #define STAGING_THREAD_UNIT ((size_t)1 << 20)  /* a copy of n bytes keeps log2(n / this) busy */
 #define STAGING_DEFAULT_MAX_THREADS 8          /* the core count is capped at this */
@@ -54,9 +56,10 @@
 #define STAGING_PARALLEL_CHUNK ((size_t)1 << 20)     /* the largest chunk of a parallel copy */
 #define STAGING_PARALLEL_MIN_CHUNK ((size_t)256 << 10) /* ... and its smallest, but the last */
 /* Default FHEPLAN_COPY_SPIN, in microseconds: how long an idle copy thread polls for work,
- * and a caller for its copy's last pieces, before sleeping (copy_pool_set_spin). On the
- * H200 host 50 us moved 256 MiB pageable->cuda at 0.90-0.93 of the pinned link against
- * 0.78-0.87 without (the threads no longer sleep between the chunks of one copy). */
+ * and a caller for its copy's last pieces, before sleeping (copy_pool_set_spin). The
+ * parallel small copies need it (on the H200 host, 1 MiB pageable->cuda at 1.11x CUDA's
+ * own copy with it, 1.01x without); at 256 MiB it helped on some hosts and not others
+ * (bench/README.md). */
 #define STAGING_DEFAULT_SPIN_US 50
 #define STAGING_SPIN_LIMIT_US 100000
 #define STAGING_SMALL_SLOTS 3                 /* slots of a caller-staged copy */
