@@ -1671,7 +1671,7 @@ Test(threads_copy_pool, spinning_threads_copy_every_byte)
     copy_split *j = calloc(1, sizeof *j);
     copy_job whole;
     cr_assert_not_null(j);
-    long spins[] = {200000, 0, 1000, 50000000};
+    long spins[] = {200000, 0, 1000, 5000000};
     for (size_t v = 0; v < sizeof spins / sizeof *spins; v++) {
         copy_pool_set_spin(cp, spins[v]);
         for (int r = 0; r < 40; r++) {
