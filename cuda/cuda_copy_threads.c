@@ -42,20 +42,33 @@ static inline void cpu_relax(void)
 #endif
 }
 
+/* The end of a spin starting now (0: the pool does not spin). */
+static long long spin_end(copy_pool *cp)
+{
+    long spin = atomic_load_explicit(&cp->spin_ns, memory_order_relaxed);
+    return spin > 0 ? mono_ns() + spin : 0;
+}
+
+/* One more round of a spin ending at `end`, round i: 0 once it is over (the clock is read
+ * every 64 rounds), else 1 after a pause. */
+static int spin_on(long long end, unsigned i)
+{
+    if (!end || ((i & 63) == 63 && mono_ns() >= end))
+        return 0;
+    cpu_relax();
+    return 1;
+}
+
 /* Polls *flag (without the lock) until it differs from `idle` or the pool's spin time has
  * passed; 1 when it changed. Called without cp->mu. */
 static int spin_until(copy_pool *cp, _Atomic int *flag, int idle)
 {
-    long spin = atomic_load_explicit(&cp->spin_ns, memory_order_relaxed);
-    if (spin <= 0)
-        return 0;
-    long long end = mono_ns() + spin;
+    long long end = spin_end(cp);
     for (unsigned i = 0;; i++) {
         if (atomic_load_explicit(flag, memory_order_acquire) != idle)
-            return 1;
-        if ((i & 63) == 63 && mono_ns() >= end)
+            return end != 0;
+        if (!spin_on(end, i))
             return 0;
-        cpu_relax();
     }
 }
 
@@ -83,15 +96,13 @@ static copy_task *pop(copy_pool *cp)
  * not queue up in the kernel behind each other; past the spin time it locks as usual. */
 static void spin_for_work(copy_pool *cp)
 {
-    long spin = atomic_load_explicit(&cp->spin_ns, memory_order_relaxed);
-    long long end = spin > 0 ? mono_ns() + spin : 0;
-    for (unsigned i = 0; spin > 0; i++) {
+    long long end = spin_end(cp);
+    for (unsigned i = 0; end; i++) {
         if (atomic_load_explicit(&cp->queued, memory_order_acquire) > 0 &&
             pthread_mutex_trylock(&cp->mu) == 0)
             return;
-        if ((i & 63) == 63 && mono_ns() >= end)
+        if (!spin_on(end, i))
             break;
-        cpu_relax();
     }
     pthread_mutex_lock(&cp->mu);
 }

@@ -328,12 +328,7 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
     if (st)
         return st;
     staging_plan p;
-    if (small)
-        staging_small_plan_make(n, &set->shape, &p);
-    else if (path == STAGING_SMALL_PARALLEL)
-        staging_parallel_plan_make(n, &set->shape, to_dev, &p);
-    else
-        staging_plan_make(n, &set->shape, to_dev, &p);
+    staging_plan_for(path, n, &set->shape, to_dev, &p);
     /* s of the copy's device: the DMAs run on s, in its order. Otherwise (a host queue
      * lives on device 0) on the stager's stream, after s's earlier work. */
     int on_s = s_dev == dev;
@@ -343,7 +338,7 @@ fhr_status staged_copy(stager_set *set, int dev, void *dst, const void *src, siz
     /* The host reads the pageable source only after s's earlier work (which may write
      * it); from the device, DMAs on s follow that work by themselves. */
     cudaError_t e = to_dev || !on_s ? cudaStreamSynchronize(s) : cudaSuccess;
-    if (e == cudaSuccess)
+    if (e == cudaSuccess && !on_s) /* on s, the caller made dev current */
         e = cudaSetDevice(dev);
     if (e != cudaSuccess)
         st = fhr_cuda_fail(err, e, "waiting for the stream before a staged copy");

@@ -152,12 +152,7 @@ fhr_status staging_emu_copy(staging_emu *x, void *dev, void *host, size_t n, int
     staging_plan p;
     int path = staging_small(n, &x->shape, to_device);
     int small = path == STAGING_SMALL_CALLER;
-    if (small)
-        staging_small_plan_make(n, &x->shape, &p);
-    else if (path == STAGING_SMALL_PARALLEL)
-        staging_parallel_plan_make(n, &x->shape, to_device, &p);
-    else
-        staging_plan_make(n, &x->shape, to_device, &p);
+    staging_plan_for(path, n, &x->shape, to_device, &p);
     x->p = &p;
     x->dev = dev;
     x->host = host;

@@ -127,13 +127,23 @@ fhr_status staging_small_parse(const char *v, staging_shape *sh, fhr_error *err)
     return FHR_OK;
 }
 
+/* v, all of it, a whole number from lo to hi: 1 and *out, else 0. */
+static int whole_in(const char *v, long long lo, long long hi, long long *out)
+{
+    const char *e = v;
+    long long x = whole(v, &e, hi);
+    if (x < lo || *e)
+        return 0;
+    *out = x;
+    return 1;
+}
+
 fhr_status staging_spin_parse(const char *v, staging_shape *sh, fhr_error *err)
 {
     if (!v || !*v)
         return FHR_OK;
-    const char *e = v;
-    long long us = whole(v, &e, STAGING_SPIN_LIMIT_US);
-    if (us < 0 || *e)
+    long long us;
+    if (!whole_in(v, 0, STAGING_SPIN_LIMIT_US, &us))
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_COPY_SPIN: '%s' is not a spin time (whole microseconds, 0 to %d)",
                         v, STAGING_SPIN_LIMIT_US);
@@ -156,9 +166,8 @@ fhr_status staging_depth_parse(const char *v, staging_shape *sh, fhr_error *err)
 {
     if (!v || !*v)
         return FHR_OK;
-    const char *e = v;
-    long long d = whole(v, &e, STAGING_DEPTH_LIMIT);
-    if (d < 1 || *e)
+    long long d;
+    if (!whole_in(v, 1, STAGING_DEPTH_LIMIT, &d))
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_STAGING_DEPTH: '%s' is not a DMA depth (1 to %d)", v,
                         STAGING_DEPTH_LIMIT);
@@ -298,6 +307,17 @@ void staging_parallel_plan_make(size_t n, const staging_shape *sh, int to_device
     fixed.fixed_threads = 1;
     fixed.split_fill = 1;
     staging_plan_make(n, &fixed, to_device, p);
+}
+
+void staging_plan_for(int path, size_t n, const staging_shape *sh, int to_device,
+                      staging_plan *p)
+{
+    if (path == STAGING_SMALL_CALLER)
+        staging_small_plan_make(n, sh, p);
+    else if (path == STAGING_SMALL_PARALLEL)
+        staging_parallel_plan_make(n, sh, to_device, p);
+    else
+        staging_plan_make(n, sh, to_device, p);
 }
 
 size_t staging_pieces(size_t len, int parts, int *pieces)

@@ -198,6 +198,12 @@ void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p)
 void staging_parallel_plan_make(size_t n, const staging_shape *sh, int to_device,
                                 staging_plan *p);
 
+/* The plan of a copy of n bytes on `path` (staging_small's answer): caller-staged,
+ * parallel, or (-1, or STAGING_SMALL_DIRECT where the pipeline stands in for CUDA's own
+ * copy) the pipeline's. */
+void staging_plan_for(int path, size_t n, const staging_shape *sh, int to_device,
+                      staging_plan *p);
+
 /* Offset and length of chunk i. */
 void staging_chunk(const staging_plan *p, size_t i, size_t *off, size_t *len);
 
