@@ -28,7 +28,11 @@
 typedef struct bench {
     fhr_backend *b;
     fhr_stream *s;      /* backend stream on cuda:0 */
-    cudaStream_t raw;   /* raw stream on device 0 */
+    cudaStream_t raw;   /* a raw stream of our own on device 0 (two devices, the probe) */
+    cudaStream_t rs;    /* where CUDA's own copies run: the backend stream's native one,
+                           the stream fheplan's copies run on (CUDA's pageable copy from
+                           the device ran at 0.53-0.60x the speed on a stream made after
+                           the backend's in one H200 run: --direct-probe) */
     void *dev, *pin;    /* from the backend: device pool and pinned pool */
     unsigned char *pageable;
     unsigned char *pageable_ours; /* the two sides of a pair (bandwidth_turns): buffers of */
@@ -39,6 +43,7 @@ typedef struct bench {
     int json;
     FILE *jf;           /* --json-file: the JSON rows beside the text */
     int no_growth;      /* --no-growth: the variant matrix without pinned growth */
+    int small_only;     /* --small-variants: the variant matrix's small copies alone */
     int probe;          /* --direct-probe: what fheplan's direct path adds to CUDA's call */
     int variants;       /* --variants: the variant matrix (what limits the pageable path
                            and pinning), instead of the default sections */
@@ -110,8 +115,8 @@ static void enqueue(bench *k, dir d, path p, size_t n)
             die("backend copy", err.message);
     } else if (p == RAW_ASYNC || p == RAW_WAITED) {
         if (p == RAW_WAITED) /* what fheplan's direct path does first towards the device */
-            cu_check(cudaStreamSynchronize(k->raw), "cudaStreamSynchronize");
-        cu_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, k->raw), "cudaMemcpyAsync");
+            cu_check(cudaStreamSynchronize(k->rs), "cudaStreamSynchronize");
+        cu_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, k->rs), "cudaMemcpyAsync");
     } else {
         cu_check(cudaMemcpy(dst, src, n, cudaMemcpyDefault), "cudaMemcpy");
     }
@@ -123,7 +128,7 @@ static void wait_path(bench *k, path p)
         if (fhr_stream_sync(k->b, k->s, NULL) != FHR_OK)
             die("backend", "stream_sync failed");
     } else {
-        cu_check(cudaStreamSynchronize(k->raw), "cudaStreamSynchronize");
+        cu_check(cudaStreamSynchronize(k->rs), "cudaStreamSynchronize");
     }
 }
 
@@ -155,22 +160,34 @@ static double bandwidth(bench *k, dir d, path p, size_t n)
 }
 
 /* fheplan's copy, CUDA's own, and (waited not NULL) CUDA's own after a wait for its idle
- * stream, one of each in turn (reps_at(n) rounds after a warm-up round): GB/s of each. */
+ * stream, in blocks: a block is TURN_SKIP copies of one path, not timed, then TURN_BLOCK
+ * timed ones; the paths' blocks take turns until each path has reps_at(n) timings (the
+ * last block may be shorter): GB/s of each, medians. On the H200 host CUDA's pageable
+ * copy from the device ran at half its speed for the first copies after one of
+ * fheplan's (--direct-probe), so copies are not timed right after the other path's.
+ * Each path reads its own buffer, made alike, and the paths trade buffers and order
+ * every round, so that neither always reads the same buffer or always comes first. */
+#define TURN_BLOCK 7
+#define TURN_SKIP 2
 static void bandwidth_turns(bench *k, dir d, size_t n, double *ours, double *cuda,
                             double *waited)
 {
     double t[3][MAX_REPS];
     int reps = reps_at(k, n), np = waited ? 3 : 2;
-    for (int r = -1; r < reps; r++)
-        for (int p = 0; p < np; p++) {
+    for (int done = 0, round = 0; done < reps; done += TURN_BLOCK, round++)
+        for (int q = 0; q < np; q++) {
+            int odd = round & 1, p = odd ? np - 1 - q : q;
             path pp = p == 0 ? BACKEND : p == 1 ? RAW_ASYNC : RAW_WAITED;
-            k->pairing = p ? 2 : 1; /* each path its own buffer, both made alike */
-            double t0 = now();
-            enqueue(k, d, pp, n);
-            wait_path(k, pp);
+            int block = reps - done < TURN_BLOCK ? reps - done : TURN_BLOCK;
+            k->pairing = (p == 0) != odd ? 1 : 2;
+            for (int c = -TURN_SKIP; c < block; c++) {
+                double t0 = now();
+                enqueue(k, d, pp, n);
+                wait_path(k, pp);
+                if (c >= 0)
+                    t[p][done + c] = now() - t0;
+            }
             k->pairing = 0;
-            if (r >= 0)
-                t[p][r] = now() - t0;
         }
     *ours = (double)n / median(t[0], reps) / 1e9;
     *cuda = (double)n / median(t[1], reps) / 1e9;
@@ -178,11 +195,12 @@ static void bandwidth_turns(bench *k, dir d, size_t n, double *ours, double *cud
         *waited = (double)n / median(t[2], reps) / 1e9;
 }
 
-/* The same copy on fheplan's path and on CUDA's own pageable cudaMemcpyAsync: GB/s of each.
- * Below SMALL_BELOW one of each in turn (reps_at(n) pairs after one warm-up pair), so that
- * both medians see the same moments of the machine, CUDA's copy from a pageable buffer of
- * its own, so that neither path finds the other's cache lines in its buffer (fheplan's
- * threads leave them in other cores' caches; the driver's, in the caller's). */
+/* The same copy on fheplan's path and on CUDA's own pageable cudaMemcpyAsync, on the
+ * same stream: GB/s of each. Below SMALL_BELOW in blocks that take turns
+ * (bandwidth_turns), so that both medians see the same moments of the machine, each
+ * path from a pageable buffer of its own, so that neither finds the other's cache lines
+ * in its buffer (fheplan's threads leave them in other cores' caches; the driver's, in
+ * the caller's). */
 static void bandwidth_pair(bench *k, dir d, size_t n, double *ours, double *cuda)
 {
     if (n >= SMALL_BELOW) {
@@ -203,56 +221,177 @@ static const char *small_path_name(size_t n, const staging_shape *sh, int to_dev
     return p < 0 ? "staged" : names[p];
 }
 
-/* ---- --direct-probe: where fheplan's direct path spends its time ------------------------
- * Towards the device at 64 KiB to 1 MiB, in turn: CUDA's pageable copy as the raw rows make
- * it (cudaMemcpyDefault), with the direction named, after cudaSetDevice, after a stream
- * wait, with all three (what fheplan's direct path calls), and fheplan's copy; medians of
- * 41 rounds. */
+/* ---- --direct-probe: what separates fheplan's small copies from CUDA's own ------------
+ * At 64 KiB to 1 MiB, each direction, six copies a round: CUDA's pageable call on its own
+ * stream and on the backend's stream, each from buffer R and from buffer O, and fheplan's
+ * copy from O and from R, each round in its own order (a fixed-seed shuffle), so no row
+ * always follows the same one; medians of 41 rounds. Then CUDA's copy on eight streams,
+ * and what the CUDA calls around a direct copy cost alone. The NUMA node and huge pages of both
+ * buffers are printed first (/proc/self/numa_maps). */
 static void row_x(bench *k, const char *what, size_t n, double ours, double raw, const char *unit,
                   const char *json_extra, const char *text_extra);
 
+static void print_numa(const char *name, const void *p)
+{
+    FILE *f = fopen("/proc/self/numa_maps", "r");
+    char line[1024];
+    unsigned long want = (unsigned long)p;
+    while (f && fgets(line, sizeof line, f)) {
+        unsigned long start = strtoul(line, NULL, 16);
+        if (start <= want && want - start < SMALL_BELOW + (2u << 20)) {
+            printf("direct probe buffer %s at %p: %s", name, p, line);
+            break;
+        }
+    }
+    if (f)
+        fclose(f);
+}
+
+/* order[0..n) := a permutation of 0..n-1 drawn from *rng (a fixed-seed LCG). */
+static void shuffle(int *order, int n, unsigned *rng)
+{
+    for (int i = 0; i < n; i++)
+        order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        *rng = *rng * 1103515245u + 12345u;
+        int j = (int)((*rng >> 16) % (unsigned)(i + 1));
+        int x = order[i];
+        order[i] = order[j];
+        order[j] = x;
+    }
+}
+
 static void run_direct_probe(bench *k)
 {
-    enum { NP = 6, REPS = 41 };
-    static const char *const names[NP] = {"cudaMemcpyAsync(Default)", "  kind HostToDevice",
-                                          "  after cudaSetDevice", "  after a stream wait",
-                                          "  all three", "fheplan's copy"};
-    for (size_t n = 64u << 10; n <= (1u << 20); n *= 2) {
-        double t[NP][REPS];
-        for (int r = -1; r < REPS; r++)
-            for (int p = 0; p < NP; p++) {
-                k->pairing = p == NP - 1 ? 1 : 2;
-                void *dst;
-                const void *src;
-                fhr_location dl, sl;
-                endpoints(k, PAGE_TO_DEV, &dst, &src, &dl, &sl);
-                double t0 = now();
-                if (p == NP - 1) {
-                    enqueue(k, PAGE_TO_DEV, BACKEND, n);
-                    wait_path(k, BACKEND);
-                } else {
-                    if (p == 2 || p == 4)
-                        cu_check(cudaSetDevice(0), "cudaSetDevice");
-                    if (p == 3 || p == 4)
-                        cu_check(cudaStreamSynchronize(k->raw), "cudaStreamSynchronize");
-                    cu_check(cudaMemcpyAsync(dst, src, n,
-                                             p == 0 ? cudaMemcpyDefault : cudaMemcpyHostToDevice,
-                                             k->raw),
-                             "cudaMemcpyAsync");
-                    cu_check(cudaStreamSynchronize(k->raw), "cudaStreamSynchronize");
+    enum { NP = 8, REPS = 41 };
+    static const char *const names[NP] = {
+        "CUDA's call, its stream, buffer R",    "CUDA's call, its stream, buffer O",
+        "CUDA's call, backend stream, buffer R", "CUDA's call, backend stream, buffer O",
+        "fheplan's copy, buffer O",             "fheplan's copy, buffer R",
+        "CUDA's call, named, after a sync, R",  "CUDA's call, named, after a query, R"};
+    cudaStream_t bs = k->rs;
+    print_numa("R", k->pageable_raw);
+    print_numa("O", k->pageable_ours);
+    for (int d = PAGE_TO_DEV; d <= DEV_TO_PAGE; d++)
+        for (size_t n = 64u << 10; n <= (1u << 20); n *= 2) {
+            double t[NP][REPS];
+            unsigned rng = 12345;
+            for (int r = -1; r < REPS; r++) {
+                int order[NP];
+                shuffle(order, NP, &rng);
+                for (int q = 0; q < NP; q++) {
+                    int p = order[q];
+                    /* buffer O for rows 1, 3, 4; R for 0, 2, 5 */
+                    k->pairing = p == 1 || p == 3 || p == 4 ? 1 : 2;
+                    void *dst;
+                    const void *src;
+                    fhr_location dl, sl;
+                    endpoints(k, (dir)d, &dst, &src, &dl, &sl);
+                    double t0 = now();
+                    if (p == 4 || p == 5) {
+                        enqueue(k, (dir)d, BACKEND, n);
+                        wait_path(k, BACKEND);
+                    } else if (p >= 6) { /* the direct path's calls, its wait two ways */
+                        if (p == 6)
+                            cu_check(cudaStreamSynchronize(bs), "cudaStreamSynchronize");
+                        else if (cudaStreamQuery(bs) != cudaSuccess)
+                            cu_check(cudaStreamSynchronize(bs), "cudaStreamSynchronize");
+                        cu_check(cudaMemcpyAsync(dst, src, n,
+                                                 d == PAGE_TO_DEV ? cudaMemcpyHostToDevice
+                                                                  : cudaMemcpyDeviceToHost,
+                                                 bs),
+                                 "cudaMemcpyAsync");
+                        cu_check(cudaStreamSynchronize(bs), "cudaStreamSynchronize");
+                    } else {
+                        cudaStream_t st = p < 2 ? k->raw : bs;
+                        cu_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, st),
+                                 "cudaMemcpyAsync");
+                        cu_check(cudaStreamSynchronize(st), "cudaStreamSynchronize");
+                    }
+                    k->pairing = 0;
+                    if (r >= 0)
+                        t[p][r] = now() - t0;
                 }
-                k->pairing = 0;
-                if (r >= 0)
-                    t[p][r] = now() - t0;
             }
-        double base = median(t[0], REPS);
-        for (int p = 0; p < NP; p++) {
-            double m = median(t[p], REPS);
-            char what[80], tx[96];
-            snprintf(what, sizeof what, "direct probe %s", names[p]);
-            snprintf(tx, sizeof tx, "(us per copy and its wait; ratio: time / the first row's)");
-            row_x(k, what, n, m * 1e6, base * 1e6, "us", "", tx);
+            double base = median(t[0], REPS);
+            for (int p = 0; p < NP; p++) {
+                double m = median(t[p], REPS);
+                char what[96], tx[96];
+                snprintf(what, sizeof what, "probe %s %s", dir_names[d], names[p]);
+                snprintf(tx, sizeof tx, "(us per copy and its wait; ratio: time / the first row's)");
+                row_x(k, what, n, m * 1e6, base * 1e6, "us", "", tx);
+            }
         }
+    /* CUDA's pageable copy on eight streams, the same copy on each in turn: the backend's,
+     * the bench's own (made after it) and six made now, all non-blocking on device 0 */
+    enum { NS = 8, SREPS = 21 };
+    cudaStream_t ss[NS] = {k->rs, k->raw};
+    for (int i = 2; i < NS; i++)
+        cu_check(cudaStreamCreateWithFlags(&ss[i], cudaStreamNonBlocking), "cudaStreamCreate");
+    static const size_t ssz[] = {128u << 10, 256u << 10, 1u << 20};
+    for (int d = PAGE_TO_DEV; d <= DEV_TO_PAGE; d++)
+        for (size_t z = 0; z < sizeof ssz / sizeof *ssz; z++) {
+            size_t n = ssz[z];
+            double t[NS][SREPS];
+            k->pairing = 2;
+            void *dst;
+            const void *src;
+            fhr_location dl, sl;
+            endpoints(k, (dir)d, &dst, &src, &dl, &sl);
+            k->pairing = 0;
+            unsigned rng = 777;
+            for (int r = -1; r < SREPS; r++) {
+                int order[NS];
+                shuffle(order, NS, &rng);
+                for (int q = 0; q < NS; q++) {
+                    int p = order[q];
+                    double t0 = now();
+                    cu_check(cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, ss[p]),
+                             "cudaMemcpyAsync");
+                    cu_check(cudaStreamSynchronize(ss[p]), "cudaStreamSynchronize");
+                    if (r >= 0)
+                        t[p][r] = now() - t0;
+                }
+            }
+            double base = median(t[0], SREPS);
+            for (int p = 0; p < NS; p++) {
+                char what[96];
+                snprintf(what, sizeof what, "probe streams %s %s", dir_names[d],
+                         p == 0 ? "backend's" : p == 1 ? "bench's" : "new");
+                row_x(k, what, n, median(t[p], SREPS) * 1e6, base * 1e6, "us", "",
+                      "(us per copy and its wait; ratio: time / the backend stream's)");
+            }
+        }
+    for (int i = 2; i < NS; i++)
+        cudaStreamDestroy(ss[i]);
+    /* what the calls around a direct copy cost on their own: 1000 of each on an idle
+     * stream, medians of 9 batches */
+    enum { NC = 5, CB = 9, CN = 1000 };
+    static const char *const calls[NC] = {"cudaStreamSynchronize (idle)", "cudaStreamQuery (idle)",
+                                          "cudaSetDevice (current)", "cudaGetDevice",
+                                          "fhr_stream_sync (idle)"};
+    for (int c = 0; c < NC; c++) {
+        double t[CB];
+        for (int b = 0; b < CB; b++) {
+            int dev = 0;
+            double t0 = now();
+            for (int i = 0; i < CN; i++) {
+                if (c == 0)
+                    cu_check(cudaStreamSynchronize(k->rs), "cudaStreamSynchronize");
+                else if (c == 1)
+                    cu_check(cudaStreamQuery(k->rs), "cudaStreamQuery");
+                else if (c == 2)
+                    cu_check(cudaSetDevice(0), "cudaSetDevice");
+                else if (c == 3)
+                    cu_check(cudaGetDevice(&dev), "cudaGetDevice");
+                else
+                    wait_path(k, BACKEND);
+            }
+            t[b] = (now() - t0) / CN;
+        }
+        char what[96];
+        snprintf(what, sizeof what, "probe call %s", calls[c]);
+        row_x(k, what, 0, median(t, CB) * 1e6, 0, "us", "", "(us per call)");
     }
 }
 
@@ -728,7 +867,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: transfer [--json] [--json-file PATH] [--two-gpu] [--reps N (5..64, "
                     "default 7)] [--max-mib M (default 1024)] [--staging-sweep] [--host-only] "
-                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]] [--direct-probe]\n");
+                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]] [--small-variants] "
+                    "[--direct-probe]\n");
     exit(2);
 }
 
@@ -751,6 +891,8 @@ static void parse_args(bench *k, int argc, char **argv)
             k->variants = 1;
         else if (strcmp(argv[i], "--no-growth") == 0)
             k->no_growth = 1;
+        else if (strcmp(argv[i], "--small-variants") == 0)
+            k->variants = k->small_only = 1;
         else if (strcmp(argv[i], "--direct-probe") == 0)
             k->probe = 1;
         else if (strcmp(argv[i], "--growth-reps") == 0 && i + 1 < argc)
@@ -801,6 +943,11 @@ static void open_backend(bench *k, int no_pinned)
         memset(k->pin, 3, k->max);
     if (fhr_stream_sync(k->b, k->s, &err) != FHR_OK)
         die("setup", err.message);
+    void *nat = NULL;
+    int ndev = 0;
+    if (k->b->ops->stream_native(k->b, k->s, &nat, &ndev, &err) != FHR_OK)
+        die("stream_native", err.message);
+    k->rs = (cudaStream_t)nat;
 }
 
 static void close_backend(bench *k)
@@ -1003,8 +1150,12 @@ static const page_variant page_variants[] = {
     {"default", "", 1},
     {"no spin", "FHEPLAN_COPY_SPIN=0", 1},
     {"small direct", "FHEPLAN_STAGING_SMALL=direct", 1},
+    {"small auto,direct", "FHEPLAN_STAGING_SMALL=auto,direct", 1},
     {"small caller", "FHEPLAN_STAGING_SMALL=caller", 1},
     {"small caller no spin", "FHEPLAN_STAGING_SMALL=caller FHEPLAN_COPY_SPIN=0", 1},
+    {"small caller stream", "FHEPLAN_STAGING_SMALL=caller FHEPLAN_STAGING_MEMCPY=stream", 1},
+    {"small parallel stream", "FHEPLAN_STAGING_SMALL=parallel FHEPLAN_STAGING_MEMCPY=stream", 1},
+    {"default stream", "FHEPLAN_STAGING_MEMCPY=stream", 1},
     {"small parallel", "FHEPLAN_STAGING_SMALL=parallel", 1},
     {"small parallel spin 200", "FHEPLAN_STAGING_SMALL=parallel FHEPLAN_COPY_SPIN=200", 1},
     {"staged", "FHEPLAN_STAGING_DIRECT=0", 1},
@@ -1230,6 +1381,18 @@ static void run_variants(bench *k, const staging_shape *sh)
             link_small[d][j] = bandwidth(k, d ? DEV_TO_PIN : PIN_TO_DEV, BACKEND, small_sizes[j]);
     run_pageable_paths(k, sh);
     int big[2], nb = 0;
+    if (k->small_only) { /* the small rows of each variant, nothing else */
+        close_backend(k);
+        for (size_t v = 0; v < sizeof page_variants / sizeof *page_variants; v++) {
+            if (!page_variants[v].small)
+                continue;
+            env_apply(page_variants[v].env);
+            open_backend(k, 1);
+            run_small_variant(k, &page_variants[v], (const double(*)[N_SMALL])link_small);
+            close_backend(k);
+        }
+        goto restore;
+    }
     for (int i = 0; i < k->nsizes; i++)
         if (k->sizes[i] == (size_t)256 << 20 || k->sizes[i] == (size_t)1 << 30)
             big[nb++] = i;
