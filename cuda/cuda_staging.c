@@ -224,7 +224,9 @@ static void host_copy(run *r, size_t i, int b, int to_slot)
     void *dst = to_slot ? r->g->buf[b] : r->host + off;
     const void *src = to_slot ? (const void *)(r->host + off) : r->g->buf[b];
     staging_host_start(r->p, r->set->cp, &r->g->job[b], r->g->split[b], i,
-                       r->set->shape.stream_copy ? copy_stream : copy_plain, dst, src, len);
+                       staging_stream_copy(r->p->n, &r->set->shape, to_slot) ? copy_stream
+                                                                            : copy_plain,
+                       dst, src, len);
 }
 
 static fhr_status host_wait(void *ctx, size_t i, int b, fhr_error *err)

@@ -99,7 +99,9 @@ static void host_copy(staging_emu *x, size_t i, int k, int to_slot)
     void *dst = to_slot ? x->slot[k] : x->host + off;
     const void *src = to_slot ? (const void *)(x->host + off) : x->slot[k];
     staging_host_start(x->p, x->cp, &x->job[k], x->split[k], i,
-                       x->shape.stream_copy ? copy_stream : copy_plain, dst, src, len);
+                       staging_stream_copy(x->p->n, &x->shape, to_slot) ? copy_stream
+                                                                        : copy_plain,
+                       dst, src, len);
 }
 
 static fhr_status fill(void *ctx, size_t i, int k, fhr_error *err)

@@ -93,11 +93,16 @@ int staging_small(size_t n, const staging_shape *sh, int to_device)
     int k = sh->small[to_device ? 1 : 0];
     if (k != STAGING_SMALL_AUTO)
         return k;
-    if (to_device)
-        return n < STAGING_AUTO_CALLER_TO   ? STAGING_SMALL_CALLER
-               : n < STAGING_AUTO_DIRECT_TO ? STAGING_SMALL_DIRECT
-                                            : STAGING_SMALL_PARALLEL;
-    return n < STAGING_AUTO_CALLER_FROM ? STAGING_SMALL_CALLER : STAGING_SMALL_PARALLEL;
+    return n < STAGING_AUTO_CALLER_BELOW   ? STAGING_SMALL_CALLER
+           : n < STAGING_AUTO_DIRECT_BELOW ? STAGING_SMALL_DIRECT
+                                           : STAGING_SMALL_PARALLEL;
+}
+
+int staging_stream_copy(size_t n, const staging_shape *sh, int to_device)
+{
+    if (sh->stream_copy != STAGING_MEMCPY_AUTO)
+        return sh->stream_copy == STAGING_MEMCPY_STREAM;
+    return to_device && n < STAGING_AUTO_STREAM_BELOW;
 }
 
 static int small_kind(const char *w, size_t len)
@@ -179,10 +184,14 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
 {
     if (!v || !*v)
         return FHR_OK;
-    if (strcmp(v, "libc") != 0 && strcmp(v, "stream") != 0)
-        return fhr_fail(err, FHR_E_INVALID,
-                        "FHEPLAN_STAGING_MEMCPY: '%s' is not a copy kind (libc or stream)", v);
-    sh->stream_copy = strcmp(v, "stream") == 0;
+    static const char *const kinds[] = {"libc", "stream", "auto"};
+    for (int k = 0; k < 3; k++)
+        if (strcmp(v, kinds[k]) == 0) {
+            sh->stream_copy = k; /* STAGING_MEMCPY_* */
+            return FHR_OK;
+        }
+    return fhr_fail(err, FHR_E_INVALID,
+                    "FHEPLAN_STAGING_MEMCPY: '%s' is not a copy kind (auto, libc or stream)", v);
     return FHR_OK;
 }
 

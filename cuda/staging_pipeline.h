@@ -27,9 +27,22 @@
  * 4.8 GB/s; 4 MiB: 13.0 against 9.2) and lost from 64 MiB up (6.6-8.9 against 40 at 1 GiB). */
 #define STAGING_DIRECT_BELOW ((size_t)8 << 20)
 #define STAGING_DIRECT_LIMIT ((size_t)1 << 40)
-/* Default FHEPLAN_STAGING_MEMCPY: 0 fills and drains slots with the C library's memcpy,
- * 1 with copy_stream (non-temporal stores, cuda/host_copy.h). */
-#define STAGING_DEFAULT_STREAM 0
+/* FHEPLAN_STAGING_MEMCPY: how slots are filled and drained. `libc` with the C library's
+ * memcpy, `stream` with copy_stream (non-temporal stores, cuda/host_copy.h), `auto` (the
+ * default) with non-temporal stores for the fills of copies towards a device below
+ * STAGING_AUTO_STREAM_BELOW, the C library's memcpy otherwise (staging_stream_copy). On
+ * the H200 host (bench/transfer --small-variants, side by side, against CUDA's own copy)
+ * non-temporal fills moved 1 MiB pageable->cuda at 1.70x CUDA's copy against 1.16x with
+ * memcpy, 4 MiB at 2.51x against 1.49x and 8 MiB at 2.13x against 1.05x; 16 MiB at 2.34x
+ * against 1.15x and 64 MiB at 45.6 against 37.6 GB/s (two runs of one lease); at 256
+ * MiB they fell to 0.60-0.69 of the pinned link against 0.87-0.94 on three hosts. Side
+ * by side, non-temporal drains lost to memcpy at 64 KiB to 8 MiB (1 MiB: 1.78x against
+ * 2.14x CUDA's copy). */
+#define STAGING_MEMCPY_LIBC 0
+#define STAGING_MEMCPY_STREAM 1
+#define STAGING_MEMCPY_AUTO 2
+#define STAGING_DEFAULT_STREAM STAGING_MEMCPY_AUTO
+#define STAGING_AUTO_STREAM_BELOW ((size_t)128 << 20)
 /* Default FHEPLAN_STAGING_DEPTH: DMAs a host-to-device copy keeps queued behind the one
  * running before it waits for the oldest (1: the next one only). */
 #define STAGING_DEFAULT_DEPTH 1
@@ -41,16 +54,15 @@
 #define STAGING_SMALL_DIRECT 0
 #define STAGING_SMALL_CALLER 1
 #define STAGING_SMALL_PARALLEL 2
-/* `auto`, the default, picks one of them by size and direction: towards the device the
- * caller below STAGING_AUTO_CALLER_TO, CUDA's own below STAGING_AUTO_DIRECT_TO, parallel
- * from it; from the device the caller below STAGING_AUTO_CALLER_FROM, parallel from it.
- * On the H200 host (bench/transfer --variants, each copy paired with CUDA's own) these
- * were the paths that beat CUDA's own pageable copy at each size, or (towards the device
- * from 128 KiB to 1 MiB, where nothing of ours did) CUDA's own call. */
+/* `auto`, the default, picks one of them by size, the same way in both directions: the
+ * caller below STAGING_AUTO_CALLER_BELOW, CUDA's own below STAGING_AUTO_DIRECT_BELOW,
+ * parallel from it. On the H200 host (bench/transfer --small-variants, against CUDA's own
+ * copy on the same stream, with non-temporal fills) these were the paths that beat
+ * CUDA's own pageable copy at each size, or (at 128 KiB, where nothing of ours did in
+ * every run) CUDA's own call. */
 #define STAGING_SMALL_AUTO 3
-#define STAGING_AUTO_CALLER_TO ((size_t)128 << 10)
-#define STAGING_AUTO_DIRECT_TO ((size_t)1 << 20)
-#define STAGING_AUTO_CALLER_FROM ((size_t)512 << 10)
+#define STAGING_AUTO_CALLER_BELOW ((size_t)128 << 10)
+#define STAGING_AUTO_DIRECT_BELOW ((size_t)256 << 10)
 #define STAGING_DEFAULT_SMALL_TO STAGING_SMALL_AUTO   /* towards the device */
 #define STAGING_DEFAULT_SMALL_FROM STAGING_SMALL_AUTO /* from the device */
 #define STAGING_PARALLEL_CHUNK ((size_t)1 << 20)     /* the largest chunk of a parallel copy */
@@ -81,7 +93,7 @@ typedef struct staging_shape {
     int fixed_threads;           /* 1 (the default, and FHEPLAN_COPY_THREADS): every copy
                                     keeps them all busy; 0: a count grows with the size */
     size_t direct_below;         /* FHEPLAN_STAGING_DIRECT: smaller copies skip staging */
-    int stream_copy;             /* FHEPLAN_STAGING_MEMCPY: 1 for non-temporal stores */
+    int stream_copy;             /* FHEPLAN_STAGING_MEMCPY: STAGING_MEMCPY_* */
     int depth;                   /* FHEPLAN_STAGING_DEPTH (below 1: 1) */
     int small[2];                /* FHEPLAN_STAGING_SMALL: STAGING_SMALL_*, [1] towards
                                     the device, [0] from it */
@@ -117,10 +129,14 @@ fhr_status staging_direct_parse(const char *v, staging_shape *sh, fhr_error *err
 int staging_direct(size_t n, const staging_shape *sh);
 
 /* Sets sh->stream_copy from the value of FHEPLAN_STAGING_MEMCPY (NULL or "": keep
- * STAGING_DEFAULT_STREAM, which staging_shape_parse sets): `libc` (the C library's memcpy)
- * or `stream` (non-temporal stores). A bad value is FHR_E_INVALID naming the variable,
- * sh untouched. */
+ * STAGING_DEFAULT_STREAM, which staging_shape_parse sets): `auto`, `libc` (the C
+ * library's memcpy) or `stream` (non-temporal stores). A bad value is FHR_E_INVALID naming
+ * the variable, sh untouched. */
 fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err);
+/* Whether the host stages of a pageable copy of n bytes use non-temporal stores: always
+ * (`stream`), never (`libc`), or (`auto`) for the fills of a copy towards a device below
+ * STAGING_AUTO_STREAM_BELOW. A function of n, the direction and the shape alone. */
+int staging_stream_copy(size_t n, const staging_shape *sh, int to_device);
 
 /* Sets sh->depth from the value of FHEPLAN_STAGING_DEPTH (NULL or "": keep
  * STAGING_DEFAULT_DEPTH, which staging_shape_parse sets): a whole number from 1 to

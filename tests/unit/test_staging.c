@@ -843,8 +843,11 @@ Test(staging, memcpy_kind_from_the_environment)
     cr_assert_eq(staging_memcpy_parse("", &sh, NULL), FHR_OK); /* "": keeps what it has */
     cr_assert_eq(sh.stream_copy, 1);
     cr_assert_eq(staging_memcpy_parse("libc", &sh, NULL), FHR_OK);
-    cr_assert_eq(sh.stream_copy, 0);
-    const char *bad[] = {"nt", "Stream", " stream", "stream ", "1", "0", "libc2", "memcpy"};
+    cr_assert_eq(sh.stream_copy, STAGING_MEMCPY_LIBC);
+    cr_assert_eq(staging_memcpy_parse("auto", &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.stream_copy, STAGING_MEMCPY_AUTO);
+    const char *bad[] = {"nt",   "Stream", " stream", "stream ", "1",
+                         "0",    "libc2",  "memcpy",  "AUTO",    "auto,libc"};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         fhr_error err;
         fhr_error_init(&err);
@@ -854,6 +857,31 @@ Test(staging, memcpy_kind_from_the_environment)
         cr_assert(strstr(err.message, bad[i]) != NULL);
         cr_assert_eq(sh.stream_copy, 7); /* untouched */
     }
+}
+
+/* auto: non-temporal fills towards a device below STAGING_AUTO_STREAM_BELOW, the C
+ * library's memcpy for drains and from that size; stream and libc whatever the copy. */
+Test(staging, memcpy_kind_by_size_and_direction)
+{
+    staging_shape sh;
+    cr_assert_eq(staging_shape_parse(NULL, NULL, 4, &sh, NULL), FHR_OK);
+    cr_assert_eq(sh.stream_copy, STAGING_MEMCPY_AUTO);
+    cr_assert_eq(staging_stream_copy(1, &sh, 1), 1);
+    cr_assert_eq(staging_stream_copy(STAGING_AUTO_STREAM_BELOW - 1, &sh, 1), 1);
+    cr_assert_eq(staging_stream_copy(STAGING_AUTO_STREAM_BELOW, &sh, 1), 0);
+    cr_assert_eq(staging_stream_copy((size_t)1 << 30, &sh, 1), 0);
+    cr_assert_eq(staging_stream_copy(1, &sh, 0), 0);
+    cr_assert_eq(staging_stream_copy(STAGING_AUTO_STREAM_BELOW - 1, &sh, 0), 0);
+    cr_assert(STAGING_AUTO_STREAM_BELOW > STAGING_DIRECT_BELOW); /* every small path */
+    size_t sizes[] = {1, STAGING_AUTO_STREAM_BELOW - 1, STAGING_AUTO_STREAM_BELOW,
+                      (size_t)1 << 30};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+        for (int to = 0; to < 2; to++) {
+            sh.stream_copy = STAGING_MEMCPY_STREAM;
+            cr_assert_eq(staging_stream_copy(sizes[i], &sh, to), 1);
+            sh.stream_copy = STAGING_MEMCPY_LIBC;
+            cr_assert_eq(staging_stream_copy(sizes[i], &sh, to), 0);
+        }
 }
 
 /* copy_stream at odd sizes around its thresholds (4 KiB, a 64-byte line, the 128-byte
@@ -1284,21 +1312,17 @@ Test(staging, small_rule_follows_the_threshold)
     /* auto, the default: by size and direction */
     cr_assert_eq(STAGING_DEFAULT_SMALL_TO, STAGING_SMALL_AUTO);
     cr_assert_eq(STAGING_DEFAULT_SMALL_FROM, STAGING_SMALL_AUTO);
-    cr_assert_eq(staging_small(1, &sh, 1), STAGING_SMALL_CALLER);
-    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_TO - 1, &sh, 1), STAGING_SMALL_CALLER);
-    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_TO, &sh, 1), STAGING_SMALL_DIRECT);
-    cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_TO - 1, &sh, 1), STAGING_SMALL_DIRECT);
-    cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_TO, &sh, 1), STAGING_SMALL_PARALLEL);
-    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, 1), STAGING_SMALL_PARALLEL);
-    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, 1), -1);
-    cr_assert_eq(staging_small(1, &sh, 0), STAGING_SMALL_CALLER);
-    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_FROM - 1, &sh, 0), STAGING_SMALL_CALLER);
-    cr_assert_eq(staging_small(STAGING_AUTO_CALLER_FROM, &sh, 0), STAGING_SMALL_PARALLEL);
-    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, 0), STAGING_SMALL_PARALLEL);
-    cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, 0), -1);
-    cr_assert(STAGING_AUTO_CALLER_TO < STAGING_AUTO_DIRECT_TO);
-    cr_assert(STAGING_AUTO_DIRECT_TO <= STAGING_DIRECT_BELOW);
-    cr_assert(STAGING_AUTO_CALLER_FROM <= STAGING_DIRECT_BELOW);
+    for (int to = 0; to < 2; to++) { /* the same rule both ways */
+        cr_assert_eq(staging_small(1, &sh, to), STAGING_SMALL_CALLER);
+        cr_assert_eq(staging_small(STAGING_AUTO_CALLER_BELOW - 1, &sh, to), STAGING_SMALL_CALLER);
+        cr_assert_eq(staging_small(STAGING_AUTO_CALLER_BELOW, &sh, to), STAGING_SMALL_DIRECT);
+        cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_BELOW - 1, &sh, to), STAGING_SMALL_DIRECT);
+        cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_BELOW, &sh, to), STAGING_SMALL_PARALLEL);
+        cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, to), STAGING_SMALL_PARALLEL);
+        cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, to), -1);
+    }
+    cr_assert(STAGING_AUTO_CALLER_BELOW < STAGING_AUTO_DIRECT_BELOW);
+    cr_assert(STAGING_AUTO_DIRECT_BELOW <= STAGING_DIRECT_BELOW);
     sh.small[1] = STAGING_SMALL_PARALLEL;
     sh.small[0] = STAGING_SMALL_CALLER;
     cr_assert_eq(staging_small(1, &sh, 1), STAGING_SMALL_PARALLEL);
