@@ -913,20 +913,24 @@ Test(staging, stream_copy_any_size_and_alignment)
     free(dst);
 }
 
-/* Every byte of the copy through the emulated device with FHEPLAN_STAGING_MEMCPY=stream:
- * chunks long enough for the streamed body, odd tails, an odd host offset. */
+/* Every byte of the copy through the emulated device with FHEPLAN_STAGING_MEMCPY=stream
+ * and auto (non-temporal fills, memcpy drains): chunks long enough for the streamed
+ * body, odd tails, an odd host offset. */
 Test(threads_staging, bytes_arrive_with_streaming_copies)
 {
     fhr_backend *b = emu_backend();
     copy_pool *cp = NULL;
     cr_assert_eq(copy_pool_create(3, &cp, NULL), FHR_OK);
     staging_shape sh = shape(3, 64 * KiB);
-    sh.stream_copy = 1;
     size_t sizes[] = {1, 4095, 64 * KiB + 13, 5 * 64 * KiB + 4097};
-    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
-        for (size_t mis = 0; mis < 4; mis += 3)
-            for (int dir = 0; dir < 2; dir++)
-                cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK);
+    int kinds[] = {STAGING_MEMCPY_STREAM, STAGING_MEMCPY_AUTO};
+    for (int kd = 0; kd < 2; kd++) {
+        sh.stream_copy = kinds[kd];
+        for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
+            for (size_t mis = 0; mis < 4; mis += 3)
+                for (int dir = 0; dir < 2; dir++)
+                    cr_assert_eq(staged_emu(b, cp, &sh, sizes[k], mis, dir, NULL), FHR_OK);
+    }
     copy_pool_destroy(cp);
     fhr_backend_destroy(b);
 }
@@ -1793,8 +1797,8 @@ Test(threads_staging, bytes_arrive_with_split_fills)
 
 /* Parallel small copies through the emulated device, byte for byte: 1 byte, odd sizes,
  * one chunk and several, just below the threshold and exactly at it (the pipeline's),
- * odd host offsets, 1 to 4 threads, with and without spinning threads; a small slot bounds
- * the chunks. */
+ * odd host offsets, 1 to 4 threads, with and without spinning threads (and non-temporal
+ * fills); a small slot bounds the chunks. */
 Test(threads_staging, bytes_arrive_with_parallel_small_copies)
 {
     fhr_backend *b = emu_backend();
@@ -1807,6 +1811,8 @@ Test(threads_staging, bytes_arrive_with_parallel_small_copies)
             staging_shape sh = shape(threads[t], 0);
             sh.small[0] = sh.small[1] = STAGING_SMALL_PARALLEL;
             sh.direct_below = STAGING_DIRECT_BELOW;
+            /* the default non-temporal fills with spin, memcpy without */
+            sh.stream_copy = spin ? STAGING_MEMCPY_AUTO : STAGING_MEMCPY_LIBC;
             size_t sizes[] = {1, 4097, 64 * KiB + 1, 256 * KiB, 512 * KiB + 1, MiB + 3,
                               3 * MiB + 4093, STAGING_DIRECT_BELOW - 1, STAGING_DIRECT_BELOW};
             for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++)
