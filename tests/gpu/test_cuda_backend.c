@@ -181,31 +181,44 @@ Test(cuda, bad_staging_environment_is_refused_by_name)
     cr_assert_null(b);
 }
 
+typedef struct later {
+    unsigned char *p;
+    size_t n;
+} later;
+
 static void fill_later(void *arg)
 {
-    unsigned char *p = arg;
-    fill_pattern(p, 5u << 20, 99);
+    later *l = arg;
+    fill_pattern(l->p, l->n, 99);
 }
 
-Test(cuda_copy, staged_copy_waits_for_earlier_stream_work)
+/* A pageable copy towards the device reads its source only after the stream's earlier
+ * work, here a host function that writes that source, on every path: the caller's
+ * (100 KiB), CUDA's own (200 KiB), parallel chunks (5 MiB) and the pipeline (9 MiB). */
+static void waits_for_earlier_work(size_t n)
 {
     fhr_backend *b = cuda_or_skip();
     fhr_location H = fhr_loc_host(), D = fhr_loc_cuda(0);
     fhr_stream *s = stream(b, D);
-    size_t n = 5u << 20;
     unsigned char *src = calloc(1, n), *back = calloc(1, n), *want = malloc(n);
     fill_pattern(want, n, 99);
     void *d = alloc(b, D, n, s);
-    cr_assert_eq(fhr_launch_host(b, s, fill_later, src, NULL), FHR_OK);
+    later l = {src, n};
+    cr_assert_eq(fhr_launch_host(b, s, fill_later, &l, NULL), FHR_OK);
     copy(b, d, D, src, H, n, s); /* must read src only after fill_later ran */
     copy(b, back, H, d, D, n, s);
     cr_assert_eq(fhr_stream_sync(b, s, NULL), FHR_OK);
-    cr_assert_eq(memcmp(back, want, n), 0);
+    cr_assert_eq(memcmp(back, want, n), 0, "%zu bytes", n);
     b->ops->free(b, D, d, n, s);
     fhr_stream_destroy(b, s);
     fhr_backend_destroy(b);
     free(src), free(back), free(want);
 }
+
+Test(cuda_copy, staged_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(5u << 20); }
+Test(cuda_copy, caller_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(100u << 10); }
+Test(cuda_copy, direct_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(200u << 10); }
+Test(cuda_copy, pipeline_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(9u << 20); }
 
 Test(cuda_copy, peer_copy_between_devices)
 {
