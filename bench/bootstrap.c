@@ -260,6 +260,11 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
  * timelines (time, the link's longest idle stretch; plus the ciphertext's two trips, which
  * the timeline leaves out) against the yardsticks computed from the modelled bodies.
  * Deterministic: what `fheplan check --objective` reports per cell. */
+/* --keys, --batch, --sequence: the cells to run (every one by default), so that the table
+ * can be run in parts: the key sets 25, 50, 75, 100%; batch 1, 16; the sequence once,
+ * twice */
+static int keys_on[4] = {1, 1, 1, 1}, batch_on[2] = {1, 1}, seq_on[2] = {1, 1};
+
 static int model_table(const char *src, const double profile[2])
 {
     const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
@@ -268,11 +273,15 @@ static int model_table(const char *src, const double profile[2])
            "sched ms", "best ms", "bytes/b", "time/b");
     int fails = 0;
     for (size_t bi = 0; bi < 3; bi++) {
+        if (!batch_on[bi % 2] || !seq_on[bi == 2]) /* bi 2: batch 1, the sequence twice */
+            continue;
         char *s1 = with_batch(src, batch[bi % 2]);
         char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
         if (bi == 2)
             free(s1);
         for (size_t pi = 0; s && pi < 4; pi++) {
+            if (!keys_on[pi])
+                continue;
             uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
             result rb, rt;
             if (run_one(s, NULL, "model", budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES,
@@ -300,6 +309,28 @@ static int model_table(const char *src, const double profile[2])
     return fails ? 1 : 0;
 }
 
+/* "25,75" -> on[] = {1, 0, 1, 0} for the key sets 25, 50, 75, 100%; 0 (on[] untouched)
+ * for anything else, an empty item included */
+static int cell_list(const char *v, int on[4])
+{
+    static const char *const names[4] = {"25", "50", "75", "100"};
+    int got[4] = {0, 0, 0, 0};
+    for (const char *w = v;;) {
+        size_t len = strcspn(w, ",");
+        int k = 0;
+        while (k < 4 && !(strlen(names[k]) == len && strncmp(w, names[k], len) == 0))
+            k++;
+        if (k == 4)
+            return 0;
+        got[k] = 1;
+        if (!w[len])
+            break;
+        w += len + 1;
+    }
+    memcpy(on, got, sizeof got);
+    return 1;
+}
+
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
@@ -324,9 +355,19 @@ int main(int argc, char **argv)
             dev = argv[++i];
         else if (!strcmp(argv[i], "--plan") && i + 1 < argc)
             plan = argv[++i];
+        else if (!strcmp(argv[i], "--keys") && i + 1 < argc && cell_list(argv[++i], keys_on))
+            ;
+        else if (!strcmp(argv[i], "--batch") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "1") || !strcmp(argv[i + 1], "16")))
+            batch_on[0] = argv[i + 1][1] == 0, batch_on[1] = !batch_on[0], i++;
+        else if (!strcmp(argv[i], "--sequence") && i + 1 < argc &&
+                 (!strcmp(argv[i + 1], "once") || !strcmp(argv[i + 1], "twice")))
+            seq_on[0] = argv[i + 1][0] == 'o', seq_on[1] = !seq_on[0], i++;
         else {
             fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n"
                             "                 [--lookahead-only] [--reps N (1..9)]\n"
+                            "                 [--keys P[,P...] (of 25,50,75,100)] [--batch 1|16]\n"
+                            "                 [--sequence once|twice]\n"
                             "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n");
             return 2;
         }
@@ -370,12 +411,16 @@ int main(int argc, char **argv)
     int first = 1, fails = 0;
     /* batch 1 and 16 once through the sequence; batch 1 also twice through it */
     for (size_t bi = 0; bi < 3; bi++) {
+        if (!batch_on[bi % 2] || !seq_on[bi == 2]) /* bi 2: batch 1, the sequence twice */
+            continue;
         char *s1 = with_batch(src, batch[bi % 2]);
         char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
         if (bi == 2)
             free(s1);
         const char *seq = bi < 2 ? "once" : "twice";
         for (size_t pi = 0; s && pi < 4; pi++) {
+            if (!keys_on[pi])
+                continue;
             uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
             result min, pred; /* the explain runs: MIN's bytes, the time objective's */
             if (run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, 1, 0,

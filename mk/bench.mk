@@ -15,6 +15,24 @@ $(BENCH_BOOT): $(BENCH_BOOT_OBJ) $(BUILD)/libfheplan.a
 bench-bootstrap: $(BENCH_BOOT)
 	$(BENCH_BOOT)
 
+# The bootstrap table in parts (--keys, --batch, --sequence), on the model (no device):
+# exactly the cells asked for, in order, and a key set the table does not have refused.
+.PHONY: test-bench-cells
+TEST_EXTRA += test-bench-cells
+test-bench-cells: $(BENCH_BOOT)
+	@out=$$($(BENCH_BOOT) --model --keys 100,50 --batch 16) || exit 1; \
+	got=$$(printf '%s\n' "$$out" | awk '$$1 ~ /%$$/ {printf "%s %s %s;", $$1, $$2, $$3}'); \
+	[ "$$got" = "50% 16 once;100% 16 once;" ] || \
+	  { echo "test-bench-cells: --keys 100,50 --batch 16 gave '$$got'"; exit 1; }; \
+	got=$$($(BENCH_BOOT) --model --keys 25 --sequence twice | awk '$$1 ~ /%$$/ {printf "%s %s %s;", $$1, $$2, $$3}'); \
+	[ "$$got" = "25% 1 twice;" ] || \
+	  { echo "test-bench-cells: --keys 25 --sequence twice gave '$$got'"; exit 1; }; \
+	for bad in "--keys 30" "--keys 25,," "--keys ''" "--batch 2" "--sequence thrice"; do \
+	  eval "$(BENCH_BOOT) --model $$bad" >/dev/null 2>&1; rc=$$?; \
+	  [ $$rc -eq 2 ] || { echo "test-bench-cells: '$$bad' exited $$rc, not 2"; exit 1; }; \
+	done; \
+	echo "test-bench-cells: ok (cells chosen by --keys, --batch and --sequence; bad lists refused)"
+
 # The seeded-key benchmark (`make bench-seeded`): plain against seeded bootstrap keys in
 # one run, and the device rate of the built-in counter generator.
 BENCH_SEEDED     := $(BUILD)/bench/seeded
