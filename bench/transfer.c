@@ -318,7 +318,8 @@ static void run_direct_probe(bench *k)
                 double m = median(t[p], REPS);
                 char what[96], tx[96];
                 snprintf(what, sizeof what, "probe %s %s", dir_names[d], names[p]);
-                snprintf(tx, sizeof tx, "(us per copy and its wait; ratio: time / the first row's)");
+                snprintf(tx, sizeof tx,
+                         "(us per copy and its wait; ratio: time / the first row's)");
                 row_x(k, what, n, m * 1e6, base * 1e6, "us", "", tx);
             }
         }
@@ -867,7 +868,8 @@ static void usage(void)
 {
     fprintf(stderr, "usage: transfer [--json] [--json-file PATH] [--two-gpu] [--reps N (5..64, "
                     "default 7)] [--max-mib M (default 1024)] [--staging-sweep] [--host-only] "
-                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]] [--small-variants] "
+                    "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]] "
+                    "[--small-variants] "
                     "[--direct-probe]\n");
     exit(2);
 }
@@ -1531,7 +1533,10 @@ int main(int argc, char **argv)
                k.cores, sh.threads, sh.min_chunk >> 10, sh.max_chunk >> 10,
                sh.direct_below >> 10, small_path_name(0, &sh, 1), small_path_name(0, &sh, 0),
                sh.spin_us,
-               sh.stream_copy == STAGING_MEMCPY_AUTO ? "auto" : sh.stream_copy ? "streaming" : "libc", sh.split_fill ? "split" : "whole", k.reps,
+               sh.stream_copy == STAGING_MEMCPY_AUTO ? "auto"
+               : sh.stream_copy                      ? "streaming"
+                                                     : "libc",
+               sh.split_fill ? "split" : "whole", k.reps,
                reps_at(&k, 0), SMALL_BELOW >> 20);
     if (!k.two_only && !k.variants && !k.probe)
         run_host(&k); /* the yardstick first, before any staging thread exists */

@@ -192,7 +192,6 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
         }
     return fhr_fail(err, FHR_E_INVALID,
                     "FHEPLAN_STAGING_MEMCPY: '%s' is not a copy kind (auto, libc or stream)", v);
-    return FHR_OK;
 }
 
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
