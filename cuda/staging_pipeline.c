@@ -105,13 +105,20 @@ int staging_stream_copy(size_t n, const staging_shape *sh, int to_device)
     return to_device && n < STAGING_AUTO_STREAM_BELOW;
 }
 
-static int small_kind(const char *w, size_t len)
+/* The index in names[0..count) of the word w[0..len), or -1. */
+static int name_index(const char *w, size_t len, const char *const *names, int count)
 {
-    static const char *const names[] = {"direct", "caller", "parallel", "auto"};
-    for (int k = 0; k < 4; k++)
+    for (int k = 0; k < count; k++)
         if (strlen(names[k]) == len && strncmp(w, names[k], len) == 0)
             return k;
     return -1;
+}
+
+static int small_kind(const char *w, size_t len)
+{
+    /* in the order of STAGING_SMALL_* */
+    static const char *const names[] = {"direct", "caller", "parallel", "auto"};
+    return name_index(w, len, names, 4);
 }
 
 fhr_status staging_small_parse(const char *v, staging_shape *sh, fhr_error *err)
@@ -160,10 +167,12 @@ fhr_status staging_fill_parse(const char *v, staging_shape *sh, fhr_error *err)
 {
     if (!v || !*v)
         return FHR_OK;
-    if (strcmp(v, "split") != 0 && strcmp(v, "whole") != 0)
+    static const char *const kinds[] = {"whole", "split"};
+    int k = name_index(v, strlen(v), kinds, 2);
+    if (k < 0)
         return fhr_fail(err, FHR_E_INVALID,
                         "FHEPLAN_STAGING_FILL: '%s' is not a fill kind (split or whole)", v);
-    sh->split_fill = strcmp(v, "split") == 0;
+    sh->split_fill = k;
     return FHR_OK;
 }
 
@@ -184,14 +193,14 @@ fhr_status staging_memcpy_parse(const char *v, staging_shape *sh, fhr_error *err
 {
     if (!v || !*v)
         return FHR_OK;
-    static const char *const kinds[] = {"libc", "stream", "auto"};
-    for (int k = 0; k < 3; k++)
-        if (strcmp(v, kinds[k]) == 0) {
-            sh->stream_copy = k; /* STAGING_MEMCPY_* */
-            return FHR_OK;
-        }
-    return fhr_fail(err, FHR_E_INVALID,
-                    "FHEPLAN_STAGING_MEMCPY: '%s' is not a copy kind (auto, libc or stream)", v);
+    static const char *const kinds[] = {"libc", "stream", "auto"}; /* STAGING_MEMCPY_* */
+    int k = name_index(v, strlen(v), kinds, 3);
+    if (k < 0)
+        return fhr_fail(err, FHR_E_INVALID,
+                        "FHEPLAN_STAGING_MEMCPY: '%s' is not a copy kind (auto, libc or stream)",
+                        v);
+    sh->stream_copy = k;
+    return FHR_OK;
 }
 
 fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores,
