@@ -30,9 +30,9 @@ typedef struct bench {
     fhr_stream *s;      /* backend stream on cuda:0 */
     cudaStream_t raw;   /* a raw stream of our own on device 0 (two devices, the probe) */
     cudaStream_t rs;    /* where CUDA's own copies run: the backend stream's native one,
-                           the stream fheplan's copies run on (CUDA's pageable copy from
-                           the device ran at 0.53-0.60x the speed on a stream made after
-                           the backend's in one H200 run: --direct-probe) */
+                           the stream fheplan's copies run on, so that the two differ in
+                           the copy alone (alone, CUDA's copies ran alike on all eight
+                           streams --direct-probe tried) */
     void *dev, *pin;    /* from the backend: device pool and pinned pool */
     unsigned char *pageable;
     unsigned char *pageable_ours; /* the two sides of a pair (bandwidth_turns): buffers of */
