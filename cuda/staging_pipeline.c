@@ -300,7 +300,9 @@ void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p)
 {
     size_t chunk = STAGING_SMALL_CHUNK < sh->max_chunk ? STAGING_SMALL_CHUNK : sh->max_chunk;
     size_t first, ramp, chunks;
-    tiles(n, chunk, n > STAGING_FIRST_CHUNK, &first, &ramp, &chunks);
+    /* a fixed chunk (FHEPLAN_STAGING_CHUNK) is every chunk's size, as in the pipeline */
+    tiles(n, chunk, sh->min_chunk < sh->max_chunk && n > STAGING_FIRST_CHUNK, &first, &ramp,
+          &chunks);
     size_t slots = chunks < STAGING_SMALL_SLOTS ? chunks : STAGING_SMALL_SLOTS;
     *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
                         .threads = 0, .slots = (int)slots, .depth = (int)slots - 1,

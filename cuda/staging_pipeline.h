@@ -202,8 +202,8 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
 
 /* The plan of a caller-staged copy of n bytes (n >= 1, below the direct threshold): a ramp
  * of 64 KiB, 128 KiB, ... up to a steady chunk of STAGING_SMALL_CHUNK (the slot size,
- * sh->max_chunk, when smaller; a ramp only while below it), at most STAGING_SMALL_SLOTS
- * slots, no threads, caller_all. */
+ * sh->max_chunk, when smaller; a ramp only while below it, and none when the chunk is fixed),
+ * at most STAGING_SMALL_SLOTS slots, no threads, caller_all. */
 void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p);
 
 /* The plan of a parallel small copy of n bytes (n >= 1): no ramp, chunks of about n / 2,

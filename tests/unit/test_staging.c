@@ -1437,15 +1437,24 @@ Test(staging, small_plan_ramps_to_a_megabyte)
             cr_assert_eq(len[i], i < 4 ? (64 * KiB) << i : MiB, "n %zu chunk %zu", c[k].n, i);
         cr_assert_eq(len[p.chunks - 1], c[k].last, "n %zu", c[k].n);
     }
-    /* the slot size caps the chunk: FHEPLAN_STAGING_CHUNK=256K ramps 64K, 128K, then 256K;
-     * 64K or less: no ramp */
+    /* a fixed chunk (FHEPLAN_STAGING_CHUNK=256K) caps the chunk and is every chunk's size,
+     * no ramp, as in the pipeline; 128K: a copy of 128K is one chunk */
     sh = shape(8, 256 * KiB);
     staging_plan p;
     staging_small_plan_make(MiB, &sh, &p);
     check_tiles(&p, MiB);
     cr_assert_eq(p.chunk, 256 * KiB);
-    cr_assert_eq(p.ramp, 2);
-    cr_assert_eq(p.chunks, 2 + 4); /* 192K, 3 x 256K, 64K */
+    cr_assert_eq(p.ramp, 0);
+    cr_assert_eq(p.first, 256 * KiB);
+    cr_assert_eq(p.chunks, 4);
+    staging_small_plan_make(MiB + 1, &sh, &p);
+    check_tiles(&p, MiB + 1);
+    cr_assert_eq(p.chunks, 5);
+    sh = shape(8, 128 * KiB);
+    staging_small_plan_make(128 * KiB, &sh, &p);
+    check_tiles(&p, 128 * KiB);
+    cr_assert_eq(p.chunks, 1);
+    cr_assert_eq(p.slots, 1);
     sh = shape(8, 4 * KiB);
     staging_small_plan_make(37 * 4 * KiB + 11, &sh, &p);
     check_tiles(&p, 37 * 4 * KiB + 11);
