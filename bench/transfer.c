@@ -1155,6 +1155,8 @@ static const page_variant page_variants[] = {
     {"small caller", "FHEPLAN_STAGING_SMALL=caller", 1},
     {"caller 128K", "FHEPLAN_STAGING_SMALL=caller FHEPLAN_STAGING_CHUNK=128K", 1},
     {"caller 256K", "FHEPLAN_STAGING_SMALL=caller FHEPLAN_STAGING_CHUNK=256K", 1},
+    {"caller 256K libc",
+     "FHEPLAN_STAGING_SMALL=caller FHEPLAN_STAGING_CHUNK=256K FHEPLAN_STAGING_MEMCPY=libc", 1},
     {"small parallel", "FHEPLAN_STAGING_SMALL=parallel", 1},
     {"staged", "FHEPLAN_STAGING_DIRECT=0", 1},
     {"spin 20", "FHEPLAN_COPY_SPIN=20", 0},

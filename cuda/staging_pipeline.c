@@ -93,7 +93,9 @@ int staging_small(size_t n, const staging_shape *sh, int to_device)
     int k = sh->small[to_device ? 1 : 0];
     if (k != STAGING_SMALL_AUTO)
         return k;
-    return n < STAGING_AUTO_CALLER_BELOW   ? STAGING_SMALL_CALLER
+    size_t caller_below =
+        to_device ? STAGING_AUTO_CALLER_BELOW_TO : STAGING_AUTO_CALLER_BELOW_FROM;
+    return n < caller_below                ? STAGING_SMALL_CALLER
            : n < STAGING_AUTO_DIRECT_BELOW ? STAGING_SMALL_DIRECT
                                            : STAGING_SMALL_PARALLEL;
 }
@@ -239,14 +241,14 @@ fhr_status staging_shape_parse(const char *threads, const char *chunk, int cores
     return FHR_OK;
 }
 
-/* The chunks of n bytes: with `ramp_ok` and first < chunk, a ramp of first, 2 first, ...
+/* The chunks of n bytes: with `ramp_ok` and start < chunk, a ramp of start, 2 start, ...
  * while below chunk, then chunks of `chunk`. */
-static void tiles(size_t n, size_t chunk, int ramp_ok, size_t *first_out, size_t *ramp_out,
-                  size_t *chunks_out)
+static void tiles(size_t n, size_t chunk, int ramp_ok, size_t start, size_t *first_out,
+                  size_t *ramp_out, size_t *chunks_out)
 {
     size_t first = chunk, ramp = 0, ramp_bytes = 0;
-    if (ramp_ok && STAGING_FIRST_CHUNK < chunk) {
-        first = STAGING_FIRST_CHUNK;
+    if (ramp_ok && start < chunk) {
+        first = start;
         while ((first << ramp) < chunk)
             ramp++;
         ramp_bytes = first * (((size_t)1 << ramp) - 1);
@@ -283,7 +285,8 @@ void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging
     /* the ramp: first, 2 first, ... while below the steady chunk, for a copy of more
      * than one chunk whose chunk follows its size */
     size_t first, ramp, chunks;
-    tiles(n, chunk, sh->min_chunk < sh->max_chunk && n > chunk, &first, &ramp, &chunks);
+    tiles(n, chunk, sh->min_chunk < sh->max_chunk && n > chunk, STAGING_FIRST_CHUNK, &first,
+          &ramp, &chunks);
     size_t depth = sh->depth < 1 ? 1 : (size_t)sh->depth;
     size_t slots = t + 1 + depth < chunks ? t + 1 + depth : chunks;
     size_t lag = to_device ? depth : t;
@@ -301,8 +304,8 @@ void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p)
     size_t chunk = STAGING_SMALL_CHUNK < sh->max_chunk ? STAGING_SMALL_CHUNK : sh->max_chunk;
     size_t first, ramp, chunks;
     /* a fixed chunk (FHEPLAN_STAGING_CHUNK) is every chunk's size, as in the pipeline */
-    tiles(n, chunk, sh->min_chunk < sh->max_chunk && n > STAGING_FIRST_CHUNK, &first, &ramp,
-          &chunks);
+    tiles(n, chunk, sh->min_chunk < sh->max_chunk && n > STAGING_SMALL_FIRST_CHUNK,
+          STAGING_SMALL_FIRST_CHUNK, &first, &ramp, &chunks);
     size_t slots = chunks < STAGING_SMALL_SLOTS ? chunks : STAGING_SMALL_SLOTS;
     *p = (staging_plan){.n = n, .chunk = chunk, .first = first, .ramp = ramp, .chunks = chunks,
                         .threads = 0, .slots = (int)slots, .depth = (int)slots - 1,

@@ -54,14 +54,17 @@
 #define STAGING_SMALL_DIRECT 0
 #define STAGING_SMALL_CALLER 1
 #define STAGING_SMALL_PARALLEL 2
-/* `auto`, the default, picks one of them by size, the same way in both directions: the
- * caller below STAGING_AUTO_CALLER_BELOW, CUDA's own below STAGING_AUTO_DIRECT_BELOW,
- * parallel from it. On the H200 host (bench/transfer --small-variants, against CUDA's own
- * copy on the same stream, with non-temporal fills) these were the paths that beat
- * CUDA's own pageable copy at each size, or (at 128 KiB, where nothing of ours did in
- * every run) CUDA's own call. */
+/* `auto`, the default, picks one of them by size and direction: the caller below
+ * STAGING_AUTO_CALLER_BELOW_TO towards the device and below STAGING_AUTO_CALLER_BELOW_FROM
+ * from it, CUDA's own from there to STAGING_AUTO_DIRECT_BELOW, parallel from it. On the
+ * H200 host (bench/transfer --small-variants, against CUDA's own copy on the same stream,
+ * with non-temporal fills) these were the paths that beat CUDA's own pageable copy at each
+ * size, or (towards the device at 128 KiB, where nothing of ours did) CUDA's own call: there
+ * the caller's one chunk ran at 0.94-0.95 of CUDA's copy, and from the device at 1.06
+ * (against 0.98-0.99 for CUDA's own call behind our bookkeeping). */
 #define STAGING_SMALL_AUTO 3
-#define STAGING_AUTO_CALLER_BELOW ((size_t)128 << 10)
+#define STAGING_AUTO_CALLER_BELOW_TO ((size_t)128 << 10)
+#define STAGING_AUTO_CALLER_BELOW_FROM ((size_t)256 << 10)
 #define STAGING_AUTO_DIRECT_BELOW ((size_t)256 << 10)
 #define STAGING_DEFAULT_SMALL_TO STAGING_SMALL_AUTO   /* towards the device */
 #define STAGING_DEFAULT_SMALL_FROM STAGING_SMALL_AUTO /* from the device */
@@ -75,7 +78,12 @@
 #define STAGING_DEFAULT_SPIN_US 50
 #define STAGING_SPIN_LIMIT_US 100000
 #define STAGING_SMALL_SLOTS 3                 /* slots of a caller-staged copy */
-#define STAGING_SMALL_CHUNK ((size_t)1 << 20) /* its steady chunk, after a ramp from 64 KiB */
+#define STAGING_SMALL_CHUNK ((size_t)1 << 20) /* its steady chunk, after a ramp from: */
+/* the caller's first chunk: a copy up to it is one chunk and one DMA. On the H200 host one
+ * DMA of 128 KiB beat two of 64 KiB by 1.13-1.23x in both directions (bench/transfer
+ * --small-variants, `caller 128K` against `small caller`), and fixed 256 KiB chunks beat
+ * the ramp from 64 KiB at 128 KiB to 1 MiB. */
+#define STAGING_SMALL_FIRST_CHUNK ((size_t)256 << 10)
 /* Default FHEPLAN_STAGING_FILL: 0 (`whole`) has each copy thread fill or drain a whole
  * chunk, 1 (`split`) has every thread and the caller copy a contiguous piece of the oldest
  * chunks in order, so that each chunk is complete as early as possible. On the H200 host
@@ -171,7 +179,7 @@ int staging_small(size_t n, const staging_shape *sh, int to_device);
 typedef struct staging_plan {
     size_t n;
     size_t chunk;  /* the steady chunk */
-    size_t first;  /* the first chunk: STAGING_FIRST_CHUNK with a ramp, else chunk */
+    size_t first;  /* the first chunk: the ramp's start with a ramp, else chunk */
     size_t ramp;   /* chunks before the steady ones (0: none) */
     size_t chunks;
     int threads;   /* copy threads the copy keeps busy */
@@ -194,16 +202,18 @@ typedef struct staging_plan {
  * from STAGING_FIRST_CHUNK, doubling up to the steady chunk, so that the first DMA starts
  * after one small host copy. to_device: the host stage comes first (fill, then DMA), a
  * slot is recycled `depth` chunks behind (so that up to depth + 1 DMAs are queued), and the
- * caller fills the first chunk itself while the threads fill the next ones; otherwise (DMA, then drain) slots are recycled `threads`
- * chunks behind and the caller drains the last chunk itself. */
+ * caller fills the first chunk itself while the threads fill the next ones; otherwise (DMA,
+ * then drain) slots are recycled `threads` chunks behind and the caller drains the last
+ * chunk itself. */
 void staging_plan_make(size_t n, const staging_shape *sh, int to_device, staging_plan *p);
 /* (With sh->split_fill: the same chunks, threads, slots and lag, split set, no own chunk:
  * every host stage is cut into pieces, staging_pieces over threads + 1.) */
 
 /* The plan of a caller-staged copy of n bytes (n >= 1, below the direct threshold): a ramp
- * of 64 KiB, 128 KiB, ... up to a steady chunk of STAGING_SMALL_CHUNK (the slot size,
- * sh->max_chunk, when smaller; a ramp only while below it, and none when the chunk is fixed),
- * at most STAGING_SMALL_SLOTS slots, no threads, caller_all. */
+ * of 256 KiB (STAGING_SMALL_FIRST_CHUNK), 512 KiB, ... up to a steady chunk of
+ * STAGING_SMALL_CHUNK (the slot size, sh->max_chunk, when smaller; a ramp only while below
+ * it, and none when the chunk is fixed), at most STAGING_SMALL_SLOTS slots, no threads,
+ * caller_all. */
 void staging_small_plan_make(size_t n, const staging_shape *sh, staging_plan *p);
 
 /* The plan of a parallel small copy of n bytes (n >= 1): no ramp, chunks of about n / 2,

@@ -121,7 +121,7 @@ static void check_tiles(const staging_plan *p, size_t n)
     cr_assert(p->chunks >= 1);
     cr_assert(p->ramp <= p->chunks);
     if (p->ramp) {
-        cr_assert_eq(p->first, STAGING_FIRST_CHUNK);
+        cr_assert_eq(p->first, p->caller_all ? STAGING_SMALL_FIRST_CHUNK : STAGING_FIRST_CHUNK);
         cr_assert_lt(p->first << (p->ramp - 1), p->chunk);
     } else {
         cr_assert_eq(p->first, p->chunk);
@@ -1316,16 +1316,28 @@ Test(staging, small_rule_follows_the_threshold)
     /* auto, the default: by size and direction */
     cr_assert_eq(STAGING_DEFAULT_SMALL_TO, STAGING_SMALL_AUTO);
     cr_assert_eq(STAGING_DEFAULT_SMALL_FROM, STAGING_SMALL_AUTO);
-    for (int to = 0; to < 2; to++) { /* the same rule both ways */
+    /* towards the device: CUDA's own call at 128 KiB; from it: the caller up to 256 KiB */
+    cr_assert_eq(STAGING_AUTO_CALLER_BELOW_TO, 128 * KiB);
+    cr_assert_eq(STAGING_AUTO_CALLER_BELOW_FROM, 256 * KiB);
+    cr_assert_eq(staging_small(128 * KiB - 1, &sh, 1), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(128 * KiB, &sh, 1), STAGING_SMALL_DIRECT);
+    cr_assert_eq(staging_small(256 * KiB - 1, &sh, 1), STAGING_SMALL_DIRECT);
+    cr_assert_eq(staging_small(128 * KiB, &sh, 0), STAGING_SMALL_CALLER);
+    cr_assert_eq(staging_small(256 * KiB - 1, &sh, 0), STAGING_SMALL_CALLER);
+    for (int to = 0; to < 2; to++) {
+        size_t caller_below = to ? STAGING_AUTO_CALLER_BELOW_TO : STAGING_AUTO_CALLER_BELOW_FROM;
         cr_assert_eq(staging_small(1, &sh, to), STAGING_SMALL_CALLER);
-        cr_assert_eq(staging_small(STAGING_AUTO_CALLER_BELOW - 1, &sh, to), STAGING_SMALL_CALLER);
-        cr_assert_eq(staging_small(STAGING_AUTO_CALLER_BELOW, &sh, to), STAGING_SMALL_DIRECT);
-        cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_BELOW - 1, &sh, to), STAGING_SMALL_DIRECT);
+        cr_assert_eq(staging_small(caller_below - 1, &sh, to), STAGING_SMALL_CALLER);
         cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_BELOW, &sh, to), STAGING_SMALL_PARALLEL);
         cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, to), STAGING_SMALL_PARALLEL);
         cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, to), -1);
     }
-    cr_assert(STAGING_AUTO_CALLER_BELOW < STAGING_AUTO_DIRECT_BELOW);
+    cr_assert(STAGING_AUTO_CALLER_BELOW_TO < STAGING_AUTO_DIRECT_BELOW);
+    cr_assert(STAGING_AUTO_CALLER_BELOW_FROM <= STAGING_AUTO_DIRECT_BELOW);
+    /* the caller's copies up to the rule's limit are one chunk, one DMA */
+    staging_plan one;
+    staging_small_plan_make(STAGING_AUTO_CALLER_BELOW_FROM - 1, &sh, &one);
+    cr_assert_eq(one.chunks, 1);
     cr_assert(STAGING_AUTO_DIRECT_BELOW <= STAGING_DIRECT_BELOW);
     sh.small[1] = STAGING_SMALL_PARALLEL;
     sh.small[0] = STAGING_SMALL_CALLER;
@@ -1414,12 +1426,14 @@ Test(staging, small_plan_ramps_to_a_megabyte)
         {1, 1, 1},
         {4095, 1, 4095},
         {64 * KiB, 1, 64 * KiB},
-        {64 * KiB + 1, 2, 1},
-        {192 * KiB, 2, 128 * KiB},
-        {MiB, 5, 64 * KiB},                     /* 64 128 256 512 + 64 */
-        {960 * KiB, 4, 512 * KiB},              /* the ramp exactly */
-        {4 * MiB, 8, 64 * KiB},                 /* 960K + 3 x 1M + 64K */
-        {STAGING_DIRECT_BELOW - 1, 12, 64 * KiB - 1}, /* 960K + 7 x 1M + 64K - 1 */
+        {64 * KiB + 1, 1, 64 * KiB + 1},
+        {192 * KiB, 1, 192 * KiB},
+        {256 * KiB, 1, 256 * KiB},               /* one chunk up to the ramp's start */
+        {256 * KiB + 1, 2, 1},
+        {MiB, 3, 256 * KiB},                     /* 256 512 + 256 */
+        {768 * KiB, 2, 512 * KiB},               /* the ramp exactly */
+        {4 * MiB, 6, 256 * KiB},                 /* 768K + 3 x 1M + 256K */
+        {STAGING_DIRECT_BELOW - 1, 10, 256 * KiB - 1}, /* 768K + 7 x 1M + 256K - 1 */
     };
     for (size_t k = 0; k < sizeof c / sizeof *c; k++) {
         staging_plan p;
@@ -1434,7 +1448,7 @@ Test(staging, small_plan_ramps_to_a_megabyte)
         size_t len[16];
         chunk_lengths(&p, len);
         for (size_t i = 0; i + 1 < p.chunks; i++)
-            cr_assert_eq(len[i], i < 4 ? (64 * KiB) << i : MiB, "n %zu chunk %zu", c[k].n, i);
+            cr_assert_eq(len[i], i < 2 ? (256 * KiB) << i : MiB, "n %zu chunk %zu", c[k].n, i);
         cr_assert_eq(len[p.chunks - 1], c[k].last, "n %zu", c[k].n);
     }
     /* a fixed chunk (FHEPLAN_STAGING_CHUNK=256K) caps the chunk and is every chunk's size,
@@ -1475,7 +1489,8 @@ Test(staging, small_run_overlaps_each_fill_with_the_dma_before)
 {
     staging_shape sh = shape(8, 0);
     staging_plan p;
-    staging_small_plan_make(MiB, &sh, &p); /* 5 chunks, 3 slots */
+    staging_small_plan_make(3840 * KiB, &sh, &p); /* 256K 512K 3 x 1M: 5 chunks, 3 slots */
+    cr_assert_eq(p.chunks, 5);
     mock m;
     cr_assert_eq(run_mock_x(&p, 1, 0, 0, 1, &m), FHR_OK);
     cr_assert_str_eq(m.log, "A0 a0 B0 A1 a1 B1 A2 a2 B2 b0 A3 a3 B3 b1 A4 a4 B4");
@@ -1485,7 +1500,8 @@ Test(staging, small_run_overlaps_each_fill_with_the_dma_before)
     cr_assert_str_eq(m.log, "A0 A1 a0 A2 B0 b0 a1 A3 B1 b1 a2 A4 B2 b2 a3 B3 b3 a4 B4 b4");
     cr_assert_eq(m.bad, 0);
     free(m.state);
-    staging_small_plan_make(64 * KiB + 1, &sh, &p); /* 2 chunks, 2 slots */
+    staging_small_plan_make(256 * KiB + 1, &sh, &p); /* 2 chunks, 2 slots */
+    cr_assert_eq(p.chunks, 2);
     cr_assert_eq(run_mock_x(&p, 1, 0, 0, 1, &m), FHR_OK);
     cr_assert_str_eq(m.log, "A0 a0 B0 A1 a1 B1");
     free(m.state);
@@ -1875,7 +1891,7 @@ Test(threads_staging, failures_drain_caller_staged_and_split_copies)
         staging_shape sh = shape(3, 0);
         sh.small[0] = sh.small[1] = STAGING_SMALL_CALLER;
         sh.direct_below = STAGING_DIRECT_BELOW;
-        size_t n = MiB + 5; /* 64K 128K 256K 512K, 64K + 5: 5 chunks, 3 slots */
+        size_t n = 2 * MiB + 768 * KiB + 5; /* 256K 512K 1M 1M, 5: 5 chunks, 3 slots */
         staging_plan p;
         staging_small_plan_make(n, &sh, &p);
         cr_assert_eq(p.chunks, 5);
