@@ -132,9 +132,11 @@ static void wait_path(bench *k, path p)
     }
 }
 
-/* The sizes of the small-copy rows: every power of two from 64 KiB below SMALL_BELOW. */
-static const size_t small_sizes[] = {64u << 10, 128u << 10, 256u << 10, 512u << 10,
-                                     1u << 20,  2u << 20,   4u << 20,   8u << 20};
+/* The sizes of the small-copy rows: every power of two from 64 KiB below SMALL_BELOW, and
+ * the sizes between the small-copy rule's limits (96, 192 and 384 KiB). */
+static const size_t small_sizes[] = {64u << 10,  96u << 10, 128u << 10, 192u << 10,
+                                     256u << 10, 384u << 10, 512u << 10, 1u << 20,
+                                     2u << 20,   4u << 20,   8u << 20};
 #define N_SMALL (sizeof small_sizes / sizeof *small_sizes)
 
 /* Repetitions of a copy of n bytes: --reps, at least SMALL_REPS below SMALL_BELOW. */
@@ -1068,7 +1070,8 @@ static void run_sweep(bench *k)
                 for (int d = 0; d < 2; d++) {
                     double bw = bandwidth(k, d ? DEV_TO_PAGE : PAGE_TO_DEV, BACKEND, n);
                     char what[64], js[128], tx[64];
-                    snprintf(what, sizeof what, "sweep %s", dir_names[d ? DEV_TO_PAGE : PAGE_TO_DEV]);
+                    snprintf(what, sizeof what, "sweep %s",
+                             dir_names[d ? DEV_TO_PAGE : PAGE_TO_DEV]);
                     snprintf(js, sizeof js, ", \"copy_threads\": %d, \"chunk\": \"%s\"",
                              threads[t], *chunks[c] ? chunks[c] : "auto");
                     snprintf(tx, sizeof tx, "threads %d chunk %s", threads[t],

@@ -93,11 +93,11 @@ int staging_small(size_t n, const staging_shape *sh, int to_device)
     int k = sh->small[to_device ? 1 : 0];
     if (k != STAGING_SMALL_AUTO)
         return k;
-    size_t caller_below =
-        to_device ? STAGING_AUTO_CALLER_BELOW_TO : STAGING_AUTO_CALLER_BELOW_FROM;
-    return n < caller_below                ? STAGING_SMALL_CALLER
-           : n < STAGING_AUTO_DIRECT_BELOW ? STAGING_SMALL_DIRECT
-                                           : STAGING_SMALL_PARALLEL;
+    if (!to_device)
+        return n < STAGING_AUTO_CALLER_BELOW_FROM ? STAGING_SMALL_CALLER : STAGING_SMALL_PARALLEL;
+    return n < STAGING_AUTO_CALLER_BELOW_TO    ? STAGING_SMALL_CALLER
+           : n < STAGING_AUTO_DIRECT_BELOW     ? STAGING_SMALL_DIRECT
+                                               : STAGING_SMALL_PARALLEL;
 }
 
 int staging_stream_copy(size_t n, const staging_shape *sh, int to_device)

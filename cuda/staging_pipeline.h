@@ -54,17 +54,19 @@
 #define STAGING_SMALL_DIRECT 0
 #define STAGING_SMALL_CALLER 1
 #define STAGING_SMALL_PARALLEL 2
-/* `auto`, the default, picks one of them by size and direction: the caller below
- * STAGING_AUTO_CALLER_BELOW_TO towards the device and below STAGING_AUTO_CALLER_BELOW_FROM
- * from it, CUDA's own from there to STAGING_AUTO_DIRECT_BELOW, parallel from it. On the
- * H200 host (bench/transfer --small-variants, against CUDA's own copy on the same stream,
- * with non-temporal fills) these were the paths that beat CUDA's own pageable copy at each
- * size, or (towards the device at 128 KiB, where nothing of ours did) CUDA's own call: there
- * the caller's one chunk ran at 0.94-0.95 of CUDA's copy, and from the device at 1.06
- * (against 0.98-0.99 for CUDA's own call behind our bookkeeping). */
+/* `auto`, the default, picks one of them by size and direction. Towards the device: the
+ * caller below STAGING_AUTO_CALLER_BELOW_TO, CUDA's own below STAGING_AUTO_DIRECT_BELOW,
+ * parallel from it. From the device: the caller below STAGING_AUTO_CALLER_BELOW_FROM,
+ * parallel from it. On the H200 host (bench/transfer --small-variants, against CUDA's own
+ * copy on the same stream, with non-temporal fills) these were the paths that beat CUDA's
+ * own pageable copy at each size, or (towards the device at 128 KiB, where nothing of ours
+ * did) CUDA's own call: there the caller's one chunk ran at 0.93-0.95 of CUDA's copy. From
+ * the device the caller's one chunk ran at 1.06-1.18 of it at 128 KiB (CUDA's own call
+ * behind our bookkeeping: 0.98-0.99) and 1.18-1.34 at 256 KiB (parallel chunks: 1.04-1.21,
+ * once 0.98); at 512 KiB parallel chunks won (1.64 against 1.25). */
 #define STAGING_SMALL_AUTO 3
 #define STAGING_AUTO_CALLER_BELOW_TO ((size_t)128 << 10)
-#define STAGING_AUTO_CALLER_BELOW_FROM ((size_t)256 << 10)
+#define STAGING_AUTO_CALLER_BELOW_FROM ((size_t)512 << 10)
 #define STAGING_AUTO_DIRECT_BELOW ((size_t)256 << 10)
 #define STAGING_DEFAULT_SMALL_TO STAGING_SMALL_AUTO   /* towards the device */
 #define STAGING_DEFAULT_SMALL_FROM STAGING_SMALL_AUTO /* from the device */

@@ -1316,29 +1316,38 @@ Test(staging, small_rule_follows_the_threshold)
     /* auto, the default: by size and direction */
     cr_assert_eq(STAGING_DEFAULT_SMALL_TO, STAGING_SMALL_AUTO);
     cr_assert_eq(STAGING_DEFAULT_SMALL_FROM, STAGING_SMALL_AUTO);
-    /* towards the device: CUDA's own call at 128 KiB; from it: the caller up to 256 KiB */
+    /* towards the device: the caller, CUDA's own call from 128 KiB, parallel from 256 KiB;
+     * from it: the caller below 512 KiB, then parallel */
     cr_assert_eq(STAGING_AUTO_CALLER_BELOW_TO, 128 * KiB);
-    cr_assert_eq(STAGING_AUTO_CALLER_BELOW_FROM, 256 * KiB);
-    cr_assert_eq(staging_small(128 * KiB - 1, &sh, 1), STAGING_SMALL_CALLER);
-    cr_assert_eq(staging_small(128 * KiB, &sh, 1), STAGING_SMALL_DIRECT);
-    cr_assert_eq(staging_small(256 * KiB - 1, &sh, 1), STAGING_SMALL_DIRECT);
-    cr_assert_eq(staging_small(128 * KiB, &sh, 0), STAGING_SMALL_CALLER);
-    cr_assert_eq(staging_small(256 * KiB - 1, &sh, 0), STAGING_SMALL_CALLER);
-    for (int to = 0; to < 2; to++) {
-        size_t caller_below = to ? STAGING_AUTO_CALLER_BELOW_TO : STAGING_AUTO_CALLER_BELOW_FROM;
-        cr_assert_eq(staging_small(1, &sh, to), STAGING_SMALL_CALLER);
-        cr_assert_eq(staging_small(caller_below - 1, &sh, to), STAGING_SMALL_CALLER);
-        cr_assert_eq(staging_small(STAGING_AUTO_DIRECT_BELOW, &sh, to), STAGING_SMALL_PARALLEL);
-        cr_assert_eq(staging_small(STAGING_DIRECT_BELOW - 1, &sh, to), STAGING_SMALL_PARALLEL);
-        cr_assert_eq(staging_small(STAGING_DIRECT_BELOW, &sh, to), -1);
+    cr_assert_eq(STAGING_AUTO_DIRECT_BELOW, 256 * KiB);
+    cr_assert_eq(STAGING_AUTO_CALLER_BELOW_FROM, 512 * KiB);
+    struct {
+        size_t n;
+        int to, from;
+    } rule[] = {
+        {1, STAGING_SMALL_CALLER, STAGING_SMALL_CALLER},
+        {128 * KiB - 1, STAGING_SMALL_CALLER, STAGING_SMALL_CALLER},
+        {128 * KiB, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
+        {256 * KiB - 1, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
+        {256 * KiB, STAGING_SMALL_PARALLEL, STAGING_SMALL_CALLER},
+        {512 * KiB - 1, STAGING_SMALL_PARALLEL, STAGING_SMALL_CALLER},
+        {512 * KiB, STAGING_SMALL_PARALLEL, STAGING_SMALL_PARALLEL},
+        {STAGING_DIRECT_BELOW - 1, STAGING_SMALL_PARALLEL, STAGING_SMALL_PARALLEL},
+        {STAGING_DIRECT_BELOW, -1, -1},
+    };
+    for (size_t i = 0; i < sizeof rule / sizeof *rule; i++) {
+        cr_assert_eq(staging_small(rule[i].n, &sh, 1), rule[i].to, "%zu towards", rule[i].n);
+        cr_assert_eq(staging_small(rule[i].n, &sh, 0), rule[i].from, "%zu from", rule[i].n);
     }
     cr_assert(STAGING_AUTO_CALLER_BELOW_TO < STAGING_AUTO_DIRECT_BELOW);
-    cr_assert(STAGING_AUTO_CALLER_BELOW_FROM <= STAGING_AUTO_DIRECT_BELOW);
-    /* the caller's copies up to the rule's limit are one chunk, one DMA */
-    staging_plan one;
-    staging_small_plan_make(STAGING_AUTO_CALLER_BELOW_FROM - 1, &sh, &one);
-    cr_assert_eq(one.chunks, 1);
     cr_assert(STAGING_AUTO_DIRECT_BELOW <= STAGING_DIRECT_BELOW);
+    cr_assert(STAGING_AUTO_CALLER_BELOW_FROM <= STAGING_DIRECT_BELOW);
+    /* the caller's copies up to 256 KiB are one chunk, one DMA */
+    staging_plan one;
+    staging_small_plan_make(256 * KiB, &sh, &one);
+    cr_assert_eq(one.chunks, 1);
+    staging_small_plan_make(256 * KiB + 1, &sh, &one);
+    cr_assert_eq(one.chunks, 2);
     sh.small[1] = STAGING_SMALL_PARALLEL;
     sh.small[0] = STAGING_SMALL_CALLER;
     cr_assert_eq(staging_small(1, &sh, 1), STAGING_SMALL_PARALLEL);
