@@ -95,9 +95,9 @@ int staging_small(size_t n, const staging_shape *sh, int to_device)
         return k;
     if (!to_device)
         return n < STAGING_AUTO_CALLER_BELOW_FROM ? STAGING_SMALL_CALLER : STAGING_SMALL_PARALLEL;
-    return n < STAGING_AUTO_CALLER_BELOW_TO    ? STAGING_SMALL_CALLER
-           : n < STAGING_AUTO_DIRECT_BELOW     ? STAGING_SMALL_DIRECT
-                                               : STAGING_SMALL_PARALLEL;
+    return n <= STAGING_AUTO_CALLER_MAX_TO    ? STAGING_SMALL_CALLER
+           : n < STAGING_AUTO_DIRECT_BELOW    ? STAGING_SMALL_DIRECT
+                                              : STAGING_SMALL_PARALLEL;
 }
 
 int staging_stream_copy(size_t n, const staging_shape *sh, int to_device)

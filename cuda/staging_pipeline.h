@@ -55,17 +55,19 @@
 #define STAGING_SMALL_CALLER 1
 #define STAGING_SMALL_PARALLEL 2
 /* `auto`, the default, picks one of them by size and direction. Towards the device: the
- * caller below STAGING_AUTO_CALLER_BELOW_TO, CUDA's own below STAGING_AUTO_DIRECT_BELOW,
+ * caller up to STAGING_AUTO_CALLER_MAX_TO, CUDA's own below STAGING_AUTO_DIRECT_BELOW,
  * parallel from it. From the device: the caller below STAGING_AUTO_CALLER_BELOW_FROM,
  * parallel from it. On the H200 host (bench/transfer --small-variants, against CUDA's own
  * copy on the same stream, with non-temporal fills) these were the paths that beat CUDA's
- * own pageable copy at each size, or (towards the device at 128 KiB, where nothing of ours
- * did) CUDA's own call: there the caller's one chunk ran at 0.93-0.95 of CUDA's copy. From
- * the device the caller's one chunk ran at 1.06-1.18 of it at 128 KiB (CUDA's own call
- * behind our bookkeeping: 0.98-0.99) and 1.18-1.34 at 256 KiB (parallel chunks: 1.04-1.21,
- * once 0.98); at 512 KiB parallel chunks won (1.64 against 1.25). */
+ * own pageable copy at each size, or (towards the device above 64 KiB, where nothing of
+ * ours did) CUDA's own call. CUDA's pageable copy towards the device takes 26 us at 64 KiB
+ * and 17 us at 96 KiB: the caller's one chunk ran at 1.54-1.68x it at 64 KiB, at
+ * 0.90-0.93x at 96 KiB and 0.92-0.95x at 128 KiB. From the device the caller's one chunk ran
+ * at 1.06-1.39x CUDA's copy at 96-128 KiB (CUDA's own call behind our bookkeeping:
+ * 0.97-0.99x) and 1.18-1.46x at 256 KiB (parallel chunks: 1.04-1.21x, once 0.98x); at
+ * 512 KiB parallel chunks won (1.44-1.64x against 1.25-1.49x). */
 #define STAGING_SMALL_AUTO 3
-#define STAGING_AUTO_CALLER_BELOW_TO ((size_t)128 << 10)
+#define STAGING_AUTO_CALLER_MAX_TO ((size_t)64 << 10)
 #define STAGING_AUTO_CALLER_BELOW_FROM ((size_t)512 << 10)
 #define STAGING_AUTO_DIRECT_BELOW ((size_t)256 << 10)
 #define STAGING_DEFAULT_SMALL_TO STAGING_SMALL_AUTO   /* towards the device */

@@ -585,7 +585,10 @@ Test(staging, pipeline_stops_at_the_first_failure_and_drains_what_it_started)
 
 #define GUARD 64
 
-static unsigned char pattern(size_t i, unsigned seed) { return (unsigned char)(i * 131u + seed + (i >> 12)); }
+static unsigned char pattern(size_t i, unsigned seed)
+{
+    return (unsigned char)(i * 131u + seed + (i >> 12));
+}
 
 /* The first byte of [0, total) that is not as expected (total when none): inside the
  * copied range a (the copied pattern, when the copy succeeded), outside it b. */
@@ -1316,9 +1319,9 @@ Test(staging, small_rule_follows_the_threshold)
     /* auto, the default: by size and direction */
     cr_assert_eq(STAGING_DEFAULT_SMALL_TO, STAGING_SMALL_AUTO);
     cr_assert_eq(STAGING_DEFAULT_SMALL_FROM, STAGING_SMALL_AUTO);
-    /* towards the device: the caller, CUDA's own call from 128 KiB, parallel from 256 KiB;
-     * from it: the caller below 512 KiB, then parallel */
-    cr_assert_eq(STAGING_AUTO_CALLER_BELOW_TO, 128 * KiB);
+    /* towards the device: the caller up to 64 KiB, CUDA's own call above, parallel from
+     * 256 KiB; from it: the caller below 512 KiB, then parallel */
+    cr_assert_eq(STAGING_AUTO_CALLER_MAX_TO, 64 * KiB);
     cr_assert_eq(STAGING_AUTO_DIRECT_BELOW, 256 * KiB);
     cr_assert_eq(STAGING_AUTO_CALLER_BELOW_FROM, 512 * KiB);
     struct {
@@ -1326,7 +1329,8 @@ Test(staging, small_rule_follows_the_threshold)
         int to, from;
     } rule[] = {
         {1, STAGING_SMALL_CALLER, STAGING_SMALL_CALLER},
-        {128 * KiB - 1, STAGING_SMALL_CALLER, STAGING_SMALL_CALLER},
+        {64 * KiB, STAGING_SMALL_CALLER, STAGING_SMALL_CALLER},
+        {64 * KiB + 1, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
         {128 * KiB, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
         {256 * KiB - 1, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
         {256 * KiB, STAGING_SMALL_PARALLEL, STAGING_SMALL_CALLER},
@@ -1339,7 +1343,7 @@ Test(staging, small_rule_follows_the_threshold)
         cr_assert_eq(staging_small(rule[i].n, &sh, 1), rule[i].to, "%zu towards", rule[i].n);
         cr_assert_eq(staging_small(rule[i].n, &sh, 0), rule[i].from, "%zu from", rule[i].n);
     }
-    cr_assert(STAGING_AUTO_CALLER_BELOW_TO < STAGING_AUTO_DIRECT_BELOW);
+    cr_assert(STAGING_AUTO_CALLER_MAX_TO < STAGING_AUTO_DIRECT_BELOW);
     cr_assert(STAGING_AUTO_DIRECT_BELOW <= STAGING_DIRECT_BELOW);
     cr_assert(STAGING_AUTO_CALLER_BELOW_FROM <= STAGING_DIRECT_BELOW);
     /* the caller's copies up to 256 KiB are one chunk, one DMA */
