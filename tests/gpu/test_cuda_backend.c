@@ -148,6 +148,10 @@ static void all_directions(size_t n)
 
 Test(cuda_copy, one_byte) { all_directions(1); }
 Test(cuda_copy, bytes_4097) { all_directions(4097); }
+/* the small-copy rule's paths: towards the device CUDA's own call (100 KiB) and parallel
+ * chunks (300 KiB), from it the caller in one chunk and in two */
+Test(cuda_copy, small_rule_100k) { all_directions((100u << 10) + 3); }
+Test(cuda_copy, small_rule_300k) { all_directions((300u << 10) + 5); }
 Test(cuda_copy, three_mib_plus_7) { all_directions((3u << 20) + 7); }
 Test(cuda_copy, spans_three_chunks) { all_directions((40u << 20) + 13); }
 Test(cuda_copy, reuses_every_staging_buffer) { all_directions((100u << 20) + 1); }
@@ -194,7 +198,7 @@ static void fill_later(void *arg)
 
 /* A pageable copy towards the device reads its source only after the stream's earlier
  * work, here a host function that writes that source, on every path: the caller's
- * (100 KiB), CUDA's own (200 KiB), parallel chunks (5 MiB) and the pipeline (9 MiB). */
+ * (60 KiB), CUDA's own (200 KiB), parallel chunks (5 MiB) and the pipeline (9 MiB). */
 static void waits_for_earlier_work(size_t n)
 {
     fhr_backend *b = cuda_or_skip();
@@ -216,7 +220,7 @@ static void waits_for_earlier_work(size_t n)
 }
 
 Test(cuda_copy, staged_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(5u << 20); }
-Test(cuda_copy, caller_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(100u << 10); }
+Test(cuda_copy, caller_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(60u << 10); }
 Test(cuda_copy, direct_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(200u << 10); }
 Test(cuda_copy, pipeline_copy_waits_for_earlier_stream_work) { waits_for_earlier_work(9u << 20); }
 
