@@ -63,7 +63,7 @@
  * ours did) CUDA's own call. CUDA's pageable copy towards the device takes 26 us at 64 KiB
  * and 17 us at 96 KiB: the caller's one chunk ran at 1.54-1.68x it at 64 KiB, at
  * 0.90-0.93x at 96 KiB, 0.92-1.00x at 128 KiB and 0.93-0.98x at 192 KiB, CUDA's own call at
- * 0.94-0.98x (bench/README.md). From the device the caller's one chunk ran at 1.06-1.31x
+ * 0.93-1.00x (bench/README.md). From the device the caller's one chunk ran at 1.06-1.31x
  * CUDA's copy at 96-192 KiB (CUDA's own call behind our bookkeeping: 0.97-0.99x) and
  * 1.34-1.39x at 256 KiB (parallel chunks: 1.04-1.21x, once 0.98x), two chunks at 384 KiB
  * 1.17-1.37x; at 512 KiB parallel chunks won in three of four runs (1.35-1.69x against
