@@ -265,6 +265,13 @@ static int run_one(const char *src, fhr_backend *b, const char *devname, uint64_
  * twice */
 static int keys_on[4] = {1, 1, 1, 1}, batch_on[2] = {1, 1}, seq_on[2] = {1, 1};
 
+/* Whether part bi of the table is asked for: 0 and 1 are batch 1 and 16 through the
+ * sequence once, 2 is batch 1 through it twice. */
+static int part_on(size_t bi)
+{
+    return batch_on[bi % 2] && seq_on[bi == 2];
+}
+
 static int model_table(const char *src, const double profile[2])
 {
     const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
@@ -273,7 +280,7 @@ static int model_table(const char *src, const double profile[2])
            "sched ms", "best ms", "bytes/b", "time/b");
     int fails = 0;
     for (size_t bi = 0; bi < 3; bi++) {
-        if (!batch_on[bi % 2] || !seq_on[bi == 2]) /* bi 2: batch 1, the sequence twice */
+        if (!part_on(bi))
             continue;
         char *s1 = with_batch(src, batch[bi % 2]);
         char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
@@ -411,7 +418,7 @@ int main(int argc, char **argv)
     int first = 1, fails = 0;
     /* batch 1 and 16 once through the sequence; batch 1 also twice through it */
     for (size_t bi = 0; bi < 3; bi++) {
-        if (!batch_on[bi % 2] || !seq_on[bi == 2]) /* bi 2: batch 1, the sequence twice */
+        if (!part_on(bi))
             continue;
         char *s1 = with_batch(src, batch[bi % 2]);
         char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
