@@ -6,6 +6,7 @@
 #include "cuda/copy_threads.h"
 #include "cuda/cuda_internal.h"
 #include "cuda/host_copy.h"
+#include "cuda/kernels.h"
 #include "cuda/staging_pipeline.h"
 
 #include <cuda_runtime_api.h>
@@ -44,7 +45,8 @@ typedef struct bench {
     FILE *jf;           /* --json-file: the JSON rows beside the text */
     int no_growth;      /* --no-growth: the variant matrix without pinned growth */
     int small_only;     /* --small-variants: the variant matrix's small copies alone */
-    int probe;          /* --direct-probe: what fheplan's direct path adds to CUDA's call */
+    int probe;          /* 1 --direct-probe: what fheplan's direct path adds to CUDA's call;
+                           2 --caller-probe: one staged chunk by hand */
     int variants;       /* --variants: the variant matrix (what limits the pageable path
                            and pinning), instead of the default sections */
     int growth_reps;    /* passes of each pinned-growth variant */
@@ -161,7 +163,8 @@ static double bandwidth(bench *k, dir d, path p, size_t n)
     return (double)n / median(t, reps) / 1e9;
 }
 
-/* fheplan's copy, CUDA's own, and (waited not NULL) CUDA's own after a wait for its idle
+/* fheplan's copy, CUDA's own (`raw`: cudaMemcpyAsync on the bench's stream, or the
+ * synchronous cudaMemcpy), and (waited not NULL) CUDA's own after a wait for its idle
  * stream, in blocks: a block is TURN_SKIP copies of one path, not timed, then TURN_BLOCK
  * timed ones; the paths' blocks take turns until each path has reps_at(n) timings (the
  * last block may be shorter): GB/s of each, medians. On the H200 host CUDA's pageable
@@ -171,7 +174,7 @@ static double bandwidth(bench *k, dir d, path p, size_t n)
  * every round, so that neither always reads the same buffer or always comes first. */
 #define TURN_BLOCK 7
 #define TURN_SKIP 2
-static void bandwidth_turns(bench *k, dir d, size_t n, double *ours, double *cuda,
+static void bandwidth_turns(bench *k, dir d, size_t n, path raw, double *ours, double *cuda,
                             double *waited)
 {
     double t[3][MAX_REPS];
@@ -179,7 +182,7 @@ static void bandwidth_turns(bench *k, dir d, size_t n, double *ours, double *cud
     for (int done = 0, round = 0; done < reps; done += TURN_BLOCK, round++)
         for (int q = 0; q < np; q++) {
             int odd = round & 1, p = odd ? np - 1 - q : q;
-            path pp = p == 0 ? BACKEND : p == 1 ? RAW_ASYNC : RAW_WAITED;
+            path pp = p == 0 ? BACKEND : p == 1 ? raw : RAW_WAITED;
             int block = reps - done < TURN_BLOCK ? reps - done : TURN_BLOCK;
             k->pairing = (p == 0) != odd ? 1 : 2;
             for (int c = -TURN_SKIP; c < block; c++) {
@@ -213,7 +216,7 @@ static void bandwidth_pair(bench *k, dir d, size_t n, double *ours, double *cuda
         *cuda = bandwidth(k, d, RAW_ASYNC, n);
         return;
     }
-    bandwidth_turns(k, d, n, ours, cuda, NULL);
+    bandwidth_turns(k, d, n, RAW_ASYNC, ours, cuda, NULL);
 }
 
 static const char *small_path_name(size_t n, const staging_shape *sh, int to_device)
@@ -398,6 +401,176 @@ static void run_direct_probe(bench *k)
     }
 }
 
+/* ---- --caller-probe: one staged chunk by hand, towards the device --------------------
+ * At 64 to 384 KiB, ten rows a round in a fixed-seed shuffled order, medians of 41
+ * rounds: CUDA's pageable call; fheplan's copy; one chunk by hand (a stream query, a libc
+ * memcpy into a pinned slot of 1 MiB, the DMA, an event, a stream sync), also without the
+ * event, as two chunks, and with a non-temporal fill by the caller alone or split over 2
+ * or 4 threads; the slot's DMA alone, and the fill alone. The hand-made chunks' own steps
+ * are timed too. First, at 40 KiB, 200 KiB and 4 MiB, whether CUDA's call reads its
+ * source after the stream's earlier work (order_probe). What a staged copy could reach
+ * here, against what it does. */
+typedef struct later_fill {
+    unsigned char *p;
+    size_t n;
+} later_fill;
+
+static void CUDART_CB fill_5a(void *arg)
+{
+    later_fill *l = arg;
+    memset(l->p, 0x5a, l->n);
+}
+
+/* What CUDA's own pageable copy towards the device does behind earlier work on its
+ * stream: a 20 ms kernel, then a host function that writes the source (0x5a), then the
+ * copy; the source is scribbled (0xab) the moment the call returns. Prints how many bytes
+ * arrived from each moment. */
+static void order_probe(bench *k, size_t n)
+{
+    cudaStream_t rs = k->rs;
+    later_fill l = {k->pageable, n};
+    fhr_error err;
+    fhr_error_init(&err);
+    memset(k->pageable, 0, n);
+    cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+    if (fhk_spin(k->s, 20000000, &err) != FHR_OK)
+        die("fhk_spin", err.message);
+    cu_check(cudaLaunchHostFunc(rs, fill_5a, &l), "cudaLaunchHostFunc");
+    cu_check(cudaMemcpyAsync(k->dev, k->pageable, n, cudaMemcpyHostToDevice, rs),
+             "cudaMemcpyAsync");
+    memset(k->pageable, 0xab, n);
+    cu_check(cudaMemcpyAsync(k->pin, k->dev, n, cudaMemcpyDeviceToHost, rs), "cudaMemcpyAsync");
+    cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+    size_t c[4] = {0, 0, 0, 0}; /* 0x5a, 0, 0xab, other */
+    const unsigned char *got = k->pin;
+    for (size_t i = 0; i < n; i++)
+        c[got[i] == 0x5a ? 0 : got[i] == 0 ? 1 : got[i] == 0xab ? 2 : 3]++;
+    char tx[224];
+    snprintf(tx, sizeof tx, "(bytes: %zu in order, %zu from before the earlier work, %zu from "
+             "after the call returned, %zu other)", c[0], c[1], c[2], c[3]);
+    row_x(k, "caller probe order: CUDA's call", n, (double)c[0], (double)n, "B", "", tx);
+}
+
+static void run_caller_probe(bench *k)
+{
+    enum { NP = 10, REPS = 41, NB = 4 };
+    static const char *const names[NP] = {
+        "CUDA's call",        "fheplan's copy",     "one chunk by hand", "one chunk, no event",
+        "two chunks by hand", "the DMA alone",      "the fill alone",    "one chunk, NT fill",
+        "one chunk, NT fill over 2 threads",        "one chunk, NT fill over 4 threads"};
+    static const char *const steps[NB] = {"query", "fill", "DMA and event calls", "sync"};
+    static const size_t sz[] = {64u << 10, 96u << 10, 128u << 10, 192u << 10, 256u << 10,
+                                384u << 10};
+    void *slot = NULL;
+    cudaEvent_t ev;
+    cu_check(cudaHostAlloc(&slot, 1u << 20, cudaHostAllocPortable), "cudaHostAlloc");
+    cu_check(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming), "cudaEventCreate");
+    memset(slot, 0, 1u << 20);
+    /* helpers for the split fills: one thread (2 with the caller) and three (4) */
+    copy_pool *pool[2];
+    fhr_error err;
+    fhr_error_init(&err);
+    for (int i = 0; i < 2; i++) {
+        if (copy_pool_create(i ? 3 : 1, &pool[i], &err) != FHR_OK)
+            die("copy_pool_create", err.message);
+        copy_pool_set_spin(pool[i], 50000);
+    }
+    copy_split split;
+    memset(&split, 0, sizeof split);
+    cudaStream_t rs = k->rs;
+    order_probe(k, 40u << 10);
+    order_probe(k, 200u << 10);
+    order_probe(k, 4u << 20);
+
+    for (size_t z = 0; z < sizeof sz / sizeof *sz; z++) {
+        size_t n = sz[z], h = n / 2;
+        double t[NP][REPS], b[NP][NB][REPS];
+        unsigned rng = 4242;
+        for (int r = -1; r < REPS; r++) {
+            int order[NP];
+            shuffle(order, NP, &rng);
+            for (int q = 0; q < NP; q++) {
+                int p = order[q];
+                double t0 = now(), t1 = t0, t2 = t0, t3 = t0;
+                if (p == 0) {
+                    cu_check(cudaMemcpyAsync(k->dev, k->pageable, n, cudaMemcpyHostToDevice, rs),
+                             "cudaMemcpyAsync");
+                    cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+                } else if (p == 1) {
+                    enqueue(k, PAGE_TO_DEV, BACKEND, n);
+                    wait_path(k, BACKEND);
+                } else if (p == 2 || p == 3 || p >= 7) {
+                    if (cudaStreamQuery(rs) != cudaSuccess)
+                        cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+                    t1 = now();
+                    if (p == 2 || p == 3)
+                        memcpy(slot, k->pageable, n);
+                    else if (p == 7)
+                        copy_stream(slot, k->pageable, n);
+                    else {
+                        int parts = p == 8 ? 2 : 4;
+                        copy_pool_submit_split(pool[p - 8], &split, copy_stream, slot,
+                                               k->pageable, n, n / (size_t)parts);
+                        copy_pool_wait_split(pool[p - 8], &split);
+                    }
+                    t2 = now();
+                    cu_check(cudaMemcpyAsync(k->dev, slot, n, cudaMemcpyHostToDevice, rs),
+                             "cudaMemcpyAsync");
+                    if (p != 3)
+                        cu_check(cudaEventRecord(ev, rs), "cudaEventRecord");
+                    t3 = now();
+                    cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+                } else if (p == 4) {
+                    if (cudaStreamQuery(rs) != cudaSuccess)
+                        cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+                    for (size_t off = 0; off < n; off += h) {
+                        memcpy((char *)slot + off, k->pageable + off, h);
+                        cu_check(cudaMemcpyAsync((char *)k->dev + off, (char *)slot + off, h,
+                                                 cudaMemcpyHostToDevice, rs),
+                                 "cudaMemcpyAsync");
+                    }
+                    cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+                } else if (p == 5) {
+                    cu_check(cudaMemcpyAsync(k->dev, slot, n, cudaMemcpyHostToDevice, rs),
+                             "cudaMemcpyAsync");
+                    cu_check(cudaStreamSynchronize(rs), "cudaStreamSynchronize");
+                } else {
+                    memcpy(slot, k->pageable, n);
+                }
+                double t4 = now();
+                if (r < 0)
+                    continue;
+                t[p][r] = t4 - t0;
+                b[p][0][r] = t1 - t0;
+                b[p][1][r] = t2 - t1;
+                b[p][2][r] = t3 - t2;
+                b[p][3][r] = t4 - t3;
+            }
+        }
+        double base = median(t[0], REPS);
+        for (int p = 0; p < NP; p++) {
+            char what[96];
+            snprintf(what, sizeof what, "caller probe %s", names[p]);
+            row_x(k, what, n, median(t[p], REPS) * 1e6, base * 1e6, "us", "",
+                  "(us per copy and its wait; ratio: time / CUDA's call)");
+            if (p != 2 && p < 7)
+                continue;
+
+            char tx[160];
+            int at = snprintf(tx, sizeof tx, "(steps, us:");
+            for (int i = 0; i < NB; i++)
+                at += snprintf(tx + at, sizeof tx - (size_t)at, " %s %.2f%s", steps[i],
+                               median(b[p][i], REPS) * 1e6, i + 1 < NB ? "," : ")");
+            snprintf(what, sizeof what, "caller probe   its steps");
+            row_x(k, what, n, 0, 0, "us", "", tx);
+        }
+    }
+    for (int i = 0; i < 2; i++)
+        copy_pool_destroy(pool[i]);
+    cudaEventDestroy(ev);
+    cudaFreeHost(slot);
+}
+
 /* Median CPU time per enqueue in microseconds (batches of 200, no wait in between). */
 static double enqueue_cost(bench *k, dir d, path p, size_t n)
 {
@@ -572,10 +745,19 @@ static void run_bandwidth(bench *k)
             char what[64];
             snprintf(what, sizeof what, "%s%s", dir_names[d],
                      raw == RAW_SYNC ? " (raw: cudaMemcpy)" : "");
-            double bw = bandwidth(k, (dir)d, BACKEND, n);
+            /* below SMALL_BELOW in blocks that take turns, as the side-by-side rows: all
+             * of one path, then all of the other, read a 256 KiB pageable copy at 0.78x
+             * on the H200 host where the two in turns read 0.99x */
+            double bw, rbw;
+            if (n < SMALL_BELOW) {
+                bandwidth_turns(k, (dir)d, n, raw, &bw, &rbw, NULL);
+            } else {
+                bw = bandwidth(k, (dir)d, BACKEND, n);
+                rbw = bandwidth(k, (dir)d, raw, n);
+            }
             if (d == PIN_TO_DEV)
                 k->pinned[i] = bw;
-            row(k, what, n, bw, bandwidth(k, (dir)d, raw, n), "GB/s");
+            row(k, what, n, bw, rbw, "GB/s");
         }
     }
 }
@@ -636,6 +818,22 @@ static void run_staged_vs_host(bench *k)
 /* (a) pageable->cuda and cuda->pageable side by side: fheplan's path (CUDA's own below
  * FHEPLAN_STAGING_DIRECT, the staging pipeline from it) against CUDA's own pageable
  * cudaMemcpyAsync, and against the pinned link of this run. */
+/* Median microseconds of a libc memcpy of n bytes from the pageable buffer into the
+ * pinned one: the host stage that any staged copy (the caller's one chunk) runs before
+ * its DMA, and cannot overlap with it when the copy is one chunk. */
+static double fill_us(bench *k, size_t n)
+{
+    double t[MAX_REPS];
+    int reps = reps_at(k, n);
+    memcpy(k->pin, k->pageable, n);
+    for (int r = 0; r < reps; r++) {
+        double t0 = now();
+        memcpy(k->pin, k->pageable, n);
+        t[r] = now() - t0;
+    }
+    return median(t, reps) * 1e6;
+}
+
 static void pageable_row(bench *k, const staging_shape *sh, int d, size_t n, double pinned)
 {
     double ours, cuda, waited = 0;
@@ -643,18 +841,24 @@ static void pageable_row(bench *k, const staging_shape *sh, int d, size_t n, dou
     /* CUDA's own call towards the device: also CUDA's own after a stream wait, the same
      * work as ours, to tell the wait's cost from spread */
     if (n < SMALL_BELOW && d == PAGE_TO_DEV && !strcmp(via, "direct"))
-        bandwidth_turns(k, (dir)d, n, &ours, &cuda, &waited);
+        bandwidth_turns(k, (dir)d, n, RAW_ASYNC, &ours, &cuda, &waited);
     else
         bandwidth_pair(k, (dir)d, n, &ours, &cuda);
     double over = pinned > 0 ? ours / pinned : 0;
-    char what[64], js[224], tx[160];
+    char what[64], js[288], tx[224];
     snprintf(what, sizeof what, "%s vs CUDA pageable", dir_names[d]);
     snprintf(js, sizeof js, ", \"path\": \"%s\", \"pinned_gbps\": %.4f, "
              "\"over_pinned\": %.4f, \"cuda_waited_gbps\": %.4f", via, pinned, over, waited);
-    if (waited > 0)
+    if (waited > 0) {
+        /* why one staged chunk cannot beat CUDA's call here: its fill, then its DMA */
+        double fill = fill_us(k, n), dma = pinned > 0 ? (double)n / pinned / 1e3 : 0;
+        size_t jl = strlen(js);
+        snprintf(js + jl, sizeof js - jl, ", \"fill_us\": %.2f, \"pinned_us\": %.2f", fill,
+                 dma);
         snprintf(tx, sizeof tx, "%s; / pinned->cuda %.2f = %.3f; CUDA's after a stream wait "
-                 "%.2f: x%.3f", via, pinned, over, waited, ours / waited);
-    else
+                 "%.2f: x%.3f; one chunk's floor %.1f+%.1f us against CUDA's %.1f", via, pinned,
+                 over, waited, ours / waited, fill, dma, (double)n / cuda / 1e3);
+    } else
         snprintf(tx, sizeof tx, "%s; / pinned->cuda %.2f = %.3f", via, pinned, over);
     row_x(k, what, n, ours, cuda, "GB/s", js, tx);
 }
@@ -872,7 +1076,7 @@ static void usage(void)
                     "default 7)] [--max-mib M (default 1024)] [--staging-sweep] [--host-only] "
                     "[--variants [--growth-reps N (1..64, default 5)] [--no-growth]] "
                     "[--small-variants] "
-                    "[--direct-probe]\n");
+                    "[--direct-probe] [--caller-probe]\n");
     exit(2);
 }
 
@@ -899,6 +1103,8 @@ static void parse_args(bench *k, int argc, char **argv)
             k->variants = k->small_only = 1;
         else if (strcmp(argv[i], "--direct-probe") == 0)
             k->probe = 1;
+        else if (strcmp(argv[i], "--caller-probe") == 0)
+            k->probe = 2;
         else if (strcmp(argv[i], "--growth-reps") == 0 && i + 1 < argc)
             k->growth_reps = (int)strtol(argv[++i], &end, 10);
         else if (strcmp(argv[i], "--json-file") == 0 && i + 1 < argc) {
@@ -1553,7 +1759,9 @@ int main(int argc, char **argv)
         free(k.pageable);
         return 0;
     }
-    if (k.probe) {
+    if (k.probe == 2) {
+        run_caller_probe(&k);
+    } else if (k.probe) {
         run_direct_probe(&k);
     } else if (k.variants) {
         run_variants(&k, &sh);

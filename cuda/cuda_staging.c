@@ -17,8 +17,9 @@
  * shape.max_chunk bytes, each allocated when a copy first needs it and kept while the
  * stager is the one idle stager of its device (stager_put frees the others); the bytes
  * are in the pinned observation. ev[i] is the last DMA touching slot i, on the caller's
- * stream or the stager's (armed[i]: recorded and not yet waited for); job[i] its host copy, or split[i]
- * when the copy is split into pieces (split fills and parallel small copies; made with the slot). */
+ * stream or the stager's (armed[i]: recorded and not yet waited for); job[i] its host
+ * copy, or split[i] when the copy is split into pieces (split fills and parallel small
+ * copies; made with the slot). */
 
 typedef struct stager {
     int dev;
@@ -312,10 +313,14 @@ static cudaError_t stream_idle(cudaStream_t s)
 
 /* CUDA's own pageable copy, for the sizes where it beats the pipeline (staging_small).
  * Same contract as the staged one: s's earlier work first, the pageable side finished
- * with on return. Towards the device the driver may read the pageable source before
- * earlier work on s has run, so s is waited for first; from the device, CUDA documents
- * that an asynchronous copy into pageable memory returns only once the copy has completed
- * (so after s's earlier work, in stream order): no wait of ours on either side. */
+ * with on return. Towards the device CUDA's call does not keep the first part by itself:
+ * behind a 20 ms kernel and a host function that writes the source, it copied the bytes
+ * from before the host function on the H200 (bench/transfer --caller-probe, `order`;
+ * tests/gpu fails without this wait), though stream order and CUDA's "API
+ * synchronization behavior" ("may synchronize with the stream") suggest otherwise. So s
+ * is waited for first. From the device, CUDA documents that an asynchronous copy into
+ * pageable memory returns only once the copy has completed (so after s's earlier work,
+ * in stream order): no wait of ours. */
 static fhr_status direct_copy(int dev, void *dst, const void *src, size_t n, int to_dev,
                               cudaStream_t s, int s_dev, fhr_error *err)
 {
