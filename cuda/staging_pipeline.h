@@ -67,11 +67,17 @@
  * CUDA's copy at 96-192 KiB (CUDA's own call behind our bookkeeping: 0.97-0.99x) and
  * 1.34-1.39x at 256 KiB (parallel chunks: 1.04-1.21x, once 0.98x), two chunks at 384 KiB
  * 1.17-1.37x; at 512 KiB parallel chunks won in three of four runs (1.35-1.69x against
- * 1.21-1.49x). */
+ * 1.21-1.49x). At 256 KiB towards the device parallel chunks ran at 0.86-1.30x over six
+ * tables, CUDA's own call at 0.97-1.00x of itself after the stream wait it needs (below),
+ * so CUDA's call is taken below 384 KiB, where parallel chunks ran at 0.92-1.25x. Towards
+ * the device CUDA's call reads its source before the stream's earlier work has run
+ * (bench/transfer --caller-probe), so it is taken after a wait for the stream
+ * (cuda/cuda_staging.c); no staged copy of ours beat it there: one chunk pays its fill
+ * and then a DMA round trip of 10-14 us, which CUDA's driver overlaps. */
 #define STAGING_SMALL_AUTO 3
 #define STAGING_AUTO_CALLER_MAX_TO ((size_t)64 << 10)
 #define STAGING_AUTO_CALLER_BELOW_FROM ((size_t)512 << 10)
-#define STAGING_AUTO_DIRECT_BELOW ((size_t)256 << 10)
+#define STAGING_AUTO_DIRECT_BELOW ((size_t)384 << 10)
 #define STAGING_DEFAULT_SMALL_TO STAGING_SMALL_AUTO   /* towards the device */
 #define STAGING_DEFAULT_SMALL_FROM STAGING_SMALL_AUTO /* from the device */
 #define STAGING_PARALLEL_CHUNK ((size_t)1 << 20)     /* the largest chunk of a parallel copy */

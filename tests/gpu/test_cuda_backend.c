@@ -149,10 +149,11 @@ static void all_directions(size_t n)
 
 Test(cuda_copy, one_byte) { all_directions(1); }
 Test(cuda_copy, bytes_4097) { all_directions(4097); }
-/* the small-copy rule's paths: towards the device CUDA's own call (100 KiB) and parallel
- * chunks (300 KiB), from it the caller in one chunk and in two */
+/* the small-copy rule's paths: towards the device CUDA's own call (100 and 300 KiB) and
+ * parallel chunks (400 KiB), from it the caller in one chunk and in two */
 Test(cuda_copy, small_rule_100k) { all_directions((100u << 10) + 3); }
 Test(cuda_copy, small_rule_300k) { all_directions((300u << 10) + 5); }
+Test(cuda_copy, small_rule_400k) { all_directions((400u << 10) + 7); }
 Test(cuda_copy, three_mib_plus_7) { all_directions((3u << 20) + 7); }
 Test(cuda_copy, spans_three_chunks) { all_directions((40u << 20) + 13); }
 Test(cuda_copy, reuses_every_staging_buffer) { all_directions((100u << 20) + 1); }

@@ -1320,9 +1320,9 @@ Test(staging, small_rule_follows_the_threshold)
     cr_assert_eq(STAGING_DEFAULT_SMALL_TO, STAGING_SMALL_AUTO);
     cr_assert_eq(STAGING_DEFAULT_SMALL_FROM, STAGING_SMALL_AUTO);
     /* towards the device: the caller up to 64 KiB, CUDA's own call above, parallel from
-     * 256 KiB; from it: the caller below 512 KiB, then parallel */
+     * 384 KiB; from it: the caller below 512 KiB, then parallel */
     cr_assert_eq(STAGING_AUTO_CALLER_MAX_TO, 64 * KiB);
-    cr_assert_eq(STAGING_AUTO_DIRECT_BELOW, 256 * KiB);
+    cr_assert_eq(STAGING_AUTO_DIRECT_BELOW, 384 * KiB);
     cr_assert_eq(STAGING_AUTO_CALLER_BELOW_FROM, 512 * KiB);
     struct {
         size_t n;
@@ -1332,8 +1332,9 @@ Test(staging, small_rule_follows_the_threshold)
         {64 * KiB, STAGING_SMALL_CALLER, STAGING_SMALL_CALLER},
         {64 * KiB + 1, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
         {128 * KiB, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
-        {256 * KiB - 1, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
-        {256 * KiB, STAGING_SMALL_PARALLEL, STAGING_SMALL_CALLER},
+        {256 * KiB, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
+        {384 * KiB - 1, STAGING_SMALL_DIRECT, STAGING_SMALL_CALLER},
+        {384 * KiB, STAGING_SMALL_PARALLEL, STAGING_SMALL_CALLER},
         {512 * KiB - 1, STAGING_SMALL_PARALLEL, STAGING_SMALL_CALLER},
         {512 * KiB, STAGING_SMALL_PARALLEL, STAGING_SMALL_PARALLEL},
         {STAGING_DIRECT_BELOW - 1, STAGING_SMALL_PARALLEL, STAGING_SMALL_PARALLEL},
