@@ -312,8 +312,10 @@ static int claimed_by_other(fhr_manager *m, const fhr_handle *hs, size_t n, cons
 
 void mgr_claim(fhr_manager *m, mgr_claims *c)
 {
-    while (claimed_by_other(m, c->hs, c->n, c))
+    while (claimed_by_other(m, c->hs, c->n, c)) {
+        m->claim_waits++;
         pthread_cond_wait(&m->claims_cv, &m->lock);
+    }
     for (size_t i = 0; i < c->n; i++) {
         val *v = claim_val(m, c->hs[i]);
         if (v)
@@ -325,8 +327,18 @@ void mgr_await_unclaimed(fhr_manager *m, const fhr_handle *hs, size_t n)
 {
     if (!hs)
         return;
-    while (claimed_by_other(m, hs, n, NULL))
+    while (claimed_by_other(m, hs, n, NULL)) {
+        m->claim_waits++;
         pthread_cond_wait(&m->claims_cv, &m->lock);
+    }
+}
+
+uint64_t mgr_claim_waits(fhr_manager *m)
+{
+    mgr_lock(m);
+    uint64_t n = m->claim_waits;
+    mgr_unlock(m);
+    return n;
 }
 
 void mgr_unclaim(fhr_manager *m, mgr_claims *c)

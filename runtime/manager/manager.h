@@ -170,6 +170,7 @@ struct fhr_manager {
     pthread_mutex_t lock;
     gen_registry *gens;       /* generators of regenerable fields (own lock) */
     pthread_cond_t claims_cv; /* broadcast when claims end */
+    uint64_t claim_waits;     /* waits begun on another call's claim (mgr_claim_waits) */
     pthread_cond_t inflight_cv; /* broadcast when a copy made outside the lock ends */
     unsigned loading;         /* source callbacks running: every new call fails fast */
     mgr_chore *chores;        /* owed by whoever unlocks next */
@@ -248,6 +249,9 @@ fhr_status mgr_claims_add(mgr_claims *c, const fhr_handle *hs, size_t n, fhr_err
 void mgr_claim(fhr_manager *m, mgr_claims *c);
 /* Waits as mgr_claim does, but takes nothing (for calls that never let go of the lock). */
 void mgr_await_unclaimed(fhr_manager *m, const fhr_handle *hs, size_t n);
+/* How many times a call has begun to wait for another call's claim (takes the lock): lets
+ * a test see that a thread is blocked on a claim rather than guess it from time. */
+uint64_t mgr_claim_waits(fhr_manager *m);
 /* Ends the claims (lock held) and frees the set. */
 void mgr_unclaim(fhr_manager *m, mgr_claims *c);
 /* Frees a set that was never claimed. */

@@ -5,6 +5,7 @@
 #include "mgr_helpers.h"
 #include "cuda/counter_gen.h"
 #include "tests/unit/observe.h"
+#include "runtime/manager/manager.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -146,6 +147,27 @@ static void *read_main(void *arg)
     return NULL;
 }
 
+/* Waits until a second thread's call has returned (*done under mu), has begun to wait
+ * for another call's claim, or has reached the copy gate itself (a second entry), so
+ * that what the test then checks does not depend on how soon that thread ran (at most
+ * BLOCKED_LIMIT_S). */
+#define BLOCKED_LIMIT_S 60
+static void await_blocked(fhr_manager *m, uint64_t waits0, pthread_mutex_t *mu, const int *done_p,
+                          gate *g)
+{
+    for (long i = 0; i < BLOCKED_LIMIT_S * 1000L; i++) {
+        pthread_mutex_lock(mu);
+        int done = *done_p;
+        pthread_mutex_unlock(mu);
+        pthread_mutex_lock(&g->mu);
+        int entered = g->entered;
+        pthread_mutex_unlock(&g->mu);
+        if (done || entered > 1 || mgr_claim_waits(m) > waits0)
+            return;
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
+}
+
 Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
 {
     fhr_backend *b = gated_emu();
@@ -165,7 +187,13 @@ Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
     reader rd = {m, x, c, NULL, FHR_E_INVALID, 0, PTHREAD_MUTEX_INITIALIZER};
     pthread_t rt;
+    uint64_t waits0 = mgr_claim_waits(m);
     pthread_create(&rt, NULL, read_main, &rd);
+    await_blocked(m, waits0, &rd.mu, &rd.done, &G(b)->copy_gate);
+    int reader_waited = mgr_claim_waits(m) > waits0;
+    pthread_mutex_lock(&G(b)->copy_gate.mu);
+    int reader_copied = G(b)->copy_gate.entered > 1;
+    pthread_mutex_unlock(&G(b)->copy_gate.mu);
 
     probe p = {.m = m, .other = y, .to = fhr_loc_pinned(), .blocked = x,
                .blocked_at = fhr_loc_cuda(0)};
@@ -184,6 +212,8 @@ Test(threads_lock, a_copy_blocked_in_the_backend_holds_no_lock)
     pthread_join(rt, NULL);
     cr_assert(in_time, "snapshot, lease and transition waited for another thread's copy");
     cr_assert_not(read_early, "an acquire of the value being moved did not wait for the move");
+    cr_assert_not(reader_copied, "an acquire of the value being moved made its own copy");
+    cr_assert(reader_waited, "an acquire of the value being moved did not wait for its claim");
     cr_assert_eq(rd.st, FHR_OK, "the acquire did not find the moved copy");
     cr_assert_eq(fhr_lease_release(rd.l, NULL), FHR_OK);
     fhr_lease_destroy(rd.l);
@@ -262,7 +292,10 @@ Test(threads_lock, a_scope_entry_copy_holds_no_lock_and_keeps_its_values)
     /* a drop of the value being placed waits for the entry (and then meets its lease) */
     dropper dr = {m, x, FHR_E_INVALID, 0, PTHREAD_MUTEX_INITIALIZER};
     pthread_t dt;
+    uint64_t waits0 = mgr_claim_waits(m);
     pthread_create(&dt, NULL, drop_main, &dr);
+    await_blocked(m, waits0, &dr.mu, &dr.done, &G(b)->copy_gate);
+    int drop_waited = mgr_claim_waits(m) > waits0;
     probe p = {.m = m, .other = y, .to = fhr_loc_cuda(0), .blocked = x,
                .blocked_at = fhr_loc_pinned()};
     pthread_t pt;
@@ -279,6 +312,7 @@ Test(threads_lock, a_scope_entry_copy_holds_no_lock_and_keeps_its_values)
     probe_check(&p);
     cr_assert_not(p.blocked_visible);
     cr_assert_not(dropped_early, "a drop of a value the entry placed ran inside the entry");
+    cr_assert(drop_waited, "a drop of a value the entry placed did not wait for its claim");
     cr_assert_eq(en.st, FHR_OK);
     cr_assert_eq(dr.st, FHR_E_PROTECTED, "the scope's lease was not taken with its enter actions");
     cr_assert_eq(fhr_scope_exit(sc, FHR_OK, NULL), FHR_OK);
