@@ -200,23 +200,23 @@ static void bandwidth_turns(bench *k, dir d, size_t n, path raw, double *ours, d
         *waited = (double)n / median(t[2], reps) / 1e9;
 }
 
-/* The same copy on fheplan's path and on CUDA's own pageable cudaMemcpyAsync, on the
- * same stream: GB/s of each. Below SMALL_BELOW in blocks that take turns
+/* The same copy on fheplan's path and on CUDA's (`raw`: its cudaMemcpyAsync on the same
+ * stream, or the synchronous cudaMemcpy): GB/s of each. Below SMALL_BELOW in blocks that take turns
  * (bandwidth_turns), so that both medians see the same moments of the machine, each
  * path from a pageable buffer of its own, so that neither finds the other's cache lines
  * in its buffer (fheplan's threads leave them in other cores' caches; the driver's, in
  * the caller's). */
-static void bandwidth_pair(bench *k, dir d, size_t n, double *ours, double *cuda)
+static void bandwidth_pair(bench *k, dir d, size_t n, path raw, double *ours, double *cuda)
 {
     if (n >= SMALL_BELOW) {
         /* large: all of fheplan's copies, then CUDA's. Alternating them at 256 MiB on
          * the H200 host slowed both (fheplan's 28.9 against 48.5 GB/s, CUDA's 5.8
          * against 7.8 measured apart in the same run) */
         *ours = bandwidth(k, d, BACKEND, n);
-        *cuda = bandwidth(k, d, RAW_ASYNC, n);
+        *cuda = bandwidth(k, d, raw, n);
         return;
     }
-    bandwidth_turns(k, d, n, RAW_ASYNC, ours, cuda, NULL);
+    bandwidth_turns(k, d, n, raw, ours, cuda, NULL);
 }
 
 static const char *small_path_name(size_t n, const staging_shape *sh, int to_device)
@@ -481,7 +481,6 @@ static void run_caller_probe(bench *k)
     order_probe(k, 40u << 10);
     order_probe(k, 200u << 10);
     order_probe(k, 4u << 20);
-
     for (size_t z = 0; z < sizeof sz / sizeof *sz; z++) {
         size_t n = sz[z], h = n / 2;
         double t[NP][REPS], b[NP][NB][REPS];
@@ -555,7 +554,6 @@ static void run_caller_probe(bench *k)
                   "(us per copy and its wait; ratio: time / CUDA's call)");
             if (p != 2 && p < 7)
                 continue;
-
             char tx[160];
             int at = snprintf(tx, sizeof tx, "(steps, us:");
             for (int i = 0; i < NB; i++)
@@ -745,16 +743,11 @@ static void run_bandwidth(bench *k)
             char what[64];
             snprintf(what, sizeof what, "%s%s", dir_names[d],
                      raw == RAW_SYNC ? " (raw: cudaMemcpy)" : "");
-            /* below SMALL_BELOW in blocks that take turns, as the side-by-side rows: all
-             * of one path, then all of the other, read a 256 KiB pageable copy at 0.78x
-             * on the H200 host where the two in turns read 0.99x */
+            /* paired as the side-by-side rows: all of one path, then all of the other,
+             * read a 256 KiB pageable copy at 0.78x on the H200 host where the two in
+             * turns read 0.99x */
             double bw, rbw;
-            if (n < SMALL_BELOW) {
-                bandwidth_turns(k, (dir)d, n, raw, &bw, &rbw, NULL);
-            } else {
-                bw = bandwidth(k, (dir)d, BACKEND, n);
-                rbw = bandwidth(k, (dir)d, raw, n);
-            }
+            bandwidth_pair(k, (dir)d, n, raw, &bw, &rbw);
             if (d == PIN_TO_DEV)
                 k->pinned[i] = bw;
             row(k, what, n, bw, rbw, "GB/s");
@@ -815,9 +808,6 @@ static void run_staged_vs_host(bench *k)
                     bandwidth(k, DEV_TO_PAGE, BACKEND, k->sizes[i]), "", "");
 }
 
-/* (a) pageable->cuda and cuda->pageable side by side: fheplan's path (CUDA's own below
- * FHEPLAN_STAGING_DIRECT, the staging pipeline from it) against CUDA's own pageable
- * cudaMemcpyAsync, and against the pinned link of this run. */
 /* Median microseconds of a libc memcpy of n bytes from the pageable buffer into the
  * pinned one: the host stage that any staged copy (the caller's one chunk) runs before
  * its DMA, and cannot overlap with it when the copy is one chunk. */
@@ -834,6 +824,9 @@ static double fill_us(bench *k, size_t n)
     return median(t, reps) * 1e6;
 }
 
+/* (a) pageable->cuda and cuda->pageable side by side: fheplan's path (CUDA's own below
+ * FHEPLAN_STAGING_DIRECT, the staging pipeline from it) against CUDA's own pageable
+ * cudaMemcpyAsync, and against the pinned link of this run. */
 static void pageable_row(bench *k, const staging_shape *sh, int d, size_t n, double pinned)
 {
     double ours, cuda, waited = 0;
@@ -843,7 +836,7 @@ static void pageable_row(bench *k, const staging_shape *sh, int d, size_t n, dou
     if (n < SMALL_BELOW && d == PAGE_TO_DEV && !strcmp(via, "direct"))
         bandwidth_turns(k, (dir)d, n, RAW_ASYNC, &ours, &cuda, &waited);
     else
-        bandwidth_pair(k, (dir)d, n, &ours, &cuda);
+        bandwidth_pair(k, (dir)d, n, RAW_ASYNC, &ours, &cuda);
     double over = pinned > 0 ? ours / pinned : 0;
     char what[64], js[288], tx[224];
     snprintf(what, sizeof what, "%s vs CUDA pageable", dir_names[d]);
@@ -1554,7 +1547,7 @@ static void run_small_variant(bench *k, const page_variant *v, const double link
             size_t n = small_sizes[i];
             dir dd = d ? DEV_TO_PAGE : PAGE_TO_DEV;
             double ours, cuda;
-            bandwidth_pair(k, dd, n, &ours, &cuda);
+            bandwidth_pair(k, dd, n, RAW_ASYNC, &ours, &cuda);
             double l = link[d][i];
             char what[80], js[320], tx[240];
             snprintf(what, sizeof what, "variant small %s %s",

@@ -73,7 +73,7 @@
  * the device CUDA's call reads its source before the stream's earlier work has run
  * (bench/transfer --caller-probe), so it is taken after a wait for the stream
  * (cuda/cuda_staging.c); no staged copy of ours beat it there: one chunk pays its fill
- * and then a DMA round trip of 10-14 us, which CUDA's driver overlaps. */
+ * and then a DMA round trip of 10-17 us, which CUDA's driver overlaps. */
 #define STAGING_SMALL_AUTO 3
 #define STAGING_AUTO_CALLER_MAX_TO ((size_t)64 << 10)
 #define STAGING_AUTO_CALLER_BELOW_FROM ((size_t)512 << 10)
