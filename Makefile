@@ -150,7 +150,8 @@ TEST_EXTRA += $(if $(SAN),,test-mutants)
 test-mutants:
 	sh tests/mutants/run.sh $(BUILD)/mutants
 
-# ASan+UBSan over the whole unit suite (CUDA off: no GPU code runs in CI anyway).
+# ASan+UBSan over the whole unit suite and the Python suite (CUDA off: no GPU code runs in CI
+# anyway; the Python one preloads the compiler's ASan runtime: mk/python.mk).
 sanitize: deps
 	@$(MAKE) --no-print-directory BUILD=build/asan CUDA=0 OPT='-O1 -g' \
 	  SAN='-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=all' \
@@ -186,8 +187,8 @@ valgrind: deps
 
 # Installs what a fresh Debian 12 machine lacks (re2c, bison, cJSON, Criterion, pkg-config,
 # mandoc and groff for the manual lint, man-db for `man NAME` of the installed pages,
-# cmake for the CMake package's test, python3-dev, -numpy, -pytest, -setuptools, -wheel,
-# -venv and -pip for the Python binding, and Open MPI unless MPI=0; clang and its libFuzzer
+# cmake for the CMake package's test, python3-dev, -numpy, -pytest, -hypothesis, -setuptools,
+# -wheel, -venv and -pip and mypy for the Python binding, and Open MPI unless MPI=0; clang and its libFuzzer
 # runtime for the fuzz targets; valgrind; Chromium for the timeline test only with
 # CHROMIUM=1: it is some 350 MB installed, so without it that test skips and says so).
 # Nothing happens when everything is present.
@@ -211,6 +212,8 @@ deps:
 	ls /usr/include/python3*/Python.h >/dev/null 2>&1 || missing="$$missing python3-dev"; \
 	/usr/bin/python3 -c 'import numpy' 2>/dev/null || missing="$$missing python3-numpy"; \
 	/usr/bin/python3 -c 'import pytest' 2>/dev/null || missing="$$missing python3-pytest"; \
+	/usr/bin/python3 -c 'import hypothesis' 2>/dev/null || missing="$$missing python3-hypothesis"; \
+	command -v mypy >/dev/null 2>&1 || missing="$$missing mypy"; \
 	/usr/bin/python3 -c 'import setuptools, wheel, ensurepip, pip' 2>/dev/null || \
 	  missing="$$missing python3-setuptools python3-wheel python3-venv python3-pip"; \
 	command -v zsh >/dev/null 2>&1 || missing="$$missing zsh"; \

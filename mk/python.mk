@@ -4,19 +4,22 @@
 # pytest suite on the emulated device (part of `make test`). PYTHON picks the interpreter
 # (Debian's /usr/bin/python3 when present: python3-dev, python3-numpy, python3-pytest).
 # `pip install --no-build-isolation ./python` builds the same sources through python/setup.py.
-# Not under SAN: an ASan library cannot be loaded into an interpreter built without it, so
-# `make sanitize` leaves the binding out (its C core runs under ASan in the unit suite).
+# Under `make sanitize` (SAN has -fsanitize=address) the extension is built with the same
+# sanitizers into build/asan/python and the whole pytest suite runs with the compiler's ASan
+# runtime preloaded into the interpreter (test-python-asan); `make test-python-types` checks
+# the suite with mypy --strict against the package's stubs (python/fheplan/*.pyi).
 PYTHON     ?= $(firstword $(wildcard /usr/bin/python3) python3)
 PY_DIR      = $(BUILD)/python
 PY_SRCS    := $(wildcard python/src/*.c)
 PY_HDRS    := $(wildcard python/src/*.h)
-PY_PKG     := $(wildcard python/fheplan/*.py)
+PY_PKG     := $(wildcard python/fheplan/*.py python/fheplan/*.pyi python/fheplan/py.typed)
 PY_EXT      = $(PY_DIR)/fheplan/_fheplan$(shell $(PYTHON) -c \
                 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))' 2>/dev/null)
 PY_INC      = $(shell $(PYTHON) -c 'import sysconfig; print(sysconfig.get_paths()["include"])' \
                 2>/dev/null)
-# The binding's C: the project's warnings, no -fvisibility=hidden games (one exported init).
-PY_CFLAGS   = -std=c11 -Wall -Wextra -Werror -fPIC $(OPT) $(CFLAGS) -Wno-missing-field-initializers \
+# The binding's C: the project's warnings, no -fvisibility=hidden games (one exported init);
+# SAN's sanitizers when the library has them (make sanitize).
+PY_CFLAGS   = -std=c11 -Wall -Wextra -Werror -fPIC $(OPT) $(SAN) $(CFLAGS) -Wno-missing-field-initializers \
               -Wno-cast-function-type -fno-strict-aliasing
 PY_CPPFLAGS = -D_GNU_SOURCE -Iinclude -Ipython/src -I$(PY_INC) $(CPPFLAGS)
 
@@ -29,7 +32,7 @@ $(PY_EXT): $(PY_SRCS) $(PY_HDRS) $(BUILD)/libfheplan.a $(wildcard include/fhepla
 	@mkdir -p $(dir $@)
 	$(CC) $(PY_CPPFLAGS) $(PY_CFLAGS) -shared $(LDFLAGS) -o $@ $(PY_SRCS) $(STATIC) $(ALL_LDLIBS)
 
-$(PY_DIR)/fheplan/%.py: python/fheplan/%.py
+$(PY_DIR)/fheplan/%: python/fheplan/%
 	@mkdir -p $(dir $@)
 	cp $< $@
 
@@ -44,12 +47,43 @@ python-flags: $(BUILD)/libfheplan.a
 ifeq ($(SAN),)
 TEST_EXTRA += test-python
 endif
-test-python: python $(BUILD)/fheplan
-	@cd $(PY_DIR) && PYTHONPATH=$(abspath $(PY_DIR)) FHEPLAN_DEVICE=emu FHEPLAN_REPO=$(CURDIR) \
-	  PYTHONMALLOC=debug \
-	  FHEPLAN_CLI=$(abspath $(BUILD)/fheplan) \
+# PY_ENV: what else the interpreter runs with (test-python-asan: the sanitizer runtime).
+PY_PYTEST = cd $(PY_DIR) && PYTHONPATH=$(abspath $(PY_DIR)) FHEPLAN_DEVICE=emu FHEPLAN_REPO=$(CURDIR) \
+	  FHEPLAN_CLI=$(abspath $(BUILD)/fheplan) $(PY_ENV) \
 	  $(PYTHON) -m pytest -q -p no:cacheprovider $(CURDIR)/python/tests; rc=$$?; \
-	  if [ $$rc = 5 ]; then echo "test-python: pytest collected no tests"; exit 1; fi; exit $$rc
+	  if [ $$rc = 5 ]; then echo "$@: pytest collected no tests"; exit 1; fi; exit $$rc
+test-python: PY_ENV = PYTHONMALLOC=debug
+test-python: python $(BUILD)/fheplan
+	@$(PY_PYTEST)
+
+# The whole suite under ASan and UBSan (make sanitize): the interpreter is not built with
+# them, so the runtime of the compiler that built the extension is preloaded (it must come
+# first); Python's objects come from malloc so that ASan sees every one of them, and the
+# interpreter's own leaks at exit are not reported. Child interpreters inherit all of it.
+PY_SAN_LIBS = $(foreach l,$(if $(findstring address,$(SAN)),libasan.so) \
+                $(if $(findstring undefined,$(SAN)),libubsan.so),$(shell $(CC) -print-file-name=$(l)))
+ifneq ($(findstring address,$(SAN)),)
+TEST_EXTRA += test-python-asan
+endif
+test-python-asan: PY_ENV = PYTHONMALLOC=malloc LD_PRELOAD="$(PY_SAN_LIBS)" \
+	  ASAN_OPTIONS=detect_leaks=0:abort_on_error=1:malloc_context_size=8
+.PHONY: test-python-asan
+test-python-asan: python $(BUILD)/fheplan
+	@case "$(SAN)" in *address*) ;; *) echo "$@: run it through make sanitize (SAN has no -fsanitize=address)"; exit 1;; esac
+	@for l in $(PY_SAN_LIBS); do [ -f "$$l" ] || { echo "$@: $(CC) has no shared sanitizer runtime $$l to preload"; exit 1; }; done
+	@echo "$@: pytest with LD_PRELOAD=$(PY_SAN_LIBS)"
+	@$(PY_PYTEST)
+
+# mypy --strict over the test suite, against the stubs of the package (python/fheplan/*.pyi,
+# shipped with py.typed): every name, argument and attribute the tests use must be declared.
+.PHONY: test-python-types
+ifeq ($(SAN),)
+TEST_EXTRA += test-python-types
+endif
+test-python-types:
+	@command -v mypy >/dev/null 2>&1 || { echo "$@: no mypy (make deps installs it)"; exit 1; }
+	MYPYPATH=$(CURDIR)/python mypy --strict --no-incremental --cache-dir=/dev/null \
+	  --python-executable=$(PYTHON) $(CURDIR)/python/tests
 
 # The README's install command, offline, into a fresh virtual environment that sees Debian's
 # packages (on Debian 12 the system pip refuses to install outside one: PEP 668).
