@@ -116,6 +116,11 @@ typedef struct rplan_vm_opts {
     int objective;
     void (*progress)(void *ctx, const rplan_vm_progress *p);
     void *progress_ctx;
+    /* Asked on the running thread before every instruction (a binding answers it from a
+     * pending signal, at whatever rate it likes): nonzero stops the run there as a failure
+     * (FHR_E_PLAN, "interrupted") after the work in flight is waited for. NULL: never. */
+    int (*interrupt)(void *ctx);
+    void *interrupt_ctx;
     /* Measured kernel times (a previous run's rplan_vm_report.kernels, or `fheplan run
      * --profile-out`'s file read back): the model's body time of a kernel named here is
      * its mean, ahead of the plan's `kernel NAME cost|reads` declaration and the built-in

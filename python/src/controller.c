@@ -656,7 +656,28 @@ static int use_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
     return 0;
 }
 
-static const fhpy_owner_ops use_ops = {use_alive, use_add_consumer, use_backend};
+/* An export of a use's value: a hold on the copy (core.c, rule 2). */
+static int use_export_begin(PyObject *o, PyObject *handle, fhr_location at, void **token)
+{
+    *token = NULL;
+    return !handle || fhpy_protect(((fhpy_use *)o)->ctl->mgr, handle, at, token);
+}
+
+static void use_export_end(PyObject *o, void *token)
+{
+    (void)o;
+    fhpy_unprotect(token);
+}
+
+static const fhpy_owner_ops use_ops = {
+    .alive = use_alive,
+    .add_consumer = use_add_consumer,
+    .backend = use_backend,
+    .export_begin = use_export_begin,
+    .export_end = use_export_end,
+    .ended = "the use ended: its values must not be read (arrays exported from them stay "
+             "valid until they are deleted)",
+};
 
 /* Destroys the stream views, then lets go of the streams' objects (interpreter lock held).
  * Only once the use no longer records on them: after an end that succeeded, or after
@@ -731,7 +752,7 @@ static PyObject *use_value(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *layout;
     if (!fhpy_layout_of(u->ctl->mgr, h.obj, &layout))
         return NULL;
-    return fhpy_leased_new(self, &use_ops, v, layout);
+    return fhpy_leased_new(self, &use_ops, v, layout, h.obj);
 }
 
 static PyObject *use_add_consumer_stream(PyObject *self, PyObject *args)

@@ -32,6 +32,7 @@ typedef struct {
     PyObject *layouts;     /* dict: handle -> tuple of (name, (code, bits, lanes), shape) */
     PyObject *sources;     /* dict: handle serial -> source object (kept while registered) */
     PyObject *load_exc;    /* the exception a Python load raised, until reported */
+    PyObject *exports;     /* dict: (handle, location) -> live DLPack exports protecting it */
     fhr_stream *adopt_streams[FHR_MAX_CUDA_DEVICES]; /* per device: orders producers */
     PyObject *weakrefs;
 } fhpy_manager;
@@ -47,15 +48,23 @@ typedef struct {
     PyObject *handles;     /* tuple of handles */
     PyObject *owner;       /* what owns the lease (a scope or a use), or NULL */
     PyObject *keep;        /* list of the stream objects behind views (fhpy_stream_view) */
+    int pins;              /* reads in flight without the interpreter lock (core.c rule 5) */
+    int release_pending;   /* released while pinned: the library's release waits for pins 0 */
 } fhpy_lease;
 
-/* What a view asks of the object its memory belongs to. */
+/* What a view asks of the object its memory belongs to (core.c: the ownership rule). */
 typedef struct fhpy_owner_ops {
-    int (*alive)(PyObject *owner);  /* 0: released (views refuse new exports) */
+    int (*alive)(PyObject *owner);  /* 0: ended (every accessor of its views raises) */
     /* Orders the native consumer stream after the value and protects the value until
      * that stream's work completes; NULL: not offered (a plain host value). */
     int (*add_consumer)(PyObject *owner, fhr_location at, PyObject *stream);
     fhr_backend *(*backend)(PyObject *owner);
+    /* Keeps the memory of `handle` (a handle object, or NULL) at `at` valid for one export
+     * or one read without the lock, past the owner's end: *token is what export_end takes.
+     * 0 and an exception on failure. NULL: the memory cannot outlive the owner. */
+    int (*export_begin)(PyObject *owner, PyObject *handle, fhr_location at, void **token);
+    void (*export_end)(PyObject *owner, void *token); /* with the interpreter lock */
+    const char *ended;              /* the ResidencyLeaseError's message once ended */
 } fhpy_owner_ops;
 
 typedef struct {
@@ -64,6 +73,7 @@ typedef struct {
     const fhpy_owner_ops *ops;
     const fhr_value *v;    /* borrowed while the owner is alive */
     PyObject *layout;      /* tuple or None */
+    PyObject *handle;      /* the handle object the value is leased under, or NULL */
     fhr_location loc;
     int cuda;              /* memory is real CUDA device memory */
     int writable;          /* a loader's new copy: its views may be written */
@@ -85,6 +95,7 @@ typedef struct {
     fhr_backend *b;        /* to free with */
     PyObject *keep;        /* the backend's owner (manager or module backend), strong */
     PyObject *layout;
+    Py_ssize_t nexports;   /* live DLPack exports of its memory (adopt waits for 0) */
 } fhpy_value;
 
 typedef struct {
@@ -120,6 +131,8 @@ typedef struct {
     PyObject *owner;       /* keeps the backend alive */
     int own;               /* 1: fhr_stream_destroy on dealloc */
     fhr_location loc;
+    PyObject *life;        /* a call's stream: the call (strong), checked by every accessor */
+    const fhpy_owner_ops *life_ops;
 } fhpy_stream;
 
 extern PyTypeObject fhpy_location_type, fhpy_handle_type, fhpy_manager_type, fhpy_lease_type,
@@ -145,6 +158,31 @@ void fhpy_exc_set_attr(const char *name, PyObject *value);
  * "<prefix> <exception type>: <str(exception)>". Returns the exception object with its
  * traceback (a new reference), or NULL. */
 PyObject *fhpy_take_exception(fhr_error *err, fhr_status st, const char *prefix);
+
+/* ---- core.c: the liveness check and the argument converters ------------------------- */
+
+/* The one liveness check of the ownership rule: 1 when owner's memory may be read, else 0
+ * and ResidencyLeaseError (ops->ended, or a generic message). */
+int fhpy_alive(PyObject *owner, const fhpy_owner_ops *ops);
+/* Argument converters: 1 and *out, or 0 and TypeError naming `param` and the types
+ * accepted, or ResidencyValueError naming `param` and the range. */
+int fhpy_bytes(PyObject *o, const char *param, uint64_t *out);         /* 0..2**64-1 */
+int fhpy_count(PyObject *o, const char *param, size_t max, size_t *out); /* 0..max */
+int fhpy_priority(PyObject *o, const char *param, int32_t *out);       /* int32 */
+int fhpy_text(PyObject *o, const char *param, int allow_none, const char **out);
+int fhpy_location_arg(PyObject *o, const char *param, fhr_location *out);
+int fhpy_handle_arg_of(PyObject *o, const char *param, fhr_handle *out);
+/* A hold on (handle, at) for one export (counted in m->exports): *token for
+ * fhpy_unprotect. The hold is taken without the interpreter lock. 0 and an exception. */
+int fhpy_protect(fhpy_manager *m, PyObject *handle, fhr_location at, void **token);
+void fhpy_unprotect(void *token); /* with the interpreter lock; NULL: nothing */
+/* How many live exports protect handle's copy at `at`; at any location. */
+long fhpy_exports_of(fhpy_manager *m, PyObject *handle, fhr_location at);
+long fhpy_exports_any(fhpy_manager *m, PyObject *handle);
+/* Appends to e's message that n exported views protect the copy (n > 0). */
+void fhpy_exports_note(fhr_error *e, long n);
+/* {location: bytes} (None: none) as PyMem memory the caller frees. */
+int fhpy_budgets(PyObject *o, const char *param, fhr_budget **out, size_t *n);
 
 /* ---- converters ------------------------------------------------------------------- */
 
@@ -203,8 +241,10 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
                      fhr_stream *order, fhr_value **out, PyObject **layout);
 int fhpy_meta(PyObject *o, fhr_ckks_meta *out);
 PyObject *fhpy_meta_object(const fhr_ckks_meta *meta);
+/* A view of v owned by owner (strong); handle: the handle object v is leased under, or
+ * NULL. */
 PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_value *v,
-                          PyObject *layout);
+                          PyObject *layout, PyObject *handle);
 extern const fhpy_owner_ops fhpy_lease_ops;
 int fhpy_parse_dtype(PyObject *o, fhpy_dl_dtype *out);
 /* Drops the producers whose buffers the library released since the last call. */

@@ -43,7 +43,37 @@ static int lease_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
     return 0;
 }
 
-const fhpy_owner_ops fhpy_lease_ops = {lease_alive, lease_add_consumer, lease_backend};
+static void lease_unpin(fhpy_lease *l);
+
+/* An export (or fheplan.to) of a leased copy: a hold on it, taken while the lease is
+ * pinned so that a release from another thread cannot end it meanwhile. */
+static int lease_export_begin(PyObject *o, PyObject *handle, fhr_location at, void **token)
+{
+    fhpy_lease *l = (fhpy_lease *)o;
+    *token = NULL;
+    if (!handle)
+        return 1;
+    l->pins++;
+    int ok = fhpy_protect(l->mgr, handle, at, token);
+    lease_unpin(l);
+    return ok;
+}
+
+static void lease_export_end(PyObject *o, void *token)
+{
+    (void)o;
+    fhpy_unprotect(token);
+}
+
+const fhpy_owner_ops fhpy_lease_ops = {
+    .alive = lease_alive,
+    .add_consumer = lease_add_consumer,
+    .backend = lease_backend,
+    .export_begin = lease_export_begin,
+    .export_end = lease_export_end,
+    .ended = "the lease was released: its values must not be read (arrays exported from "
+             "them stay valid until they are deleted)",
+};
 
 PyObject *fhpy_lease_make(fhpy_manager *m, fhr_lease *l, fhr_location at, PyObject *handles,
                           PyObject *owner)
@@ -63,14 +93,75 @@ PyObject *fhpy_lease_make(fhpy_manager *m, fhr_lease *l, fhr_location at, PyObje
     o->handles = Py_NewRef(handles);
     o->owner = Py_XNewRef(owner);
     o->keep = NULL;
+    o->pins = 0;
+    o->release_pending = 0;
     return (PyObject *)o;
 }
 
-static void free_views(fhpy_lease *l)
+static void destroy_views(fhr_backend *b, fhr_stream **views, size_t n)
 {
-    for (size_t i = 0; i < l->nviews; i++)
-        fhr_stream_destroy(l->mgr->backend, l->views[i]);
+    for (size_t i = 0; i < n; i++)
+        fhr_stream_destroy(b, views[i]);
+}
+
+/* The library's release. The view list and the stream objects behind it are taken out
+ * under the lock (another thread may append to them meanwhile: core.c, rule 4) and put
+ * back when the release fails. */
+static fhr_status lease_release_now(fhpy_lease *l, fhr_error *e)
+{
+    fhr_stream **views = l->views;
+    size_t n = l->nviews;
+    PyObject *keep = l->keep;
+    l->views = NULL;
     l->nviews = 0;
+    l->keep = NULL;
+    fhr_status st;
+    fhr_backend *b = l->mgr->backend;
+    Py_BEGIN_ALLOW_THREADS
+    st = fhr_lease_release(l->lease, e);
+    if (st == FHR_OK)
+        destroy_views(b, views, n); /* the completion events are recorded */
+    Py_END_ALLOW_THREADS
+    if (st == FHR_OK) {
+        PyMem_Free(views);
+        Py_XDECREF(keep); /* after the views */
+        return st;
+    }
+    /* failed: put them back, before those appended meanwhile */
+    fhr_stream **all = PyMem_Realloc(views, (n + l->nviews + 1) * sizeof *all);
+    if (all) {
+        for (size_t i = 0; i < l->nviews; i++)
+            all[n + i] = l->views[i];
+        PyMem_Free(l->views);
+        l->views = all;
+        l->nviews += n;
+    } else { /* no memory to keep them: their work is waited for here */
+        for (size_t i = 0; i < n; i++)
+            fhr_stream_sync(b, views[i], NULL);
+        destroy_views(b, views, n);
+        PyMem_Free(views);
+    }
+    if (keep && l->keep && PyList_SetSlice(keep, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, l->keep) < 0)
+        PyErr_Clear();
+    if (keep)
+        Py_XSETREF(l->keep, keep);
+    return st;
+}
+
+/* Ends a read pinned without the lock; the last one performs a release asked meanwhile. */
+static void lease_unpin(fhpy_lease *l)
+{
+    if (--l->pins > 0 || !l->release_pending)
+        return;
+    l->release_pending = 0;
+    FHPY_ERR_INIT(e);
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    if (lease_release_now(l, &e) != FHR_OK) {
+        fhpy_fail(&e);
+        PyErr_WriteUnraisable((PyObject *)l);
+    }
+    PyErr_Restore(et, ev, etb);
 }
 
 static PyObject *lease_release(PyObject *self, PyObject *unused)
@@ -79,20 +170,18 @@ static PyObject *lease_release(PyObject *self, PyObject *unused)
     fhpy_lease *l = (fhpy_lease *)self;
     if (l->released)
         return fhpy_raise_msg(FHR_E_LEASE, "lease_release: the lease was already released");
+    l->released = 1; /* no new read starts, also while the release runs */
+    if (l->pins > 0) {
+        l->release_pending = 1; /* the last pinned read releases */
+        Py_RETURN_NONE;
+    }
     FHPY_ERR_INIT(e);
-    fhr_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = fhr_lease_release(l->lease, &e);
-    if (st == FHR_OK)
-        free_views(l); /* the completion events are recorded: the views may go */
-    Py_END_ALLOW_THREADS
-    if (st == FHR_OK)
-        Py_CLEAR(l->keep); /* after the views */
+    fhr_status st = lease_release_now(l, &e);
     fhpy_release_drain();
     if (st != FHR_OK) {
+        l->released = 0;
         return fhpy_fail(&e);
     }
-    l->released = 1;
     Py_RETURN_NONE;
 }
 
@@ -102,7 +191,7 @@ static void lease_dealloc(PyObject *self)
     Py_BEGIN_ALLOW_THREADS
     if (!l->owner && l->lease)
         fhr_lease_destroy(l->lease); /* releases an active lease */
-    free_views(l);
+    destroy_views(l->mgr->backend, l->views, l->nviews);
     Py_END_ALLOW_THREADS
     PyMem_Free(l->views);
     Py_XDECREF(l->keep); /* after the views */
@@ -129,7 +218,7 @@ static PyObject *lease_getitem(PyObject *self, PyObject *key)
     PyObject *layout;
     if (!fhpy_layout_of(l->mgr, key, &layout))
         return NULL;
-    return fhpy_leased_new(self, &fhpy_lease_ops, v, layout);
+    return fhpy_leased_new(self, &fhpy_lease_ops, v, layout, key);
 }
 
 static Py_ssize_t lease_len(PyObject *self) { return PyTuple_GET_SIZE(((fhpy_lease *)self)->handles); }

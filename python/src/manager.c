@@ -84,50 +84,23 @@ static int parse_mode(PyObject *o, int *out, const char *what)
 static int mgr_init(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *budgets = Py_None;
+    PyObject *budgets = Py_None, *device_o = Py_None, *trace_o = NULL;
     const char *device = NULL;
-    Py_ssize_t trace = 4096;
+    size_t trace = 4096;
     static char *kwl[] = {"budgets", "device", "trace_capacity", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$zn", kwl, &budgets, &device, &trace))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O$OO", kwl, &budgets, &device_o, &trace_o))
         return -1;
     if (m->m) {
         PyErr_SetString(PyExc_RuntimeError, "ResidencyManager.__init__ called twice");
         return -1;
     }
-    if (trace < 0) {
-        fhpy_raise_msg(FHR_E_INVALID, "trace_capacity must be >= 0");
+    if (!fhpy_text(device_o, "device", 1, &device) ||
+        (trace_o && !fhpy_count(trace_o, "trace_capacity", (size_t)1 << 40, &trace)))
         return -1;
-    }
     fhr_budget *bs = NULL;
-    Py_ssize_t nb = 0;
-    if (budgets != Py_None) {
-        if (!PyDict_Check(budgets)) {
-            PyErr_SetString(PyExc_TypeError, "budgets is a dict {location: bytes}");
-            return -1;
-        }
-        bs = PyMem_Calloc((size_t)PyDict_Size(budgets) + 1, sizeof *bs);
-        if (!bs) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        Py_ssize_t pos = 0;
-        PyObject *k, *v;
-        while (PyDict_Next(budgets, &pos, &k, &v)) {
-            if (!fhpy_to_loc(k, &bs[nb].loc)) {
-                PyMem_Free(bs);
-                return -1;
-            }
-            bs[nb].nbytes = PyLong_AsUnsignedLongLong(v);
-            if (PyErr_Occurred()) {
-                PyErr_Clear();
-                PyMem_Free(bs);
-                fhpy_raise_msg(FHR_E_INVALID, "budget for %R: expected bytes as a "
-                                              "non-negative int", k);
-                return -1;
-            }
-            nb++;
-        }
-    }
+    size_t nb = 0;
+    if (!fhpy_budgets(budgets, "budgets", &bs, &nb))
+        return -1;
     FHPY_ERR_INIT(e);
     fhr_status st;
     NOGIL(st, fhr_backend_open(device, &m->backend, &e));
@@ -146,7 +119,8 @@ static int mgr_init(PyObject *self, PyObject *args, PyObject *kw)
     }
     m->layouts = PyDict_New();
     m->sources = PyDict_New();
-    return m->layouts && m->sources ? 0 : -1;
+    m->exports = PyDict_New();
+    return m->layouts && m->sources && m->exports ? 0 : -1;
 }
 
 static void mgr_dealloc(PyObject *self)
@@ -167,6 +141,7 @@ static void mgr_dealloc(PyObject *self)
     fhpy_release_drain();
     Py_XDECREF(m->layouts);
     Py_XDECREF(m->sources);
+    Py_XDECREF(m->exports);
     Py_XDECREF(m->load_exc);
     Py_TYPE(self)->tp_free(self);
 }
@@ -188,20 +163,15 @@ static int mgr_clear(PyObject *self)
 
 /* ---- adoption ------------------------------------------------------------------------------ */
 
-static int opts_parse(PyObject *mode, PyObject *label, int priority, fhr_adopt_opts *o)
+static int opts_parse(PyObject *mode, PyObject *label, PyObject *priority, fhr_adopt_opts *o)
 {
     int md = FHR_REPLICABLE;
     if (!parse_mode(mode, &md, "replica_mode"))
         return 0;
     o->mode = (fhr_replica_mode)md;
-    o->priority = priority;
-    o->label = NULL;
-    if (label && label != Py_None) {
-        o->label = PyUnicode_AsUTF8(label);
-        if (!o->label)
-            return 0;
-    }
-    return 1;
+    o->priority = 0;
+    return fhpy_text(label, "label", 1, &o->label) &&
+           (!priority || fhpy_priority(priority, "priority", &o->priority));
 }
 
 /* The stream that orders CUDA producers' work before adoption at device `dev`. */
@@ -223,17 +193,23 @@ static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     PyObject *value, *at_o = NULL, *mode = Py_None, *meta = Py_None, *label = Py_None;
-    int priority = 0;
+    PyObject *priority = NULL;
     static char *kwl[] = {"value", "at", "replica_mode", "meta", "label", "priority", NULL};
     if (!check_open(m) ||
-        !PyArg_ParseTupleAndKeywords(args, kw, "O|OO$OOi", kwl, &value, &at_o, &mode, &meta,
+        !PyArg_ParseTupleAndKeywords(args, kw, "O|OO$OOO", kwl, &value, &at_o, &mode, &meta,
                                      &label, &priority))
         return NULL;
     fhpy_release_drain();
     fhr_location at = fhr_loc_host();
     fhr_adopt_opts o;
-    if ((at_o && !fhpy_to_loc(at_o, &at)) || !opts_parse(mode, label, priority, &o))
+    if ((at_o && !fhpy_location_arg(at_o, "at", &at)) || !opts_parse(mode, label, priority, &o))
         return NULL;
+    if (meta != Py_None && !PyDict_Check(meta) && !PyObject_HasAttrString(meta, "level") &&
+        !PyObject_HasAttrString(meta, "context_id")) {
+        PyErr_Format(PyExc_TypeError, "meta must be a CKKSMeta, a dict of its fields or None, "
+                                      "not %.80s", Py_TYPE(meta)->tp_name);
+        return NULL;
+    }
     fhr_value *v = NULL;
     PyObject *layout = NULL;
     fhpy_value *owned = NULL;
@@ -241,6 +217,10 @@ static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
         owned = (fhpy_value *)value;
         if (!owned->v)
             return fhpy_raise_msg(FHR_E_STATE, "adopt: the value was adopted already");
+        if (owned->nexports > 0)
+            return fhpy_raise_msg(FHR_E_PROTECTED, "adopt: %zd exported view%s of the value "
+                                  "still read its memory: delete those arrays first",
+                                  owned->nexports, owned->nexports == 1 ? "" : "s");
         if (owned->keep != self)
             return fhpy_raise_msg(FHR_E_INVALID, "adopt: the value was copied by another "
                                                  "manager's backend");
@@ -353,8 +333,9 @@ static int spec_fields(PyObject *fields, fhr_field_spec **out, size_t *n, PyObje
             goto fail;
         }
         if (PyLong_Check(v)) {
-            fs[i].nbytes = PyLong_AsUnsignedLongLong(v);
-            if (PyErr_Occurred())
+            char what[96];
+            snprintf(what, sizeof what, "fields['%.60s']", fs[i].name);
+            if (!fhpy_bytes(v, what, &fs[i].nbytes))
                 goto fail;
             PyObject *e = Py_BuildValue("(O(iii)(K))", k, FHPY_DL_UINT, 8, 1,
                                         (unsigned long long)fs[i].nbytes);
@@ -369,12 +350,13 @@ static int spec_fields(PyObject *fields, fhr_field_spec **out, size_t *n, PyObje
             PyObject *st = PySequence_Tuple(shape);
             if (!st)
                 goto fail;
-            uint64_t elems = 1;
-            for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(st); d++)
-                elems *= PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(st, d));
-            if (PyErr_Occurred()) {
-                Py_DECREF(st);
-                goto fail;
+            uint64_t elems = 1, dim;
+            for (Py_ssize_t d = 0; d < PyTuple_GET_SIZE(st); d++) {
+                if (!fhpy_bytes(PyTuple_GET_ITEM(st, d), "a field's shape entry", &dim)) {
+                    Py_DECREF(st);
+                    goto fail;
+                }
+                elems *= dim;
             }
             fs[i].nbytes = elems * dt.bits * dt.lanes / 8;
             PyObject *e = Py_BuildValue("(O(iii)N)", k, dt.code, dt.bits, dt.lanes, st);
@@ -399,13 +381,15 @@ static PyObject *mgr_register_source(PyObject *self, PyObject *args, PyObject *k
 {
     fhpy_manager *m = (fhpy_manager *)self;
     PyObject *load, *fields, *meta = Py_None, *mode = Py_None, *label = Py_None;
-    unsigned long long storage = 0;
-    int priority = 0;
+    PyObject *storage_o = NULL, *priority = NULL;
+    uint64_t storage = 0;
     static char *kwl[] = {"load", "fields", "meta", "storage_nbytes", "replica_mode", "label",
                           "priority", NULL};
     if (!check_open(m) ||
-        !PyArg_ParseTupleAndKeywords(args, kw, "OO|$OKOOi", kwl, &load, &fields, &meta,
-                                     &storage, &mode, &label, &priority))
+        !PyArg_ParseTupleAndKeywords(args, kw, "OO|$OOOOO", kwl, &load, &fields, &meta,
+                                     &storage_o, &mode, &label, &priority))
+        return NULL;
+    if (storage_o && !fhpy_bytes(storage_o, "storage_nbytes", &storage))
         return NULL;
     if (!PyCallable_Check(load)) {
         if (PyObject_HasAttrString(load, "load"))
@@ -508,6 +492,8 @@ static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
     if (view)
         fhr_stream_destroy(m->backend, view);
     Py_END_ALLOW_THREADS
+    if (st == FHR_E_PROTECTED)
+        fhpy_exports_note(&e, fhpy_exports_any(m, h.obj));
     return finish(m, st, &e);
 }
 
@@ -523,6 +509,8 @@ static PyObject *mgr_drop(PyObject *self, PyObject *args, PyObject *kw)
     FHPY_ERR_INIT(e);
     fhr_status st;
     NOGIL(st, fhr_drop(m->m, h.h, at, &e));
+    if (st == FHR_E_PROTECTED)
+        fhpy_exports_note(&e, fhpy_exports_of(m, h.obj, at));
     return finish(m, st, &e);
 }
 
@@ -535,6 +523,8 @@ static PyObject *mgr_discard(PyObject *self, PyObject *ho)
     FHPY_ERR_INIT(e);
     fhr_status st;
     NOGIL(st, fhr_discard(m->m, h, &e));
+    if (st == FHR_E_PROTECTED)
+        fhpy_exports_note(&e, fhpy_exports_any(m, ho));
     if (st == FHR_OK && PyDict_DelItem(m->layouts, ho) < 0)
         PyErr_Clear();
     return finish(m, st, &e);
@@ -559,8 +549,10 @@ static PyObject *mgr_set_budget(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhr_location at;
-    unsigned long long nb;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "O&K", fhpy_to_loc_conv, &at, &nb))
+    PyObject *at_o, *nb_o;
+    uint64_t nb;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "OO", &at_o, &nb_o) ||
+        !fhpy_location_arg(at_o, "at", &at) || !fhpy_bytes(nb_o, "nbytes", &nb))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -572,8 +564,10 @@ static PyObject *mgr_set_priority(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhpy_handle_arg h;
-    int p;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "O&i", fhpy_handle_conv, &h, &p))
+    PyObject *p_o;
+    int32_t p;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&O", fhpy_handle_conv, &h, &p_o) ||
+        !fhpy_priority(p_o, "priority", &p))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -598,8 +592,10 @@ static PyObject *mgr_wait_pending(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhr_location at;
-    unsigned long long nb;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "O&K", fhpy_to_loc_conv, &at, &nb))
+    PyObject *at_o, *nb_o;
+    uint64_t nb;
+    if (!check_open(m) || !PyArg_ParseTuple(args, "OO", &at_o, &nb_o) ||
+        !fhpy_location_arg(at_o, "at", &at) || !fhpy_bytes(nb_o, "nbytes", &nb))
         return NULL;
     FHPY_ERR_INIT(e);
     size_t waited = 0;
@@ -897,8 +893,8 @@ static PyObject *mgr_trace(PyObject *self, PyObject *unused)
 static PyObject *mgr_set_trace_capacity(PyObject *self, PyObject *arg)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    size_t n = PyLong_AsSize_t(arg);
-    if (!check_open(m) || PyErr_Occurred())
+    size_t n;
+    if (!check_open(m) || !fhpy_count(arg, "capacity", (size_t)1 << 40, &n))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -1057,6 +1053,8 @@ static PyObject *mgr_stream(PyObject *self, PyObject *args)
     o->owner = Py_NewRef(self);
     o->own = 1;
     o->loc = at;
+    o->life = NULL;
+    o->life_ops = NULL;
     return (PyObject *)o;
 }
 

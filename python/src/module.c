@@ -502,13 +502,19 @@ static void stream_dealloc(PyObject *self)
         Py_END_ALLOW_THREADS
     }
     Py_XDECREF(s->owner);
+    Py_XDECREF(s->life);
     Py_TYPE(self)->tp_free(self);
 }
+
+/* A stream handed to a kernel or loader is valid during the call only (core.c, rule 1). */
+static int stream_check(fhpy_stream *s) { return !s->life || fhpy_alive(s->life, s->life_ops); }
 
 static PyObject *stream_get_ptr(PyObject *self, void *c)
 {
     (void)c;
     fhpy_stream *s = (fhpy_stream *)self;
+    if (!stream_check(s))
+        return NULL;
     void *native = NULL;
     FHPY_ERR_INIT(e);
     if (fhr_stream_native(s->b, s->s, &native, NULL, &e) != FHR_OK)
@@ -519,6 +525,8 @@ static PyObject *stream_get_ptr(PyObject *self, void *c)
 static PyObject *stream_get_loc(PyObject *self, void *c)
 {
     (void)c;
+    if (!stream_check((fhpy_stream *)self))
+        return NULL;
     return fhpy_loc_new(((fhpy_stream *)self)->loc);
 }
 
@@ -526,6 +534,8 @@ static PyObject *stream_synchronize(PyObject *self, PyObject *unused)
 {
     (void)unused;
     fhpy_stream *s = (fhpy_stream *)self;
+    if (!stream_check(s))
+        return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS

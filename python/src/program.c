@@ -2,7 +2,9 @@
  * report), run (the VM on a backend, with Python kernels for `run NAME(...)` bodies). */
 #include "fhpy.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct {
@@ -25,7 +27,18 @@ PyTypeObject fhpy_kcall_type = {
 
 static int kcall_alive(PyObject *o) { return ((fhpy_kcall *)o)->alive; }
 static fhr_backend *kcall_backend(PyObject *o) { return ((fhpy_kcall *)o)->b; }
-static const fhpy_owner_ops kcall_ops = {kcall_alive, NULL, kcall_backend};
+/* A call's memory is the VM's: it cannot be kept past the call (no export_begin). */
+static const fhpy_owner_ops kcall_ops = {
+    .alive = kcall_alive,
+    .backend = kcall_backend,
+    .ended = "the kernel call returned: its values and stream are valid during the call only",
+};
+static const fhpy_owner_ops load_ops = {
+    .alive = kcall_alive,
+    .backend = kcall_backend,
+    .ended = "the load returned: a loader's record (data, stream) is valid during the call "
+             "only",
+};
 
 static void program_dealloc(PyObject *self)
 {
@@ -82,35 +95,7 @@ PyTypeObject fhpy_program_type = {
 
 static int budget_overrides(PyObject *o, fhr_budget **out, size_t *n)
 {
-    *out = NULL;
-    *n = 0;
-    if (!o || o == Py_None)
-        return 1;
-    if (!PyDict_Check(o)) {
-        PyErr_SetString(PyExc_TypeError, "budgets is a dict {location: bytes}");
-        return 0;
-    }
-    fhr_budget *b = PyMem_Calloc((size_t)PyDict_Size(o) + 1, sizeof *b);
-    if (!b) {
-        PyErr_NoMemory();
-        return 0;
-    }
-    Py_ssize_t pos = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(o, &pos, &k, &v)) {
-        if (!fhpy_to_loc(k, &b[*n].loc)) {
-            PyMem_Free(b);
-            return 0;
-        }
-        b[*n].nbytes = PyLong_AsUnsignedLongLong(v);
-        if (PyErr_Occurred()) {
-            PyMem_Free(b);
-            return 0;
-        }
-        (*n)++;
-    }
-    *out = b;
-    return 1;
+    return fhpy_budgets(o, "budgets", out, n);
 }
 
 /* text_or_path -> a program (a Program passes through, new reference). */
@@ -205,10 +190,57 @@ PyObject *fhpy_compile(PyObject *self, PyObject *args, PyObject *kw)
 
 /* ---- kernels ------------------------------------------------------------------------------ */
 
+/* What the callbacks of one run share (touched under the interpreter lock only). */
+typedef struct run_ctx {
+    PyObject *exc;          /* the first exception a kernel, loader or signal handler raised */
+    uint64_t last_signal_ns; /* when pending signals were last looked at */
+} run_ctx;
+
 /* A Python kernel or loader, registered by name (register_all). */
 typedef struct py_callable {
-    PyObject *fn; /* borrowed: the dict it came from outlives the run */
+    PyObject *fn; /* strong: owned for the whole run (core.c, rule 3) */
+    run_ctx *rc;
 } py_callable;
+
+/* Takes the exception being raised as the run's (the first one is kept: it becomes the
+ * __cause__ of the run's error, or is raised unchanged when it is not an Exception). */
+static fhr_status callback_failed(run_ctx *rc, fhr_error *err, fhr_status st, const char *prefix)
+{
+    PyObject *exc = fhpy_take_exception(err, st, prefix);
+    if (exc && !rc->exc)
+        rc->exc = exc;
+    else
+        Py_XDECREF(exc);
+    return st;
+}
+
+/* A callback not called because the run is stopping. */
+static fhr_status stopped(fhr_error *err, fhr_status st, const char *what, const char *name)
+{
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s '%.60s': the run was interrupted",
+                 what, name);
+    }
+    return st;
+}
+
+/* A stream object for a callback: valid while the call is (its `life`). */
+static PyObject *call_stream(fhr_stream *s, fhr_backend *b, fhr_location loc, fhpy_kcall *kc,
+                             const fhpy_owner_ops *ops)
+{
+    fhpy_stream *x = PyObject_New(fhpy_stream, &fhpy_stream_type);
+    if (x) {
+        x->s = s;
+        x->b = b;
+        x->owner = NULL;
+        x->own = 0;
+        x->loc = loc;
+        x->life = Py_NewRef((PyObject *)kc);
+        x->life_ops = ops;
+    }
+    return (PyObject *)x;
+}
 
 static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_error *err)
 {
@@ -217,13 +249,13 @@ static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_err
     PyGILState_STATE g = PyGILState_Ensure();
     fhpy_kcall *kc = PyObject_New(fhpy_kcall, &fhpy_kcall_type);
     PyObject *values = kc ? PyList_New((Py_ssize_t)call->nvalues) : NULL, *rargs = NULL;
-    fhpy_stream *so = NULL;
+    PyObject *so = NULL;
     if (kc) {
         kc->b = call->backend;
         kc->alive = 1;
     }
     for (size_t i = 0; values && i < call->nvalues; i++) {
-        PyObject *v = fhpy_leased_new((PyObject *)kc, &kcall_ops, call->values[i], NULL);
+        PyObject *v = fhpy_leased_new((PyObject *)kc, &kcall_ops, call->values[i], NULL, NULL);
         if (!v) {
             Py_CLEAR(values);
             break;
@@ -243,36 +275,32 @@ static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_err
         }
         PyList_SET_ITEM(rargs, (Py_ssize_t)i, x);
     }
-    if (rargs && (so = PyObject_New(fhpy_stream, &fhpy_stream_type))) {
-        so->s = call->stream;
-        so->b = call->backend;
-        so->owner = NULL;
-        so->own = 0;
-        so->loc = call->loc;
-    }
+    if (rargs)
+        so = call_stream(call->stream, call->backend, call->loc, kc, &kcall_ops);
     PyObject *rec = NULL, *res = NULL;
     if (so) {
         PyObject *d = Py_BuildValue("{s:s,s:N,s:O,s:O,s:O,s:O,s:I,s:I}", "name", call->name,
-                                    "location", fhpy_loc_new(call->loc), "stream", (PyObject *)so,
+                                    "location", fhpy_loc_new(call->loc), "stream", so,
                                     "values", values, "args", rargs, "device_memory",
                                     call->device_memory ? Py_True : Py_False, "line", call->line,
                                     "col", call->col);
         rec = fhpy_record("kernel_call", d);
         Py_XDECREF(d);
     }
-    if (rec)
+    if (rec && k->rc->exc) /* the run is stopping (an interrupt): call nothing more */
+        st = stopped(err, FHR_E_BACKEND, "kernel", call->name);
+    else if (rec)
         res = PyObject_CallOneArg(k->fn, rec);
-    if (!res) {
+    if (!res && st == FHR_OK) {
         char prefix[160];
         snprintf(prefix, sizeof prefix, "kernel '%s' raised", call->name);
-        Py_XDECREF(fhpy_take_exception(err, FHR_E_BACKEND, prefix));
-        st = FHR_E_BACKEND;
+        st = callback_failed(k->rc, err, FHR_E_BACKEND, prefix);
     }
     if (kc)
         kc->alive = 0; /* the lease ends when the kernel returns */
     Py_XDECREF(res);
     Py_XDECREF(rec);
-    Py_XDECREF((PyObject *)so);
+    Py_XDECREF(so);
     Py_XDECREF(rargs);
     Py_XDECREF(values);
     Py_XDECREF((PyObject *)kc);
@@ -282,12 +310,12 @@ static fhr_status kernel_tramp(void *ctx, const rplan_kernel_call *call, fhr_err
 
 /* ---- loaders: engine.NAME(ARG) values filled from Python ---------------------------------- */
 
-static fhr_status loader_fail(const rplan_load *ld, fhr_error *err, const char *what)
+static fhr_status loader_fail(run_ctx *rc, const rplan_load *ld, fhr_error *err,
+                              const char *what)
 {
     char prefix[160];
     snprintf(prefix, sizeof prefix, "loader '%.60s' %s", ld->loader, what);
-    Py_XDECREF(fhpy_take_exception(err, FHR_E_SOURCE, prefix));
-    return FHR_E_SOURCE;
+    return callback_failed(rc, err, FHR_E_SOURCE, prefix);
 }
 
 /* Calls the Python loader with a record: loader, arg, value (its name), nbytes, location,
@@ -315,7 +343,7 @@ static fhr_status loader_tramp(void *ctx, const rplan_load *ld, fhr_error *err)
             ok = fhr_value_add_field(tmp, ld->field_names[f], bi,
                                      (size_t)((char *)ld->fields[f] - (char *)ld->fields[0]),
                                      (size_t)ld->field_nbytes[f], NULL) == FHR_OK;
-        val = ok ? fhpy_leased_new((PyObject *)kc, &kcall_ops, tmp, NULL) : NULL;
+        val = ok ? fhpy_leased_new((PyObject *)kc, &load_ops, tmp, NULL, NULL) : NULL;
         if (val)
             ((fhpy_leased *)val)->writable = 1; /* the loader fills it */
         if (!ok)
@@ -324,15 +352,7 @@ static fhr_status loader_tramp(void *ctx, const rplan_load *ld, fhr_error *err)
         val = Py_NewRef(Py_None);
     }
     if (val && ld->stream) {
-        fhpy_stream *x = PyObject_New(fhpy_stream, &fhpy_stream_type);
-        if (x) {
-            x->s = ld->stream;
-            x->b = kc->b;
-            x->owner = NULL;
-            x->own = 0;
-            x->loc = ld->loc;
-        }
-        so = (PyObject *)x;
+        so = call_stream(ld->stream, kc->b, ld->loc, kc, &load_ops);
     } else if (val) {
         so = Py_NewRef(Py_None);
     }
@@ -346,17 +366,17 @@ static fhr_status loader_tramp(void *ctx, const rplan_load *ld, fhr_error *err)
         rec = d ? fhpy_record("load", d) : NULL;
         Py_XDECREF(d);
     }
-    if (rec)
+    if (rec && l->rc->exc) /* the run is stopping (an interrupt): call nothing more */
+        st = stopped(err, FHR_E_SOURCE, "loader", ld->loader);
+    else if (rec)
         res = PyObject_CallOneArg(l->fn, rec);
-    if (!res)
-        st = loader_fail(ld, err, ld->fields ? "raised" : "(size probe) raised");
-    else if (!ld->fields) {
-        unsigned long long n = PyLong_Check(res) ? PyLong_AsUnsignedLongLong(res) : 0;
-        if (!PyLong_Check(res) || PyErr_Occurred()) {
-            PyErr_Clear();
-            PyErr_SetString(PyExc_TypeError, "a size probe returns the bytes the engine has (int)");
-            st = loader_fail(ld, err, "(size probe)");
-        } else
+    if (!res && st == FHR_OK)
+        st = loader_fail(l->rc, ld, err, ld->fields ? "raised" : "(size probe) raised");
+    else if (res && !ld->fields) {
+        uint64_t n = 0;
+        if (!fhpy_bytes(res, "a size probe's answer (the bytes the engine has)", &n))
+            st = loader_fail(l->rc, ld, err, "(size probe)");
+        else
             *ld->supplied = n;
     }
     if (kc)
@@ -386,118 +406,210 @@ static fhr_status register_loader(rplan_vm *vm, const char *name, py_callable *c
     return rplan_loader_register(vm, name, loader_tramp, c, e);
 }
 
-/* Registers each callable of dict ({name: callable}, or None), named `what` in errors; the
- * contexts are in *out (PyMem memory, the caller frees it, also after a failure). 0 and an
- * exception when dict is malformed; a registration the VM refuses leaves its status in *st
- * and its error in e. */
-static int register_all(rplan_vm *vm, PyObject *dict, const char *what, register_fn reg,
-                        py_callable **out, fhr_status *st, fhr_error *e)
+/* The callables of one run, each referenced (core.c, rule 3). */
+typedef struct callables {
+    py_callable *cs;
+    size_t n;
+} callables;
+
+static void callables_free(callables *c)
 {
-    *out = NULL;
+    for (size_t i = 0; i < c->n; i++)
+        Py_XDECREF(c->cs[i].fn);
+    PyMem_Free(c->cs);
+    c->cs = NULL;
+    c->n = 0;
+}
+
+/* Registers each callable of dict ({name: callable}, or None), named `what` in errors,
+ * taking a reference to each (the dict may change during the run). 0 and an exception
+ * when dict is malformed; a registration the VM refuses leaves its status in *st and its
+ * error in e. The items are taken once: a callable cannot change them under us. */
+static int register_all(rplan_vm *vm, PyObject *dict, const char *what, register_fn reg,
+                        run_ctx *rc, callables *out, fhr_status *st, fhr_error *e)
+{
     if (!dict || dict == Py_None)
         return 1;
     if (!PyDict_Check(dict)) {
-        PyErr_Format(PyExc_TypeError, "%s is a dict {name: callable}", what);
+        PyErr_Format(PyExc_TypeError, "%s must be a dict {name (str): callable}, not %.80s",
+                     what, Py_TYPE(dict)->tp_name);
         return 0;
     }
-    py_callable *cs = PyMem_Calloc((size_t)PyDict_Size(dict) + 1, sizeof *cs);
-    if (!cs) {
+    PyObject *items = PyDict_Items(dict);
+    if (!items)
+        return 0;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    out->cs = PyMem_Calloc((size_t)n + 1, sizeof *out->cs);
+    if (!out->cs) {
+        Py_DECREF(items);
         PyErr_NoMemory();
         return 0;
     }
-    *out = cs;
-    Py_ssize_t pos = 0, n = 0;
-    PyObject *k, *v;
-    while (PyDict_Next(dict, &pos, &k, &v)) {
-        const char *name = PyUnicode_Check(k) ? PyUnicode_AsUTF8(k) : NULL;
-        if (!name || !PyCallable_Check(v)) {
-            PyErr_Format(PyExc_TypeError, "%s: {name (str): callable}", what);
-            return 0;
+    int ok = 1;
+    for (Py_ssize_t i = 0; ok && i < n && *st == FHR_OK; i++) {
+        PyObject *k = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 0);
+        PyObject *v = PyTuple_GET_ITEM(PyList_GET_ITEM(items, i), 1);
+        const char *name = NULL;
+        if (!fhpy_text(k, "a name in kernels/loaders", 0, &name))
+            ok = 0;
+        else if (!PyCallable_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s['%s'] must be callable, not %.80s", what, name,
+                         Py_TYPE(v)->tp_name);
+            ok = 0;
+        } else {
+            py_callable *c = &out->cs[out->n++];
+            c->fn = Py_NewRef(v);
+            c->rc = rc;
+            *st = reg(vm, name, c, e); /* the VM copies the name */
         }
-        cs[n].fn = v;
-        if ((*st = reg(vm, name, &cs[n], e)) != FHR_OK)
-            return 1;
-        n++;
     }
-    return 1;
+    Py_DECREF(items);
+    return ok;
 }
 
-static PyObject *vm_go(PyObject *src, PyObject *budgets, const char *device, PyObject *kernels,
-                       PyObject *loaders, int explain, unsigned long long scale, int touch,
-                       int policy)
+/* Between instructions: pending signals (Ctrl-C) are looked at every 20 ms; a handler's
+ * exception stops the run (it is raised unchanged once the run has stopped). */
+static int run_interrupt(void *ctx)
+{
+    run_ctx *rc = ctx;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+    if (now - rc->last_signal_ns < 20000000u)
+        return 0;
+    rc->last_signal_ns = now;
+    PyGILState_STATE g = PyGILState_Ensure();
+    if (!rc->exc && PyErr_CheckSignals() < 0)
+        rc->exc = fhpy_take_exception(NULL, FHR_E_PLAN, "");
+    int stop = rc->exc != NULL;
+    PyGILState_Release(g);
+    return stop;
+}
+
+/* base/units.h (the library's; not a public header): what `fheplan run` reads
+ * FHEPLAN_EMU_MEMORY with. */
+int fhr_size_parse(const char *s, uint64_t *out, char *why, size_t cap);
+
+/* Automatic scale on the emulated device, as `fheplan run` chooses it: the smallest power
+ * of two that brings the sum of all value sizes under FHEPLAN_EMU_MEMORY (256 MiB). */
+static uint64_t auto_scale(const rplan_program *p)
+{
+    uint64_t limit = (uint64_t)256 << 20, total = 0, v;
+    const char *env = getenv("FHEPLAN_EMU_MEMORY");
+    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0)
+        limit = v;
+    for (size_t i = 0; i < rplan_nvalues(p); i++) {
+        rplan_value_info vi;
+        if (rplan_value(p, i, &vi) == FHR_OK)
+            total += vi.nbytes;
+    }
+    uint64_t s = 1;
+    while (total / s > limit && s < ((uint64_t)1 << 30))
+        s *= 2;
+    return s;
+}
+
+/* After a run that failed: the exception of a kernel, a loader or a signal handler that
+ * is not an Exception (KeyboardInterrupt, SystemExit) is raised unchanged; else the run's
+ * error is raised with that exception as its __cause__. */
+static void raise_run_error(fhr_error *e, run_ctx *rc, PyObject *report)
+{
+    PyObject *cause = rc->exc;
+    rc->exc = NULL;
+    if (cause && !PyObject_TypeCheck(cause, (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(cause), cause);
+        Py_DECREF(cause);
+        return;
+    }
+    fhpy_raise(e);
+    if (report)
+        fhpy_exc_set_attr("report", report);
+    if (cause) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        PyErr_NormalizeException(&t, &v, &tb);
+        if (v)
+            PyException_SetCause(v, cause); /* steals cause */
+        else
+            Py_DECREF(cause);
+        PyErr_Restore(t, v, tb);
+    }
+}
+
+typedef struct run_args {
+    PyObject *budgets, *kernels, *loaders;
+    const char *device;
+    int explain, touch, policy;
+    int has_scale;
+    uint64_t scale;
+} run_args;
+
+static PyObject *vm_go(PyObject *src, const run_args *a)
 {
     PyObject *prog = compile_obj(src, NULL, Py_None);
     if (!prog)
         return NULL;
     fhr_budget *b;
     size_t nb;
-    if (!budget_overrides(budgets, &b, &nb)) {
+    if (!budget_overrides(a->budgets, &b, &nb)) {
         Py_DECREF(prog);
         return NULL;
     }
+    run_ctx rc = {NULL, 0};
     rplan_vm_opts o;
     memset(&o, 0, sizeof o);
-    o.mode = explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
+    o.mode = a->explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
     o.budget_override = b;
     o.nbudget_override = nb;
-    o.unknown_as_touch = explain || touch;
-    o.scale = scale;
-    o.policy_override = policy;
+    o.unknown_as_touch = a->explain || a->touch;
+    o.policy_override = a->policy;
+    o.interrupt = run_interrupt;
+    o.interrupt_ctx = &rc;
     FHPY_ERR_INIT(e);
     fhr_backend *be = NULL;
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
-    py_callable *ks = NULL, *ls = NULL;
+    callables ks = {NULL, 0}, ls = {NULL, 0};
+    const rplan_program *p = ((fhpy_program *)prog)->p;
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = fhr_backend_open(explain ? "model:62" : device, &be, &e);
-    if (st == FHR_OK)
-        st = rplan_vm_create(((fhpy_program *)prog)->p, be, &o, &vm, &e);
+    st = fhr_backend_open(a->explain ? "model:62" : a->device, &be, &e);
+    if (st == FHR_OK) {
+        o.scale = a->has_scale ? a->scale
+                  : !a->explain && strcmp(be->ops->name, "emu") == 0 ? auto_scale(p) : 1;
+        st = rplan_vm_create(p, be, &o, &vm, &e);
+    }
     Py_END_ALLOW_THREADS
-    if (st == FHR_OK && !register_all(vm, kernels, "kernels", register_kernel, &ks, &st, &e))
-        goto out;
-    if (st == FHR_OK && !register_all(vm, loaders, "loaders", register_loader, &ls, &st, &e))
+    PyObject *r = NULL;
+    if (st == FHR_OK &&
+        (!register_all(vm, a->kernels, "kernels", register_kernel, &rc, &ks, &st, &e) ||
+         !register_all(vm, a->loaders, "loaders", register_loader, &rc, &ls, &st, &e)))
         goto out;
     if (st == FHR_OK) {
         Py_BEGIN_ALLOW_THREADS
         st = rplan_vm_run(vm, &rep, &e);
         Py_END_ALLOW_THREADS
     }
-    PyObject *r = NULL;
-    if (rep) {
-        r = fhpy_json(rplan_vm_report_json(rep));
-        if (!r)
-            goto out;
-    }
+    if (rep && !(r = fhpy_json(rplan_vm_report_json(rep))))
+        goto out;
     if (st != FHR_OK) {
-        fhpy_raise(&e);
-        if (r) {
-            fhpy_exc_set_attr("report", r);
-            Py_CLEAR(r);
-        }
+        raise_run_error(&e, &rc, r);
+        Py_CLEAR(r);
     }
+out:
     rplan_vm_report_free(rep);
-    rep = NULL;
     Py_BEGIN_ALLOW_THREADS
     rplan_vm_destroy(vm);
     fhr_backend_destroy(be);
     Py_END_ALLOW_THREADS
     fhr_error_clear(&e);
-    PyMem_Free(ks);
-    PyMem_Free(ls);
+    callables_free(&ks); /* after the VM: it calls them no more */
+    callables_free(&ls);
+    Py_XDECREF(rc.exc);
     PyMem_Free(b);
     Py_DECREF(prog);
+    fhpy_release_drain();
     return r;
-out:
-    rplan_vm_report_free(rep);
-    rplan_vm_destroy(vm);
-    fhr_backend_destroy(be);
-    fhr_error_clear(&e);
-    PyMem_Free(ks);
-    PyMem_Free(ls);
-    PyMem_Free(b);
-    Py_DECREF(prog);
-    return NULL;
 }
 
 static int parse_policy(const char *p, int *out)
@@ -519,28 +631,45 @@ static int parse_policy(const char *p, int *out)
 PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    PyObject *src, *budgets = Py_None;
-    const char *policy = NULL;
+    PyObject *src, *budgets = Py_None, *policy = Py_None;
     static char *kwl[] = {"program", "budgets", "policy", NULL};
-    int pol;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$Oz", kwl, &src, &budgets, &policy) ||
-        !parse_policy(policy, &pol))
+    run_args a = {0};
+    const char *pol = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OO", kwl, &src, &budgets, &policy) ||
+        !fhpy_text(policy, "policy", 1, &pol) || !parse_policy(pol, &a.policy))
         return NULL;
-    return vm_go(src, budgets, NULL, NULL, NULL, 1, 0, 1, pol);
+    a.budgets = budgets;
+    a.explain = 1;
+    a.touch = 1;
+    return vm_go(src, &a);
 }
 
 PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     PyObject *src, *budgets = Py_None, *kernels = Py_None, *loaders = Py_None;
-    const char *device = NULL, *policy = NULL;
-    unsigned long long scale = 0;
-    int touch = 0, pol;
+    PyObject *device = Py_None, *policy = Py_None, *scale = Py_None;
+    int touch = 0;
     static char *kwl[] = {"program", "device", "kernels", "budgets", "scale",
                           "unknown_as_touch", "policy", "loaders", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$zOOKpzO", kwl, &src, &device, &kernels,
+    run_args a = {0};
+    const char *pol = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOpOO", kwl, &src, &device, &kernels,
                                      &budgets, &scale, &touch, &policy, &loaders) ||
-        !parse_policy(policy, &pol))
+        !fhpy_text(device, "device", 1, &a.device) || !fhpy_text(policy, "policy", 1, &pol) ||
+        !parse_policy(pol, &a.policy))
         return NULL;
-    return vm_go(src, budgets, device, kernels, loaders, 0, scale, touch, pol);
+    if (scale != Py_None) {
+        if (!fhpy_bytes(scale, "scale", &a.scale))
+            return NULL;
+        if (a.scale == 0)
+            return fhpy_raise_msg(FHR_E_INVALID, "scale must be in 1..2**64-1 (None: as "
+                                                 "fheplan run chooses it), not 0");
+        a.has_scale = 1;
+    }
+    a.budgets = budgets;
+    a.kernels = kernels;
+    a.loaders = loaders;
+    a.touch = touch;
+    return vm_go(src, &a);
 }

@@ -251,17 +251,31 @@ static PyObject *value_items(PyObject *value, PyObject **meta_default)
 {
     *meta_default = NULL;
     PyObject *fields = NULL;
-    if (!PyDict_Check(value) && PyObject_HasAttrString(value, "fields") &&
-        !PyObject_HasAttrString(value, "__dlpack__")) {
+    int producer = PyObject_HasAttrString(value, "__dlpack__");
+    if (!PyDict_Check(value) && PyObject_HasAttrString(value, "fields") && !producer) {
         fields = PyObject_GetAttrString(value, "fields");
         if (PyObject_HasAttrString(value, "meta"))
             *meta_default = PyObject_GetAttrString(value, "meta");
-    } else if (PyMapping_Check(value) && !PyObject_HasAttrString(value, "__dlpack__"))
+    } else if (!producer && (PyDict_Check(value) || (PyMapping_Check(value) &&
+                                                    PyObject_HasAttrString(value, "items"))))
         fields = Py_NewRef(value);
     if (!fields) {
         if (PyErr_Occurred())
             return NULL;
+        if (!producer) {
+            PyErr_Format(PyExc_TypeError, "value must be a DLPack producer (an array), a "
+                                          "mapping {field name: array} or an object with "
+                                          ".fields, not %.80s", Py_TYPE(value)->tp_name);
+            return NULL;
+        }
         return Py_BuildValue("[(sO)]", "data", value);
+    }
+    if (!PyDict_Check(fields) && !(PyMapping_Check(fields) &&
+                                   PyObject_HasAttrString(fields, "items"))) {
+        PyErr_Format(PyExc_TypeError, "value.fields must be a mapping {field name: array}, "
+                                      "not %.80s", Py_TYPE(fields)->tp_name);
+        Py_DECREF(fields);
+        return NULL;
     }
     PyObject *items = PyMapping_Items(fields);
     Py_DECREF(fields);
@@ -377,6 +391,11 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
     PyObject *items = value_items(value, &meta_default);
     if (!items)
         return 0;
+    if (!PyList_Check(items)) {
+        Py_DECREF(items);
+        PyErr_SetString(PyExc_TypeError, "value: its fields' items() must give a list");
+        return 0;
+    }
     Py_ssize_t n = PyList_GET_SIZE(items);
     field_in *fs = PyMem_Calloc(n ? (size_t)n : 1, sizeof *fs);
     field_in **order_ = PyMem_Calloc(n ? (size_t)n : 1, sizeof *order_);
@@ -480,7 +499,7 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
 /* ---- views ------------------------------------------------------------------------------- */
 
 PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_value *v,
-                          PyObject *layout)
+                          PyObject *layout, PyObject *handle)
 {
     fhpy_leased *o = PyObject_New(fhpy_leased, &fhpy_leased_type);
     if (!o)
@@ -489,6 +508,7 @@ PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_
     o->ops = ops;
     o->v = v;
     o->layout = Py_NewRef(layout ? layout : Py_None);
+    o->handle = Py_XNewRef(handle);
     o->loc = fhr_value_location(v);
     o->cuda = o->loc.kind == FHR_LOC_CUDA && fhpy_backend_is_cuda(ops->backend(owner));
     o->writable = 0;
@@ -500,18 +520,12 @@ static void leased_dealloc(PyObject *self)
     fhpy_leased *o = (fhpy_leased *)self;
     Py_XDECREF(o->owner);
     Py_XDECREF(o->layout);
+    Py_XDECREF(o->handle);
     Py_TYPE(self)->tp_free(self);
 }
 
-static int leased_check(fhpy_leased *o)
-{
-    if (!o->ops->alive(o->owner)) {
-        fhpy_raise_msg(FHR_E_LEASE, "the value's lease was released: a released value must "
-                                    "not be read");
-        return 0;
-    }
-    return 1;
-}
+/* Every accessor of a LeasedValue and of its FieldViews starts here (core.c, rule 1). */
+static int leased_check(fhpy_leased *o) { return fhpy_alive(o->owner, o->ops); }
 
 static PyObject *view_new(fhpy_leased *val, Py_ssize_t i)
 {
@@ -555,7 +569,10 @@ static PyObject *view_new(fhpy_leased *val, Py_ssize_t i)
 
 static Py_ssize_t leased_len(PyObject *self)
 {
-    return (Py_ssize_t)fhr_value_nfields(((fhpy_leased *)self)->v);
+    fhpy_leased *o = (fhpy_leased *)self;
+    if (!leased_check(o))
+        return -1;
+    return (Py_ssize_t)fhr_value_nfields(o->v);
 }
 
 static PyObject *leased_getitem(PyObject *self, PyObject *key)
@@ -644,6 +661,8 @@ static PyObject *leased_dlpack_device(PyObject *self, PyObject *unused)
 {
     (void)unused;
     fhpy_leased *o = (fhpy_leased *)self;
+    if (!leased_check(o))
+        return NULL;
     return Py_BuildValue("(ii)", o->cuda ? FHPY_DL_CUDA : FHPY_DL_CPU,
                          o->cuda ? o->loc.index : 0);
 }
@@ -660,6 +679,8 @@ static PyObject *leased_get_meta(PyObject *self, void *c)
 static PyObject *leased_get_loc(PyObject *self, void *c)
 {
     (void)c;
+    if (!leased_check((fhpy_leased *)self))
+        return NULL;
     return fhpy_loc_new(((fhpy_leased *)self)->loc);
 }
 
@@ -677,10 +698,11 @@ static PyObject *leased_get_nbytes(PyObject *self, void *c)
 static PyObject *leased_repr(PyObject *self)
 {
     fhpy_leased *o = (fhpy_leased *)self;
+    if (!leased_check(o))
+        return NULL;
     char lb[24];
     fhr_loc_format(o->loc, lb, sizeof lb);
-    return PyUnicode_FromFormat("<fheplan value at %s, %zu fields>", lb,
-                                o->ops->alive(o->owner) ? fhr_value_nfields(o->v) : (size_t)0);
+    return PyUnicode_FromFormat("<fheplan value at %s, %zu fields>", lb, fhr_value_nfields(o->v));
 }
 
 static PyMethodDef leased_methods[] = {
@@ -712,18 +734,23 @@ PyTypeObject fhpy_leased_type = {
     .tp_getset = leased_getset,
 };
 
-/* One field as DLPack. The exported tensor keeps the view (and so the lease object) alive;
- * the memory stays valid only while the lease is active, as the spec's alias rules say. */
+/* One field as DLPack. The exported tensor keeps the view (and so its owner) alive, and
+ * the owner keeps the memory for it (ops->export_begin: a hold on a managed copy, a count
+ * on a Value) until the consumer's deleter runs (core.c, rule 2). */
 typedef struct export_ctx {
     fhpy_dl_managed mt;
     int64_t shape[8];
     PyObject *view;
+    void *token;           /* what ops->export_end takes */
 } export_ctx;
 
 static void export_deleter(fhpy_dl_managed *mt)
 {
     export_ctx *x = (export_ctx *)mt;
     PyGILState_STATE g = PyGILState_Ensure();
+    fhpy_leased *val = ((fhpy_view *)x->view)->val;
+    if (val->ops->export_end)
+        val->ops->export_end(val->owner, x->token);
     Py_XDECREF(x->view);
     PyGILState_Release(g);
     free(x);
@@ -771,6 +798,11 @@ static PyObject *view_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     export_ctx *x = calloc(1, sizeof *x);
     if (!x)
         return PyErr_NoMemory();
+    if (o->val->ops->export_begin &&
+        !o->val->ops->export_begin(o->val->owner, o->val->handle, o->val->loc, &x->token)) {
+        free(x);
+        return NULL;
+    }
     size_t nb;
     x->mt.dl_tensor.data = view_ptr(o, &nb);
     x->mt.dl_tensor.device = (fhpy_dl_device){o->val->cuda ? FHPY_DL_CUDA : FHPY_DL_CPU,
@@ -785,10 +817,8 @@ static PyObject *view_dlpack(PyObject *self, PyObject *args, PyObject *kw)
     x->view = Py_NewRef(self);
     x->mt.manager_ctx = x;
     PyObject *caps = PyCapsule_New(&x->mt, FHPY_DL_NAME, capsule_destructor);
-    if (!caps) {
-        Py_DECREF(x->view);
-        free(x);
-    }
+    if (!caps)
+        export_deleter(&x->mt);
     return caps;
 }
 
@@ -796,6 +826,8 @@ static PyObject *view_dlpack_device(PyObject *self, PyObject *unused)
 {
     return leased_dlpack_device((PyObject *)((fhpy_view *)self)->val, unused);
 }
+
+static int view_check(PyObject *self) { return leased_check(((fhpy_view *)self)->val); }
 
 static PyObject *shape_tuple(fhpy_view *o)
 {
@@ -826,6 +858,8 @@ static PyObject *view_get_cai(PyObject *self, void *c)
 {
     (void)c;
     fhpy_view *o = (fhpy_view *)self;
+    if (!view_check(self))
+        return NULL;
     if (!o->val->cuda) {
         PyErr_SetString(PyExc_AttributeError, "__cuda_array_interface__: not CUDA memory");
         return NULL;
@@ -837,6 +871,8 @@ static PyObject *view_get_ai(PyObject *self, void *c)
 {
     (void)c;
     fhpy_view *o = (fhpy_view *)self;
+    if (!view_check(self))
+        return NULL;
     if (o->val->cuda) {
         PyErr_SetString(PyExc_AttributeError, "__array_interface__: CUDA memory");
         return NULL;
@@ -857,6 +893,8 @@ static PyObject *view_get_nbytes(PyObject *self, void *c)
 {
     (void)c;
     size_t nb = 0;
+    if (!view_check(self))
+        return NULL;
     view_ptr((fhpy_view *)self, &nb);
     return PyLong_FromSize_t(nb);
 }
@@ -864,12 +902,16 @@ static PyObject *view_get_nbytes(PyObject *self, void *c)
 static PyObject *view_get_shape(PyObject *self, void *c)
 {
     (void)c;
+    if (!view_check(self))
+        return NULL;
     return shape_tuple((fhpy_view *)self);
 }
 
 static PyObject *view_get_dtype(PyObject *self, void *c)
 {
     (void)c;
+    if (!view_check(self))
+        return NULL;
     int i = dtype_index(((fhpy_view *)self)->dtype);
     return PyUnicode_FromString(i >= 0 ? dtypes[i].name : "uint8");
 }
@@ -877,6 +919,8 @@ static PyObject *view_get_dtype(PyObject *self, void *c)
 static PyObject *view_get_loc(PyObject *self, void *c)
 {
     (void)c;
+    if (!view_check(self))
+        return NULL;
     return fhpy_loc_new(((fhpy_view *)self)->val->loc);
 }
 
@@ -889,6 +933,8 @@ static void view_dealloc(PyObject *self)
 static PyObject *view_repr(PyObject *self)
 {
     fhpy_view *o = (fhpy_view *)self;
+    if (!view_check(self))
+        return NULL;
     PyObject *shape = shape_tuple(o), *dt = view_get_dtype(self, NULL);
     char lb[24];
     fhr_loc_format(o->val->loc, lb, sizeof lb);
@@ -932,7 +978,29 @@ PyTypeObject fhpy_view_type = {
 
 static int value_alive(PyObject *o) { return ((fhpy_value *)o)->v != NULL; }
 static fhr_backend *value_backend(PyObject *o) { return ((fhpy_value *)o)->b; }
-static const fhpy_owner_ops value_ops = {value_alive, NULL, value_backend};
+
+static int value_export_begin(PyObject *o, PyObject *handle, fhr_location at, void **token)
+{
+    (void)handle;
+    (void)at;
+    *token = NULL;
+    ((fhpy_value *)o)->nexports++;
+    return 1;
+}
+
+static void value_export_end(PyObject *o, void *token)
+{
+    (void)token;
+    ((fhpy_value *)o)->nexports--;
+}
+
+static const fhpy_owner_ops value_ops = {
+    .alive = value_alive,
+    .backend = value_backend,
+    .export_begin = value_export_begin,
+    .export_end = value_export_end,
+    .ended = "the Value was adopted: the manager owns its memory now (acquire it)",
+};
 
 static void value_dealloc(PyObject *self)
 {
@@ -952,7 +1020,7 @@ static PyObject *value_view(fhpy_value *o)
 {
     if (!o->v)
         return fhpy_raise_msg(FHR_E_STATE, "the value was adopted: the manager owns it now");
-    return fhpy_leased_new((PyObject *)o, &value_ops, o->v, o->layout);
+    return fhpy_leased_new((PyObject *)o, &value_ops, o->v, o->layout, NULL);
 }
 
 static PyObject *value_getitem(PyObject *self, PyObject *key)
@@ -966,7 +1034,9 @@ static PyObject *value_getitem(PyObject *self, PyObject *key)
 static Py_ssize_t value_len(PyObject *self)
 {
     fhpy_value *o = (fhpy_value *)self;
-    return o->v ? (Py_ssize_t)fhr_value_nfields(o->v) : 0;
+    if (!fhpy_alive(self, &value_ops))
+        return -1;
+    return (Py_ssize_t)fhr_value_nfields(o->v);
 }
 
 static PyObject *value_fwd(PyObject *self, const char *meth, PyObject *args, PyObject *kw)
@@ -975,7 +1045,9 @@ static PyObject *value_fwd(PyObject *self, const char *meth, PyObject *args, PyO
     if (!v)
         return NULL;
     PyObject *m = PyObject_GetAttrString(v, meth);
-    PyObject *r = m ? PyObject_Call(m, args ? args : PyTuple_New(0), kw) : NULL;
+    PyObject *noargs = args ? NULL : PyTuple_New(0);
+    PyObject *r = m && (args || noargs) ? PyObject_Call(m, args ? args : noargs, kw) : NULL;
+    Py_XDECREF(noargs);
     Py_XDECREF(m);
     Py_DECREF(v);
     return r;
@@ -1096,15 +1168,43 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(layout);
         return NULL;
     }
+    /* The source stays valid while the copy runs without the lock (core.c, rule 5); a
+     * source whose owner cannot promise it (a kernel call's value) is copied with it. */
+    const fhpy_owner_ops *pops = NULL;
+    PyObject *powner = NULL;
+    void *token = NULL;
+    if (!tmp && PyObject_TypeCheck(value, &fhpy_leased_type)) {
+        fhpy_leased *l = (fhpy_leased *)value;
+        pops = l->ops;
+        powner = l->owner;
+        if (pops->export_begin && !pops->export_begin(powner, l->handle, l->loc, &token)) {
+            if (view)
+                fhr_stream_destroy(m->backend, view);
+            Py_XDECREF(layout);
+            return NULL;
+        }
+    } else if (!tmp) {
+        pops = &value_ops;
+        powner = value;
+        value_export_begin(powner, NULL, to, &token);
+    }
     FHPY_ERR_INIT(e);
     fhr_value *out = NULL;
     fhr_status st;
-    Py_BEGIN_ALLOW_THREADS
-    st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
-    if (view)
-        fhr_stream_destroy(m->backend, view);
-    fhr_value_destroy(tmp);
-    Py_END_ALLOW_THREADS
+    if (pops && !pops->export_begin) {
+        st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+        fhr_value_destroy(tmp);
+        Py_END_ALLOW_THREADS
+    }
+    if (pops && pops->export_end)
+        pops->export_end(powner, token);
     fhpy_release_drain();
     if (st != FHR_OK) {
         Py_XDECREF(layout);
@@ -1117,6 +1217,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
         return NULL;
     }
     r->v = out;
+    r->nexports = 0;
     r->b = m->backend;
     r->keep = Py_NewRef((PyObject *)m);
     r->layout = layout ? layout : Py_NewRef(Py_None);

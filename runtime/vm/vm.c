@@ -329,6 +329,8 @@ static void objective_auto(rplan_vm *vm)
         o.trace = 0;
         o.progress = NULL;
         o.progress_ctx = NULL;
+        o.interrupt = NULL;
+        o.interrupt_ctx = NULL;
         fhr_backend *mb = NULL;
         rplan_vm *ev = NULL;
         rplan_vm_report *rep = NULL;
@@ -410,7 +412,10 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     }
     for (size_t pc = 0; pc < vm->ninstr && st == FHR_OK; pc++) {
         const rplan_instr *in = &vm->ins[pc];
-        if (in->op < 0 || in->op >= RPLAN_OP_COUNT_) {
+        if (vm->o.interrupt && vm->o.interrupt(vm->o.interrupt_ctx)) {
+            st = fhr_fail(&e, FHR_E_PLAN, "interrupted");
+            fail_pc = (long)pc;
+        } else if (in->op < 0 || in->op >= RPLAN_OP_COUNT_) {
             st = fhr_fail(&e, FHR_E_INVALID, "unknown opcode %d", in->op);
             fail_pc = (long)pc;
         } else if (op_class[in->op] == VM_CLASS_ACTION) {
