@@ -176,10 +176,11 @@ class ResidencyScope:
     def __exit__(self, t: Optional[Type[BaseException]], v: Optional[BaseException],
                  tb: Optional[TracebackType], /) -> bool: ...
     def close(self) -> None: ...
+    # report and exit_error are None until the exit (Any: callers index them after it)
     @property
-    def report(self) -> Optional[_Report]: ...
+    def report(self) -> Any: ...
     @property
-    def exit_error(self) -> Optional[ResidencyPlanExecutionError]: ...
+    def exit_error(self) -> Any: ...
     @property
     def plan(self) -> ResidencyPlan: ...
     @property
@@ -213,7 +214,7 @@ class _LocationRecord:
     peak_charged_bytes: int
     budget_bytes: Optional[int]
     remaining_budget_bytes: Optional[int]
-    observation: Optional[_ObservationRecord]
+    observation: Any                # an _ObservationRecord, None where none is taken
 
 
 class _MaterializationRecord:
@@ -410,7 +411,7 @@ class ResidencyUse:
     def value(self, handle: ResidencyHandle, at: _Loc) -> LeasedValue: ...
     def add_consumer_stream(self, at: _Loc, stream: _StreamLike, /) -> None: ...
     @property
-    def report(self) -> Optional[_Report]: ...
+    def report(self) -> Any: ...   # a dict after a successful end, else None
     @property
     def decision(self) -> Any: ...
 
@@ -471,7 +472,7 @@ class ResidencyError(Exception):
     handle: Optional[ResidencyHandle]
     location: Optional[Location]
     bytes_short: int
-    partial_report: Optional[_Report]
+    partial_report: Any                     # the report up to the failure, or None
     action: Optional[_Action]
     report: _Report                         # set by run and check when the VM reported
     diagnostics: List[Dict[str, Any]]       # set by compile

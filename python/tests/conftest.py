@@ -2,36 +2,40 @@
 whose memory is host memory), so numpy arrays stand in for device arrays."""
 
 import os
+from typing import Any, Tuple
 
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 import fheplan
-from fheplan import PAGEABLE_HOST, ResidencyManager, cuda_location
+from fheplan import PAGEABLE_HOST, ResidencyHandle, ResidencyManager, cuda_location
 
 os.environ.setdefault("FHEPLAN_DEVICE", "emu")
 
 cuda0 = cuda_location("cuda:0")
+# the three handles of the `values` fixture
+Values = Tuple[ResidencyHandle, ResidencyHandle, ResidencyHandle]
 
 
 @pytest.fixture
-def residency():
+def residency() -> ResidencyManager:
     return ResidencyManager(device="emu")
 
 
-def settle(m, stream):
+def settle(m: ResidencyManager, stream: Any) -> None:
     """The consumer's work completes and its events are reaped (what the spec requires before
     a once-leased CUDA copy may be removed)."""
     stream.synchronize()
     m.reap()
 
 
-def array(n, seed=1, dtype=np.uint64):
+def array(n: int, seed: int = 1, dtype: Any = np.uint64) -> npt.NDArray[Any]:
     return (np.arange(n, dtype=np.uint64) * 2654435761 + seed).astype(dtype)
 
 
 @pytest.fixture
-def values(residency):
+def values(residency: ResidencyManager) -> Values:
     """Three values of the spec's plan example at their initial places."""
     m = residency
     previous_weight = array(512, 1)

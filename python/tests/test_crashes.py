@@ -239,6 +239,7 @@ def test_a_copy_from_a_lease_released_by_another_thread() -> None:
                     fheplan.ResidencyReentrancyError):
                 pass  # refused while the copy reads it: also right
             t.join()
+            s.synchronize()  # the copy was ordered on s
             if "value" in out:
                 assert np.array_equal(np.from_dlpack(out["value"]), want), it
             del val, lease, out

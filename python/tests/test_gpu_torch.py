@@ -4,6 +4,8 @@ Run on a GPU host with the module built there (`make python`):
     PYTHONPATH=build/python python3 -m pytest python/tests/test_gpu_torch.py
 """
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -19,20 +21,20 @@ cuda0 = cuda_location("cuda:0")
 
 
 @pytest.fixture
-def m():
+def m() -> ResidencyManager:
     mgr = ResidencyManager(device="cuda")
     assert mgr.backend == "cuda"
     return mgr
 
 
-def settle(m, *streams):
+def settle(m: ResidencyManager, *streams: Any) -> None:
     for s in streams:
         s.synchronize()
     torch.cuda.synchronize()
     m.reap()
 
 
-def test_adopting_a_cuda_tensor_keeps_its_memory(m):
+def test_adopting_a_cuda_tensor_keeps_its_memory(m: ResidencyManager) -> None:
     t = torch.arange(1 << 16, dtype=torch.int64, device="cuda:0")
     ptr = t.data_ptr()
     h = m.adopt(t, at=cuda0, replica_mode=ReplicaMode.EXCLUSIVE)
@@ -49,7 +51,7 @@ def test_adopting_a_cuda_tensor_keeps_its_memory(m):
     settle(m, s)
 
 
-def test_a_lease_on_a_torch_stream_protects_until_its_work_completes(m):
+def test_a_lease_on_a_torch_stream_protects_until_its_work_completes(m: ResidencyManager) -> None:
     host = np.arange(1 << 20, dtype=np.float32)
     h = m.adopt(host, at=PAGEABLE_HOST)
     m.ensure(h, cuda0)
@@ -66,7 +68,7 @@ def test_a_lease_on_a_torch_stream_protects_until_its_work_completes(m):
     m.drop(h, cuda0)  # the consumer's event completed and was reaped
 
 
-def test_an_external_stream_as_consumer(m):
+def test_an_external_stream_as_consumer(m: ResidencyManager) -> None:
     h = m.adopt(np.ones(4096, dtype=np.float64), at=PAGEABLE_HOST)
     m.ensure(h, cuda0)
     own = m.stream(cuda0)
@@ -79,7 +81,7 @@ def test_an_external_stream_as_consumer(m):
     m.drop(h, cuda0)
 
 
-def test_dlpack_stream_orders_a_second_consumer(m):
+def test_dlpack_stream_orders_a_second_consumer(m: ResidencyManager) -> None:
     h = m.adopt(np.full(1 << 18, 3, dtype=np.int32), at=PAGEABLE_HOST)
     m.ensure(h, cuda0)
     s1 = torch.cuda.Stream(device="cuda:0")
@@ -92,7 +94,7 @@ def test_dlpack_stream_orders_a_second_consumer(m):
     m.drop(h, cuda0)
 
 
-def test_adopt_orders_the_producers_pending_work(m):
+def test_adopt_orders_the_producers_pending_work(m: ResidencyManager) -> None:
     side = torch.cuda.Stream(device="cuda:0")
     with torch.cuda.stream(side):
         t = torch.zeros(1 << 22, device="cuda:0")
@@ -103,7 +105,7 @@ def test_adopt_orders_the_producers_pending_work(m):
         assert float(np.from_dlpack(values[h]).min()) == 5.0
 
 
-def test_pinned_tensors_and_the_controller(m):
+def test_pinned_tensors_and_the_controller(m: ResidencyManager) -> None:
     pinned = torch.arange(1 << 16, dtype=torch.int64).pin_memory()
     h = m.adopt(pinned, at=PINNED_HOST, replica_mode=ReplicaMode.EXCLUSIVE)
     controller = ResidencyController(m)
@@ -119,7 +121,7 @@ def test_pinned_tensors_and_the_controller(m):
     settle(m, compute_stream, transfer_stream)
 
 
-def test_dropping_an_adopted_tensor_returns_it_to_torch(m):
+def test_dropping_an_adopted_tensor_returns_it_to_torch(m: ResidencyManager) -> None:
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated(0)
     t = torch.ones(1 << 24, device="cuda:0")  # 64 MiB

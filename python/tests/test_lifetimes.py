@@ -38,7 +38,7 @@ class Consumer:
 """
 
 
-def run_child(body):
+def run_child(body: str) -> None:
     env = dict(os.environ, PYTHONMALLOC="debug", MALLOC_PERTURB_="165", FHEPLAN_DEVICE="emu")
     code = PRELUDE + textwrap.dedent(body) + "\nprint('child: ok')\n"
     try:
@@ -51,7 +51,7 @@ def run_child(body):
         f"the child failed (exit {r.returncode}):\n{r.stdout}"
 
 
-def test_a_use_over_a_pinned_value_with_consumer_and_transfer_streams():
+def test_a_use_over_a_pinned_value_with_consumer_and_transfer_streams() -> None:
     # The H200 test test_pinned_tensors_and_the_controller, with numpy and emulated streams:
     # the use's end freed its stream maps without the interpreter lock.
     run_child("""
@@ -74,7 +74,7 @@ def test_a_use_over_a_pinned_value_with_consumer_and_transfer_streams():
     """)
 
 
-def test_streams_given_inline_live_as_long_as_their_views():
+def test_streams_given_inline_live_as_long_as_their_views() -> None:
     # m.stream(...) written in the call is freed when the call returns; the lease, use and
     # scope record on it later (at release, end, exit), so they keep it. (A stream given as
     # a bare int, as __dlpack__(stream=...) gets it, is the caller's to keep: `reader`.)
@@ -110,7 +110,7 @@ def test_streams_given_inline_live_as_long_as_their_views():
     """)
 
 
-def test_an_end_refused_during_a_load_keeps_the_streams_until_the_use_goes():
+def test_an_end_refused_during_a_load_keeps_the_streams_until_the_use_goes() -> None:
     # A use's end refused (a load runs on the manager) leaves the use active with its leases:
     # their consumer views must outlive it, until the use object goes and ends it.
     run_child("""

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from typing import Any, Callable, Dict, List, Type
 
 import numpy as np
 import pytest
@@ -42,8 +43,8 @@ plan "tile" {
 """
 
 
-def loaders_ok():
-    def load(rec):
+def loaders_ok() -> Dict[str, Any]:
+    def load(rec: Any) -> Any:
         if rec.data is None:
             return 16384 if rec.loader == "key" else 8192
         return None
@@ -53,7 +54,7 @@ def loaders_ok():
 # ---- 1. exported DLPack arrays keep their copy ------------------------------------------
 
 
-def test_an_export_kept_past_its_lease_stays_valid_and_protects_the_copy():
+def test_an_export_kept_past_its_lease_stays_valid_and_protects_the_copy() -> None:
     m = ResidencyManager(device="emu")
     data = np.arange(1 << 12, dtype=np.float64)
     h = m.adopt(data.copy(), at=PAGEABLE_HOST)
@@ -83,7 +84,7 @@ def test_an_export_kept_past_its_lease_stays_valid_and_protects_the_copy():
     assert not m.is_resident(h, cuda0)
 
 
-def test_reading_a_released_lease_raises_but_its_exports_do_not():
+def test_reading_a_released_lease_raises_but_its_exports_do_not() -> None:
     m = ResidencyManager(device="emu")
     h = m.adopt(np.arange(64, dtype=np.int64), at=PAGEABLE_HOST)
     lease = m.acquire(h, at=PAGEABLE_HOST)
@@ -91,6 +92,7 @@ def test_reading_a_released_lease_raises_but_its_exports_do_not():
     view = val["data"]
     arr = np.from_dlpack(view)
     lease.release()
+    get: Callable[[Any], Any]
     for get in (len, repr, lambda x: x.nbytes, lambda x: x.location, lambda x: x.meta,
                 lambda x: x.__dlpack_device__(), lambda x: list(x.keys())):
         with pytest.raises(ResidencyLeaseError):
@@ -103,7 +105,7 @@ def test_reading_a_released_lease_raises_but_its_exports_do_not():
     assert int(arr.sum()) == sum(range(64))
 
 
-def test_a_value_with_live_exports_is_not_adopted():
+def test_a_value_with_live_exports_is_not_adopted() -> None:
     m = ResidencyManager(device="emu")
     h = m.adopt(np.arange(32, dtype=np.int64), at=PAGEABLE_HOST)
     with m.acquire(h, at=PAGEABLE_HOST) as lease:
@@ -123,11 +125,11 @@ def test_a_value_with_live_exports_is_not_adopted():
 # ---- 2. callables are owned for the run -----------------------------------------------
 
 
-def test_a_kernel_that_clears_its_dict_does_not_crash_the_next_call():
+def test_a_kernel_that_clears_its_dict_does_not_crash_the_next_call() -> None:
     calls = []
-    kernels = {}
+    kernels: Dict[str, Any] = {}
 
-    def mix(call):
+    def mix(call: Any) -> None:
         calls.append(call.name)
         kernels.clear()        # drops the dict's reference to this very function
         gc.collect()
@@ -137,11 +139,11 @@ def test_a_kernel_that_clears_its_dict_does_not_crash_the_next_call():
     assert calls == ["mix"] * 6
 
 
-def test_a_loader_that_replaces_its_dict_entries_keeps_running():
+def test_a_loader_that_replaces_its_dict_entries_keeps_running() -> None:
     loaders = loaders_ok()
     seen = []
 
-    def load(rec):
+    def load(rec: Any) -> Any:
         seen.append(rec.loader)
         loaders.clear()
         loaders["other"] = lambda r: None
@@ -158,10 +160,10 @@ def test_a_loader_that_replaces_its_dict_entries_keeps_running():
 # ---- 3. what a call hands out is valid during the call only ----------------------------
 
 
-def test_a_loader_record_kept_past_the_load_raises():
+def test_a_loader_record_kept_past_the_load_raises() -> None:
     kept = []
 
-    def load(rec):
+    def load(rec: Any) -> Any:
         if rec.data is None:
             return 16384 if rec.loader == "key" else 8192
         kept.append(rec)
@@ -169,6 +171,7 @@ def test_a_loader_record_kept_past_the_load_raises():
     fheplan.run(ENGINE, device="emu", kernels={"mix": lambda c: None},
                 loaders={"key": load, "ct": load})
     rec = kept[0]
+    get: Callable[[Any], Any]
     for get in (len, repr, lambda d: d.nbytes, lambda d: d["b"] if len(d) else None,
                 lambda d: d.__dlpack_device__(), lambda d: list(d.items())):
         with pytest.raises(ResidencyLeaseError, match="valid during the call only"):
@@ -178,10 +181,10 @@ def test_a_loader_record_kept_past_the_load_raises():
             rec.stream.ptr
 
 
-def test_a_kernel_call_kept_past_the_call_raises():
+def test_a_kernel_call_kept_past_the_call_raises() -> None:
     kept = []
 
-    def mix(call):
+    def mix(call: Any) -> None:
         kept.append((call, call.values[0]["data"]))
     fheplan.run(SMALL, device="emu", kernels={"mix": mix})
     call, view = kept[0]
@@ -198,8 +201,8 @@ def test_a_kernel_call_kept_past_the_call_raises():
 # ---- exceptions ---------------------------------------------------------------------------
 
 
-def test_a_kernel_exception_is_the_cause():
-    def mix(call):
+def test_a_kernel_exception_is_the_cause() -> None:
+    def mix(call: Any) -> None:
         raise ValueError("bad tile")
     with pytest.raises(fheplan.ResidencyError) as e:
         fheplan.run(SMALL, device="emu", kernels={"mix": mix})
@@ -208,8 +211,8 @@ def test_a_kernel_exception_is_the_cause():
     assert e.value.__cause__.__traceback__ is not None
 
 
-def test_a_loader_exception_is_the_cause():
-    def load(rec):
+def test_a_loader_exception_is_the_cause() -> None:
+    def load(rec: Any) -> Any:
         if rec.data is None:
             return 16384 if rec.loader == "key" else 8192
         raise KeyError("no such key")
@@ -220,10 +223,10 @@ def test_a_loader_exception_is_the_cause():
 
 
 @pytest.mark.parametrize("exc", [KeyboardInterrupt, SystemExit])
-def test_base_exceptions_propagate_unchanged(exc):
+def test_base_exceptions_propagate_unchanged(exc: Type[BaseException]) -> None:
     calls = []
 
-    def mix(call):
+    def mix(call: Any) -> None:
         calls.append(1)
         raise exc("stop")
     with pytest.raises(exc) as e:
@@ -248,7 +251,7 @@ plan "last" { enter { ensure x @ cuda:0 } body { run last(x) } exit { drop x @ c
 """
 
 
-def test_ctrl_c_stops_a_long_run(tmp_path):
+def test_ctrl_c_stops_a_long_run(tmp_path: Any) -> None:
     """SIGINT while the run's bodies are not Python (touch): the run stops between
     instructions, before its last body (a C callable, list.append, that would record the
     call without running Python code), and KeyboardInterrupt reaches the caller."""
@@ -274,7 +277,7 @@ else:
 # ---- races ----------------------------------------------------------------------------------
 
 
-def test_release_while_another_thread_adds_consumer_streams():
+def test_release_while_another_thread_adds_consumer_streams() -> None:
     """lease.release takes its list of stream views under the interpreter lock while
     another thread appends to it (add_consumer_stream); every view is destroyed once."""
     m = ResidencyManager(device="emu")
@@ -285,7 +288,7 @@ def test_release_while_another_thread_adds_consumer_streams():
         lease = m.acquire(h, at=cuda0, consumer_stream=streams[0])
         stop = threading.Event()
 
-        def adder():
+        def adder() -> None:
             i = 0
             while not stop.is_set():
                 try:
@@ -304,7 +307,7 @@ def test_release_while_another_thread_adds_consumer_streams():
     m.drop(h, cuda0)
 
 
-def test_to_from_a_lease_another_thread_releases():
+def test_to_from_a_lease_another_thread_releases() -> None:
     """fheplan.to copies from a leased value without the lock; a release from another
     thread meanwhile waits for the copy (the copy stays protected by the pin and hold)."""
     m = ResidencyManager(device="emu")

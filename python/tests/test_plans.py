@@ -1,6 +1,7 @@
 """Plans from Python: compile, check (the dry run's report) and run with Python kernels."""
 
 import os
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
@@ -25,7 +26,7 @@ plan "tile" {
 """
 
 
-def test_compile_text_and_path():
+def test_compile_text_and_path() -> None:
     p = fheplan.compile(SMALL)
     assert [v["name"] for v in p.values()] == ["x", "y"]
     assert "ensure" in p.disasm()
@@ -33,7 +34,7 @@ def test_compile_text_and_path():
     assert len(q.values()) == 8
 
 
-def test_compile_errors_carry_diagnostics():
+def test_compile_errors_carry_diagnostics() -> None:
     with pytest.raises(fheplan.ResidencyValueError) as e:
         fheplan.compile("rplan 1\nvalue x = 1 KiB replicable at host\nensure z @ cuda:0\n")
     d = [x for x in e.value.diagnostics if x["severity"] == "error"]
@@ -41,12 +42,12 @@ def test_compile_errors_carry_diagnostics():
     assert "z" in str(e.value)
 
 
-def test_an_infeasible_plan_is_refused_at_compile():
+def test_an_infeasible_plan_is_refused_at_compile() -> None:
     with pytest.raises(fheplan.ResidencyInfeasibleError):
         fheplan.compile(SMALL.replace("64 KiB", "20 KiB"))
 
 
-def test_check_returns_the_dry_run_report():
+def test_check_returns_the_dry_run_report() -> None:
     report = fheplan.check(ATTENTION)
     assert report["ok"] and report["mode"] == "explain" and report["device"] == "model"
     total = report["totals"]
@@ -55,10 +56,10 @@ def test_check_returns_the_dry_run_report():
     assert over["ok"]
 
 
-def test_run_calls_python_kernels_with_views_and_the_stream():
+def test_run_calls_python_kernels_with_views_and_the_stream() -> None:
     calls = []
 
-    def scale(call):
+    def scale(call: Any) -> None:
         x, y, factor = call.args
         assert call.location == cuda_location("cuda:0")
         assert call.stream.ptr != 0
@@ -72,8 +73,8 @@ def test_run_calls_python_kernels_with_views_and_the_stream():
     assert report["totals"]["bodies"] == 1
 
 
-def test_a_kernel_that_raises_fails_the_run():
-    def scale(call):
+def test_a_kernel_that_raises_fails_the_run() -> None:
+    def scale(call: Any) -> None:
         raise RuntimeError("bad kernel")
 
     with pytest.raises(fheplan.ResidencyError, match="bad kernel") as e:
@@ -81,13 +82,13 @@ def test_a_kernel_that_raises_fails_the_run():
     assert e.value.report["ok"] is False
 
 
-def test_an_unknown_kernel_fails_unless_rehearsed():
+def test_an_unknown_kernel_fails_unless_rehearsed() -> None:
     with pytest.raises(fheplan.ResidencyError):
         fheplan.run(SMALL, device="emu")
     assert fheplan.run(SMALL, device="emu", unknown_as_touch=True)["ok"]
 
 
-def test_check_equals_the_cli_dry_run():
+def test_check_equals_the_cli_dry_run() -> None:
     import json
     import subprocess
 
@@ -112,14 +113,14 @@ for r in 0..<2 { for i in 0..<3 {
 """
 
 
-def test_engine_values_from_python_loaders():
+def test_engine_values_from_python_loaders() -> None:
     """engine.NAME(ARG) values filled by Python loaders (rplan_loader_register): a size
     probe first, then every new copy field by field; the run moves what check predicts."""
     keys = [np.arange(2048, dtype=np.uint64) + 1000 * k for k in range(3)]
     ct = np.full(1024, 7, dtype=np.uint64)
-    seen = {"probes": 0, "loads": 0, "sums": []}
+    seen: Dict[str, Any] = {"probes": 0, "loads": 0, "sums": []}
 
-    def key(rec):
+    def key(rec: Any) -> Any:
         if rec.data is None:              # the size probe: how many bytes the engine has
             seen["probes"] += 1
             return keys[rec.arg].nbytes
@@ -130,13 +131,13 @@ def test_engine_values_from_python_loaders():
         np.asarray(rec.data["a"]).view(np.uint64)[:] = keys[rec.arg][half:]
         return None
 
-    def ctload(rec):
+    def ctload(rec: Any) -> Any:
         if rec.data is None:
             return ct.nbytes
         np.asarray(rec.data["data"]).view(np.uint64)[:] = ct
         return None
 
-    def mix(call):
+    def mix(call: Any) -> None:
         call.stream.synchronize()         # the host reads what the device holds
         s = sum(int(np.from_dlpack(v[f]).view(np.uint64).sum()) for v in call.values
                 for f in (("b", "a") if len(v) == 2 else ("data",)))
@@ -155,15 +156,15 @@ def test_engine_values_from_python_loaders():
     assert chk["totals"]["model_body_s"] == pytest.approx(6 * 100e-6)
 
 
-def test_engine_loader_errors_are_located():
-    def short(rec):
+def test_engine_loader_errors_are_located() -> None:
+    def short(rec: Any) -> Any:
         return 8 if rec.data is None else None
     with pytest.raises(fheplan.ResidencyError) as e:
         fheplan.run(ENGINE, device="emu", kernels={"mix": lambda c: None},
                     loaders={"key": short, "ct": short})
     assert "declared 16384 bytes, the engine's loader 'key' supplies 8" in str(e.value)
 
-    def boom(rec):
+    def boom(rec: Any) -> Any:
         if rec.data is None:
             return 16384 if rec.loader == "key" else 8192
         raise RuntimeError("no such key")

@@ -2,17 +2,20 @@
 
 import os
 import re
+from typing import List
+
+import pytest
 
 REPO = os.environ.get("FHEPLAN_REPO", os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
-def python_blocks():
+def python_blocks() -> List[str]:
     text = open(os.path.join(REPO, "README.md"), encoding="utf-8").read()
     section = text.split("\n## Python\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```python\n(.*?)```", section, re.S)
 
 
-def test_the_quick_start_runs(capsys):
+def test_the_quick_start_runs(capsys: pytest.CaptureFixture[str]) -> None:
     blocks = python_blocks()
     assert blocks
     for code in blocks:

@@ -1,12 +1,15 @@
 """The reference's examples and rules, translated (residency-lifetimes)."""
 
 import threading
+from typing import Any, Dict, List
 
 import numpy as np
 import pytest
 
 import fheplan
 from fheplan import (
+    Location,
+    ResidencyHandle,
     PAGEABLE_HOST,
     PINNED_HOST,
     DeterministicTieredLRU,
@@ -29,13 +32,13 @@ from fheplan import (
     cuda_location,
 )
 
-from conftest import array, cuda0, settle
+from conftest import Values, array, cuda0, settle
 
 
 # ---- adoption and leases ----------------------------------------------------------------------
 
 
-def test_adopt_takes_the_producer_without_a_copy(residency):
+def test_adopt_takes_the_producer_without_a_copy(residency: ResidencyManager) -> None:
     plaintext = array(1024)
     address = plaintext.ctypes.data
     expect = plaintext.copy()
@@ -54,7 +57,7 @@ def test_adopt_takes_the_producer_without_a_copy(residency):
         del view
 
 
-def test_handles_are_fresh_hashable_tokens(residency):
+def test_handles_are_fresh_hashable_tokens(residency: ResidencyManager) -> None:
     a = residency.adopt(array(8), at=PAGEABLE_HOST)
     b = residency.adopt(array(8), at=PAGEABLE_HOST)
     assert a != b and len({a, b, a}) == 2
@@ -64,7 +67,7 @@ def test_handles_are_fresh_hashable_tokens(residency):
         other.ensure(a, cuda0)
 
 
-def test_a_value_is_a_mapping_of_fields_with_ckks_metadata(residency):
+def test_a_value_is_a_mapping_of_fields_with_ckks_metadata(residency: ResidencyManager) -> None:
     meta = fheplan.CKKSMeta(context_id=7, level=3, scale=2.0**40, prime_ids=(0, 1, 2, 3),
                             domain="eval")
     ct = fheplan.ManagedValue({"c0": array(256, 1), "c1": array(256, 2)}, meta)
@@ -81,7 +84,7 @@ def test_a_value_is_a_mapping_of_fields_with_ckks_metadata(residency):
     settle(residency, s)
 
 
-def test_adopt_refuses_what_it_cannot_take_without_a_copy(residency):
+def test_adopt_refuses_what_it_cannot_take_without_a_copy(residency: ResidencyManager) -> None:
     strided = array(64)[::2]
     with pytest.raises(fheplan.ResidencyValueError, match="not contiguous"):
         residency.adopt(strided, at=PAGEABLE_HOST)
@@ -90,18 +93,18 @@ def test_adopt_refuses_what_it_cannot_take_without_a_copy(residency):
     assert residency.snapshot().values == {}
 
 
-def test_adopt_keeps_the_producer_alive_until_the_last_copy_goes():
+def test_adopt_keeps_the_producer_alive_until_the_last_copy_goes() -> None:
     import gc
     import weakref
 
     class Producer:
-        def __init__(self, a):
+        def __init__(self, a: Any) -> None:
             self.a = a
 
-        def __dlpack__(self, stream=None):
+        def __dlpack__(self, stream: Any = None) -> Any:
             return self.a.__dlpack__()
 
-        def __dlpack_device__(self):
+        def __dlpack_device__(self) -> Any:
             return self.a.__dlpack_device__()
 
     m = ResidencyManager(device="emu")
@@ -124,7 +127,7 @@ def test_adopt_keeps_the_producer_alive_until_the_last_copy_goes():
 # ---- lazy locations and budgets ----------------------------------------------------------------
 
 
-def test_lazy_locations_and_optional_budgets():
+def test_lazy_locations_and_optional_budgets() -> None:
     cuda0 = cuda_location("cuda:0")
     unbudgeted = ResidencyManager()
     budgeted = ResidencyManager(
@@ -144,7 +147,7 @@ def test_lazy_locations_and_optional_budgets():
     unbudgeted.discard(h)
 
 
-def test_a_direct_transition_over_budget_raises_and_changes_nothing():
+def test_a_direct_transition_over_budget_raises_and_changes_nothing() -> None:
     m = ResidencyManager(budgets={cuda0: 1000})
     h = m.adopt(array(256), at=PAGEABLE_HOST)  # 2048 bytes
     before = m.snapshot()
@@ -163,7 +166,7 @@ def test_a_direct_transition_over_budget_raises_and_changes_nothing():
 # ---- the primitives ------------------------------------------------------------------------------
 
 
-def test_ensure_move_drop_discard(residency):
+def test_ensure_move_drop_discard(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(64), at=PAGEABLE_HOST)
     m.ensure(h, cuda0)  # keeps the host copy, adds a device one
@@ -180,7 +183,7 @@ def test_ensure_move_drop_discard(residency):
         m.ensure(h, cuda0)
 
 
-def test_an_exclusive_value_is_refused_by_ensure_and_moved(residency):
+def test_an_exclusive_value_is_refused_by_ensure_and_moved(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(64), at=PINNED_HOST, replica_mode=ReplicaMode.EXCLUSIVE)
     with pytest.raises(fheplan.ResidencyReplicaError):
@@ -190,11 +193,11 @@ def test_an_exclusive_value_is_refused_by_ensure_and_moved(residency):
     assert m.snapshot().values[h].replica_mode == ReplicaMode.EXCLUSIVE
 
 
-def test_register_source_loads_the_exact_value(residency):
+def test_register_source_loads_the_exact_value(residency: ResidencyManager) -> None:
     m = residency
     calls = []
 
-    def load(at):
+    def load(at: Location) -> Any:
         calls.append(at)
         return {"b": array(128, 5), "a": array(128, 6)}
 
@@ -209,8 +212,8 @@ def test_register_source_loads_the_exact_value(residency):
     assert not m.snapshot().values[h].materializations
 
 
-def test_a_load_that_raises_fails_the_call_with_its_cause(residency):
-    def load(at):
+def test_a_load_that_raises_fails_the_call_with_its_cause(residency: ResidencyManager) -> None:
+    def load(at: Location) -> None:
         raise KeyError("no such key on disk")
 
     h = residency.register_source(load, fields={"x": 64})
@@ -223,7 +226,7 @@ def test_a_load_that_raises_fails_the_call_with_its_cause(residency):
 # ---- plans and scopes --------------------------------------------------------------------------
 
 
-def spec_plan(values, output_and_workspace_bytes=1024):
+def spec_plan(values: Values, output_and_workspace_bytes: int = 1024) -> ResidencyPlan:
     previous_weight_handle, weight_handle, input_handle = values
     return ResidencyPlan(
         name="inference/attention/tile-4",
@@ -248,12 +251,12 @@ def spec_plan(values, output_and_workspace_bytes=1024):
     )
 
 
-def test_the_plan_example_runs_in_its_order(residency, values):
+def test_the_plan_example_runs_in_its_order(residency: ResidencyManager, values: Values) -> None:
     residency.set_budget(cuda0, 2 * 4096 + 1024)  # room only once the old weight went
     plan = spec_plan(values)
     ran = []
 
-    def run_tile():
+    def run_tile() -> None:
         snap = residency.snapshot()
         ran.append(snap.locations[cuda0].reserved_bytes)
         assert snap.values[values[2]].materializations.keys() == {cuda0}
@@ -276,7 +279,7 @@ def test_the_plan_example_runs_in_its_order(residency, values):
     assert snap.values[values[2]].materializations.keys() == {PINNED_HOST}
 
 
-def test_an_infeasible_explain_says_why_and_changes_nothing(residency, values):
+def test_an_infeasible_explain_says_why_and_changes_nothing(residency: ResidencyManager, values: Values) -> None:
     residency.set_budget(cuda0, 2 * 4096)
     version = residency.state_version()
     explanation = residency.explain(spec_plan(values, output_and_workspace_bytes=4096))
@@ -290,14 +293,14 @@ def test_an_infeasible_explain_says_why_and_changes_nothing(residency, values):
     assert residency.state_version() == version
 
 
-def failing_source(residency, n=512):
-    def load(at):
+def failing_source(residency: ResidencyManager, n: int = 512) -> ResidencyHandle:
+    def load(at: Location) -> None:
         raise OSError("the backing store is gone")
 
     return residency.register_source(load, fields={"x": ((n,), "uint64")})
 
 
-def test_a_failed_entry_consumes_the_scope_and_keeps_its_prefix(residency, values):
+def test_a_failed_entry_consumes_the_scope_and_keeps_its_prefix(residency: ResidencyManager, values: Values) -> None:
     _, weight, _ = values
     broken = failing_source(residency)
     plan = ResidencyPlan(name="tile", enter=(EnsureResident(weight, cuda0),
@@ -317,7 +320,7 @@ def test_a_failed_entry_consumes_the_scope_and_keeps_its_prefix(residency, value
         scope.__enter__()
 
 
-def test_body_and_exit_both_fail_body_primary_exit_error_kept(residency, values):
+def test_body_and_exit_both_fail_body_primary_exit_error_kept(residency: ResidencyManager, values: Values) -> None:
     _, weight, inp = values
     plan = spec_plan(values)
     with pytest.raises(ValueError, match="kernel failed"):
@@ -332,7 +335,7 @@ def test_body_and_exit_both_fail_body_primary_exit_error_kept(residency, values)
     assert residency.snapshot().locations[cuda0].reserved_bytes == 0
 
 
-def test_an_exit_failure_alone_raises_plan_execution_error(residency, values):
+def test_an_exit_failure_alone_raises_plan_execution_error(residency: ResidencyManager, values: Values) -> None:
     _, weight, _ = values
     with pytest.raises(ResidencyPlanExecutionError) as e:
         with residency.scope(spec_plan(values)) as scope:
@@ -341,7 +344,7 @@ def test_an_exit_failure_alone_raises_plan_execution_error(residency, values):
     assert scope.exit_error is e.value or scope.exit_error.phase == "exit"
 
 
-def test_execute_actions_with_transfer_streams(residency, values):
+def test_execute_actions_with_transfer_streams(residency: ResidencyManager, values: Values) -> None:
     _, weight, inp = values
     transfer = residency.stream(cuda0)
     report = residency.execute_actions(
@@ -360,7 +363,7 @@ def test_execute_actions_with_transfer_streams(residency, values):
 # ---- automation --------------------------------------------------------------------------------
 
 
-def test_the_controller_example(residency):
+def test_the_controller_example(residency: ResidencyManager) -> None:
     m = residency
     m.set_budget(cuda0, 3 * 4096)
     old = m.adopt(array(512, 9), at=PAGEABLE_HOST)
@@ -394,7 +397,7 @@ def test_the_controller_example(residency):
 
     ran = []
 
-    def run(a, b):
+    def run(a: Any, b: Any) -> None:
         compute_stream.synchronize()
         ran.append((np.from_dlpack(a)[1], np.from_dlpack(b)[1]))
 
@@ -412,7 +415,7 @@ def test_the_controller_example(residency):
     assert m.is_resident(weight_handle, cuda0) and m.is_resident(input_handle, cuda0)
 
 
-def test_a_stale_decision_is_refused_not_replanned(residency):
+def test_a_stale_decision_is_refused_not_replanned(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(64), at=PAGEABLE_HOST)
     other = m.adopt(array(64), at=PAGEABLE_HOST)
@@ -426,7 +429,7 @@ def test_a_stale_decision_is_refused_not_replanned(residency):
     assert not m.is_resident(h, cuda0)
 
 
-def test_an_exclusive_value_cannot_be_required_at_two_locations(residency):
+def test_an_exclusive_value_cannot_be_required_at_two_locations(residency: ResidencyManager) -> None:
     h = residency.adopt(array(64), at=PINNED_HOST, replica_mode=ReplicaMode.EXCLUSIVE)
     controller = ResidencyController(residency)
     request = ResidencyRequest(requirements=(ResidencyRequirement(h, cuda0),
@@ -435,7 +438,7 @@ def test_an_exclusive_value_cannot_be_required_at_two_locations(residency):
         controller.decide(request)
 
 
-def test_the_lookahead_policy_evicts_the_farthest_next_use(residency):
+def test_the_lookahead_policy_evicts_the_farthest_next_use(residency: ResidencyManager) -> None:
     m = residency
     m.set_budget(cuda0, 2 * 512)
     a, b, c = (m.adopt(array(64, s), at=PAGEABLE_HOST) for s in (1, 2, 3))
@@ -458,11 +461,11 @@ def test_the_lookahead_policy_evicts_the_farthest_next_use(residency):
 # ---- reentrancy ----------------------------------------------------------------------------------
 
 
-def test_reentrancy_from_inside_load(residency):
+def test_reentrancy_from_inside_load(residency: ResidencyManager) -> None:
     m = residency
-    seen = {}
+    seen: Dict[str, Any] = {}
 
-    def load(at):
+    def load(at: Location) -> Any:
         with pytest.raises(ResidencyReentrancyError):
             m.snapshot()  # an observer of the same manager
         with pytest.raises(ResidencyReentrancyError):
@@ -479,19 +482,19 @@ def test_reentrancy_from_inside_load(residency):
         pass
 
 
-def test_reentrancy_holds_across_threads(residency):
+def test_reentrancy_holds_across_threads(residency: ResidencyManager) -> None:
     m = residency
     entered, release = threading.Event(), threading.Event()
     errors = []
 
-    def load(at):
+    def load(at: Location) -> Any:
         entered.set()
         release.wait(60)
         return array(64)
 
     h = m.register_source(load, fields={"data": 512})
 
-    def loader():
+    def loader() -> None:
         try:
             m.ensure(h, PAGEABLE_HOST)
         except Exception as e:  # pragma: no cover - reported below
@@ -516,7 +519,7 @@ def test_reentrancy_holds_across_threads(residency):
 # ---- leases, streams and holds --------------------------------------------------------------------
 
 
-def test_a_lease_with_a_consumer_stream_and_a_hold(residency):
+def test_a_lease_with_a_consumer_stream_and_a_hold(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(256), at=PAGEABLE_HOST)
     m.ensure(h, cuda0)
@@ -539,14 +542,14 @@ def test_a_lease_with_a_consumer_stream_and_a_hold(residency):
     m.reap()
     with m.hold(h, at=cuda0) as hold:
         with pytest.raises(TypeError):
-            hold[h]  # a hold exposes no values
+            hold[h]  # type: ignore[index]  # a hold exposes no values
         assert m.snapshot().values[h].materializations[cuda0].holds == 1
         with pytest.raises(fheplan.ResidencyProtectedError):
             m.drop(h, cuda0)
     m.drop(h, cuda0)
 
 
-def test_dlpack_stream_registers_the_consumer(residency):
+def test_dlpack_stream_registers_the_consumer(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(256), at=PAGEABLE_HOST)
     m.ensure(h, cuda0)
@@ -563,7 +566,7 @@ def test_dlpack_stream_registers_the_consumer(residency):
     m.drop(h, cuda0)
 
 
-def test_streams_are_taken_from_ptr_cuda_stream_or_int(residency):
+def test_streams_are_taken_from_ptr_cuda_stream_or_int(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(64), at=PAGEABLE_HOST)
     m.ensure(h, cuda0)
@@ -572,18 +575,19 @@ def test_streams_are_taken_from_ptr_cuda_stream_or_int(residency):
     class TorchLike:
         cuda_stream = s.ptr
 
+    stream: Any
     for stream in (s, TorchLike(), s.ptr):
         with m.acquire(h, at=cuda0, consumer_stream=stream):
             pass
         settle(m, s)
     with pytest.raises(TypeError, match="cuda_stream"):
-        m.acquire(h, at=cuda0, consumer_stream="stream 0")
+        m.acquire(h, at=cuda0, consumer_stream="stream 0")  # type: ignore[arg-type]
 
 
 # ---- accounting -------------------------------------------------------------------------------------
 
 
-def test_the_four_accounting_layers(residency):
+def test_the_four_accounting_layers(residency: ResidencyManager) -> None:
     m = residency
     m.set_budget(cuda0, 1 << 20)
     backing = array(1024)  # 8 KiB
@@ -613,7 +617,7 @@ def test_the_four_accounting_layers(residency):
 # ---- common failures -------------------------------------------------------------------------------
 
 
-def test_retaining_the_adopted_value_aliases_the_managed_copy(residency):
+def test_retaining_the_adopted_value_aliases_the_managed_copy(residency: ResidencyManager) -> None:
     plaintext = array(16)
     h = residency.adopt(plaintext, at=PAGEABLE_HOST)
     plaintext[0] = 99  # unsupported: the manager's copy is this very memory
@@ -621,7 +625,7 @@ def test_retaining_the_adopted_value_aliases_the_managed_copy(residency):
         assert np.from_dlpack(values[h])[0] == 99
 
 
-def test_a_dry_run_is_not_a_transaction(residency, values):
+def test_a_dry_run_is_not_a_transaction(residency: ResidencyManager, values: Values) -> None:
     _, weight, _ = values
     broken = failing_source(residency)
     plan = ResidencyPlan(enter=(EnsureResident(weight, cuda0), EnsureResident(broken, cuda0)))
@@ -631,7 +635,7 @@ def test_a_dry_run_is_not_a_transaction(residency, values):
     assert residency.is_resident(weight, cuda0)  # the committed prefix stays
 
 
-def test_automation_neither_invents_tiers_nor_waits_for_a_lease(residency):
+def test_automation_neither_invents_tiers_nor_waits_for_a_lease(residency: ResidencyManager) -> None:
     m = residency
     m.set_budget(cuda0, 512)
     old = m.adopt(array(64, 1), at=PINNED_HOST, replica_mode=ReplicaMode.EXCLUSIVE)
@@ -655,7 +659,7 @@ def test_automation_neither_invents_tiers_nor_waits_for_a_lease(residency):
 # ---- functional movement ------------------------------------------------------------------------------
 
 
-def test_to_is_a_functional_copy(residency):
+def test_to_is_a_functional_copy(residency: ResidencyManager) -> None:
     m = residency
     h = m.adopt(array(128, 4), at=PAGEABLE_HOST)
     with m.acquire(h, at=PAGEABLE_HOST) as values:

@@ -125,7 +125,7 @@ if CHILD:
                                      multiple, precondition, rule)
 
     class ResidencyMachine(RuleBasedStateMachine):
-        handles = Bundle("handles")
+        handles: Bundle[ResidencyHandle] = Bundle("handles")
 
         def __init__(self) -> None:
             super().__init__()
@@ -319,7 +319,7 @@ if CHILD:
 
         # ---- plans --------------------------------------------------------------------------
 
-        @precondition(lambda self: self.runs < 1)
+        @precondition(lambda self: bool(self.runs < 1))
         @rule(kernel=st.sampled_from(["plain", "clear", "replace", "keep", "raise"]),
               loader=st.sampled_from(["plain", "clear", "keep"]))
         def run_plan(self, kernel: str, loader: str) -> None:

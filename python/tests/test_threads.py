@@ -11,12 +11,12 @@ from fheplan import PAGEABLE_HOST, ResidencyManager
 from conftest import array, cuda0
 
 
-def test_threads_share_one_manager():
+def test_threads_share_one_manager() -> None:
     m = ResidencyManager(device="emu", trace_capacity=0)
     handles = [m.adopt(array(256, i), at=PAGEABLE_HOST) for i in range(8)]
     errors = []
 
-    def worker(k):
+    def worker(k: int) -> None:
         s = m.stream(cuda0)
         try:
             for i in range(200):
