@@ -251,11 +251,12 @@ static int req_parse(PyObject *o, req_buf *b)
     reqs = PyTuple_GET_ITEM(b->keep, 1);
     res = PyTuple_GET_ITEM(b->keep, 2);
     pos = PyTuple_GET_ITEM(b->keep, 3);
-    b->r.name = name == Py_None ? "" : PyUnicode_AsUTF8(name);
-    if (!b->r.name)
+    if (!fhpy_text(name, "name", 1, &b->r.name))
         return 0;
-    b->r.position = pos == Py_None ? 0 : PyLong_AsUnsignedLongLong(pos);
-    if (PyErr_Occurred())
+    if (!b->r.name)
+        b->r.name = "";
+    b->r.position = 0;
+    if (pos != Py_None && !fhpy_bytes(pos, "position", &b->r.position))
         return 0;
     PyObject *t = PySequence_Fast(reqs, "requirements are a sequence");
     if (!t)
@@ -266,7 +267,13 @@ static int req_parse(PyObject *o, req_buf *b)
         PyObject *q = PySequence_Fast_GET_ITEM(t, i);
         PyObject *h = PyObject_GetAttrString(q, "handle");
         PyObject *at = h ? PyObject_GetAttrString(q, "at") : NULL;
-        int ok = at && fhpy_to_handle(h, &b->reqs[i].handle) && fhpy_to_loc(at, &b->reqs[i].at);
+        if (!at && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "requirements[%zd] must be a ResidencyRequirement "
+                                          "(handle, at), not %.80s", i, Py_TYPE(q)->tp_name);
+        }
+        int ok = at && fhpy_handle_arg_of(h, "a requirement's handle", &b->reqs[i].handle) &&
+                 fhpy_location_arg(at, "a requirement's at", &b->reqs[i].at);
         Py_XDECREF(h);
         Py_XDECREF(at);
         if (!ok) {

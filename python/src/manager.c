@@ -479,10 +479,10 @@ static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwl[] = {"handle", "to", "from_location", "stream", NULL};
     if (!check_open(m) ||
         !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|O$O", kwl, fhpy_handle_conv, &h,
-                                     fhpy_to_loc_conv, &to, &from_o, &stream))
+                                     fhpy_loc_conv_to, &to, &from_o, &stream))
         return NULL;
     fhr_stream *view = NULL;
-    if ((from_o != Py_None && !fhpy_to_loc(from_o, &from)) ||
+    if ((from_o != Py_None && !fhpy_location_arg(from_o, "from_location", &from)) ||
         !fhpy_stream_view(m, stream, to, &view, NULL))
         return NULL;
     FHPY_ERR_INIT(e);
@@ -518,7 +518,7 @@ static PyObject *mgr_discard(PyObject *self, PyObject *ho)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhr_handle h;
-    if (!check_open(m) || !fhpy_to_handle(ho, &h))
+    if (!check_open(m) || !fhpy_handle_arg_of(ho, "handle", &h))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -609,6 +609,11 @@ static PyObject *mgr_wait_pending(PyObject *self, PyObject *args)
 /* handles: one handle or a sequence of them. */
 static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tuple)
 {
+    if (!PyObject_TypeCheck(o, &fhpy_handle_type) && !PyTuple_Check(o) && !PyList_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "handles must be a ResidencyHandle or a tuple or list "
+                                      "of them, not %.80s", Py_TYPE(o)->tp_name);
+        return 0;
+    }
     PyObject *t = PyObject_TypeCheck(o, &fhpy_handle_type) ? PyTuple_Pack(1, o)
                                                             : PySequence_Tuple(o);
     if (!t)
@@ -620,8 +625,10 @@ static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tupl
         PyErr_NoMemory();
         return 0;
     }
+    char what[40];
     for (Py_ssize_t i = 0; i < cnt; i++)
-        if (!fhpy_to_handle(PyTuple_GET_ITEM(t, i), &hs[i])) {
+        if (snprintf(what, sizeof what, "handles[%zd]", i) < 0 ||
+            !fhpy_handle_arg_of(PyTuple_GET_ITEM(t, i), what, &hs[i])) {
             PyMem_Free(hs);
             Py_DECREF(t);
             return 0;
@@ -1037,7 +1044,7 @@ static PyObject *mgr_stream(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhr_location at;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "O&", fhpy_to_loc_conv, &at))
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&", fhpy_loc_conv_location, &at))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_stream *s = NULL;

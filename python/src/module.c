@@ -200,29 +200,6 @@ PyObject *fhpy_loc_new(fhr_location loc)
     return (PyObject *)o;
 }
 
-int fhpy_to_loc(PyObject *o, fhr_location *out)
-{
-    if (PyObject_TypeCheck(o, &fhpy_location_type)) {
-        *out = ((fhpy_location *)o)->loc;
-        return 1;
-    }
-    if (PyUnicode_Check(o)) {
-        const char *t = PyUnicode_AsUTF8(o);
-        if (!t)
-            return 0;
-        if (fhr_loc_parse(t, out) == FHR_OK)
-            return 1;
-        fhpy_raise_msg(FHR_E_LOCATION, "location '%s': expected host, pinned or cuda:N "
-                                       "(N in 0..%d)", t, FHR_MAX_CUDA_DEVICES - 1);
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "expected a location (PAGEABLE_HOST, PINNED_HOST, "
-                                  "cuda_location(...)) or its text, not %.80s",
-                 Py_TYPE(o)->tp_name);
-    return 0;
-}
-
-int fhpy_to_loc_conv(PyObject *o, void *out) { return fhpy_to_loc(o, out); }
 
 static PyObject *loc_repr(PyObject *self)
 {
@@ -304,23 +281,6 @@ PyObject *fhpy_handle_new(fhr_handle h)
     if (o)
         o->h = h;
     return (PyObject *)o;
-}
-
-int fhpy_to_handle(PyObject *o, fhr_handle *out)
-{
-    if (PyObject_TypeCheck(o, &fhpy_handle_type)) {
-        *out = ((fhpy_handle *)o)->h;
-        return 1;
-    }
-    PyErr_Format(PyExc_TypeError, "expected a ResidencyHandle, not %.80s", Py_TYPE(o)->tp_name);
-    return 0;
-}
-
-int fhpy_handle_conv(PyObject *o, void *out)
-{
-    fhpy_handle_arg *a = out;
-    a->obj = o;
-    return fhpy_to_handle(o, &a->h);
 }
 
 int fhpy_layout_of(fhpy_manager *m, PyObject *handle, PyObject **out)

@@ -114,15 +114,13 @@ static int reservations_keep(PyObject *seq, fhr_reservation **out, size_t *n, Py
         PyObject *o = PySequence_Fast_GET_ITEM(t, i);
         PyObject *at = attr(o, "at", 1), *nb = at ? attr(o, "nbytes", 1) : NULL;
         PyObject *label = nb ? attr(o, "label", 0) : NULL;
-        int ok = label && fhpy_to_loc(at, &r[i].at);
-        if (ok) {
-            r[i].nbytes = PyLong_AsUnsignedLongLong(nb);
-            ok = !PyErr_Occurred();
-        }
-        if (ok && label != Py_None) {
-            r[i].label = PyUnicode_AsUTF8(label);
-            ok = r[i].label && PyList_Append(keep, label) == 0;
-        }
+        char what[64];
+        snprintf(what, sizeof what, "reservations[%zd].nbytes", i);
+        int ok = label && fhpy_location_arg(at, "a reservation's at", &r[i].at) &&
+                 fhpy_bytes(nb, what, &r[i].nbytes);
+        snprintf(what, sizeof what, "reservations[%zd].label", i);
+        if (ok && label != Py_None)
+            ok = fhpy_text(label, what, 1, &r[i].label) && PyList_Append(keep, label) == 0;
         Py_XDECREF(at);
         Py_XDECREF(nb);
         Py_XDECREF(label);

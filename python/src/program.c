@@ -98,6 +98,12 @@ static int budget_overrides(PyObject *o, fhr_budget **out, size_t *n)
     return fhpy_budgets(o, "budgets", out, n);
 }
 
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
+}
+
 /* text_or_path -> a program (a Program passes through, new reference). */
 static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budgets)
 {
@@ -117,9 +123,13 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
         Py_DECREF(fs);
         return NULL;
     }
-    /* a path: no newline and an existing file (or a PathLike) */
-    int is_path = !PyUnicode_Check(src) || (!memchr(t, '\n', (size_t)len) && len < 4096 &&
-                                            access(t, R_OK) == 0);
+    /* a path, as `fheplan` reads its argument: a PathLike, or one line that names an
+     * existing file or ends in .rplan or .rpb (a missing one: "cannot read") */
+    int one_line = !memchr(t, '\n', (size_t)len) && len < 4096;
+    int is_path = !PyUnicode_Check(src) ||
+                  (one_line && (access(t, F_OK) == 0 || ends_with(t, ".rplan") ||
+                                ends_with(t, ".rpb")));
+    int bytecode = is_path && ends_with(t, ".rpb");
     fhr_budget *b;
     size_t nb;
     if (!budget_overrides(budgets, &b, &nb)) {
@@ -135,7 +145,9 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
     fhr_status st = FHR_E_NOMEM;
     if (d) {
         Py_BEGIN_ALLOW_THREADS
-        st = is_path ? rplan_compile_file(t, &o, &p, d) : rplan_compile(t, (size_t)len, &o, &p, d);
+        st = bytecode  ? rplan_load_file(t, &p, d)
+             : is_path ? rplan_compile_file(t, &o, &p, d)
+                       : rplan_compile(t, (size_t)len, &o, &p, d);
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(b);
@@ -496,7 +508,7 @@ static uint64_t auto_scale(const rplan_program *p)
 {
     uint64_t limit = (uint64_t)256 << 20, total = 0, v;
     const char *env = getenv("FHEPLAN_EMU_MEMORY");
-    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0)
+    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0) /* run() checked it */
         limit = v;
     for (size_t i = 0; i < rplan_nvalues(p); i++) {
         rplan_value_info vi;
@@ -544,8 +556,23 @@ typedef struct run_args {
     uint64_t scale;
 } run_args;
 
+/* FHEPLAN_EMU_MEMORY as `fheplan run` refuses it. 0 and ResidencyValueError. */
+static int emu_memory_ok(void)
+{
+    const char *env = getenv("FHEPLAN_EMU_MEMORY");
+    char why[160] = "";
+    uint64_t v;
+    if (!env || (fhr_size_parse(env, &v, why, sizeof why) == 0 && v > 0))
+        return 1;
+    fhpy_raise_msg(FHR_E_INVALID, "bad FHEPLAN_EMU_MEMORY '%.60s' in the environment: %s", env,
+                   why[0] ? why : "it must be above 0");
+    return 0;
+}
+
 static PyObject *vm_go(PyObject *src, const run_args *a)
 {
+    if (!a->explain && !a->has_scale && !emu_memory_ok())
+        return NULL;
     PyObject *prog = compile_obj(src, NULL, Py_None);
     if (!prog)
         return NULL;

@@ -1108,7 +1108,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *value, *stream = Py_None, *mgr = Py_None;
     fhr_location to;
     static char *kwl[] = {"value", "location", "stream", "manager", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OO", kwl, &value, fhpy_to_loc_conv, &to,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OO", kwl, &value, fhpy_loc_conv_location, &to,
                                      &stream, &mgr))
         return NULL;
     const fhr_value *src = NULL;
