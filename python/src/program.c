@@ -548,6 +548,68 @@ static void raise_run_error(fhr_error *e, run_ctx *rc, PyObject *report)
     }
 }
 
+/* ---- the streams of fheplan.run on CUDA --------------------------------------------------
+ * Per device, one body and one transfer stream made at the first run that needs them and
+ * kept for the process: the streams a kernel or loader saw stay valid after the run,
+ * because PyTorch's caching allocators record events on the streams a tensor was used on
+ * when the tensor is freed, at any later time (a stream destroyed under them crashed the
+ * process at exit). Each run gives the VM views of them (rplan_vm_body_stream,
+ * rplan_vm_transfer_stream); neither the run nor its backend destroys them. Made and read
+ * under the interpreter lock. */
+static fhr_stream *proc_streams[2][FHR_MAX_CUDA_DEVICES];
+
+/* The CUDA devices the program places values on or budgets (or the overrides do). */
+static void devices_used(const rplan_program *p, const fhr_budget *ov, size_t nov,
+                         int used[FHR_MAX_CUDA_DEVICES])
+{
+    memset(used, 0, FHR_MAX_CUDA_DEVICES * sizeof *used);
+    fhr_budget bu;
+    rplan_value_info vi;
+    for (size_t i = 0; i < rplan_nbudgets(p); i++)
+        if (rplan_budget(p, i, &bu) == FHR_OK && bu.loc.kind == FHR_LOC_CUDA)
+            used[bu.loc.index] = 1;
+    for (size_t i = 0; i < nov; i++)
+        if (ov[i].loc.kind == FHR_LOC_CUDA)
+            used[ov[i].loc.index] = 1;
+    for (size_t i = 0; i < rplan_nvalues(p); i++)
+        if (rplan_value(p, i, &vi) == FHR_OK && vi.has_initial &&
+            vi.initial.kind == FHR_LOC_CUDA)
+            used[vi.initial.index] = 1;
+}
+
+/* Gives the VM views of the process's streams of each device used; views[] receives them
+ * (destroyed after the VM). */
+static fhr_status give_streams(rplan_vm *vm, fhr_backend *b, const rplan_program *p,
+                               const fhr_budget *ov, size_t nov, fhr_stream **views,
+                               size_t *nviews, fhr_error *e)
+{
+    int used[FHR_MAX_CUDA_DEVICES];
+    devices_used(p, ov, nov, used);
+    int ndev = b->ops->device_count(b);
+    fhr_status st = FHR_OK;
+    for (int d = 0; d < ndev && d < FHR_MAX_CUDA_DEVICES && st == FHR_OK; d++) {
+        if (!used[d])
+            continue;
+        fhr_location loc = fhr_loc_cuda(d);
+        for (int k = 0; k < 2 && st == FHR_OK; k++) {
+            void *native = NULL;
+            fhr_stream *view = NULL;
+            if (!proc_streams[k][d])
+                st = fhr_stream_create(b, loc, &proc_streams[k][d], e);
+            if (st == FHR_OK)
+                st = fhr_stream_native(b, proc_streams[k][d], &native, NULL, e);
+            if (st == FHR_OK)
+                st = fhr_stream_wrap(b, loc, native, &view, e);
+            if (st == FHR_OK) {
+                views[(*nviews)++] = view;
+                st = k ? rplan_vm_transfer_stream(vm, loc, view, e)
+                       : rplan_vm_body_stream(vm, loc, view, e);
+            }
+        }
+    }
+    return st;
+}
+
 typedef struct run_args {
     PyObject *budgets, *kernels, *loaders;
     const char *device;
@@ -607,6 +669,10 @@ static PyObject *vm_go(PyObject *src, const run_args *a)
         st = rplan_vm_create(p, be, &o, &vm, &e);
     }
     Py_END_ALLOW_THREADS
+    fhr_stream *views[2 * FHR_MAX_CUDA_DEVICES];
+    size_t nviews = 0;
+    if (st == FHR_OK && fhpy_backend_is_cuda(be))
+        st = give_streams(vm, be, p, b, nb, views, &nviews, &e);
     PyObject *r = NULL;
     if (st == FHR_OK &&
         (!register_all(vm, a->kernels, "kernels", register_kernel, &rc, &ks, &st, &e) ||
@@ -627,6 +693,8 @@ out:
     rplan_vm_report_free(rep);
     Py_BEGIN_ALLOW_THREADS
     rplan_vm_destroy(vm);
+    for (size_t i = 0; i < nviews; i++)
+        fhr_stream_destroy(be, views[i]); /* views: the process's streams stay */
     fhr_backend_destroy(be);
     Py_END_ALLOW_THREADS
     fhr_error_clear(&e);
