@@ -256,8 +256,8 @@ PyTypeObject fhpy_plan_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyPlan",
     .tp_basicsize = sizeof(fhpy_plan),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ResidencyPlan(name='', reclaim=(), enter=(), exit=(), reservations=()): "
-              "immutable ordered IR (fhr_plan_create).",
+    .tp_doc = "ResidencyPlan(name='', reclaim=(), enter=(), exit=(), reservations=())\n--\n\n"
+              "An immutable ordered plan (fhr_plan_create).",
     .tp_dealloc = plan_dealloc,
     .tp_repr = plan_repr,
     .tp_members = plan_members,
@@ -403,9 +403,13 @@ static PyObject *scope_get_closed(PyObject *self, void *c)
 
 static PyMethodDef scope_methods[] = {
     {"__enter__", scope_enter, METH_NOARGS,
-     "reclaim, admit reservations, enter (fhr_scope_enter); a failure consumes the scope"},
-    {"__exit__", scope_exit, METH_VARARGS, "exit actions, release (fhr_scope_exit)"},
-    {"close", scope_close, METH_NOARGS, "fhr_scope_close: a no-op after a failed entry"},
+     "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", scope_exit, METH_VARARGS,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nEnds it (as release or exit). "
+     "Returns False: exceptions propagate."},
+    {"close", scope_close, METH_NOARGS,
+     "close($self, /)\n--\n\nCloses the scope (fhr_scope_close; a no-op after a failed entry)."
+     " Returns None."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef scope_members[] = {

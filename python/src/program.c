@@ -80,8 +80,12 @@ static PyObject *program_values(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef program_methods[] = {
-    {"disasm", program_disasm, METH_NOARGS, "the disassembly (rplan_disasm_string)"},
-    {"values", program_values, METH_NOARGS, "the declared values"},
+    {"disasm", program_disasm, METH_NOARGS,
+     "disasm($self, /)\n--\n\nReturns the program's disassembly (rplan_disasm_string) as a "
+     "str."},
+    {"values", program_values, METH_NOARGS,
+     "values($self, /)\n--\n\nReturns the declared values: a list of dicts (name, nbytes, "
+     "replica_mode, recoverability, priority)."},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject fhpy_program_type = {

@@ -186,3 +186,22 @@ def test_run_on_the_emulated_device_scales_like_the_cli(monkeypatch):
     assert fheplan.run(BIG, device="emu", scale=1)["scale"] == 1
     monkeypatch.delenv("FHEPLAN_EMU_MEMORY")
     assert fheplan.run(BIG, device="emu")["scale"] == 1
+
+
+def test_every_function_and_method_has_a_signature_and_says_what_it_returns():
+    import inspect
+    seen = 0
+    for name in fheplan.__all__:
+        obj = getattr(fheplan, name)
+        members = [obj] if inspect.isbuiltin(obj) else []
+        if isinstance(obj, type) and obj.__module__ == "fheplan" and hasattr(obj, "__dict__"):
+            if "__text_signature__" in dir(obj) and obj.__text_signature__ is not None:
+                inspect.signature(obj)
+            members += [v for k, v in vars(obj).items()
+                        if inspect.ismethoddescriptor(v) and callable(v)
+                        and (not k.startswith("__") or k in ("__dlpack__", "__dlpack_device__"))]
+        for f in members:
+            inspect.signature(f)  # __text_signature__ present and valid
+            assert "return" in (f.__doc__ or "").lower(), f
+            seen += 1
+    assert seen > 40
