@@ -553,9 +553,17 @@ static void cu_observe(fhr_backend *b, fhr_location loc, fhr_observation *out)
 
 /* ---- lifetime ---------------------------------------------------------------------- */
 
+/* The backend destroys only what it created (its pools, streams, events, pinned arenas,
+ * copy threads). It never resets a device (cudaDeviceReset), never destroys or releases a
+ * context, primary or not, and leaves the calling thread's current device as it found
+ * it: the process's other CUDA users (PyTorch, CuPy, the application) share the primary
+ * contexts and the thread's current device with it, before, during and after. */
 static void cu_destroy(fhr_backend *b)
 {
     cu *c = C(b);
+    int current = -1;
+    if (cudaGetDevice(&current) != cudaSuccess)
+        current = -1;
     /* Host functions still queued (host copies through the copy threads, deferred host
      * frees into the pinned pool) point at these pools: let them run first. */
     for (int d = 0; d < c->ndev; d++)
@@ -571,6 +579,9 @@ static void cu_destroy(fhr_backend *b)
     nvml_close(c->nvml);
     pthread_mutex_destroy(&c->peer_mu);
     free(c);
+    if (current >= 0)
+        cudaSetDevice(current);
+    cudaGetLastError(); /* leave no sticky error of ours to the process's next call */
 }
 
 /* Profiler ranges: NVTX 3 (header-only, loaded by the profiler when one is attached; a

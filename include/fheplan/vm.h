@@ -247,6 +247,14 @@ FHR_API long rplan_vm_value_index(const rplan_vm *vm, const char *name);
  * means. Before rplan_vm_run. */
 FHR_API fhr_status rplan_vm_body_stream(rplan_vm *vm, fhr_location loc, fhr_stream *s,
                                         fhr_error *err);
+/* Copies into and out of location loc (and the loads that fill copies there, which a
+ * loader sees as its record's stream) run on s instead of the VM's own transfer stream
+ * for loc. As for rplan_vm_body_stream, the VM never destroys s and the caller keeps it
+ * alive until rplan_vm_destroy has returned; a binding gives streams that outlive the run
+ * when user code (PyTorch's caching allocators) may still record work on them later.
+ * Before rplan_vm_run. */
+FHR_API fhr_status rplan_vm_transfer_stream(rplan_vm *vm, fhr_location loc, fhr_stream *s,
+                                            fhr_error *err);
 
 /* ---- VM ------------------------------------------------------------------------ */
 

@@ -60,6 +60,18 @@ from ._fheplan import (  # noqa: F401  (re-exported)
 __version__ = _fheplan.__version__
 
 
+def _check(cls: str, param: str, value: Any, types: Any, accepted: str) -> None:
+    """The boundary check of the value types below: TypeError naming the parameter."""
+    if not isinstance(value, types) or isinstance(value, bool) and int in (
+            types if isinstance(types, tuple) else (types,)):
+        raise TypeError(f"{cls}: {param} must be {accepted}, not {type(value).__name__}")
+
+
+def _check_range(cls: str, param: str, value: int, lo: int, hi: int, text: str) -> None:
+    if not lo <= value <= hi:
+        raise ResidencyValueError(f"{cls}: {param} must be in {text}, not {value}")
+
+
 class ReplicaMode(enum.IntEnum):
     """REPLICABLE: several simultaneous copies (ensure); EXCLUSIVE: one (move)."""
 
@@ -85,6 +97,23 @@ class CKKSMeta:
     domain: Optional[str] = None        # "coeff", "eval" or None
     key_relation: Optional[str] = None  # "rotation", "conjugation", "relinearization" or None
     key_param: int = 0
+
+    def __post_init__(self) -> None:
+        _check("CKKSMeta", "context_id", self.context_id, int, "an int")
+        _check_range("CKKSMeta", "context_id", self.context_id, 0, 2**64 - 1, "0..2**64-1")
+        _check("CKKSMeta", "level", self.level, int, "an int")
+        _check_range("CKKSMeta", "level", self.level, -2**31, 2**31 - 1, "-2**31..2**31-1")
+        _check("CKKSMeta", "scale", self.scale, (int, float), "a float")
+        _check("CKKSMeta", "prime_ids", self.prime_ids, (tuple, list), "a tuple of ints")
+        for i, p in enumerate(self.prime_ids):
+            _check("CKKSMeta", f"prime_ids[{i}]", p, int, "an int")
+            _check_range("CKKSMeta", f"prime_ids[{i}]", p, 0, 2**32 - 1, "0..2**32-1")
+        _check("CKKSMeta", "key_param", self.key_param, int, "an int")
+        _check_range("CKKSMeta", "key_param", self.key_param, -2**63, 2**63 - 1,
+                     "-2**63..2**63-1")
+        for name in ("domain", "key_relation"):
+            _check("CKKSMeta", name, getattr(self, name), (str, int, type(None)),
+                   "a str or None")
 
 
 @dataclass(frozen=True)
@@ -134,6 +163,13 @@ class MemoryReservation:
     nbytes: int
     label: str = ""
 
+    def __post_init__(self) -> None:
+        _check("MemoryReservation", "at", self.at, (Location, str), "a Location")
+        _check("MemoryReservation", "nbytes", self.nbytes, int, "an int (bytes)")
+        _check_range("MemoryReservation", "nbytes", self.nbytes, 0, 2**64 - 1,
+                     "0..2**64-1 (bytes)")
+        _check("MemoryReservation", "label", self.label, (str, type(None)), "a str")
+
 
 # ---- requests (fhr_request) -----------------------------------------------------------------
 
@@ -145,6 +181,11 @@ class ResidencyRequirement:
     handle: ResidencyHandle
     at: Location
 
+    def __post_init__(self) -> None:
+        _check("ResidencyRequirement", "handle", self.handle, ResidencyHandle,
+               "a ResidencyHandle")
+        _check("ResidencyRequirement", "at", self.at, (Location, str), "a Location")
+
 
 @dataclass(frozen=True)
 class ResidencyRequest:
@@ -152,6 +193,22 @@ class ResidencyRequest:
     requirements: Tuple[ResidencyRequirement, ...] = ()
     reservations: Tuple[MemoryReservation, ...] = ()
     position: int = 0  # where it stands in a known future (DeterministicLookahead); 0: unknown
+
+    def __post_init__(self) -> None:
+        _check("ResidencyRequest", "name", self.name, (str, type(None)), "a str")
+        _check("ResidencyRequest", "requirements", self.requirements, (tuple, list),
+               "a tuple of ResidencyRequirement")
+        for i, r in enumerate(self.requirements):
+            _check("ResidencyRequest", f"requirements[{i}]", r, ResidencyRequirement,
+                   "a ResidencyRequirement(handle, at)")
+        _check("ResidencyRequest", "reservations", self.reservations, (tuple, list),
+               "a tuple of MemoryReservation")
+        for i, r in enumerate(self.reservations):
+            _check("ResidencyRequest", f"reservations[{i}]", r, MemoryReservation,
+                   "a MemoryReservation")
+        _check("ResidencyRequest", "position", self.position, int, "an int")
+        _check_range("ResidencyRequest", "position", self.position, 0, 2**64 - 1,
+                     "0..2**64-1")
 
 
 def lookahead_future(requests):

@@ -189,7 +189,8 @@ PyTypeObject fhpy_policy_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.DeterministicTieredLRU",
     .tp_basicsize = sizeof(fhpy_policy),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "DeterministicTieredLRU(fallback_tiers=None) (fhr_policy_tiered_lru_create)",
+    .tp_doc = "DeterministicTieredLRU(fallback_tiers=None)\n--\n\nThe tiered LRU policy "
+              "(fhr_policy_tiered_lru_create).",
     .tp_dealloc = policy_dealloc,
     .tp_getset = policy_getset,
     .tp_new = lru_new,
@@ -199,8 +200,9 @@ static PyTypeObject lookahead_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.DeterministicLookahead",
     .tp_basicsize = sizeof(fhpy_policy),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "DeterministicLookahead(fallback_tiers=None, future=((position, handle, at), "
-              "...)) (fhr_policy_lookahead_create): farthest next use first",
+    .tp_doc = "DeterministicLookahead(fallback_tiers=None, future=())\n--\n\nThe lookahead "
+              "policy (fhr_policy_lookahead_create): farthest next use first; future: "
+              "((position, handle, at), ...).",
     .tp_dealloc = policy_dealloc,
     .tp_getset = policy_getset,
     .tp_new = lookahead_new,
@@ -251,11 +253,12 @@ static int req_parse(PyObject *o, req_buf *b)
     reqs = PyTuple_GET_ITEM(b->keep, 1);
     res = PyTuple_GET_ITEM(b->keep, 2);
     pos = PyTuple_GET_ITEM(b->keep, 3);
-    b->r.name = name == Py_None ? "" : PyUnicode_AsUTF8(name);
-    if (!b->r.name)
+    if (!fhpy_text(name, "name", 1, &b->r.name))
         return 0;
-    b->r.position = pos == Py_None ? 0 : PyLong_AsUnsignedLongLong(pos);
-    if (PyErr_Occurred())
+    if (!b->r.name)
+        b->r.name = "";
+    b->r.position = 0;
+    if (pos != Py_None && !fhpy_bytes(pos, "position", &b->r.position))
         return 0;
     PyObject *t = PySequence_Fast(reqs, "requirements are a sequence");
     if (!t)
@@ -266,7 +269,13 @@ static int req_parse(PyObject *o, req_buf *b)
         PyObject *q = PySequence_Fast_GET_ITEM(t, i);
         PyObject *h = PyObject_GetAttrString(q, "handle");
         PyObject *at = h ? PyObject_GetAttrString(q, "at") : NULL;
-        int ok = at && fhpy_to_handle(h, &b->reqs[i].handle) && fhpy_to_loc(at, &b->reqs[i].at);
+        if (!at && PyErr_ExceptionMatches(PyExc_AttributeError)) {
+            PyErr_Clear();
+            PyErr_Format(PyExc_TypeError, "requirements[%zd] must be a ResidencyRequirement "
+                                          "(handle, at), not %.80s", i, Py_TYPE(q)->tp_name);
+        }
+        int ok = at && fhpy_handle_arg_of(h, "a requirement's handle", &b->reqs[i].handle) &&
+                 fhpy_location_arg(at, "a requirement's at", &b->reqs[i].at);
         Py_XDECREF(h);
         Py_XDECREF(at);
         if (!ok) {
@@ -415,10 +424,17 @@ static PyObject *ctl_get_policy(PyObject *self, void *c)
 }
 
 static PyMethodDef ctl_methods[] = {
-    {"decide", ctl_decide, METH_O, "decide(request) -> ResidencyDecision (fhr_decide)"},
+    {"decide", ctl_decide, METH_O,
+     "decide($self, request, /)\n--\n\nReturns a ResidencyDecision for request (fhr_decide), "
+     "valid while the manager's state version is unchanged. Raises ResidencyError subclasses "
+     "as the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a "
+     "bad argument, naming it."},
     {"use", (PyCFunction)(void (*)(void))ctl_use, METH_VARARGS | METH_KEYWORDS,
-     "use(request_or_decision, *, consumer_streams=None, transfer_streams=None, wait=False) "
-     "(fhr_use_begin, fhr_use_decision, fhr_use_begin_opts with FHR_USE_WAIT)"},
+     "use($self, request, /, *, consumer_streams=None, transfer_streams=None, wait=False)\n--"
+     "\n\nReturns a ResidencyUse (a context manager) that decides, enters at the decision's "
+     "state version and leases the requirements (fhr_use_begin_opts). Raises ResidencyError "
+     "subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef ctl_getset[] = {{"manager", ctl_get_manager, NULL, NULL, NULL},
@@ -429,7 +445,8 @@ PyTypeObject fhpy_controller_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyController",
     .tp_basicsize = sizeof(fhpy_controller),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ResidencyController(manager, policy=None) (fhr_controller_create)",
+    .tp_doc = "ResidencyController(manager, policy=None)\n--\n\nDecisions and uses over a "
+              "manager (fhr_controller_create); policy None: DeterministicTieredLRU().",
     .tp_dealloc = ctl_dealloc,
     .tp_methods = ctl_methods,
     .tp_getset = ctl_getset,
@@ -608,8 +625,15 @@ static PyGetSetDef dec_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef dec_methods[] = {
-    {"predicted_peak_bytes", dec_peak, METH_O, "fhr_decision_predicted_peak_bytes"},
-    {"json", dec_json, METH_NOARGS, "fhr_decision_json as a dict"},
+    {"predicted_peak_bytes", dec_peak, METH_O,
+     "predicted_peak_bytes($self, location, /)\n--\n\nReturns the decision's predicted peak "
+     "bytes at location (fhr_decision_predicted_peak_bytes). Raises ResidencyError subclasses "
+     "as the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a "
+     "bad argument, naming it."},
+    {"json", dec_json, METH_NOARGS,
+     "json($self, /)\n--\n\nReturns the decision's JSON document (fhr_decision_json) as a "
+     "dict. Raises ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); "
+     "TypeError or ResidencyValueError for a bad argument, naming it."},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject fhpy_decision_type = {
@@ -835,12 +859,21 @@ static void use_dealloc(PyObject *self)
 }
 
 static PyMethodDef use_methods[] = {
-    {"__enter__", use_enter, METH_NOARGS, NULL},
-    {"__exit__", use_exit, METH_VARARGS, NULL},
+    {"__enter__", use_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", use_exit, METH_VARARGS,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nEnds it (as release or exit). "
+     "Returns False: exceptions propagate."},
     {"value", (PyCFunction)(void (*)(void))use_value, METH_VARARGS | METH_KEYWORDS,
-     "value(handle, at) -> the borrowed value (fhr_use_value)"},
+     "value($self, handle, at)\n--\n\nReturns the borrowed value of a requirement "
+     "(fhr_use_value), a LeasedValue valid while the use is active. Raises ResidencyError "
+     "subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
     {"add_consumer_stream", use_add_consumer_stream, METH_VARARGS,
-     "add_consumer_stream(at, stream) (fhr_use_add_consumer_stream)"},
+     "add_consumer_stream($self, at, stream, /)\n--\n\nRegisters another consumer stream at "
+     "`at` (fhr_use_add_consumer_stream). Returns None. Raises ResidencyError subclasses as "
+     "the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad"
+     " argument, naming it."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef use_members[] = {

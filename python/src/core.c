@@ -168,6 +168,44 @@ int fhpy_text(PyObject *o, const char *param, int allow_none, const char **out)
     return 1;
 }
 
+int fhpy_to_loc(PyObject *o, fhr_location *out)
+{
+    if (PyObject_TypeCheck(o, &fhpy_location_type)) {
+        *out = ((fhpy_location *)o)->loc;
+        return 1;
+    }
+    if (PyUnicode_Check(o)) {
+        const char *t = PyUnicode_AsUTF8(o);
+        if (!t)
+            return 0;
+        if (fhr_loc_parse(t, out) == FHR_OK)
+            return 1;
+        fhpy_raise_msg(FHR_E_LOCATION, "location '%s': expected host, pinned or cuda:N "
+                                       "(N in 0..%d)", t, FHR_MAX_CUDA_DEVICES - 1);
+        return 0;
+    }
+    PyErr_Format(PyExc_TypeError, "expected a location (PAGEABLE_HOST, PINNED_HOST, "
+                                  "cuda_location(...)) or its text, not %.80s",
+                 Py_TYPE(o)->tp_name);
+    return 0;
+}
+
+int fhpy_to_handle(PyObject *o, fhr_handle *out) { return fhpy_handle_arg_of(o, "handle", out); }
+
+int fhpy_handle_conv(PyObject *o, void *out)
+{
+    fhpy_handle_arg *a = out;
+    a->obj = o;
+    return fhpy_handle_arg_of(o, "handle", &a->h);
+}
+
+int fhpy_to_loc_conv(PyObject *o, void *out) { return fhpy_location_arg(o, "at", out); }
+int fhpy_loc_conv_to(PyObject *o, void *out) { return fhpy_location_arg(o, "to", out); }
+int fhpy_loc_conv_location(PyObject *o, void *out)
+{
+    return fhpy_location_arg(o, "location", out);
+}
+
 int fhpy_location_arg(PyObject *o, const char *param, fhr_location *out)
 {
     if (fhpy_to_loc(o, out))

@@ -188,7 +188,9 @@ int fhpy_budgets(PyObject *o, const char *param, fhr_budget **out, size_t *n);
 
 /* Location from a Location object or its text form. 0 and an exception on failure. */
 int fhpy_to_loc(PyObject *o, fhr_location *out);
-int fhpy_to_loc_conv(PyObject *o, void *out); /* "O&" converter */
+int fhpy_to_loc_conv(PyObject *o, void *out); /* "O&" converter of the parameter `at` */
+int fhpy_loc_conv_to(PyObject *o, void *out); /* ... of `to` */
+int fhpy_loc_conv_location(PyObject *o, void *out); /* ... of `location` */
 PyObject *fhpy_loc_new(fhr_location loc);
 int fhpy_to_handle(PyObject *o, fhr_handle *out);
 /* A handle argument: the object (borrowed from the arguments) and its handle. */

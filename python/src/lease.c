@@ -277,12 +277,20 @@ static PyObject *lease_get_handles(PyObject *self, void *c)
 
 static PyMethodDef lease_methods[] = {
     {"release", lease_release, METH_NOARGS,
-     "Releases at once (fhr_lease_release); copies stay protected until consumer events "
-     "complete."},
+     "release($self, /)\n--\n\nEnds the borrow at once (fhr_lease_release / fhr_hold_release):"
+     " copies stay protected until consumer events complete and, for a lease, until the arrays"
+     " exported from it are deleted. Returns None. Raises ResidencyLeaseError when already "
+     "released."},
     {"add_consumer_stream", lease_add_consumer_stream, METH_O,
-     "Registers another consumer stream (fhr_lease_add_consumer_stream)."},
-    {"__enter__", lease_enter, METH_NOARGS, NULL},
-    {"__exit__", lease_exit, METH_VARARGS, NULL},
+     "add_consumer_stream($self, stream, /)\n--\n\nRegisters another consumer stream "
+     "(fhr_lease_add_consumer_stream); the lease keeps the stream object until it is released."
+     " Returns None. Raises ResidencyError subclasses as the C status says (fheplan-python(7) "
+     "ERRORS); TypeError or ResidencyValueError for a bad argument, naming it."},
+    {"__enter__", lease_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", lease_exit, METH_VARARGS,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nEnds it (as release or exit). "
+     "Returns False: exceptions propagate."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef lease_getset[] = {
@@ -354,9 +362,14 @@ static PyObject *hold_get_released(PyObject *self, void *c)
 }
 
 static PyMethodDef hold_methods[] = {
-    {"release", hold_release, METH_NOARGS, "fhr_hold_release"},
-    {"__enter__", lease_enter, METH_NOARGS, NULL},
-    {"__exit__", hold_exit, METH_VARARGS, NULL},
+    {"release", hold_release, METH_NOARGS,
+     "release($self, /)\n--\n\nEnds the hold at once (fhr_hold_release). Returns None. Raises "
+     "ResidencyLeaseError when already released."},
+    {"__enter__", lease_enter, METH_NOARGS,
+     "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", hold_exit, METH_VARARGS,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nEnds it (as release or exit). "
+     "Returns False: exceptions propagate."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef hold_getset[] = {{"released", hold_get_released, NULL, NULL, NULL},

@@ -202,7 +202,7 @@ static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
     fhpy_release_drain();
     fhr_location at = fhr_loc_host();
     fhr_adopt_opts o;
-    if ((at_o && !fhpy_location_arg(at_o, "at", &at)) || !opts_parse(mode, label, priority, &o))
+    if ((at_o && at_o != Py_None && !fhpy_location_arg(at_o, "at", &at)) || !opts_parse(mode, label, priority, &o))
         return NULL;
     if (meta != Py_None && !PyDict_Check(meta) && !PyObject_HasAttrString(meta, "level") &&
         !PyObject_HasAttrString(meta, "context_id")) {
@@ -479,10 +479,10 @@ static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
     static char *kwl[] = {"handle", "to", "from_location", "stream", NULL};
     if (!check_open(m) ||
         !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|O$O", kwl, fhpy_handle_conv, &h,
-                                     fhpy_to_loc_conv, &to, &from_o, &stream))
+                                     fhpy_loc_conv_to, &to, &from_o, &stream))
         return NULL;
     fhr_stream *view = NULL;
-    if ((from_o != Py_None && !fhpy_to_loc(from_o, &from)) ||
+    if ((from_o != Py_None && !fhpy_location_arg(from_o, "from_location", &from)) ||
         !fhpy_stream_view(m, stream, to, &view, NULL))
         return NULL;
     FHPY_ERR_INIT(e);
@@ -518,7 +518,7 @@ static PyObject *mgr_discard(PyObject *self, PyObject *ho)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhr_handle h;
-    if (!check_open(m) || !fhpy_to_handle(ho, &h))
+    if (!check_open(m) || !fhpy_handle_arg_of(ho, "handle", &h))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
@@ -609,6 +609,11 @@ static PyObject *mgr_wait_pending(PyObject *self, PyObject *args)
 /* handles: one handle or a sequence of them. */
 static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tuple)
 {
+    if (!PyObject_TypeCheck(o, &fhpy_handle_type) && !PyTuple_Check(o) && !PyList_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "handles must be a ResidencyHandle or a tuple or list "
+                                      "of them, not %.80s", Py_TYPE(o)->tp_name);
+        return 0;
+    }
     PyObject *t = PyObject_TypeCheck(o, &fhpy_handle_type) ? PyTuple_Pack(1, o)
                                                             : PySequence_Tuple(o);
     if (!t)
@@ -620,8 +625,10 @@ static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tupl
         PyErr_NoMemory();
         return 0;
     }
+    char what[40];
     for (Py_ssize_t i = 0; i < cnt; i++)
-        if (!fhpy_to_handle(PyTuple_GET_ITEM(t, i), &hs[i])) {
+        if (snprintf(what, sizeof what, "handles[%zd]", i) < 0 ||
+            !fhpy_handle_arg_of(PyTuple_GET_ITEM(t, i), what, &hs[i])) {
             PyMem_Free(hs);
             Py_DECREF(t);
             return 0;
@@ -1037,7 +1044,7 @@ static PyObject *mgr_stream(PyObject *self, PyObject *args)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhr_location at;
-    if (!check_open(m) || !PyArg_ParseTuple(args, "O&", fhpy_to_loc_conv, &at))
+    if (!check_open(m) || !PyArg_ParseTuple(args, "O&", fhpy_loc_conv_location, &at))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_stream *s = NULL;
@@ -1086,42 +1093,121 @@ static PyObject *mgr_layout(PyObject *self, PyObject *ho)
 
 static PyMethodDef mgr_methods[] = {
     {"adopt", (PyCFunction)(void (*)(void))mgr_adopt, METH_VARARGS | METH_KEYWORDS,
-     "adopt(value, at=PAGEABLE_HOST, replica_mode=ReplicaMode.REPLICABLE, *, meta=None, "
-     "label=None, priority=0) -> ResidencyHandle (fhr_adopt; no copy)"},
-    {"register_source", (PyCFunction)(void (*)(void))mgr_register_source,
-     METH_VARARGS | METH_KEYWORDS,
-     "register_source(load, fields, *, meta=None, storage_nbytes=0, replica_mode=..., "
-     "label=None, priority=0) -> ResidencyHandle (fhr_register_source)"},
+     "adopt($self, value, at=None, replica_mode=None, *, meta=None, label=None, priority=0)\n"
+     "--\n\nTakes the memory of value (a DLPack producer, a mapping {field: array}, an object "
+     "with .fields, or a Value of fheplan.to) without a copy (fhr_adopt). at: where that "
+     "memory lives (None: PAGEABLE_HOST). Returns the new ResidencyHandle. Raises "
+     "ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
+    {"register_source", (PyCFunction)(void (*)(void))mgr_register_source, METH_VARARGS | METH_KEYWORDS,
+     "register_source($self, load, fields, *, meta=None, storage_nbytes=0, replica_mode=None, "
+     "label=None, priority=0)\n--\n\nRegisters a reconstructible value with no copy yet "
+     "(fhr_register_source): load(at) returns its arrays when a copy is made; fields: {name: "
+     "nbytes or (shape, dtype)}. Returns the new ResidencyHandle. Raises ResidencyError "
+     "subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
     {"ensure", (PyCFunction)(void (*)(void))mgr_ensure, METH_VARARGS | METH_KEYWORDS,
-     "ensure(handle, at, *, stream=None) (fhr_ensure)"},
+     "ensure($self, handle, at, *, stream=None)\n--\n\nMakes a copy of handle at `at` if it "
+     "has none (fhr_ensure). Returns None. Raises ResidencyError subclasses as the C status "
+     "says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, "
+     "naming it."},
     {"move", (PyCFunction)(void (*)(void))mgr_move, METH_VARARGS | METH_KEYWORDS,
-     "move(handle, to, from_location=None, *, stream=None) (fhr_move)"},
+     "move($self, handle, to, from_location=None, *, stream=None)\n--\n\nMoves the value's one"
+     " copy to `to` (fhr_move). Returns None. Raises ResidencyError subclasses as the C status"
+     " says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, "
+     "naming it."},
     {"drop", (PyCFunction)(void (*)(void))mgr_drop, METH_VARARGS | METH_KEYWORDS,
-     "drop(handle, at) (fhr_drop)"},
-    {"discard", mgr_discard, METH_O, "discard(handle) (fhr_discard)"},
-    {"is_resident", mgr_is_resident, METH_VARARGS, "is_resident(handle, at) (fhr_is_resident)"},
-    {"set_budget", mgr_set_budget, METH_VARARGS, "set_budget(at, nbytes) (fhr_set_budget)"},
-    {"set_priority", mgr_set_priority, METH_VARARGS, "set_priority(handle, p)"},
+     "drop($self, handle, at)\n--\n\nRemoves the copy at `at` (fhr_drop). Returns None. Raises"
+     " ResidencyProtectedError while a lease, a hold, a pending consumer event or an exported "
+     "view protects it (the message says which). Raises ResidencyError subclasses as the C "
+     "status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
+     "argument, naming it."},
+    {"discard", mgr_discard, METH_O,
+     "discard($self, handle, /)\n--\n\nRemoves the value and every copy (fhr_discard). Returns"
+     " None. Raises ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS);"
+     " TypeError or ResidencyValueError for a bad argument, naming it."},
+    {"is_resident", mgr_is_resident, METH_VARARGS,
+     "is_resident($self, handle, at, /)\n--\n\nReturns True when handle has a copy at `at` "
+     "(fhr_is_resident). Raises ResidencyError subclasses as the C status says "
+     "(fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, naming "
+     "it."},
+    {"set_budget", mgr_set_budget, METH_VARARGS,
+     "set_budget($self, at, nbytes, /)\n--\n\nSets or replaces the strict budget at `at` "
+     "(fhr_set_budget); nbytes in 0..2**64-1. Returns None. Raises ResidencyError subclasses "
+     "as the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a "
+     "bad argument, naming it."},
+    {"set_priority", mgr_set_priority, METH_VARARGS,
+     "set_priority($self, handle, priority, /)\n--\n\nSets the value's priority, "
+     "-2**31..2**31-1 (fhr_set_priority). Returns None. Raises ResidencyError subclasses as "
+     "the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad"
+     " argument, naming it."},
     {"acquire", (PyCFunction)(void (*)(void))mgr_acquire, METH_VARARGS | METH_KEYWORDS,
-     "acquire(handles, at, consumer_stream=None) -> ResidencyLease (fhr_acquire)"},
+     "acquire($self, handles, at, consumer_stream=None)\n--\n\nLeases copies already at `at` "
+     "(fhr_acquire; a CUDA location needs a consumer stream). Returns a ResidencyLease (a "
+     "context manager). Raises ResidencyError subclasses as the C status says "
+     "(fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, naming "
+     "it."},
     {"hold", (PyCFunction)(void (*)(void))mgr_hold, METH_VARARGS | METH_KEYWORDS,
-     "hold(handles, at) -> ResidencyHold (fhr_hold_acquire)"},
-    {"reap", mgr_reap, METH_NOARGS, "reap() -> events reaped (fhr_reap)"},
-    {"wait_pending", mgr_wait_pending, METH_VARARGS, "wait_pending(at, nbytes) -> waits"},
+     "hold($self, handles, at)\n--\n\nRetains copies without values (fhr_hold_acquire). "
+     "Returns a ResidencyHold (a context manager). Raises ResidencyError subclasses as the C "
+     "status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
+     "argument, naming it."},
+    {"reap", mgr_reap, METH_NOARGS,
+     "reap($self, /)\n--\n\nReaps completed consumer events and deferred frees (fhr_reap). "
+     "Returns how many. Raises ResidencyError subclasses as the C status says "
+     "(fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, naming "
+     "it."},
+    {"wait_pending", mgr_wait_pending, METH_VARARGS,
+     "wait_pending($self, at, nbytes, /)\n--\n\nWaits on the consumer events that alone "
+     "protect copies at `at` until they cover nbytes (fhr_wait_pending). Returns the number of"
+     " real waits. Raises ResidencyError subclasses as the C status says (fheplan-python(7) "
+     "ERRORS); TypeError or ResidencyValueError for a bad argument, naming it."},
     {"snapshot", (PyCFunction)(void (*)(void))mgr_snapshot, METH_VARARGS | METH_KEYWORDS,
-     "snapshot(*, placement=False) (fhr_snapshot_take)"},
-    {"snapshot_json", mgr_snapshot_json, METH_NOARGS, "the snapshot's JSON as a dict"},
-    {"state_version", mgr_state_version, METH_NOARGS, "fhr_state_version"},
-    {"trace", mgr_trace, METH_NOARGS, "the rolling trace (fhr_trace_json)"},
-    {"set_trace_capacity", mgr_set_trace_capacity, METH_O, "fhr_trace_set_capacity"},
-    {"explain", mgr_explain, METH_O, "explain(plan) -> explanation (fhr_explain; dry run)"},
-    {"execute_actions", (PyCFunction)(void (*)(void))mgr_execute_actions,
-     METH_VARARGS | METH_KEYWORDS,
-     "execute_actions(actions, *, transfer_streams=None) -> report (fhr_execute_actions)"},
+     "snapshot($self, /, *, placement=False)\n--\n\nReturns the manager's state "
+     "(fhr_snapshot_take) as a namespace: locations, values, state_version. Raises "
+     "ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
+    {"snapshot_json", mgr_snapshot_json, METH_NOARGS,
+     "snapshot_json($self, /)\n--\n\nReturns the snapshot's JSON document as a dict. Raises "
+     "ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
+    {"state_version", mgr_state_version, METH_NOARGS,
+     "state_version($self, /)\n--\n\nReturns the state version (fhr_state_version), an int "
+     "that changes with every placement change. Raises ResidencyError subclasses as the C "
+     "status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
+     "argument, naming it."},
+    {"trace", mgr_trace, METH_NOARGS,
+     "trace($self, /)\n--\n\nReturns the rolling trace (fhr_trace_json) as a list of dicts. "
+     "Raises ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); "
+     "TypeError or ResidencyValueError for a bad argument, naming it."},
+    {"set_trace_capacity", mgr_set_trace_capacity, METH_O,
+     "set_trace_capacity($self, capacity, /)\n--\n\nSets how many trace entries are kept, "
+     "0..2**40 (fhr_trace_set_capacity; 0 turns the trace off). Returns None. Raises "
+     "ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
+    {"explain", mgr_explain, METH_O,
+     "explain($self, plan, /)\n--\n\nDry-runs a ResidencyPlan against the current state "
+     "(fhr_explain). Returns the explanation (a namespace). Raises ResidencyError subclasses "
+     "as the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a "
+     "bad argument, naming it."},
+    {"execute_actions", (PyCFunction)(void (*)(void))mgr_execute_actions, METH_VARARGS | METH_KEYWORDS,
+     "execute_actions($self, actions, /, *, transfer_streams=None)\n--\n\nExecutes a sequence "
+     "of actions in order (fhr_execute_actions). Returns the report as a dict. Raises "
+     "ResidencyPlanExecutionError (with .action) on a failed action. Raises ResidencyError "
+     "subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
+     "ResidencyValueError for a bad argument, naming it."},
     {"scope", (PyCFunction)(void (*)(void))mgr_scope, METH_VARARGS | METH_KEYWORDS,
-     "scope(plan, *, transfer_streams=None) -> ResidencyScope (fhr_scope_create)"},
-    {"stream", mgr_stream, METH_VARARGS, "stream(at) -> a new Stream of the backend"},
-    {"_layout", mgr_layout, METH_O, NULL},
+     "scope($self, plan, /, *, transfer_streams=None)\n--\n\nReturns a ResidencyScope for plan"
+     " (fhr_scope_create): a single-use context manager. Raises ResidencyError subclasses as "
+     "the C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad"
+     " argument, naming it."},
+    {"stream", mgr_stream, METH_VARARGS,
+     "stream($self, location, /)\n--\n\nReturns a new Stream of the manager's backend at "
+     "location (fhr_stream_create). Raises ResidencyError subclasses as the C status says "
+     "(fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, naming "
+     "it."},
+    {"_layout", mgr_layout, METH_O,
+     "_layout($self, handle, /)\n--\n\nReturns the recorded layout of handle, or None."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef mgr_getset[] = {
@@ -1133,7 +1219,11 @@ PyTypeObject fhpy_manager_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyManager",
     .tp_basicsize = sizeof(fhpy_manager),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "ResidencyManager(budgets=None, *, device=None, trace_capacity=4096)",
+    .tp_doc = "ResidencyManager(budgets=None, *, device=None, trace_capacity=4096)\n--\n\n"
+              "The residency manager over a backend (fhr_manager_create). budgets: {location: bytes}; "
+              "device: the backend (None: FHEPLAN_DEVICE, else auto). Raises TypeError or "
+              "ResidencyValueError for a bad argument, ResidencyBackendError when the device "
+              "cannot be opened.",
     .tp_dealloc = mgr_dealloc,
     .tp_traverse = mgr_traverse,
     .tp_clear = mgr_clear,

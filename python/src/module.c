@@ -200,29 +200,6 @@ PyObject *fhpy_loc_new(fhr_location loc)
     return (PyObject *)o;
 }
 
-int fhpy_to_loc(PyObject *o, fhr_location *out)
-{
-    if (PyObject_TypeCheck(o, &fhpy_location_type)) {
-        *out = ((fhpy_location *)o)->loc;
-        return 1;
-    }
-    if (PyUnicode_Check(o)) {
-        const char *t = PyUnicode_AsUTF8(o);
-        if (!t)
-            return 0;
-        if (fhr_loc_parse(t, out) == FHR_OK)
-            return 1;
-        fhpy_raise_msg(FHR_E_LOCATION, "location '%s': expected host, pinned or cuda:N "
-                                       "(N in 0..%d)", t, FHR_MAX_CUDA_DEVICES - 1);
-        return 0;
-    }
-    PyErr_Format(PyExc_TypeError, "expected a location (PAGEABLE_HOST, PINNED_HOST, "
-                                  "cuda_location(...)) or its text, not %.80s",
-                 Py_TYPE(o)->tp_name);
-    return 0;
-}
-
-int fhpy_to_loc_conv(PyObject *o, void *out) { return fhpy_to_loc(o, out); }
 
 static PyObject *loc_repr(PyObject *self)
 {
@@ -280,14 +257,16 @@ static PyObject *loc_new(PyTypeObject *t, PyObject *args, PyObject *kw)
     return fhpy_to_loc(text, &loc) ? fhpy_loc_new(loc) : NULL;
 }
 
-static PyMethodDef loc_methods[] = {{"__reduce__", loc_reduce, METH_NOARGS, NULL},
+static PyMethodDef loc_methods[] = {{"__reduce__", loc_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nPickles a Location as its text."},
                                     {NULL, NULL, 0, NULL}};
 
 PyTypeObject fhpy_location_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.Location",
     .tp_basicsize = sizeof(fhpy_location),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A local memory location: pageable host, pinned host or a CUDA device.",
+    .tp_doc = "Location(text)\n--\n\nA local memory location: pageable host, pinned host or a "
+              "CUDA device; text: 'host', 'pinned' or 'cuda:N'.",
     .tp_repr = loc_repr,
     .tp_hash = loc_hash,
     .tp_richcompare = loc_richcompare,
@@ -304,23 +283,6 @@ PyObject *fhpy_handle_new(fhr_handle h)
     if (o)
         o->h = h;
     return (PyObject *)o;
-}
-
-int fhpy_to_handle(PyObject *o, fhr_handle *out)
-{
-    if (PyObject_TypeCheck(o, &fhpy_handle_type)) {
-        *out = ((fhpy_handle *)o)->h;
-        return 1;
-    }
-    PyErr_Format(PyExc_TypeError, "expected a ResidencyHandle, not %.80s", Py_TYPE(o)->tp_name);
-    return 0;
-}
-
-int fhpy_handle_conv(PyObject *o, void *out)
-{
-    fhpy_handle_arg *a = out;
-    a->obj = o;
-    return fhpy_to_handle(o, &a->h);
 }
 
 int fhpy_layout_of(fhpy_manager *m, PyObject *handle, PyObject **out)
@@ -553,7 +515,9 @@ static PyGetSetDef stream_getset[] = {
     {NULL, NULL, NULL, NULL, NULL}};
 
 static PyMethodDef stream_methods[] = {
-    {"synchronize", stream_synchronize, METH_NOARGS, "Waits for the stream's work."},
+    {"synchronize", stream_synchronize, METH_NOARGS,
+     "synchronize($self, /)\n--\n\nWaits for the stream's work. Returns None. Raises "
+     "ResidencyLeaseError for a kernel's or loader's stream after its call."},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject fhpy_stream_type = {
@@ -675,20 +639,44 @@ static PyObject *mod_drain(PyObject *self, PyObject *unused)
 
 static PyMethodDef mod_methods[] = {
     {"cuda_location", mod_cuda_location, METH_O,
-     "cuda_location('cuda:N') or cuda_location(N): the location of CUDA device N."},
+     "cuda_location(index_or_text, /)\n--\n\nReturns the Location of CUDA device N, given N or"
+     " 'cuda:N'. Raises ResidencyLocationError out of 0..61."},
     {"compile", (PyCFunction)(void (*)(void))fhpy_compile, METH_VARARGS | METH_KEYWORDS,
-     "compile(text_or_path, *, filename=None, budgets=None): a verified Program."},
+     "compile(text_or_path, *, filename=None, budgets=None)\n--\n\nCompiles and verifies a "
+     "plan (rplan_compile, rplan_compile_file, rplan_load_file for .rpb). text_or_path: plan "
+     "text, a path-like, or a one-line str naming an existing file or ending in .rplan or "
+     ".rpb. Returns a Program. Raises ResidencyValueError (with .diagnostics) on errors, "
+     "ResidencyInfeasibleError when the dry run fails."},
     {"check", (PyCFunction)(void (*)(void))fhpy_check, METH_VARARGS | METH_KEYWORDS,
-     "check(program_or_text, ...): the dry run's report as a dict."},
+     "check(program, *, budgets=None, policy=None)\n--\n\nThe dry run of `fheplan check` (the "
+     "model backend, unknown kernels as touch). program: a Program, plan text or a path (as "
+     "compile reads it). Returns the report as a dict. Raises ResidencyError subclasses as the"
+     " C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
+     "argument, naming it."},
     {"run", (PyCFunction)(void (*)(void))fhpy_run, METH_VARARGS | METH_KEYWORDS,
-     "run(program_or_text, *, device=None, kernels=None, ...): the run's report as a dict."},
+     "run(program, *, device=None, kernels=None, budgets=None, scale=None, "
+     "unknown_as_touch=False, policy=None, loaders=None)\n--\n\nRuns a plan as `fheplan run` "
+     "does (device None: FHEPLAN_DEVICE, else auto; scale None: automatic on the emulated "
+     "device). kernels/loaders: {name: callable}, each called with a record (fheplan-python(7)"
+     " KERNELS AND LOADERS). Returns the report as a dict. A kernel's or loader's exception is"
+     " the __cause__ of the ResidencyError raised; a KeyboardInterrupt or SystemExit (also "
+     "Ctrl-C) stops the run and propagates unchanged. Raises ResidencyError subclasses as the "
+     "C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
+     "argument, naming it."},
     {"to", (PyCFunction)(void (*)(void))fhpy_to, METH_VARARGS | METH_KEYWORDS,
-     "to(value, location, *, stream=None): the functional copy (fhr_value_to)."},
+     "to(value, location, *, stream=None, manager=None)\n--\n\nThe functional copy "
+     "(fhr_manager_value_to): returns a new application-owned Value at location. value: a "
+     "LeasedValue, a Value, or arrays (with manager=). Raises ResidencyError subclasses as the"
+     " C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
+     "argument, naming it."},
     {"_set_types", (PyCFunction)(void (*)(void))fhpy_set_types, METH_VARARGS | METH_KEYWORDS,
-     "Hands the package's Python classes to the core."},
+     "_set_types(*, meta, ensure, move, drop, discard, reservation)\n--\n\nHands the package's"
+     " Python classes to the core. Returns None."},
     {"_c_timing", fhpy_c_timing, METH_VARARGS,
-     "_c_timing(manager, op, handle, at, batches, per_batch): median ns per C call."},
-    {"_drain_releases", mod_drain, METH_NOARGS, "Drops producers the library released."},
+     "_c_timing(manager, op, handle, at, batches, per_batch, /)\n--\n\nReturns the median ns "
+     "per C call of op (ensure, acquire, is_resident) timed in C."},
+    {"_drain_releases", mod_drain, METH_NOARGS,
+     "_drain_releases()\n--\n\nDrops the producers the library released. Returns None."},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef moddef = {PyModuleDef_HEAD_INIT, "_fheplan",

@@ -114,15 +114,13 @@ static int reservations_keep(PyObject *seq, fhr_reservation **out, size_t *n, Py
         PyObject *o = PySequence_Fast_GET_ITEM(t, i);
         PyObject *at = attr(o, "at", 1), *nb = at ? attr(o, "nbytes", 1) : NULL;
         PyObject *label = nb ? attr(o, "label", 0) : NULL;
-        int ok = label && fhpy_to_loc(at, &r[i].at);
-        if (ok) {
-            r[i].nbytes = PyLong_AsUnsignedLongLong(nb);
-            ok = !PyErr_Occurred();
-        }
-        if (ok && label != Py_None) {
-            r[i].label = PyUnicode_AsUTF8(label);
-            ok = r[i].label && PyList_Append(keep, label) == 0;
-        }
+        char what[64];
+        snprintf(what, sizeof what, "reservations[%zd].nbytes", i);
+        int ok = label && fhpy_location_arg(at, "a reservation's at", &r[i].at) &&
+                 fhpy_bytes(nb, what, &r[i].nbytes);
+        snprintf(what, sizeof what, "reservations[%zd].label", i);
+        if (ok && label != Py_None)
+            ok = fhpy_text(label, what, 1, &r[i].label) && PyList_Append(keep, label) == 0;
         Py_XDECREF(at);
         Py_XDECREF(nb);
         Py_XDECREF(label);
@@ -258,8 +256,8 @@ PyTypeObject fhpy_plan_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyPlan",
     .tp_basicsize = sizeof(fhpy_plan),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "ResidencyPlan(name='', reclaim=(), enter=(), exit=(), reservations=()): "
-              "immutable ordered IR (fhr_plan_create).",
+    .tp_doc = "ResidencyPlan(name='', reclaim=(), enter=(), exit=(), reservations=())\n--\n\n"
+              "An immutable ordered plan (fhr_plan_create).",
     .tp_dealloc = plan_dealloc,
     .tp_repr = plan_repr,
     .tp_members = plan_members,
@@ -405,9 +403,13 @@ static PyObject *scope_get_closed(PyObject *self, void *c)
 
 static PyMethodDef scope_methods[] = {
     {"__enter__", scope_enter, METH_NOARGS,
-     "reclaim, admit reservations, enter (fhr_scope_enter); a failure consumes the scope"},
-    {"__exit__", scope_exit, METH_VARARGS, "exit actions, release (fhr_scope_exit)"},
-    {"close", scope_close, METH_NOARGS, "fhr_scope_close: a no-op after a failed entry"},
+     "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", scope_exit, METH_VARARGS,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nEnds it (as release or exit). "
+     "Returns False: exceptions propagate."},
+    {"close", scope_close, METH_NOARGS,
+     "close($self, /)\n--\n\nCloses the scope (fhr_scope_close; a no-op after a failed entry)."
+     " Returns None."},
     {NULL, NULL, 0, NULL}};
 
 static PyMemberDef scope_members[] = {

@@ -80,8 +80,12 @@ static PyObject *program_values(PyObject *self, PyObject *unused)
 }
 
 static PyMethodDef program_methods[] = {
-    {"disasm", program_disasm, METH_NOARGS, "the disassembly (rplan_disasm_string)"},
-    {"values", program_values, METH_NOARGS, "the declared values"},
+    {"disasm", program_disasm, METH_NOARGS,
+     "disasm($self, /)\n--\n\nReturns the program's disassembly (rplan_disasm_string) as a "
+     "str."},
+    {"values", program_values, METH_NOARGS,
+     "values($self, /)\n--\n\nReturns the declared values: a list of dicts (name, nbytes, "
+     "replica_mode, recoverability, priority)."},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject fhpy_program_type = {
@@ -96,6 +100,12 @@ PyTypeObject fhpy_program_type = {
 static int budget_overrides(PyObject *o, fhr_budget **out, size_t *n)
 {
     return fhpy_budgets(o, "budgets", out, n);
+}
+
+static int ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
 /* text_or_path -> a program (a Program passes through, new reference). */
@@ -117,9 +127,13 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
         Py_DECREF(fs);
         return NULL;
     }
-    /* a path: no newline and an existing file (or a PathLike) */
-    int is_path = !PyUnicode_Check(src) || (!memchr(t, '\n', (size_t)len) && len < 4096 &&
-                                            access(t, R_OK) == 0);
+    /* a path, as `fheplan` reads its argument: a PathLike, or one line that names an
+     * existing file or ends in .rplan or .rpb (a missing one: "cannot read") */
+    int one_line = !memchr(t, '\n', (size_t)len) && len < 4096;
+    int is_path = !PyUnicode_Check(src) ||
+                  (one_line && (access(t, F_OK) == 0 || ends_with(t, ".rplan") ||
+                                ends_with(t, ".rpb")));
+    int bytecode = is_path && ends_with(t, ".rpb");
     fhr_budget *b;
     size_t nb;
     if (!budget_overrides(budgets, &b, &nb)) {
@@ -135,7 +149,9 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
     fhr_status st = FHR_E_NOMEM;
     if (d) {
         Py_BEGIN_ALLOW_THREADS
-        st = is_path ? rplan_compile_file(t, &o, &p, d) : rplan_compile(t, (size_t)len, &o, &p, d);
+        st = bytecode  ? rplan_load_file(t, &p, d)
+             : is_path ? rplan_compile_file(t, &o, &p, d)
+                       : rplan_compile(t, (size_t)len, &o, &p, d);
         Py_END_ALLOW_THREADS
     }
     PyMem_Free(b);
@@ -496,7 +512,7 @@ static uint64_t auto_scale(const rplan_program *p)
 {
     uint64_t limit = (uint64_t)256 << 20, total = 0, v;
     const char *env = getenv("FHEPLAN_EMU_MEMORY");
-    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0)
+    if (env && fhr_size_parse(env, &v, NULL, 0) == 0 && v > 0) /* run() checked it */
         limit = v;
     for (size_t i = 0; i < rplan_nvalues(p); i++) {
         rplan_value_info vi;
@@ -536,6 +552,68 @@ static void raise_run_error(fhr_error *e, run_ctx *rc, PyObject *report)
     }
 }
 
+/* ---- the streams of fheplan.run on CUDA --------------------------------------------------
+ * Per device, one body and one transfer stream made at the first run that needs them and
+ * kept for the process: the streams a kernel or loader saw stay valid after the run,
+ * because PyTorch's caching allocators record events on the streams a tensor was used on
+ * when the tensor is freed, at any later time (a stream destroyed under them crashed the
+ * process at exit). Each run gives the VM views of them (rplan_vm_body_stream,
+ * rplan_vm_transfer_stream); neither the run nor its backend destroys them. Made and read
+ * under the interpreter lock. */
+static fhr_stream *proc_streams[2][FHR_MAX_CUDA_DEVICES];
+
+/* The CUDA devices the program places values on or budgets (or the overrides do). */
+static void devices_used(const rplan_program *p, const fhr_budget *ov, size_t nov,
+                         int used[FHR_MAX_CUDA_DEVICES])
+{
+    memset(used, 0, FHR_MAX_CUDA_DEVICES * sizeof *used);
+    fhr_budget bu;
+    rplan_value_info vi;
+    for (size_t i = 0; i < rplan_nbudgets(p); i++)
+        if (rplan_budget(p, i, &bu) == FHR_OK && bu.loc.kind == FHR_LOC_CUDA)
+            used[bu.loc.index] = 1;
+    for (size_t i = 0; i < nov; i++)
+        if (ov[i].loc.kind == FHR_LOC_CUDA)
+            used[ov[i].loc.index] = 1;
+    for (size_t i = 0; i < rplan_nvalues(p); i++)
+        if (rplan_value(p, i, &vi) == FHR_OK && vi.has_initial &&
+            vi.initial.kind == FHR_LOC_CUDA)
+            used[vi.initial.index] = 1;
+}
+
+/* Gives the VM views of the process's streams of each device used; views[] receives them
+ * (destroyed after the VM). */
+static fhr_status give_streams(rplan_vm *vm, fhr_backend *b, const rplan_program *p,
+                               const fhr_budget *ov, size_t nov, fhr_stream **views,
+                               size_t *nviews, fhr_error *e)
+{
+    int used[FHR_MAX_CUDA_DEVICES];
+    devices_used(p, ov, nov, used);
+    int ndev = b->ops->device_count(b);
+    fhr_status st = FHR_OK;
+    for (int d = 0; d < ndev && d < FHR_MAX_CUDA_DEVICES && st == FHR_OK; d++) {
+        if (!used[d])
+            continue;
+        fhr_location loc = fhr_loc_cuda(d);
+        for (int k = 0; k < 2 && st == FHR_OK; k++) {
+            void *native = NULL;
+            fhr_stream *view = NULL;
+            if (!proc_streams[k][d])
+                st = fhr_stream_create(b, loc, &proc_streams[k][d], e);
+            if (st == FHR_OK)
+                st = fhr_stream_native(b, proc_streams[k][d], &native, NULL, e);
+            if (st == FHR_OK)
+                st = fhr_stream_wrap(b, loc, native, &view, e);
+            if (st == FHR_OK) {
+                views[(*nviews)++] = view;
+                st = k ? rplan_vm_transfer_stream(vm, loc, view, e)
+                       : rplan_vm_body_stream(vm, loc, view, e);
+            }
+        }
+    }
+    return st;
+}
+
 typedef struct run_args {
     PyObject *budgets, *kernels, *loaders;
     const char *device;
@@ -544,8 +622,23 @@ typedef struct run_args {
     uint64_t scale;
 } run_args;
 
+/* FHEPLAN_EMU_MEMORY as `fheplan run` refuses it. 0 and ResidencyValueError. */
+static int emu_memory_ok(void)
+{
+    const char *env = getenv("FHEPLAN_EMU_MEMORY");
+    char why[160] = "";
+    uint64_t v;
+    if (!env || (fhr_size_parse(env, &v, why, sizeof why) == 0 && v > 0))
+        return 1;
+    fhpy_raise_msg(FHR_E_INVALID, "bad FHEPLAN_EMU_MEMORY '%.60s' in the environment: %s", env,
+                   why[0] ? why : "it must be above 0");
+    return 0;
+}
+
 static PyObject *vm_go(PyObject *src, const run_args *a)
 {
+    if (!a->explain && !a->has_scale && !emu_memory_ok())
+        return NULL;
     PyObject *prog = compile_obj(src, NULL, Py_None);
     if (!prog)
         return NULL;
@@ -580,6 +673,10 @@ static PyObject *vm_go(PyObject *src, const run_args *a)
         st = rplan_vm_create(p, be, &o, &vm, &e);
     }
     Py_END_ALLOW_THREADS
+    fhr_stream *views[2 * FHR_MAX_CUDA_DEVICES];
+    size_t nviews = 0;
+    if (st == FHR_OK && fhpy_backend_is_cuda(be))
+        st = give_streams(vm, be, p, b, nb, views, &nviews, &e);
     PyObject *r = NULL;
     if (st == FHR_OK &&
         (!register_all(vm, a->kernels, "kernels", register_kernel, &rc, &ks, &st, &e) ||
@@ -600,6 +697,8 @@ out:
     rplan_vm_report_free(rep);
     Py_BEGIN_ALLOW_THREADS
     rplan_vm_destroy(vm);
+    for (size_t i = 0; i < nviews; i++)
+        fhr_stream_destroy(be, views[i]); /* views: the process's streams stay */
     fhr_backend_destroy(be);
     Py_END_ALLOW_THREADS
     fhr_error_clear(&e);

@@ -706,11 +706,20 @@ static PyObject *leased_repr(PyObject *self)
 }
 
 static PyMethodDef leased_methods[] = {
-    {"keys", leased_keys, METH_NOARGS, "Field names."},
-    {"items", leased_items, METH_NOARGS, "(name, view) pairs."},
+    {"keys", leased_keys, METH_NOARGS,
+     "keys($self, /)\n--\n\nReturns the field names (a list). Raises ResidencyLeaseError once "
+     "the owner ended."},
+    {"items", leased_items, METH_NOARGS,
+     "items($self, /)\n--\n\nReturns (name, FieldView) pairs. Raises ResidencyLeaseError once "
+     "the owner ended."},
     {"__dlpack__", (PyCFunction)(void (*)(void))leased_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "The value's one field as DLPack."},
-    {"__dlpack_device__", leased_dlpack_device, METH_NOARGS, NULL},
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--"
+     "\n\nReturns a DLPack capsule of the memory, no copy; the copy stays protected until the "
+     "consumer deletes the array (fheplan-python(7) OWNERSHIP). stream: the consumer's stream,"
+     " ordered after the value. Raises ResidencyLeaseError once the owner ended."},
+    {"__dlpack_device__", leased_dlpack_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\nReturns (device type, device id) as DLPack names "
+     "them. Raises ResidencyLeaseError once the owner ended."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef leased_getset[] = {
@@ -948,9 +957,13 @@ static PyObject *view_repr(PyObject *self)
 
 static PyMethodDef view_methods[] = {
     {"__dlpack__", (PyCFunction)(void (*)(void))view_dlpack, METH_VARARGS | METH_KEYWORDS,
-     "__dlpack__(stream=None): a zero-copy DLPack capsule; stream: the consumer's stream, "
-     "ordered after the value is ready and registered with the lease."},
-    {"__dlpack_device__", view_dlpack_device, METH_NOARGS, NULL},
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--"
+     "\n\nReturns a DLPack capsule of the memory, no copy; the copy stays protected until the "
+     "consumer deletes the array (fheplan-python(7) OWNERSHIP). stream: the consumer's stream,"
+     " ordered after the value. Raises ResidencyLeaseError once the owner ended."},
+    {"__dlpack_device__", view_dlpack_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\nReturns (device type, device id) as DLPack names "
+     "them. Raises ResidencyLeaseError once the owner ended."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef view_getset[] = {
@@ -1077,10 +1090,20 @@ static PyObject *value_get_loc(PyObject *self, void *c)
 }
 
 static PyMethodDef value_methods[] = {
-    {"keys", value_keys, METH_NOARGS, NULL},
-    {"items", val_items, METH_NOARGS, NULL},
-    {"__dlpack__", (PyCFunction)(void (*)(void))value_dlpack, METH_VARARGS | METH_KEYWORDS, NULL},
-    {"__dlpack_device__", value_dlpack_device, METH_NOARGS, NULL},
+    {"keys", value_keys, METH_NOARGS,
+     "keys($self, /)\n--\n\nReturns the field names (a list). Raises ResidencyLeaseError once "
+     "the owner ended."},
+    {"items", val_items, METH_NOARGS,
+     "items($self, /)\n--\n\nReturns (name, FieldView) pairs. Raises ResidencyLeaseError once "
+     "the owner ended."},
+    {"__dlpack__", (PyCFunction)(void (*)(void))value_dlpack, METH_VARARGS | METH_KEYWORDS,
+     "__dlpack__($self, /, *, stream=None, max_version=None, dl_device=None, copy=None)\n--"
+     "\n\nReturns a DLPack capsule of the memory, no copy; the copy stays protected until the "
+     "consumer deletes the array (fheplan-python(7) OWNERSHIP). stream: the consumer's stream,"
+     " ordered after the value. Raises ResidencyLeaseError once the owner ended."},
+    {"__dlpack_device__", value_dlpack_device, METH_NOARGS,
+     "__dlpack_device__($self, /)\n--\n\nReturns (device type, device id) as DLPack names "
+     "them. Raises ResidencyLeaseError once the owner ended."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef value_getset[] = {
@@ -1108,7 +1131,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
     PyObject *value, *stream = Py_None, *mgr = Py_None;
     fhr_location to;
     static char *kwl[] = {"value", "location", "stream", "manager", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OO", kwl, &value, fhpy_to_loc_conv, &to,
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OO", kwl, &value, fhpy_loc_conv_location, &to,
                                      &stream, &mgr))
         return NULL;
     const fhr_value *src = NULL;

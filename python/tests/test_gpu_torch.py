@@ -138,3 +138,118 @@ def test_dropping_an_adopted_tensor_returns_it_to_torch(m: ResidencyManager) -> 
     assert torch.cuda.memory_reserved(0) == reserved  # the cache keeps its blocks
     loc = m.snapshot().locations[cuda0]
     assert loc.used_bytes == 0 and loc.observation.device_total_bytes > 0
+
+
+# ---- the process's CUDA context belongs to everyone in it ------------------------------
+# fheplan never resets, destroys or releases a context it did not create, and the streams
+# a kernel or loader of fheplan.run saw stay valid after the run (PyTorch's caching
+# allocators record on them when tensors are freed, at exit too). The script runs in a
+# subprocess so that its exit (the destructors of PyTorch's tensors and allocators) is part
+# of what is checked: exit status 0.
+
+TORCH_AROUND_RUN = r'''
+import gc, sys
+import numpy as np
+import torch
+import fheplan
+from fheplan import PAGEABLE_HOST, cuda_location
+
+cuda0 = cuda_location("cuda:0")
+torch.cuda.set_device(0)
+
+# before: PyTorch owns device memory, pinned memory and a stream of its own
+before = torch.arange(1 << 20, device="cuda:0", dtype=torch.int64)
+pinned_before = torch.ones(1 << 16).pin_memory()
+side = torch.cuda.Stream(device="cuda:0")
+
+PLAN = """rplan 1
+budget cuda:0 48 KiB
+value key[3] = 16 KiB replicable source engine.key(i)
+value ct = 8 KiB exclusive at pinned init engine.ct(0)
+kernel mix cost 100 us
+policy p = lookahead(cuda:0 -> pinned -> host)
+for r in 0..<2 { for i in 0..<3 {
+  request "use" using p { require ct @ cuda:0  require key[i] @ cuda:0
+                          body { run mix(ct, key[i]) } }
+} }
+"""
+keys = [(torch.arange(2048, dtype=torch.int64) * (k + 1)).pin_memory() for k in range(3)]
+ct = torch.full((1024,), 7, dtype=torch.int64).pin_memory()
+sums, kept = [], []
+
+
+def load(rec):
+    src = keys[rec.arg] if rec.loader == "key" else ct
+    if rec.data is None:
+        return src.numel() * 8
+    dst = torch.from_dlpack(rec.data["data"]).view(torch.int64)
+    if not dst.is_cuda or rec.stream is None:  # a host copy (ct starts in pinned memory)
+        dst.copy_(src)
+        return None
+    stream = torch.cuda.ExternalStream(rec.stream.ptr, device=dst.device)
+    with torch.cuda.stream(stream):
+        dst.copy_(src, non_blocking=True)  # pinned -> device on fheplan's stream
+        tmp = torch.empty(1024, device=dst.device)  # allocated on fheplan's stream
+        tmp.fill_(1.0)
+    kept.append(tmp)  # freed after the run: its block belongs to that stream
+
+
+def mix(call):
+    stream = torch.cuda.ExternalStream(call.stream.ptr, device="cuda:0")
+    with torch.cuda.stream(stream):
+        total = sum(torch.from_dlpack(v["data"]).view(torch.int64).sum() for v in call.values)
+        sums.append(int(total))  # int() waits for the stream
+
+
+rep = fheplan.run(PLAN, device="cuda", kernels={"mix": mix},
+                  loaders={"key": load, "ct": load})
+assert rep["ok"], rep
+want = [int(ct.sum()) + int(keys[i].sum()) for r in range(2) for i in range(3)]
+assert sums == want, (sums, want)
+
+# after: PyTorch's memory, streams and pinned tensors still work, and go cleanly
+del kept, keys, ct
+gc.collect()
+with torch.cuda.stream(side):
+    after = before * 2
+side.synchronize()
+assert int(after.sum()) == 2 * int(before.sum())
+del pinned_before
+gc.collect()
+torch.cuda.synchronize()
+
+# a manager in the same process, adopting a torch tensor, then another run
+m = fheplan.ResidencyManager(device="cuda")
+t = torch.arange(1 << 16, dtype=torch.int64, device="cuda:0")
+h = m.adopt(t, at=cuda0)
+st = torch.cuda.Stream(device="cuda:0")
+with m.acquire(h, at=cuda0, consumer_stream=st) as values:
+    with torch.cuda.stream(st):
+        got = int(torch.from_dlpack(values[h]).sum())
+assert got == (1 << 16) * ((1 << 16) - 1) // 2
+sums.clear()
+keys = [(torch.arange(2048, dtype=torch.int64) * (k + 1)).pin_memory() for k in range(3)]
+ct = torch.full((1024,), 7, dtype=torch.int64).pin_memory()
+kept = []
+assert fheplan.run(PLAN, device="cuda", kernels={"mix": mix},
+                   loaders={"key": load, "ct": load})["ok"]
+assert len(sums) == 6
+x = torch.randn(256, 256, device="cuda:0")
+assert torch.isfinite(x @ x).all()
+torch.cuda.synchronize()
+print("torch around fheplan: ok")
+'''
+
+
+def test_torch_before_inside_and_after_run_exits_cleanly(tmp_path):
+    import os
+    import subprocess
+    import sys
+    script = tmp_path / "around.py"
+    script.write_text(TORCH_AROUND_RUN)
+    env = dict(os.environ)
+    env.pop("FHEPLAN_DEVICE", None)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         env=env, timeout=300)
+    assert out.returncode == 0, (out.returncode, out.stdout[-2000:], out.stderr[-4000:])
+    assert "torch around fheplan: ok" in out.stdout

@@ -188,7 +188,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
         if (vm->compute[i] && !vm->engine_stream[i])
             vm->b->ops->stream_destroy(vm->b, vm->compute[i]);
-        if (vm->xfer[i])
+        if (vm->xfer[i] && !vm->xfer_given[i])
             vm->b->ops->stream_destroy(vm->b, vm->xfer[i]);
     }
     for (size_t i = 0; i < vm->nkerns; i++)

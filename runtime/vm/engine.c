@@ -435,6 +435,23 @@ fhr_status rplan_vm_body_stream(rplan_vm *vm, fhr_location loc, fhr_stream *s, f
     return FHR_OK;
 }
 
+fhr_status rplan_vm_transfer_stream(rplan_vm *vm, fhr_location loc, fhr_stream *s,
+                                    fhr_error *err)
+{
+    if (!vm || !s)
+        return fhr_fail(err, FHR_E_INVALID, "vm_transfer_stream: NULL vm or stream");
+    if (vm->ran)
+        return fhr_fail(err, FHR_E_STATE, "vm_transfer_stream: the VM has already run");
+    int slot = fhr_loc_slot(loc);
+    if (slot < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "vm_transfer_stream: invalid location");
+    if (vm->xfer[slot] && !vm->xfer_given[slot])
+        vm->b->ops->stream_destroy(vm->b, vm->xfer[slot]);
+    vm->xfer[slot] = s;
+    vm->xfer_given[slot] = 1;
+    return FHR_OK;
+}
+
 /* ---- kernel costs -------------------------------------------------------------------- */
 
 /* The model's time for one call of an engine kernel: the profile's mean, else the plan's

@@ -226,6 +226,7 @@ struct rplan_vm {
     size_t nloaders, caploaders;
     fhr_value **adopted;           /* per value: rplan_vm_adopt's, until the run adopts it */
     int engine_stream[FHR_LOC_SLOTS]; /* compute[slot] is the engine's: never destroyed */
+    int xfer_given[FHR_LOC_SLOTS];    /* xfer[slot] is the caller's: never destroyed */
     vm_field *flds;                /* every value's fields, scaled (seeded values without
                                       fields(...): none) */
     size_t *fld0;                  /* per value: its first field in flds */
