@@ -4,29 +4,30 @@ a ResidencyValueError naming the parameter and the range; nothing changes on ref
 the CLI's reading of plan arguments (a path or text) and its default scale."""
 
 import os
+from typing import Any, Iterable, List
 
 import numpy as np
 import pytest
 
 import fheplan
-from fheplan import (PAGEABLE_HOST, MemoryReservation, ResidencyManager, ResidencyRequest,
-                     ResidencyRequirement, ResidencyValueError, cuda_location)
+from fheplan import (PAGEABLE_HOST, MemoryReservation, ResidencyHandle, ResidencyManager,
+                     ResidencyRequest, ResidencyRequirement, ResidencyValueError, cuda_location)
 
 cuda0 = cuda_location("cuda:0")
 REPO = os.environ.get("FHEPLAN_REPO", os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 @pytest.fixture
-def m():
+def m() -> ResidencyManager:
     return ResidencyManager(device="emu")
 
 
 @pytest.fixture
-def h(m):
+def h(m: ResidencyManager) -> ResidencyHandle:
     return m.adopt(np.arange(8.0), at=PAGEABLE_HOST)
 
 
-def refused(exc, words, fn, *args, **kw):
+def refused(exc: Any, words: Iterable[str], fn: Any, *args: Any, **kw: Any) -> Any:
     with pytest.raises(exc) as e:
         fn(*args, **kw)
     assert type(e.value) is exc, repr(e.value)
@@ -41,23 +42,23 @@ def refused(exc, words, fn, *args, **kw):
 
 
 @pytest.mark.parametrize("bad", [-5, 2**64, -(2**70)])
-def test_set_budget_refuses_bytes_out_of_range(m, bad):
+def test_set_budget_refuses_bytes_out_of_range(m: ResidencyManager, bad: int) -> None:
     m.set_budget(cuda0, 1 << 20)
     refused(ResidencyValueError, ["nbytes", "0..2**64-1", str(bad)], m.set_budget, cuda0, bad)
     assert m.snapshot().locations[cuda0].budget_bytes == 1 << 20  # unchanged
 
 
-def test_set_budget_takes_the_extremes(m):
+def test_set_budget_takes_the_extremes(m: ResidencyManager) -> None:
     m.set_budget(cuda0, 2**64 - 1)
     m.set_budget(cuda0, 0)
 
 
-def test_set_budget_refuses_non_ints(m):
+def test_set_budget_refuses_non_ints(m: ResidencyManager) -> None:
     for bad in ("1 KiB", 1.5, None, True):
         refused(TypeError, ["nbytes", "int"], m.set_budget, cuda0, bad)
 
 
-def test_budgets_at_construction_name_the_location(m):
+def test_budgets_at_construction_name_the_location(m: ResidencyManager) -> None:
     refused(ResidencyValueError, ["budgets[cuda:0]", "0..2**64-1"], ResidencyManager,
             budgets={cuda0: -1}, device="emu")
     refused(TypeError, ["budgets[cuda:0]", "int"], ResidencyManager, budgets={cuda0: "x"},
@@ -66,18 +67,18 @@ def test_budgets_at_construction_name_the_location(m):
     refused(TypeError, ["budgets", "dict"], ResidencyManager, budgets=[1], device="emu")
 
 
-def test_register_source_field_sizes(m):
+def test_register_source_field_sizes(m: ResidencyManager) -> None:
     refused(ResidencyValueError, ["fields['data']", "0..2**64-1"], m.register_source,
             lambda at: None, {"data": -1})
     refused(ResidencyValueError, ["storage_nbytes"], m.register_source, lambda at: None,
             {"data": 8}, storage_nbytes=-1)
 
 
-def test_wait_pending_bytes(m):
+def test_wait_pending_bytes(m: ResidencyManager) -> None:
     refused(ResidencyValueError, ["nbytes"], m.wait_pending, cuda0, -1)
 
 
-def test_reservations(m):
+def test_reservations(m: ResidencyManager) -> None:
     refused(ResidencyValueError, ["nbytes", "0..2**64-1"], MemoryReservation, cuda0, -1)
     refused(TypeError, ["label", "str"], MemoryReservation, cuda0, 8, 5)
 
@@ -85,7 +86,7 @@ def test_reservations(m):
 # ---- counts and priorities ----------------------------------------------------------------
 
 
-def test_trace_capacity(m):
+def test_trace_capacity(m: ResidencyManager) -> None:
     refused(ResidencyValueError, ["capacity", "0.."], m.set_trace_capacity, -3)
     refused(TypeError, ["capacity", "int"], m.set_trace_capacity, "3")
     refused(ResidencyValueError, ["trace_capacity"], ResidencyManager, trace_capacity=-1,
@@ -93,13 +94,13 @@ def test_trace_capacity(m):
 
 
 @pytest.mark.parametrize("bad", [2**40, -(2**31) - 1, 2**31])
-def test_priorities(m, h, bad):
+def test_priorities(m: ResidencyManager, h: ResidencyHandle, bad: int) -> None:
     refused(ResidencyValueError, ["priority", "-2**31..2**31-1"], m.adopt, np.arange(3.0),
             priority=bad)
     refused(ResidencyValueError, ["priority"], m.set_priority, h, bad)
 
 
-def test_priority_extremes(m, h):
+def test_priority_extremes(m: ResidencyManager, h: ResidencyHandle) -> None:
     m.set_priority(h, 2**31 - 1)
     m.set_priority(h, -(2**31))
     refused(TypeError, ["priority", "int"], m.set_priority, h, "high")
@@ -108,7 +109,7 @@ def test_priority_extremes(m, h):
 # ---- values, labels, metadata -------------------------------------------------------------
 
 
-def test_adopt_types(m):
+def test_adopt_types(m: ResidencyManager) -> None:
     refused(TypeError, ["value", "DLPack producer", "list"], m.adopt, [1, 2, 3])
     refused(TypeError, ["label", "str"], m.adopt, np.arange(3.0), label=5)
     refused(TypeError, ["meta", "CKKSMeta"], m.adopt, np.arange(3.0), meta="abc")
@@ -116,7 +117,7 @@ def test_adopt_types(m):
     assert len(m.snapshot().values) == 0  # nothing was adopted
 
 
-def test_ckks_meta_fields():
+def test_ckks_meta_fields() -> None:
     refused(TypeError, ["CKKSMeta", "level", "int"], fheplan.CKKSMeta, level="3")
     refused(ResidencyValueError, ["CKKSMeta", "prime_ids[0]"], fheplan.CKKSMeta,
             prime_ids=(-1,))
@@ -125,7 +126,7 @@ def test_ckks_meta_fields():
 # ---- handles, locations, streams ----------------------------------------------------------
 
 
-def test_handles_and_locations(m, h):
+def test_handles_and_locations(m: ResidencyManager, h: ResidencyHandle) -> None:
     refused(TypeError, ["handle", "ResidencyHandle", "str"], m.ensure, "h", cuda0)
     refused(TypeError, ["at", "Location", "int"], m.ensure, h, 5)
     refused(TypeError, ["to", "Location"], m.move, h, 5)
@@ -137,7 +138,7 @@ def test_handles_and_locations(m, h):
     refused(TypeError, ["stream"], m.acquire, h, cuda0, consumer_stream="s")
 
 
-def test_requests_are_checked_when_made(h):
+def test_requests_are_checked_when_made(h: ResidencyHandle) -> None:
     refused(TypeError, ["requirements[0]", "ResidencyRequirement"], ResidencyRequest,
             requirements=(h,))
     refused(TypeError, ["handle"], ResidencyRequirement, 3, cuda0)
@@ -147,20 +148,20 @@ def test_requests_are_checked_when_made(h):
 # ---- plans: the CLI's reading of its argument, options ----------------------------------
 
 
-def test_a_missing_plan_file_cannot_be_read():
+def test_a_missing_plan_file_cannot_be_read() -> None:
     for name in ("plans/nope.rplan", "nope.rpb"):
         e = refused(ResidencyValueError, ["cannot read", name], fheplan.check, name)
         assert "expected 'rplan'" not in str(e)
 
 
-def test_an_existing_plan_file_is_read():
+def test_an_existing_plan_file_is_read() -> None:
     path = os.path.join(REPO, "plans", "attention-tile.rplan")
     assert fheplan.check(path)["ok"]
     with open(path) as f:
         assert fheplan.check(f.read())["ok"]
 
 
-def test_run_options_are_checked():
+def test_run_options_are_checked() -> None:
     refused(ResidencyValueError, ["scale", "1..2**64-1"], fheplan.run, "x.rplan", scale=0)
     refused(TypeError, ["scale", "int"], fheplan.run, "x.rplan", scale="2")
     refused(TypeError, ["device", "str"], fheplan.run, "x.rplan", device=3)
@@ -176,7 +177,8 @@ plan "p" { enter { ensure a @ cuda:0 } body { run touch(a) } exit { drop a @ cud
 """
 
 
-def test_run_on_the_emulated_device_scales_like_the_cli(monkeypatch):
+def test_run_on_the_emulated_device_scales_like_the_cli(monkeypatch: pytest.MonkeyPatch
+                                                          ) -> None:
     monkeypatch.setenv("FHEPLAN_EMU_MEMORY", "65536")
     refused(ResidencyValueError, ["FHEPLAN_EMU_MEMORY", "unit"], fheplan.run, BIG, device="emu")
     monkeypatch.setenv("FHEPLAN_EMU_MEMORY", "64 KiB")
@@ -188,12 +190,12 @@ def test_run_on_the_emulated_device_scales_like_the_cli(monkeypatch):
     assert fheplan.run(BIG, device="emu")["scale"] == 1
 
 
-def test_every_function_and_method_has_a_signature_and_says_what_it_returns():
+def test_every_function_and_method_has_a_signature_and_says_what_it_returns() -> None:
     import inspect
     seen = 0
     for name in fheplan.__all__:
         obj = getattr(fheplan, name)
-        members = [obj] if inspect.isbuiltin(obj) else []
+        members: List[Any] = [obj] if inspect.isbuiltin(obj) else []
         if isinstance(obj, type) and obj.__module__ == "fheplan" and hasattr(obj, "__dict__"):
             if "__text_signature__" in dir(obj) and obj.__text_signature__ is not None:
                 inspect.signature(obj)

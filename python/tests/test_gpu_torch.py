@@ -241,7 +241,7 @@ print("torch around fheplan: ok")
 '''
 
 
-def test_torch_before_inside_and_after_run_exits_cleanly(tmp_path):
+def test_torch_before_inside_and_after_run_exits_cleanly(tmp_path: Any) -> None:
     import os
     import subprocess
     import sys
