@@ -86,7 +86,8 @@ test-python-types:
 	  --python-executable=$(PYTHON) $(CURDIR)/python/tests
 
 # The README's install command, offline, into a fresh virtual environment that sees Debian's
-# packages (on Debian 12 the system pip refuses to install outside one: PEP 668).
+# packages (on Debian 12 the system pip refuses to install outside one: PEP 668); the package
+# installs its stubs and py.typed.
 .PHONY: test-python-install
 ifeq ($(SAN),)
 TEST_EXTRA += test-python-install
@@ -99,5 +100,8 @@ test-python-install: $(BUILD)/libfheplan.a
 	  m = fheplan.ResidencyManager(); a = np.arange(8.0); h = m.adopt(a); \
 	  l = m.acquire(h, fheplan.PAGEABLE_HOST); \
 	  assert np.from_dlpack(l[h]).ctypes.data == a.ctypes.data; l.release(); \
-	  assert fheplan.__file__.startswith("'"$$d"'"); print("test-python-install: pip install --no-build-isolation ./python works offline")'
+	  assert fheplan.__file__.startswith("'"$$d"'"); import os; pkg = os.path.dirname(fheplan.__file__); \
+	  missing = [f for f in ("py.typed", "__init__.pyi", "_fheplan.pyi") if not os.path.exists(os.path.join(pkg, f))]; \
+	  assert not missing, "not installed: %s" % missing; \
+	  print("test-python-install: pip install --no-build-isolation ./python works offline, typed (py.typed, stubs)")'
 	@rm -rf python/build python/fheplan.egg-info

@@ -31,6 +31,7 @@ setup(
     .split('FHEPLAN_VERSION "')[1].split('"')[0],
     description="Residency manager for FHE values: the Python binding of libfheplan",
     packages=["fheplan"],
+    package_data={"fheplan": ["py.typed", "*.pyi"]},  # typed package (PEP 561): the stubs
     ext_modules=[
         Extension(
             "fheplan._fheplan",
