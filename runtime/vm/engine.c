@@ -437,23 +437,76 @@ fhr_status rplan_vm_body_stream(rplan_vm *vm, fhr_location loc, fhr_stream *s, f
 
 /* ---- kernel costs -------------------------------------------------------------------- */
 
+/* One name's cost: a profile's mean (seconds), a declared duration (seconds) or a declared
+ * read size (bytes at full size, divided by the device rate when asked). */
+typedef struct vm_kcost {
+    const char *name; /* NULL: a free slot */
+    int reads;
+    double v;
+} vm_kcost;
+
+static size_t kcost_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The slot of name: its entry, or the free slot where it would go. */
+static vm_kcost *kcost_slot(const rplan_vm *vm, const char *name)
+{
+    size_t m = vm->kcost_cap - 1, h = kcost_hash(name) & m;
+    while (vm->kcost[h].name && strcmp(vm->kcost[h].name, name) != 0)
+        h = (h + 1) & m;
+    return &vm->kcost[h];
+}
+
+/* Every kernel cost in one table (a profile's mean ahead of the plan's declaration), so a
+ * body's cost is one look-up however many kernels the plan and the profile name. */
+fhr_status vm_kernel_costs_setup(rplan_vm *vm, fhr_error *err)
+{
+    size_t nk = rplan_nkernels(vm->p), want = 2 * (nk + vm->o.nprofile), cap = 16;
+    if (!nk && !vm->o.nprofile)
+        return FHR_OK;
+    while (cap < want)
+        cap *= 2;
+    if (!(vm->kcost = calloc(cap, sizeof *vm->kcost)))
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory (kernel costs)");
+    vm->kcost_cap = cap;
+    for (size_t i = 0; i < vm->o.nprofile; i++) {
+        const char *nm = vm->o.profile[i].name;
+        vm_kcost *k = nm ? kcost_slot(vm, nm) : NULL;
+        if (k && !k->name)
+            *k = (vm_kcost){nm, 0, vm->o.profile[i].mean_s};
+    }
+    for (size_t i = 0; i < nk; i++) {
+        rplan_kernel_info ki;
+        if (rplan_kernel_cost(vm->p, i, &ki) != FHR_OK)
+            continue;
+        vm_kcost *k = kcost_slot(vm, ki.name);
+        if (k->name)
+            continue; /* the profile's, or a repeat the verifier refused */
+        if (ki.kind == RPLAN_COST_DURATION)
+            *k = (vm_kcost){ki.name, 0, (double)ki.imm / 1e9};
+        else
+            *k = (vm_kcost){ki.name, 1, (double)ki.imm};
+    }
+    return FHR_OK;
+}
+
 /* The model's time for one call of an engine kernel: the profile's mean, else the plan's
- * declaration; -1 when neither knows it. */
+ * declaration; -1 when neither knows it. A declared read size is the full-size plan's:
+ * --scale divides the data, not the time a real run's kernel would take, so the cost is
+ * the same at every scale (as the touch model's bytes are, vm_model_body). */
 double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps)
 {
-    for (size_t i = 0; i < vm->o.nprofile; i++)
-        if (vm->o.profile[i].name && strcmp(vm->o.profile[i].name, name) == 0)
-            return vm->o.profile[i].mean_s;
-    size_t n = rplan_nkernels(vm->p);
-    for (size_t i = 0; i < n; i++) {
-        rplan_kernel_info k;
-        if (rplan_kernel_cost(vm->p, i, &k) != FHR_OK || strcmp(k.name, name) != 0)
-            continue;
-        if (k.kind == RPLAN_COST_DURATION)
-            return (double)k.imm / 1e9;
-        return (double)vm_scale_up8(k.imm, vm->o.scale) / (device_gbps * 1e9);
-    }
-    return -1;
+    if (!vm->kcost_cap)
+        return -1;
+    const vm_kcost *k = kcost_slot(vm, name);
+    if (!k->name)
+        return -1;
+    return k->reads ? k->v / (device_gbps * 1e9) : k->v;
 }
 
 void vm_engine_free(rplan_vm *vm)
@@ -466,6 +519,7 @@ void vm_engine_free(rplan_vm *vm)
     free(vm->adopted);
     free(vm->fld0);
     free(vm->flds);
+    free(vm->kcost);
 }
 
 /* ---- kernel profiles ----------------------------------------------------------------- */

