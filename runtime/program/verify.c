@@ -768,7 +768,7 @@ static fhr_status check_signature(V *s)
         return fail(s, FHR_E_INVALID, s->run_at, "bad arguments to the built-in kernel '%s': "
                     "it takes %s", name, want);
     if (!strcmp(name, "verify"))
-        for (uint32_t a = 0; a < n; a++)
+        for (uint32_t a = 0; a < n; a++) {
             if (s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE ||
                 s->p->vals[s->run_x[a]].data == RPLAN_DATA_ENGINE) {
                 fail(s, FHR_E_INFEASIBLE, s->run_at, "verify of '%s': its content comes "
@@ -777,7 +777,15 @@ static fhr_status check_signature(V *s)
                      s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE ? "a file" : "the engine");
                 note(s, -1, (long)s->run_x[a], "'%s' is declared here", NAMEV(s->run_x[a]));
                 return FHR_E_INFEASIBLE;
+            } else if (s->p->vals[s->run_x[a]].seeded && s->p->vals[s->run_x[a]].nfields) {
+                /* the run's verify knows the 'b' and 'a' halves of a seeded value only */
+                fail(s, FHR_E_INFEASIBLE, s->run_at, "verify of '%s': it has seeded fields; "
+                     "verify recomputes a seeded value's 'b' and 'a' halves only (a seeded "
+                     "value without fields(...))", NAMEV(s->run_x[a]));
+                note(s, -1, (long)s->run_x[a], "'%s' is declared here", NAMEV(s->run_x[a]));
+                return FHR_E_INFEASIBLE;
             }
+        }
     return FHR_OK;
 }
 

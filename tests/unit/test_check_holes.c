@@ -128,3 +128,34 @@ Test(holes, kernel_reads_decide_alike_at_scale_under_time)
     rplan_vm_report_free(c);
     rplan_program_free(p);
 }
+
+/* `run verify(k)` of a seeded value with fields passed check and failed the run: the
+ * verifier refuses it at the call, with the declaration as a note. */
+Test(holes, verify_of_seeded_fields_refused_at_its_line)
+{
+    static const char src[] =
+        "rplan 1\n"
+        "value k = 4 KiB replicable source synth(1) fields(b0, seeded a0) seeded(7)\n"
+        "ensure k @ cuda:0\n"
+        "plan \"p\" { body { run verify(k) } }\n";
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *p = compile_src(src, d);
+    char *txt = rplan_diags_render_string(d);
+    cr_assert_null(p, "compiled: verify of seeded fields accepted");
+    cr_assert_not_null(txt);
+    cr_assert(strstr(txt, "holes.rplan:4:19: error: verify of 'k': it has seeded fields") != NULL,
+              "%s", txt);
+    cr_assert(strstr(txt, "holes.rplan:2:7: note: 'k' is declared here") != NULL, "%s", txt);
+    free(txt);
+    rplan_diags_free(d);
+    /* the same value without fields verifies */
+    static const char ok[] = "rplan 1\n"
+                             "value k = 4 KiB replicable source synth(1) seeded(7)\n"
+                             "ensure k @ cuda:0\n"
+                             "plan \"p\" { body { run verify(k) } }\n";
+    rplan_program *q = compile_must(ok);
+    rplan_vm_report *r = vm_report(q, 0, 1, RPLAN_OBJECTIVE_BYTES);
+    cr_assert(r->ok, "%s", r->message);
+    rplan_vm_report_free(r);
+    rplan_program_free(q);
+}
