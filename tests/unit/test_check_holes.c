@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fheplan/backend.h"
 #include "fheplan/rplan.h"
@@ -158,4 +159,96 @@ Test(holes, verify_of_seeded_fields_refused_at_its_line)
     cr_assert(r->ok, "%s", r->message);
     rplan_vm_report_free(r);
     rplan_program_free(q);
+}
+
+/* An engine's verify that passes its first call and fails the next. */
+static fhr_status verify_once(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    (void)c;
+    int *calls = ctx;
+    if ((*calls)++ == 0)
+        return FHR_OK;
+    if (err) {
+        err->status = FHR_E_BACKEND;
+        snprintf(err->message, sizeof err->message, "the second check cannot run");
+    }
+    return FHR_E_BACKEND;
+}
+
+/* A failed run counts the checks made before the failure, not the call that failed. */
+Test(holes, failed_run_counts_only_the_checks_made)
+{
+    static const char src[] = "rplan 1\n"
+                              "value k = 4 KiB source synth(1)\n"
+                              "ensure k @ cuda:0\n"
+                              "plan \"a\" { body { run verify(k) } }\n"
+                              "plan \"b\" { body { run verify(k) } }\n";
+    rplan_program *p = compile_must(src);
+    fhr_backend *b = NULL;
+    cr_assert_eq(fhr_backend_open("emu", &b, NULL), FHR_OK);
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = RPLAN_VM_RUN;
+    rplan_vm *vm = NULL;
+    cr_assert_eq(rplan_vm_create(p, b, &o, &vm, NULL), FHR_OK);
+    int calls = 0;
+    cr_assert_eq(rplan_kernel_register(vm, "verify", verify_once, &calls, NULL), FHR_OK);
+    rplan_vm_report *r = NULL;
+    cr_assert_neq(rplan_vm_run(vm, &r, NULL), FHR_OK);
+    cr_assert_not_null(r);
+    cr_assert(!r->ok);
+    cr_assert_eq(calls, 2);
+    cr_assert_eq(r->total.checks, 1, "checks %llu: the failed call was counted",
+                 (unsigned long long)r->total.checks);
+    cr_assert_eq(r->total.check_failures, 0);
+    rplan_vm_report_free(r);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+    rplan_program_free(p);
+}
+
+#ifndef FHEPLAN_CLI
+#define FHEPLAN_CLI "build/fheplan"
+#endif
+
+/* The first integrity line of `fheplan run --device emu` of src. */
+static void integrity_line(const char *src, char *line, size_t cap)
+{
+    char path[] = "/tmp/fheplan-holes-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    FILE *f = fdopen(fd, "w");
+    fputs(src, f);
+    fclose(f);
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "%s run --device emu %s 2>&1", FHEPLAN_CLI, path);
+    FILE *pp = popen(cmd, "r");
+    cr_assert_not_null(pp);
+    char buf[1024];
+    line[0] = 0;
+    while (fgets(buf, sizeof buf, pp))
+        if (!line[0] && strstr(buf, "integrity:"))
+            snprintf(line, cap, "%s", strstr(buf, "integrity:"));
+    pclose(pp);
+    unlink(path);
+}
+
+/* The integrity line says what was checked, in the right number. */
+Test(holes, integrity_line_says_what_was_checked)
+{
+    char line[256];
+    integrity_line("rplan 1\nvalue k = 4 KiB source synth(1)\nensure k @ cuda:0\n"
+                   "plan \"p\" { body { run verify(k) } }\n",
+                   line, sizeof line);
+    cr_assert_str_eq(line, "integrity: ok (1 check, 0 failed)\n");
+    integrity_line("rplan 1\nvalue k = 4 KiB source synth(1)\nensure k @ cuda:0\n"
+                   "plan \"p\" { body { run touch(k) } }\n",
+                   line, sizeof line);
+    cr_assert_str_eq(line, "integrity: not checked (no verify call ran)\n");
+    integrity_line("rplan 1\nvalue k[2] = 4 KiB source synth(1 + i) seeded(3)\n"
+                   "ensure k[0] @ cuda:0\nensure k[1] @ cuda:0\n"
+                   "plan \"p\" { body { run verify(k[0], k[1]) } }\n",
+                   line, sizeof line);
+    cr_assert_str_eq(line, "integrity: ok (2 checks, 2 of them on seeded values, both halves; "
+                           "0 failed)\n");
 }
