@@ -756,6 +756,7 @@ int cmd_check(cli *c)
             worst = rc;
     }
     if (sarif) {
+        json_clean_utf8(sarif);
         sarif_print(sarif, json_out ? json_out : stdout);
         cJSON_Delete(sarif);
     } else if (root) {

@@ -221,6 +221,7 @@ FILE *json_out;
 
 void print_json(cJSON *o)
 {
+    json_clean_utf8(o); /* names and messages copied from input may be ill-formed */
     char *s = cJSON_Print(o);
     FILE *out = json_out ? json_out : stdout;
     if (s) {

@@ -3,6 +3,7 @@
  * seeded fields is refused at its line by the verifier, and a failed run's integrity line
  * counts only the checks that passed before the failure. */
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -251,4 +252,103 @@ Test(holes, integrity_line_says_what_was_checked)
                    line, sizeof line);
     cr_assert_str_eq(line, "integrity: ok (2 checks, 2 of them on seeded values, both halves; "
                            "0 failed)\n");
+}
+
+/* 1 when s[0..n) is well-formed UTF-8 */
+static int utf8_ok(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n;) {
+        unsigned c = s[i], lo = 0x80, hi = 0xbf;
+        size_t k = c < 0x80 ? 1 : c >= 0xc2 && c <= 0xdf ? 2 : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4 : 0;
+        if (!k || i + k > n)
+            return 0;
+        lo = c == 0xe0 ? 0xa0 : c == 0xf0 ? 0x90 : 0x80;
+        hi = c == 0xed ? 0x9f : c == 0xf4 ? 0x8f : 0xbf;
+        if (k > 1 && (s[i + 1] < lo || s[i + 1] > hi))
+            return 0;
+        for (size_t j = 2; j < k; j++)
+            if (s[i + j] < 0x80 || s[i + j] > 0xbf)
+                return 0;
+        i += k;
+    }
+    return 1;
+}
+
+static uint32_t crc32c(const unsigned char *b, size_t n, uint32_t crc)
+{
+    crc = ~crc;
+    for (size_t i = 0; i < n; i++) {
+        crc ^= b[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc >> 1) ^ (crc & 1 ? 0x82f63b78u : 0);
+    }
+    return ~crc;
+}
+
+/* stdout of a shell command, whole */
+static unsigned char *sh_out(const char *cmd, size_t *n)
+{
+    FILE *pp = popen(cmd, "r");
+    cr_assert_not_null(pp);
+    size_t cap = 1 << 16;
+    unsigned char *b = malloc(cap);
+    *n = 0;
+    size_t k;
+    while ((k = fread(b + *n, 1, cap - *n, pp)) > 0)
+        if ((*n += k) == cap)
+            cr_assert_not_null(b = realloc(b, cap *= 2));
+    pclose(pp);
+    return b;
+}
+
+/* check --json prints UTF-8 whatever the input's names are: a file name that is not UTF-8,
+ * bytecode whose embedded source name is not (a mutant with a good checksum). */
+Test(holes, json_output_is_utf8_whatever_the_names)
+{
+    char dir[] = "/tmp/fheplan-utf8-XXXXXX";
+    cr_assert_not_null(mkdtemp(dir));
+    char plan[256], rpc[256], bad[256], cmd[1024];
+    snprintf(plan, sizeof plan, "%s/srcname.rplan", dir);
+    snprintf(rpc, sizeof rpc, "%s/m.rpc", dir);
+    snprintf(bad, sizeof bad, "%s/x\xff.rplan", dir);
+    FILE *f = fopen(plan, "w");
+    fputs("rplan 1\nvalue a = 4 KiB at host\nensure a @ cuda:0\n", f);
+    fclose(f);
+    cr_assert_eq(link(plan, bad), 0);
+    char cli[512] = "";
+    if (FHEPLAN_CLI[0] != '/')
+        cr_assert_not_null(getcwd(cli, sizeof cli - 1));
+    snprintf(cmd, sizeof cmd, "cd %s && %s%s%s compile srcname.rplan -o m.rpc", dir, cli,
+             cli[0] ? "/" : "", FHEPLAN_CLI);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    size_t n;
+    snprintf(cmd, sizeof cmd, "cat %s", rpc);
+    unsigned char *b = sh_out(cmd, &n);
+    unsigned char *at = memmem(b, n, "srcname.rplan", 13);
+    cr_assert_not_null(at);
+    *at = 0xff;
+    uint32_t crc = crc32c(b, 20, 0);
+    crc = crc32c((const unsigned char[4]){0}, 4, crc);
+    crc = crc32c(b + 24, n - 24, crc);
+    for (int i = 0; i < 4; i++)
+        b[20 + i] = (unsigned char)(crc >> (8 * i));
+    f = fopen(rpc, "wb");
+    fwrite(b, 1, n, f);
+    fclose(f);
+    free(b);
+    const char *files[] = {rpc, bad};
+    for (int i = 0; i < 2; i++) {
+        snprintf(cmd, sizeof cmd, "%s check --json '%s' 2>/dev/null", FHEPLAN_CLI, files[i]);
+        unsigned char *out = sh_out(cmd, &n);
+        cr_assert_gt(n, 0, "%s: no output", cmd);
+        cr_assert(utf8_ok(out, n), "%s: not UTF-8: %.*s", cmd, (int)n, out);
+        cr_assert_not_null(memmem(out, n, "\xef\xbf\xbd", 3), "%s: no U+FFFD: %.*s", cmd, (int)n,
+                           out);
+        free(out);
+    }
+    unlink(bad);
+    unlink(plan);
+    unlink(rpc);
+    rmdir(dir);
 }
