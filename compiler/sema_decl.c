@@ -174,12 +174,18 @@ static const char *engine_loader_name(const char *text)
     return text + sizeof pre - 1;
 }
 
-/* fields(...): distinct names, at most RP_MAX_FIELDS, sizes on all of them or none. */
+/* fields(...): distinct names, at most RP_MAX_FIELDS, sizes on all of them or none. The
+ * field past the limit is refused where it stands, before any more is looked at, so a
+ * long list costs no more than a short one. */
 static int check_field_names(S *s, rp_node *fields)
 {
     int n = 0, sized = 0, ok = 1;
     for (rp_node *f = fields->a->a; f; f = f->next) {
-        n++;
+        if (++n > RP_MAX_FIELDS) {
+            ERR(s, f->loc, "a value has at most %d fields; '%s' is field %d", RP_MAX_FIELDS,
+                f->text, n);
+            return 0;
+        }
         sized += f->a != NULL;
         for (rp_node *g = fields->a->a; g != f; g = g->next)
             if (strcmp(g->text, f->text) == 0) {
@@ -187,10 +193,6 @@ static int check_field_names(S *s, rp_node *fields)
                 NOTE(s, g->loc, "first given here");
                 ok = 0;
             }
-    }
-    if (n > RP_MAX_FIELDS) {
-        ERR(s, fields->loc, "a value has at most %d fields, not %d", RP_MAX_FIELDS, n);
-        ok = 0;
     }
     if (sized && sized != n) {
         ERR(s, fields->loc, "give every field a size ('NAME = SIZE') or none (equal shares)");
@@ -495,6 +497,35 @@ fail:
     p->nfields = first_field;
 }
 
+/* The slot of the kernel declaration named by the interned string `name` in s->kht (0:
+ * none yet), the table grown to keep it at most half full; NULL when out of memory. Names
+ * are interned, so equal offsets are equal names and one look-up decides a repeat. */
+static uint32_t *kernel_slot(S *s, uint32_t name)
+{
+    const rplan_program *p = s->p;
+    if (2 * ((size_t)p->nkerns + 1) > s->khtcap) {
+        size_t cap = s->khtcap ? 2 * s->khtcap : 64;
+        uint32_t *t = calloc(cap, sizeof *t);
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < s->khtcap; i++) {
+            if (!s->kht[i])
+                continue;
+            size_t h = (p->kerns[s->kht[i] - 1].name * 2654435761u) & (cap - 1);
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = s->kht[i];
+        }
+        free(s->kht);
+        s->kht = t;
+        s->khtcap = cap;
+    }
+    size_t h = (name * 2654435761u) & (s->khtcap - 1);
+    while (s->kht[h] && p->kerns[s->kht[h] - 1].name != name)
+        h = (h + 1) & (s->khtcap - 1);
+    return &s->kht[h];
+}
+
 /* kernel NAME cost DURATION | kernel NAME reads SIZE: the model's time for an engine
  * kernel (rplan(5), "Kernels"). */
 void rp_sema_decl_kernel(S *s, rp_node *n)
@@ -506,15 +537,22 @@ void rp_sema_decl_kernel(S *s, rp_node *n)
                           "'%s'", n->text2);
         return;
     }
-    for (uint32_t i = 0; i < p->nkerns; i++)
-        if (strcmp(rp_prog_cstr(p, p->kerns[i].name), n->text) == 0) {
-            ERR(s, n->loc, "kernel '%s' is declared twice", n->text);
-            return;
-        }
     rp_kernrec k = {0, reads ? RPLAN_COST_READS : RPLAN_COST_DURATION, 0};
+    uint32_t *slot = NULL;
+    if (!rp_prog_str(p, n->text, strlen(n->text), &k.name) || !(slot = kernel_slot(s, k.name))) {
+        s->oom = 1;
+        return;
+    }
+    if (*slot) {
+        ERR(s, n->loc, "kernel '%s' is declared twice", n->text);
+        return;
+    }
     if (!rp_sema_eval_kind(s, n->a, reads ? K_SIZE : K_DUR,
                            reads ? "bytes read per call" : "a duration per call", &k.imm))
         return;
-    if (!rp_prog_str(p, n->text, strlen(n->text), &k.name) || !rp_prog_kernel(p, k))
+    if (!rp_prog_kernel(p, k)) {
         s->oom = 1;
+        return;
+    }
+    *slot = p->nkerns; /* its index + 1 */
 }

@@ -96,6 +96,44 @@ static const char *size_text(uint64_t n, char *buf)
 
 /* ---- tables ------------------------------------------------------------------------- */
 
+static size_t name_hash(const char *n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *n; n++)
+        h = (h ^ (unsigned char)*n) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The kernel cost records: a name and a kind each, no name twice (a hashed set of the
+ * names seen, so a long table is checked in linear time). */
+static fhr_status check_kernel_costs(V *s)
+{
+    const rplan_program *p = s->p;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)p->nkerns)
+        cap *= 2;
+    uint32_t *seen = p->nkerns ? calloc(cap, sizeof *seen) : NULL; /* kernel index + 1 */
+    if (p->nkerns && !seen)
+        return fail(s, FHR_E_NOMEM, -1, "out of host memory (kernel costs)");
+    fhr_status st = FHR_OK;
+    for (uint32_t i = 0; i < p->nkerns && !st; i++) {
+        const rp_kernrec *k = &p->kerns[i];
+        if (!str_ok(p, k->name) || !p->strs[k->name] ||
+            (k->kind != RPLAN_COST_DURATION && k->kind != RPLAN_COST_READS)) {
+            st = fail(s, FHR_E_INVALID, -1, "kernel cost %u: bad name or kind", i);
+            break;
+        }
+        size_t h = name_hash(p->strs + k->name) & (cap - 1);
+        while (seen[h] && strcmp(p->strs + p->kerns[seen[h] - 1].name, p->strs + k->name))
+            h = (h + 1) & (cap - 1);
+        if (seen[h])
+            st = fail(s, FHR_E_INVALID, -1, "kernel cost %u: '%s' repeated", i, p->strs + k->name);
+        seen[h] = i + 1;
+    }
+    free(seen);
+    return st;
+}
+
 static fhr_status check_tables(V *s)
 {
     const rplan_program *p = s->p;
@@ -152,16 +190,9 @@ static fhr_status check_tables(V *s)
         if (!rp_check_seeded(p, i, sm, sizeof sm))
             return fail(s, FHR_E_INVALID, -1, "%s", sm);
     }
-    for (uint32_t i = 0; i < p->nkerns; i++) {
-        const rp_kernrec *k = &p->kerns[i];
-        if (!str_ok(p, k->name) || !p->strs[k->name] ||
-            (k->kind != RPLAN_COST_DURATION && k->kind != RPLAN_COST_READS))
-            return fail(s, FHR_E_INVALID, -1, "kernel cost %u: bad name or kind", i);
-        for (uint32_t j = 0; j < i; j++)
-            if (!strcmp(p->strs + p->kerns[j].name, p->strs + k->name))
-                return fail(s, FHR_E_INVALID, -1, "kernel cost %u: '%s' repeated", i,
-                            p->strs + k->name);
-    }
+    fhr_status kst = check_kernel_costs(s);
+    if (kst)
+        return kst;
     for (uint32_t i = 0; i < p->nbuds; i++) {
         if (p->buds[i].slot >= FHR_LOC_SLOTS || (i && p->buds[i].slot <= p->buds[i - 1].slot))
             return fail(s, FHR_E_INVALID, -1, "budget %u: bad or repeated location", i);

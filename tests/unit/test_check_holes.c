@@ -352,3 +352,92 @@ Test(holes, json_output_is_utf8_whatever_the_names)
     unlink(rpc);
     rmdir(dir);
 }
+
+/* Profiles are strict JSON with kernel names as the language writes them. */
+Test(holes, profiles_strict_json_and_names)
+{
+    static const char *bad[] = {
+        "{\"fheplan_profile\": 1, \"kernels\": []} trailing",
+        "{\"fheplan_profile\": 1, \"kernels\": []}{}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"a\\u0000b\", \"mean_s\": 1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"a\\u001bb\", \"mean_s\": 1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"a\x1b b\", \"mean_s\": 1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"a b\", \"mean_s\": 1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"ckks.\", \"mean_s\": 1}]}",
+        "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"9k\", \"mean_s\": 1}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        rplan_kernel_profile *p = NULL;
+        size_t n = 0;
+        fhr_error e;
+        fhr_error_init(&e);
+        cr_assert_eq(rplan_profile_parse(bad[i], strlen(bad[i]), &p, &n, &e), FHR_E_INVALID,
+                     "accepted: %s", bad[i]);
+        cr_assert_null(p);
+        cr_assert(strstr(e.message, "profile: ") == e.message, "%s", e.message);
+        fhr_error_clear(&e);
+    }
+    static const char good[] = "{\"fheplan_profile\": 1, \"kernels\": [{\"name\": \"ckks.mul_2\","
+                               " \"mean_s\": 1e-3}, {\"name\": \"_x\", \"mean_s\": 0}]}\n \n";
+    rplan_kernel_profile *p = NULL;
+    size_t n = 0;
+    cr_assert_eq(rplan_profile_parse(good, strlen(good), &p, &n, NULL), FHR_OK);
+    cr_assert_eq(n, 2);
+    cr_assert_str_eq(p[0].name, "ckks.mul_2");
+    rplan_profile_free(p, n);
+}
+
+/* A repeat among many names is found (the look-up is hashed): the profile's, and a kernel
+ * declared twice after 20,000 others. */
+Test(holes, repeats_found_among_many_names)
+{
+    size_t cap = 64 + 20001 * 48, len = 0;
+    char *t = malloc(cap);
+    len += (size_t)snprintf(t + len, cap - len, "{\"fheplan_profile\": 1, \"kernels\": [");
+    for (int i = 0; i < 20000; i++)
+        len += (size_t)snprintf(t + len, cap - len, "{\"name\": \"k%d\", \"mean_s\": 1},", i);
+    len += (size_t)snprintf(t + len, cap - len, "{\"name\": \"k17\", \"mean_s\": 1}]}");
+    rplan_kernel_profile *p = NULL;
+    size_t n = 0;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_profile_parse(t, len, &p, &n, &e), FHR_E_INVALID);
+    cr_assert_str_eq(e.message, "profile: kernel 'k17' is given twice");
+    fhr_error_clear(&e);
+    free(t);
+    cap = 32 + 20001 * 32;
+    t = malloc(cap);
+    len = (size_t)snprintf(t, cap, "rplan 1\n");
+    for (int i = 0; i < 20000; i++)
+        len += (size_t)snprintf(t + len, cap - len, "kernel k%d cost 1 us\n", i);
+    len += (size_t)snprintf(t + len, cap - len, "kernel k17 cost 2 us\n");
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *prog = compile_src(t, d);
+    char *txt = rplan_diags_render_string(d);
+    cr_assert_null(prog);
+    cr_assert(strstr(txt, "holes.rplan:20002:8: error: kernel 'k17' is declared twice"), "%s", txt);
+    free(txt);
+    rplan_diags_free(d);
+    free(t);
+}
+
+/* The field past the limit is refused where it stands. */
+Test(holes, seventeenth_field_refused_where_it_stands)
+{
+    char src[4096];
+    size_t len = (size_t)snprintf(src, sizeof src, "rplan 1\nvalue a = 1 MiB at host fields(");
+    for (int i = 0; i < 200; i++)
+        len += (size_t)snprintf(src + len, sizeof src - len, "%sf%d", i ? ", " : "", i);
+    snprintf(src + len, sizeof src - len, ")\n");
+    rplan_diags *d = rplan_diags_new();
+    rplan_program *prog = compile_src(src, d);
+    char *txt = rplan_diags_render_string(d);
+    cr_assert_null(prog);
+    /* "fields(" ends at column 31; f0..f9 take 4 columns each, f10..f15 5 */
+    cr_assert(strstr(txt, "holes.rplan:2:102: error: a value has at most 16 fields; 'f16' is "
+                          "field 17"),
+              "%s", txt);
+    cr_assert_null(strstr(txt, "f17'"), "%s", txt);
+    free(txt);
+    rplan_diags_free(d);
+}
