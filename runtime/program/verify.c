@@ -26,6 +26,9 @@ typedef struct V {
     long *gone;      /* per value: instruction that discarded it, -1 live */
     uint64_t used[FHR_LOC_SLOTS], reserved[FHR_LOC_SLOTS], budget[FHR_LOC_SLOTS];
     uint64_t hasb;
+    const fhr_budget *ov; /* budgets in place of the program's (rp_verify_budgets) */
+    size_t nov;
+    uint64_t peak[FHR_LOC_SLOTS]; /* the highest charge set against each budget */
     hold *holds;
     size_t nholds, capholds;
     /* the open plan or request */
@@ -307,8 +310,17 @@ static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const c
 
 /* ---- dry run helpers --------------------------------------------------------------- */
 
+/* A charge of `total` bytes at slot, set against its budget: the peak the dry run saw. */
+static void seen(V *s, uint8_t slot, uint64_t total)
+{
+    if (total > s->peak[slot])
+        s->peak[slot] = total;
+}
+
 static fhr_status charge(V *s, uint8_t slot, uint64_t n, const char *what)
 {
+    uint64_t sum = s->used[slot] + s->reserved[slot];
+    seen(s, slot, sum + n < sum ? UINT64_MAX : sum + n);
     if (s->hasb >> slot & 1) {
         uint64_t have = s->used[slot] + s->reserved[slot];
         uint64_t b = s->budget[slot];
@@ -453,6 +465,8 @@ RULE(reserve)
         return FHR_OK;
     }
     char l[24];
+    uint64_t sum = s->used[in->a] + s->reserved[in->a];
+    seen(s, in->a, sum + n < sum ? UINT64_MAX : sum + n);
     if (s->hasb >> in->a & 1) {
         uint64_t have = s->used[in->a] + s->reserved[in->a];
         uint64_t b = s->budget[in->a], avail = have >= b ? 0 : b - have;
@@ -533,6 +547,8 @@ static fhr_status check_request(V *s)
             need[s->holds[h].slot] += rp_value_charge(p, &p->vals[s->holds[h].v], s->holds[h].slot);
     }
     for (int slot = 0; slot < FHR_LOC_SLOTS; slot++) {
+        uint64_t sum = need[slot] + s->reserved[slot];
+        seen(s, (uint8_t)slot, sum < need[slot] ? UINT64_MAX : sum);
         if (!(s->hasb >> slot & 1))
             continue;
         uint64_t b = s->budget[slot] > s->reserved[slot] ? s->budget[slot] - s->reserved[slot]
@@ -943,6 +959,13 @@ static fhr_status run_pass(V *s)
         s->hasb |= 1ull << p->buds[i].slot;
         s->budget[p->buds[i].slot] = p->buds[i].nbytes;
     }
+    for (size_t i = 0; i < s->nov; i++) {
+        int slot = fhr_loc_slot(s->ov[i].loc);
+        if (slot < 0 || slot >= FHR_LOC_SLOTS)
+            return fail(s, FHR_E_INVALID, -1, "budget override %zu has an invalid location", i);
+        s->hasb |= 1ull << slot;
+        s->budget[slot] = s->ov[i].nbytes;
+    }
     /* the declared initial state */
     for (uint32_t i = 0; i < p->nvals; i++) {
         const rp_value *v = &p->vals[i];
@@ -996,12 +1019,20 @@ static fhr_status run_pass(V *s)
 
 fhr_status rp_verify(const rplan_program *p, rp_vfail *f)
 {
+    return rp_verify_budgets(p, NULL, 0, NULL, f);
+}
+
+fhr_status rp_verify_budgets(const rplan_program *p, const fhr_budget *ov, size_t nov,
+                             uint64_t *peak, rp_vfail *f)
+{
     V s;
     memset(&s, 0, sizeof s);
     memset(f, 0, sizeof *f);
     f->instr = f->value = f->note_instr = f->note_value = -1;
     s.p = p;
     s.f = f;
+    s.ov = ov;
+    s.nov = nov;
     size_t nv = p->nvals ? p->nvals : 1;
     s.where = calloc(nv, sizeof *s.where);
     s.gone = calloc(nv, sizeof *s.gone);
@@ -1014,6 +1045,8 @@ fhr_status rp_verify(const rplan_program *p, rp_vfail *f)
         if (st == FHR_E_NOMEM)
             snprintf(f->msg, sizeof f->msg, "out of memory");
     }
+    if (peak)
+        memcpy(peak, s.peak, sizeof s.peak);
     free(s.where);
     free(s.gone);
     free(s.holds);

@@ -228,12 +228,16 @@ Test(min_budget, no_budget_saves_the_plan)
     int rc;
     char *out = cli_out(&rc, "check --min-budget cuda:0 %s", file);
     cr_assert_eq(rc, 1);
-    cr_assert_not_null(strstr(out, "  no budget at cuda:0 makes the plan feasible\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "  no budget at cuda:0 makes the plan feasible: initial "
+                                   "placement of 'ct' at pinned exceeds the budget of pinned"),
+                       "%s", out);
     free(out);
     cJSON *doc;
     cJSON *mb = min_budget_json("cuda:0", file, &doc);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(mb, "found")));
     cr_assert_null(cJSON_GetObjectItem(mb, "threshold_bytes"));
+    cr_assert_not_null(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(mb, "reason")),
+                              "exceeds the budget of pinned"));
     cJSON_Delete(doc);
 }
 
