@@ -1,6 +1,6 @@
 /* cli/check.c — `fheplan check`: each plan's dry run on the model backend, what each
- * built-in policy would move, the --min-budget search, and --world-size's run per rank
- * (--sarif: the log of cli/sarif.c instead). */
+ * built-in policy would move, the --min-budget search (rplan_min_budget), and
+ * --world-size's run per rank (--sarif: the log of cli/sarif.c instead). */
 #include "cli/cli.h"
 #include "cli/commands.h"
 #include "cli/format.h"
@@ -78,60 +78,35 @@ static int as_written_is(const cli *c, const input *in, int kind)
     return 1;
 }
 
-/* One quiet check of src with extra budget overrides and a policy: compile (with the
- * verifier's dry run) and the VM's explain run. 1 feasible, 0 rejected, -1 error. */
-static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                    int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                    uint64_t link[2], uint64_t *peak, rplan_program **keep);
+/* What one built-in policy would do with the plan. */
+typedef struct policy_probe {
+    int ok;
+    double predicted;
+    uint64_t moved, regen, link[2];
+} policy_probe;
 
-static int probe(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                 int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                 uint64_t link[2])
+static void policy_probe_of(policy_probe *pp, const rplan_vm_report *rep)
 {
-    return probe_at(c, in, extra, nextra, policy, predicted, moved, regen, link, NULL, NULL);
+    pp->ok = rep->ok;
+    pp->predicted = rep->predicted_s;
+    pp->moved = moved_bytes(&rep->total);
+    pp->regen = rep->total.regen_bytes;
+    pp->link[0] = rep->pcie_bytes;
+    pp->link[1] = rep->peer_bytes;
 }
 
-/* probe_at, of `have` (not compiled again) when given. probe_policy: a probe with no
- * extra budget of a program compiled here, whose in->p is what the probe would compile
- * (the same text, budgets and rank), so it runs that instead of compiling again. */
-static int probe_run(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                     uint64_t link[2], uint64_t *peak, rplan_program **keep,
-                     const rplan_program *have);
-
-static int probe_policy(const cli *c, const input *in, int policy, double *predicted,
-                        uint64_t *moved, uint64_t *regen, uint64_t link[2])
+/* One quiet explain run of the plan under `policy`: of in->p when it was compiled here
+ * with the probe's options, else of a program compiled again from the text (with the
+ * verifier's dry run; a refusal is infeasible). 0, or -1 when it could not run. */
+static int probe_policy(const cli *c, const input *in, int policy, policy_probe *pp)
 {
-    return probe_run(c, in, NULL, 0, policy, predicted, moved, regen, link, NULL, NULL,
-                     in->compiled && c->nbudgets <= PROBE_BUDGETS ? in->p : NULL);
-}
-
-/* probe, and *peak: the highest charge at extra[0]'s location (UINT64_MAX when the report
- * has no room to name it); *keep (when given): the compiled program, to free */
-static int probe_at(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                    int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                    uint64_t link[2], uint64_t *peak, rplan_program **keep)
-{
-    return probe_run(c, in, extra, nextra, policy, predicted, moved, regen, link, peak, keep,
-                     NULL);
-}
-
-static int probe_run(const cli *c, const input *in, const fhr_budget *extra, size_t nextra,
-                     int policy, double *predicted, uint64_t *moved, uint64_t *regen,
-                     uint64_t link[2], uint64_t *peak, rplan_program **keep,
-                     const rplan_program *have)
-{
-    fhr_budget bud[PROBE_BUDGETS];
-    size_t nb = 0;
-    for (size_t i = 0; i < c->nbudgets && nb < PROBE_BUDGETS; i++)
-        bud[nb++] = c->budgets[i];
-    for (size_t i = 0; i < nextra && nb < PROBE_BUDGETS; i++)
-        bud[nb++] = extra[i];
+    memset(pp, 0, sizeof *pp);
+    const rplan_program *have = in->compiled && c->nbudgets <= PROBE_BUDGETS ? in->p : NULL;
     rplan_program *p = NULL;
     if (!have) {
         rplan_diags *d = rplan_diags_new();
-        rplan_compile_opts co = {.filename = in->path, .budget_override = bud,
-                                 .nbudget_override = nb, .strip_source = 1,
+        rplan_compile_opts co = {.filename = in->path, .budget_override = c->budgets,
+                                 .nbudget_override = c->nbudgets, .strip_source = 1,
                                  .rank = c->rank, .world_size = c->world_size};
         fhr_status st = d && in->text ? rplan_compile(in->text, in->len, &co, &p, d)
                                       : FHR_E_NOMEM;
@@ -145,347 +120,81 @@ static int probe_run(const cli *c, const input *in, const fhr_budget *extra, siz
     fhr_backend *b = NULL;
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
-    int ok = -1;
     rplan_vm_opts o;
     explain_opts(c, &o);
-    o.budget_override = bud;
-    o.nbudget_override = nb;
     o.policy_override = policy;
     if (fhr_backend_open(CHECK_DEVICES, &b, NULL) == FHR_OK &&
-        rplan_vm_create(have, b, &o, &vm, NULL) == FHR_OK) {
+        rplan_vm_create(have, b, &o, &vm, NULL) == FHR_OK)
         rplan_vm_run(vm, &rep, NULL);
-        if (rep) {
-            ok = rep->ok;
-            if (predicted)
-                *predicted = rep->predicted_s;
-            if (moved)
-                *moved = moved_bytes(&rep->total);
-            if (regen)
-                *regen = rep->total.regen_bytes;
-            if (link) {
-                link[0] = rep->pcie_bytes;
-                link[1] = rep->peer_bytes;
-            }
-            if (peak) {
-                *peak = rep->total.npeaks < RPLAN_MAX_PEAKS ? 0 : UINT64_MAX;
-                for (size_t i = 0; i < rep->total.npeaks; i++)
-                    if (fhr_loc_equal(rep->total.peaks[i].loc, extra[0].loc))
-                        *peak = rep->total.peaks[i].peak_bytes;
-            }
-        }
-    }
+    int ok = rep ? 0 : -1;
+    if (rep)
+        policy_probe_of(pp, rep);
     rplan_vm_report_free(rep);
     rplan_vm_destroy(vm);
     fhr_backend_destroy(b);
-    if (keep)
-        *keep = p;
-    else
-        rplan_program_free(p);
+    rplan_program_free(p);
     return ok;
 }
 
 /* ---- --min-budget ------------------------------------------------------------------- */
 
-/* Feasibility is not monotonic in a budget (issue 27, cause 8: keys that fill a device as
- * far as it goes leave less room for a later explicit move at some budgets than at smaller
- * ones), so --min-budget finds every feasible interval, exactly, and the threshold: the
- * start of the last one, from which every budget is feasible.
- *
- * Why a finite scan is exact. The budget B at LOC enters a check only through comparisons
- * of a charge against it: "committed + size <= B" in the verifier's dry run, the manager's
- * admission and the room a policy sees (B - committed, set against sizes). Every charge at
- * LOC is a sum of items: the charge of a copy of a value there (its size; at host or pinned
- * a seeded value's size less its regenerated half unless kept), a source's temporary copy
- * at a host location, and the reservations at LOC. Between two consecutive such sums no
- * comparison can change its outcome, so feasibility is constant there; and from the peak
- * charge the unbounded run reaches at LOC on, every comparison the unbounded run made comes
- * out the same, so the run is the unbounded one. Probing every distinct sum of the items
- * up to that peak (a subset-sum set over the items' common divisor) therefore decides every
- * budget. The cost is one probe (a compile with its dry run and the VM's explain run) per
- * distinct sum; past MIN_BUDGET_PROBES sums the scan probes the highest ones and finds the
- * rest by bisection, and says that the result is not exact. */
-
+/* The search is rplan_min_budget (rplan_vm(3)); here the program it searches is compiled
+ * from the text with --budget's overrides and the location unbounded, so a plan its own
+ * budgets reject gets its answer too. 1 done (r filled), 0 no budget makes it feasible
+ * (r->reason says why), -1 an error, printed. */
 #define MIN_BUDGET_CEIL ((uint64_t)1 << 44) /* 16 TiB stands for "unbounded" */
-#define MIN_BUDGET_PROBES 20000              /* sums probed before the scan gives up exactness */
-#define MIN_BUDGET_BITS ((uint64_t)1 << 27)  /* subset-sum set size (16 MiB of bits) */
-#define MIN_BUDGET_INTERVALS 64              /* intervals reported (the rest are counted) */
 
-typedef struct mb_interval {
-    uint64_t from, to; /* feasible from..to inclusive; to == UINT64_MAX: and above */
-} mb_interval;
-
-typedef struct min_budget_result {
-    int found;               /* 0: infeasible at any budget */
-    int unused;              /* nothing at loc needs bytes: every budget, 0 included */
-    int exact;               /* every candidate budget probed */
-    uint64_t feasible;       /* smallest feasible budget */
-    uint64_t threshold;      /* every budget from it on is feasible (one byte less is not) */
-    uint64_t near;           /* smallest with predicted time within 5% of unbounded */
-    uint64_t peak;           /* the unbounded run's peak charge at loc */
-    uint64_t grain;          /* the items' common divisor */
-    size_t candidates, probes;
-    size_t nint, nint_all;   /* intervals kept / found */
-    mb_interval iv[MIN_BUDGET_INTERVALS];
-    double unbounded_s, near_s, feasible_s, threshold_s;
-} min_budget_result;
-
-static uint64_t gcd64(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
-typedef struct mb_items {
-    uint64_t *v;
-    size_t n, cap;
-} mb_items;
-
-static int items_add(mb_items *it, uint64_t x)
-{
-    if (!x)
-        return 0;
-    if (it->n == it->cap) {
-        size_t cap = it->cap ? 2 * it->cap : 64;
-        uint64_t *nv = realloc(it->v, cap * sizeof *nv);
-        if (!nv)
-            return -1;
-        it->v = nv;
-        it->cap = cap;
-    }
-    it->v[it->n++] = x;
-    return 0;
-}
-
-/* What can be charged at loc: see the comment above. -1 on allocation failure. */
-static int charge_items(const rplan_program *p, fhr_location loc, mb_items *it)
-{
-    int host = loc.kind != FHR_LOC_CUDA;
-    unsigned keep = loc.kind == FHR_LOC_PINNED ? FHR_KEEP_PINNED : FHR_KEEP_HOST;
-    for (size_t i = 0; i < rplan_nvalues(p); i++) {
-        rplan_value_info vi;
-        if (rplan_value(p, i, &vi) != FHR_OK)
-            continue;
-        uint64_t stored = vi.seeded ? vi.nbytes - vi.regen_nbytes : vi.nbytes;
-        if (!host) {
-            if (items_add(it, vi.nbytes))
-                return -1;
-            continue;
-        }
-        /* a copy (whole when kept) and a source's temporary, which holds what a copy holds */
-        uint64_t copy = vi.seeded && !(vi.keep & keep) ? stored : vi.nbytes;
-        if (items_add(it, copy) || items_add(it, stored) || items_add(it, vi.nbytes))
-            return -1;
-    }
-    for (size_t i = 0; i < rplan_ninstrs(p); i++) {
-        rplan_instr ins;
-        if (rplan_instr_get(p, i, &ins) == FHR_OK && ins.opname && !strcmp(ins.opname, "reserve") &&
-            ins.has_loc && fhr_loc_equal(ins.loc, loc) && items_add(it, ins.imm))
-            return -1;
-    }
-    return 0;
-}
-
-/* The distinct sums of the items up to top, ascending, into *out (0 first). The count, or
- * (size_t)-1 when the set would be too large or on allocation failure. */
-static size_t candidate_sums(const mb_items *it, uint64_t top, uint64_t *grain, uint64_t **out)
-{
-    uint64_t g = 0;
-    for (size_t i = 0; i < it->n; i++)
-        g = gcd64(g, it->v[i]);
-    if (!g)
-        g = 1;
-    *grain = g;
-    uint64_t k = top / g + 1; /* lattice points 0..top */
-    if (k > MIN_BUDGET_BITS)
-        return (size_t)-1;
-    size_t words = (size_t)((k + 63) / 64);
-    uint64_t *set = calloc(words, sizeof *set);
-    if (!set)
-        return (size_t)-1;
-    set[0] = 1;
-    for (size_t i = 0; i < it->n; i++) {
-        uint64_t sh = it->v[i] / g;
-        if (sh >= k)
-            continue;
-        size_t ws = (size_t)(sh / 64);
-        unsigned bs = (unsigned)(sh % 64);
-        for (size_t w = words; w-- > ws;) { /* set |= set << sh, high words first */
-            uint64_t x = set[w - ws] << bs;
-            if (bs && w - ws > 0)
-                x |= set[w - ws - 1] >> (64 - bs);
-            set[w] |= x;
-        }
-    }
-    if (k % 64)
-        set[words - 1] &= ((uint64_t)1 << (k % 64)) - 1;
-    size_t n = 0;
-    for (size_t w = 0; w < words; w++)
-        n += (size_t)__builtin_popcountll(set[w]);
-    uint64_t *v = malloc((n ? n : 1) * sizeof *v);
-    if (!v) {
-        free(set);
-        return (size_t)-1;
-    }
-    size_t j = 0;
-    for (size_t w = 0; w < words; w++)
-        for (uint64_t b = set[w]; b; b &= b - 1)
-            v[j++] = ((uint64_t)w * 64 + (uint64_t)__builtin_ctzll(b)) * g;
-    free(set);
-    *out = v;
-    return n;
-}
-
-/* Appends an interval; past MIN_BUDGET_INTERVALS the last kept one is replaced, so the
- * last (the threshold's) is always there. */
-static void add_interval(min_budget_result *r, uint64_t from, uint64_t to)
-{
-    if (r->nint == MIN_BUDGET_INTERVALS)
-        r->nint--;
-    r->iv[r->nint++] = (mb_interval){from, to};
-    r->nint_all++;
-}
-
-/* The smallest feasible budget in [0, hi] by bisection, hi feasible: exact only where
- * feasibility is monotonic below hi. */
-static int bisect_below(const cli *c, const input *in, fhr_budget *b, uint64_t hi,
-                        min_budget_result *r, uint64_t *out)
-{
-    uint64_t lo = 0;
-    b->nbytes = 0;
-    int o = probe(c, in, b, 1, c->policy, NULL, NULL, NULL, NULL);
-    r->probes++;
-    if (o < 0)
-        return -1;
-    if (o)
-        hi = 0;
-    while (hi && lo + 1 < hi) {
-        b->nbytes = lo + (hi - lo) / 2;
-        o = probe(c, in, b, 1, c->policy, NULL, NULL, NULL, NULL);
-        r->probes++;
-        if (o < 0)
-            return -1;
-        if (o)
-            hi = b->nbytes;
-        else
-            lo = b->nbytes;
-    }
-    *out = hi;
-    return 0;
-}
-
-/* Feasibility at every candidate budget (see above); then the time search. 1 done, 0 the
- * plan is infeasible at every budget, -1 error. */
-static int min_budget(const cli *c, const input *in, fhr_location loc, min_budget_result *r)
+static int min_budget(const cli *c, const input *in, fhr_location loc,
+                      rplan_min_budget_result *r)
 {
     memset(r, 0, sizeof *r);
-    fhr_budget b = {loc, MIN_BUDGET_CEIL};
-    rplan_program *prog = NULL;
-    int f = probe_at(c, in, &b, 1, c->policy, &r->unbounded_s, NULL, NULL, NULL, &r->peak, &prog);
-    if (f < 1 || !prog) {
-        rplan_program_free(prog);
-        return f < 0 ? -1 : 0;
+    fhr_budget bud[PROBE_BUDGETS + 1];
+    size_t nb = 0;
+    for (size_t i = 0; i < c->nbudgets && nb < PROBE_BUDGETS; i++)
+        if (!fhr_loc_equal(c->budgets[i].loc, loc))
+            bud[nb++] = c->budgets[i];
+    bud[nb++] = (fhr_budget){loc, MIN_BUDGET_CEIL};
+    rplan_program *p = NULL;
+    rplan_diags *d = rplan_diags_new();
+    rplan_compile_opts co = {.filename = in->path, .budget_override = bud,
+                             .nbudget_override = nb, .strip_source = 1, .rank = c->rank,
+                             .world_size = c->world_size};
+    fhr_status st = d && in->text ? rplan_compile(in->text, in->len, &co, &p, d) : FHR_E_NOMEM;
+    if (st == FHR_E_INFEASIBLE || st == FHR_E_INVALID) {
+        const rplan_diag *g = NULL;
+        for (size_t i = 0; i < rplan_diags_count(d) && !g; i++)
+            if (rplan_diags_get(d, i)->severity == RPLAN_ERROR)
+                g = rplan_diags_get(d, i);
+        snprintf(r->reason, sizeof r->reason, "%s", g ? g->message : "the plan is refused");
+        rplan_diags_free(d);
+        return 0;
     }
-    r->found = 1;
-    mb_items it = {0};
-    uint64_t *cand = NULL;
-    size_t n = (size_t)-1;
-    uint64_t top = r->peak == UINT64_MAX ? 0 : r->peak;
-    int ci = charge_items(prog, loc, &it);
-    rplan_program_free(prog);
-    if (ci != 0) {
-        free(it.v);
+    rplan_diags_free(d);
+    if (st) {
+        fprintf(stderr, "fheplan: --min-budget: cannot compile '%s': %s\n", in->path,
+                fhr_status_name(st));
         return -1;
     }
-    if (r->peak == UINT64_MAX) /* the report has no room for loc: every item at once */
-        for (size_t i = 0; i < it.n; i++)
-            top = top + it.v[i] < top ? UINT64_MAX : top + it.v[i];
-    n = top < MIN_BUDGET_CEIL ? candidate_sums(&it, top, &r->grain, &cand) : (size_t)-1;
-    free(it.v);
-    r->candidates = n == (size_t)-1 ? 0 : n;
-    /* feasibility at each candidate, from the top down; the top one is the peak, where the
-     * run is the unbounded one (feasible) */
-    int *ok = n == (size_t)-1 ? NULL : malloc((n ? n : 1) * sizeof *ok);
-    if (n != (size_t)-1 && !ok) {
-        free(cand);
+    rplan_vm_opts o;
+    explain_opts(c, &o);
+    o.budget_override = bud;
+    o.nbudget_override = nb - 1; /* the search sets the budget at loc */
+    fhr_error e;
+    fhr_error_init(&e);
+    st = rplan_min_budget(p, loc, &o, r, &e);
+    rplan_program_free(p);
+    if (st) {
+        fprintf(stderr, "fheplan: --min-budget: %s\n", e.message[0] ? e.message
+                                                                   : fhr_status_name(st));
+        fhr_error_clear(&e);
         return -1;
     }
-    int scanned = n != (size_t)-1;
-    size_t lowest = scanned ? n : 0; /* candidates lowest..n-1 are probed */
-    while (scanned && lowest > 0 && r->probes < MIN_BUDGET_PROBES) {
-        lowest--;
-        b.nbytes = cand[lowest];
-        ok[lowest] = probe(c, in, &b, 1, c->policy, NULL, NULL, NULL, NULL);
-        r->probes++;
-        if (ok[lowest] < 0) {
-            free(ok);
-            free(cand);
-            return -1;
-        }
-    }
-    r->exact = scanned && lowest == 0;
-    /* feasibility holds from a candidate up to one byte below the next candidate */
-    for (size_t i = lowest; scanned && i < n; i++) {
-        if (ok[i] != 1)
-            continue;
-        size_t j = i;
-        while (j + 1 < n && ok[j + 1] == 1)
-            j++;
-        add_interval(r, cand[i], j + 1 == n ? UINT64_MAX : cand[j + 1] - 1);
-        i = j;
-    }
-    /* not exact: below what was probed, one bisection, as if feasibility were monotonic */
-    int err = 0;
-    uint64_t h;
-    if (!scanned) {
-        err = bisect_below(c, in, &b, MIN_BUDGET_CEIL, r, &h);
-        if (!err)
-            add_interval(r, h, UINT64_MAX);
-    } else if (!r->exact && ok[lowest] == 1) {
-        err = bisect_below(c, in, &b, cand[lowest], r, &h);
-        if (!err)
-            r->iv[0].from = h;
-    }
-    free(ok);
-    free(cand);
-    if (err || !r->nint) /* no interval cannot happen: the peak is feasible */
-        return -1;
-    r->feasible = r->iv[0].from;
-    r->threshold = r->iv[r->nint - 1].from;
-    r->unused = r->threshold == 0 && r->peak == 0;
-    b.nbytes = r->feasible;
-    probe(c, in, &b, 1, c->policy, &r->feasible_s, NULL, NULL, NULL);
-    b.nbytes = r->threshold;
-    probe(c, in, &b, 1, c->policy, &r->threshold_s, NULL, NULL, NULL);
-    /* the predicted time falls as the budget grows: search [threshold, ceiling] */
-    double limit = r->unbounded_s * 1.05;
-    uint64_t lo = r->threshold, top2 = MIN_BUDGET_CEIL;
-    if (r->threshold_s <= limit) {
-        top2 = lo;
-    } else {
-        while (lo + 1 < top2) {
-            double t = 0;
-            b.nbytes = lo + (top2 - lo) / 2;
-            int o = probe(c, in, &b, 1, c->policy, &t, NULL, NULL, NULL);
-            if (o < 0)
-                return -1;
-            if (o && t <= limit)
-                top2 = b.nbytes;
-            else
-                lo = b.nbytes;
-        }
-    }
-    r->near = top2;
-    b.nbytes = top2;
-    probe(c, in, &b, 1, c->policy, &r->near_s, NULL, NULL, NULL);
-    return 1;
+    fhr_error_clear(&e);
+    return r->found ? 1 : 0;
 }
 
 /* "min_budget" members past location and found: see fheplan(1), --min-budget */
-static void min_budget_json(cJSON *mo, const min_budget_result *r)
+static void min_budget_json(cJSON *mo, const rplan_min_budget_result *r)
 {
     cJSON_AddNumberToObject(mo, "threshold_bytes", (double)r->threshold);
     cJSON_AddNumberToObject(mo, "predicted_s_at_threshold", r->threshold_s);
@@ -514,13 +223,33 @@ static void min_budget_json(cJSON *mo, const min_budget_result *r)
     cJSON_AddNumberToObject(mo, "grain_bytes", (double)r->grain);
 }
 
-/* The text lines of --min-budget (r NULL: the search failed). */
-static void min_budget_print(fhr_location loc, const min_budget_result *r)
+/* The feasible intervals of a search that found more than one. */
+static void intervals_print(const char *lb, const rplan_min_budget_result *r)
+{
+    char b1[32], t[32];
+    printf("  not monotonic: %zu feasible intervals at %s, in bytes:", r->nint_all, lb);
+    for (size_t i = 0; i < r->nint; i++) {
+        if (i + 1 == r->nint && r->nint < r->nint_all)
+            printf(" ... (%zu more)", r->nint_all - r->nint);
+        if (r->iv[i].to == UINT64_MAX)
+            printf("%s %llu and above\n", i ? " and" : "", (unsigned long long)r->iv[i].from);
+        else
+            printf("%s %llu-%llu", i ? "," : "", (unsigned long long)r->iv[i].from,
+                   (unsigned long long)r->iv[i].to);
+    }
+    printf("  smallest feasible budget at %s: %s (%llu bytes), predicted %s\n", lb,
+           fmt_bytes(r->feasible, b1, sizeof b1), (unsigned long long)r->feasible,
+           fmt_time(r->feasible_s, t, sizeof t));
+}
+
+/* The text lines of --min-budget (mbr 0: no budget helps, r->reason says why). */
+static void min_budget_print(fhr_location loc, const rplan_min_budget_result *r)
 {
     char lb[16], b1[32], b2[32], t[32], a[32];
     fhr_loc_format(loc, lb, sizeof lb);
-    if (!r || !r->found) {
-        printf("  no budget at %s makes the plan feasible\n", lb);
+    if (!r->found) {
+        printf("  no budget at %s makes the plan feasible%s%s\n", lb, r->reason[0] ? ": " : "",
+               r->reason);
         return;
     }
     if (r->unused) {
@@ -531,21 +260,8 @@ static void min_budget_print(fhr_location loc, const min_budget_result *r)
            "less is rejected; predicted %s\n",
            lb, fmt_bytes(r->threshold, b1, sizeof b1), (unsigned long long)r->threshold,
            fmt_time(r->threshold_s, t, sizeof t));
-    if (r->nint_all > 1) {
-        printf("  not monotonic: %zu feasible intervals at %s, in bytes:", r->nint_all, lb);
-        for (size_t i = 0; i < r->nint; i++) {
-            if (i + 1 == r->nint && r->nint < r->nint_all)
-                printf(" ... (%zu more)", r->nint_all - r->nint);
-            if (r->iv[i].to == UINT64_MAX)
-                printf("%s %llu and above\n", i ? " and" : "", (unsigned long long)r->iv[i].from);
-            else
-                printf("%s %llu-%llu", i ? "," : "", (unsigned long long)r->iv[i].from,
-                       (unsigned long long)r->iv[i].to);
-        }
-        printf("  smallest feasible budget at %s: %s (%llu bytes), predicted %s\n", lb,
-               fmt_bytes(r->feasible, b1, sizeof b1), (unsigned long long)r->feasible,
-               fmt_time(r->feasible_s, t, sizeof t));
-    }
+    if (r->nint_all > 1)
+        intervals_print(lb, r);
     if (r->exact)
         printf("  exact: every budget decided by %zu probes, one per distinct sum of the sizes "
                "charged at %s up to the unbounded peak %s\n",
@@ -553,10 +269,214 @@ static void min_budget_print(fhr_location loc, const min_budget_result *r)
     else
         printf("  not exact: %zu probes; below the lowest budget probed feasibility was taken as "
                "monotonic (more than %d candidate budgets)\n",
-               r->probes, MIN_BUDGET_PROBES);
+               r->probes, RPLAN_MIN_BUDGET_PROBES);
     printf("  within 5%% of the unbounded predicted time (%s) from %s (%llu bytes), predicted %s\n",
            fmt_time(r->unbounded_s, a, sizeof a), fmt_bytes(r->near, b2, sizeof b2),
            (unsigned long long)r->near, fmt_time(r->near_s, t, sizeof t));
+}
+
+/* ---- one file ----------------------------------------------------------------------- */
+
+static const int kinds[2] = {RPLAN_POLICY_TIERED_LRU, RPLAN_POLICY_LOOKAHEAD};
+
+/* What check found for one file: the dry run, each built-in policy, the minimum budget. */
+typedef struct file_check {
+    const char *name;
+    int rc;
+    input in;
+    rplan_vm_report *rep;
+    int has_requests;
+    policy_probe pol[2];
+    int mbr; /* min_budget's return, when asked */
+    rplan_min_budget_result mb;
+} file_check;
+
+/* The dry run of the plan as written, on the model backend. */
+static void dry_run(const cli *c, file_check *fc)
+{
+    fc->rc = load_input(c, fc->name, &fc->in, c->json);
+    if (fc->rc != 0)
+        return;
+    fhr_backend *b = NULL;
+    if (fhr_backend_open(CHECK_DEVICES, &b, NULL) != FHR_OK) {
+        fprintf(stderr, "fheplan: cannot open the model backend %s\n", CHECK_DEVICES);
+        fc->rc = EX_SOFTWARE_;
+        return;
+    }
+    rplan_vm_opts o;
+    explain_opts(c, &o);
+    rplan_vm *vm = NULL;
+    fc->rc = run_vm(c, &fc->in, b, &o, &vm, &fc->rep);
+    rplan_vm_destroy(vm);
+    fhr_backend_destroy(b);
+}
+
+/* What each built-in policy would move, and the predicted time. */
+static void policies(const cli *c, file_check *fc)
+{
+    fc->has_requests = fc->rc == 0 && fc->in.p && rplan_npolicies(fc->in.p) > 0;
+    for (int k = 0; k < 2 && fc->has_requests; k++) {
+        if (fc->rep && !fc->rep->refused && as_written_is(c, &fc->in, kinds[k]))
+            policy_probe_of(&fc->pol[k], fc->rep); /* the probe would repeat the run */
+        else if (probe_policy(c, &fc->in, kinds[k], &fc->pol[k]) < 0)
+            fc->pol[k].ok = 0;
+    }
+}
+
+/* The file's member of the JSON document. */
+static void file_json(const cli *c, const file_check *fc, cJSON *fo)
+{
+    const rplan_vm_report *rep = fc->rep;
+    cJSON_AddBoolToObject(fo, "feasible", fc->rc == 0);
+    cJSON *dj = input_diags_json(&fc->in);
+    if (rep && !rep->ok) { /* the dry run's refusal is a diagnostic too, as --sarif lists it */
+        char msg[900];
+        if (rep->scope[0])
+            snprintf(msg, sizeof msg, "%s (in '%s')", rep->message, rep->scope);
+        else
+            snprintf(msg, sizeof msg, "%s", rep->message);
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "severity", "error");
+        cJSON_AddStringToObject(o, "file", fc->name);
+        cJSON_AddNumberToObject(o, "line", rep->line);
+        cJSON_AddNumberToObject(o, "col", rep->col);
+        cJSON_AddNumberToObject(o, "end_line", rep->line);
+        cJSON_AddNumberToObject(o, "end_col", rep->col ? rep->col + 1 : 0);
+        cJSON_AddStringToObject(o, "rule", rplan_rule_of_dry_run(rep->message)->id);
+        cJSON_AddStringToObject(o, "message", msg);
+        cJSON_AddItemToArray(dj, o);
+    }
+    cJSON_AddItemToObject(fo, "diagnostics", dj);
+    if (rep && !rep->refused) { /* a refused dry run has only its error */
+        cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
+        cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
+        cJSON_AddNumberToObject(fo, "bytes_regenerated", (double)rep->total.regen_bytes);
+        cJSON_AddNumberToObject(fo, "pcie_bytes", (double)rep->pcie_bytes);
+        cJSON_AddNumberToObject(fo, "peer_bytes", (double)rep->peer_bytes);
+    }
+    cJSON *pa = cJSON_AddArrayToObject(fo, "policies");
+    for (int k = 0; k < 2 && fc->has_requests; k++) {
+        const policy_probe *pp = &fc->pol[k];
+        cJSON *po = cJSON_CreateObject();
+        cJSON_AddStringToObject(po, "policy", policy_name(kinds[k]));
+        cJSON_AddBoolToObject(po, "feasible", pp->ok);
+        cJSON_AddNumberToObject(po, "bytes_moved", (double)pp->moved);
+        cJSON_AddNumberToObject(po, "bytes_regenerated", (double)pp->regen);
+        cJSON_AddNumberToObject(po, "pcie_bytes", (double)pp->link[0]);
+        cJSON_AddNumberToObject(po, "peer_bytes", (double)pp->link[1]);
+        cJSON_AddNumberToObject(po, "predicted_s", pp->predicted);
+        cJSON_AddItemToArray(pa, po);
+    }
+    if (c->has_min_budget && fc->mbr >= 0) {
+        char lb[16];
+        cJSON *mo = cJSON_AddObjectToObject(fo, "min_budget");
+        cJSON_AddStringToObject(mo, "location", fhr_loc_format(c->min_budget, lb, sizeof lb));
+        cJSON_AddBoolToObject(mo, "found", fc->mbr == 1);
+        if (fc->mbr == 1)
+            min_budget_json(mo, &fc->mb);
+        else if (fc->mb.reason[0])
+            cJSON_AddStringToObject(mo, "reason", fc->mb.reason);
+    }
+    cJSON *rj = NULL;
+    if (rep) {
+        char *s = rplan_vm_report_json(rep);
+        rj = s ? cJSON_Parse(s) : NULL;
+        free(s);
+    }
+    if (rj)
+        cJSON_AddItemToObject(fo, "report", rj);
+    else
+        cJSON_AddNullToObject(fo, "report");
+}
+
+/* The predicted-time lines of a feasible plan's text. */
+static void predicted_print(const cli *c, const rplan_vm_report *rep)
+{
+    char t[32], a[32], rt[32];
+    if (rep->total.regen_bytes) {
+        char g[32], gt[32];
+        printf("  predicted %s (policies: %s): max(bodies %s modelled + regenerating %s "
+               "at %.0f GB/s %s, transfers at %s GB/s pinned)\n",
+               fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+               fmt_time(rep->total.model_body_s, a, sizeof a),
+               fmt_bytes(rep->total.regen_bytes, g, sizeof g), rep->gen_gbps,
+               fmt_time(rep->regen_s, gt, sizeof gt), rate_text(rep->pinned_gbps, rt, sizeof rt));
+    } else {
+        printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %s "
+               "GB/s pinned)\n",
+               fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
+               fmt_time(rep->total.model_body_s, a, sizeof a),
+               rate_text(rep->pinned_gbps, rt, sizeof rt));
+    }
+    if (c->objective_set && rep->timeline_s > 0) {
+        char il[32];
+        printf("  modelled timeline (objective %s): %s, the link idle at most %s at once\n",
+               rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+               fmt_time(rep->timeline_s, t, sizeof t),
+               fmt_time(rep->timeline_idle_s, il, sizeof il));
+    }
+    if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
+        char tb[32], tt[32];
+        printf("  objective auto: %s (modelled: bytes %s, time %s; time is taken when "
+               "%.0f%% shorter)\n",
+               rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+               fmt_time(rep->auto_bytes_s, tb, sizeof tb),
+               fmt_time(rep->auto_time_s, tt, sizeof tt), RPLAN_AUTO_GAIN * 100);
+    }
+}
+
+/* The policy lines: what each built-in policy would move (over which link). */
+static void policies_print(const file_check *fc, int multi)
+{
+    for (int k = 0; k < 2 && fc->has_requests; k++) {
+        const policy_probe *pp = &fc->pol[k];
+        char a[32], t[32], g[32], p1[32], p2[32];
+        if (pp->ok && multi)
+            printf("  policy %-10s would move %s (PCIe %s, peer %s)%s%s, predicted %s\n",
+                   policy_name(kinds[k]), fmt_bytes(pp->moved, a, sizeof a),
+                   fmt_bytes(pp->link[0], p1, sizeof p1), fmt_bytes(pp->link[1], p2, sizeof p2),
+                   pp->regen ? " and regenerate " : "",
+                   pp->regen ? fmt_bytes(pp->regen, g, sizeof g) : "",
+                   fmt_time(pp->predicted, t, sizeof t));
+        else if (pp->ok && pp->regen)
+            printf("  policy %-10s would move %s and regenerate %s, predicted %s\n",
+                   policy_name(kinds[k]), fmt_bytes(pp->moved, a, sizeof a),
+                   fmt_bytes(pp->regen, g, sizeof g), fmt_time(pp->predicted, t, sizeof t));
+        else if (pp->ok)
+            printf("  policy %-10s would move %s, predicted %s\n", policy_name(kinds[k]),
+                   fmt_bytes(pp->moved, a, sizeof a), fmt_time(pp->predicted, t, sizeof t));
+        else
+            printf("  policy %-10s is infeasible\n", policy_name(kinds[k]));
+    }
+}
+
+/* The file's text: the stages, the prediction, the links, the policies, the budget. */
+static void file_text(const cli *c, const file_check *fc)
+{
+    const rplan_vm_report *rep = fc->rep;
+    if (fc->rc == 0 && rep) {
+        printf("%s: feasible\n", fc->name);
+        for (size_t s = 0; s < rep->nstages; s++)
+            print_stage(&rep->stages[s], 1, 0);
+        predicted_print(c, rep);
+        int multi = devices_used(rep) > 1; /* a peer link can carry copies */
+        if (multi) {
+            char p1[32], p2[32], t1[32], t2[32];
+            printf("  transfers: PCIe %s (%s at %.1f GB/s pinned), peer %s (%s at %.0f GB/s)\n",
+                   fmt_bytes(rep->pcie_bytes, p1, sizeof p1), fmt_time(rep->pcie_s, t1, sizeof t1),
+                   rep->pinned_gbps, fmt_bytes(rep->peer_bytes, p2, sizeof p2),
+                   fmt_time(rep->peer_s, t2, sizeof t2), rep->peer_gbps);
+        }
+        policies_print(fc, multi);
+        if (c->has_min_budget && fc->mbr >= 0)
+            min_budget_print(c->min_budget, &fc->mb);
+    } else if (fc->rc == EX_FAIL) {
+        fprintf(stderr, "%s: rejected\n", fc->name);
+        if (c->has_min_budget && fc->mbr >= 0 && fc->in.text) {
+            fflush(stderr);
+            min_budget_print(c->min_budget, &fc->mb);
+        }
+    }
 }
 
 int cmd_check(cli *c)
@@ -568,194 +488,32 @@ int cmd_check(cli *c)
     cJSON *root = c->json ? cJSON_CreateObject() : NULL;
     cJSON *files = root ? cJSON_AddArrayToObject(root, "files") : NULL;
     for (size_t i = 0; i < c->nfiles; i++) {
-        input in;
-        int rc = load_input(c, c->files[i], &in, c->json);
-        cJSON *fo = root ? cJSON_CreateObject() : NULL;
-        if (fo) {
-            cJSON_AddStringToObject(fo, "file", c->files[i]);
-            cJSON_AddItemToArray(files, fo);
-        }
-        rplan_vm_report *rep = NULL;
-        rplan_vm *vm = NULL;
-        if (rc == 0) {
-            fhr_backend *b = NULL;
-            if (fhr_backend_open(CHECK_DEVICES, &b, NULL) != FHR_OK) {
-                rc = EX_SOFTWARE_;
-            } else {
-                rplan_vm_opts o;
-                memset(&o, 0, sizeof o);
-                explain_opts(c, &o);
-                rc = run_vm(c, &in, b, &o, &vm, &rep);
-                rplan_vm_destroy(vm);
-                fhr_backend_destroy(b);
-            }
-        }
-        /* what each built-in policy would move, and the predicted time */
-        int kinds[2] = {RPLAN_POLICY_TIERED_LRU, RPLAN_POLICY_LOOKAHEAD};
-        uint64_t pmoved[2] = {0, 0}, pregen[2] = {0, 0}, plink[2][2] = {{0, 0}, {0, 0}};
-        double ppred[2] = {0, 0};
-        int pok[2] = {0, 0}, has_requests = rc == 0 && in.p && rplan_npolicies(in.p) > 0;
-        for (int k = 0; k < 2 && has_requests; k++) {
-            if (rep && !rep->refused && as_written_is(c, &in, kinds[k])) {
-                /* the run as written was this policy's run: the probe would repeat it */
-                pok[k] = rep->ok;
-                ppred[k] = rep->predicted_s;
-                pmoved[k] = moved_bytes(&rep->total);
-                pregen[k] = rep->total.regen_bytes;
-                plink[k][0] = rep->pcie_bytes;
-                plink[k][1] = rep->peer_bytes;
-                continue;
-            }
-            pok[k] = probe_policy(c, &in, kinds[k], &ppred[k], &pmoved[k], &pregen[k],
-                                  plink[k]) == 1;
-        }
-        min_budget_result mb;
+        file_check fc;
+        memset(&fc, 0, sizeof fc);
+        fc.name = c->files[i];
+        dry_run(c, &fc);
+        policies(c, &fc);
         /* also for a plan its own budgets reject: what budget it needs is the question */
-        int mbr = c->has_min_budget && (rc == 0 || (rc == EX_FAIL && in.text))
-                      ? min_budget(c, &in, c->min_budget, &mb)
-                      : 0;
-        if (mbr < 0)
-            rc = EX_SOFTWARE_;
-        if (fo) {
-            cJSON_AddBoolToObject(fo, "feasible", rc == 0);
-            cJSON *dj = input_diags_json(&in);
-            if (rep && !rep->ok) {
-                /* the dry run's refusal is a diagnostic too, as --sarif lists it */
-                char msg[900];
-                if (rep->scope[0])
-                    snprintf(msg, sizeof msg, "%s (in '%s')", rep->message, rep->scope);
-                else
-                    snprintf(msg, sizeof msg, "%s", rep->message);
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "severity", "error");
-                cJSON_AddStringToObject(o, "file", c->files[i]);
-                cJSON_AddNumberToObject(o, "line", rep->line);
-                cJSON_AddNumberToObject(o, "col", rep->col);
-                cJSON_AddNumberToObject(o, "end_line", rep->line);
-                cJSON_AddNumberToObject(o, "end_col", rep->col ? rep->col + 1 : 0);
-                cJSON_AddStringToObject(o, "rule", rplan_rule_of_dry_run(rep->message)->id);
-                cJSON_AddStringToObject(o, "message", msg);
-                cJSON_AddItemToArray(dj, o);
-            }
-            cJSON_AddItemToObject(fo, "diagnostics", dj);
-            if (rep && !rep->refused) { /* a refused dry run has only its error */
-                cJSON_AddNumberToObject(fo, "predicted_s", rep->predicted_s);
-                cJSON_AddNumberToObject(fo, "bytes_moved", (double)moved_bytes(&rep->total));
-                cJSON_AddNumberToObject(fo, "bytes_regenerated", (double)rep->total.regen_bytes);
-                cJSON_AddNumberToObject(fo, "pcie_bytes", (double)rep->pcie_bytes);
-                cJSON_AddNumberToObject(fo, "peer_bytes", (double)rep->peer_bytes);
-            }
-            cJSON *pa = cJSON_AddArrayToObject(fo, "policies");
-            for (int k = 0; k < 2 && has_requests; k++) {
-                cJSON *po = cJSON_CreateObject();
-                cJSON_AddStringToObject(po, "policy", policy_name(kinds[k]));
-                cJSON_AddBoolToObject(po, "feasible", pok[k]);
-                cJSON_AddNumberToObject(po, "bytes_moved", (double)pmoved[k]);
-                cJSON_AddNumberToObject(po, "bytes_regenerated", (double)pregen[k]);
-                cJSON_AddNumberToObject(po, "pcie_bytes", (double)plink[k][0]);
-                cJSON_AddNumberToObject(po, "peer_bytes", (double)plink[k][1]);
-                cJSON_AddNumberToObject(po, "predicted_s", ppred[k]);
-                cJSON_AddItemToArray(pa, po);
-            }
-            if (c->has_min_budget && mbr >= 0) {
-                char lb[16];
-                cJSON *mo = cJSON_AddObjectToObject(fo, "min_budget");
-                cJSON_AddStringToObject(mo, "location", fhr_loc_format(c->min_budget, lb, sizeof lb));
-                cJSON_AddBoolToObject(mo, "found", mbr == 1 && mb.found);
-                if (mbr == 1 && mb.found)
-                    min_budget_json(mo, &mb);
-            }
-            cJSON *rj = NULL;
-            if (rep) {
-                char *s = rplan_vm_report_json(rep);
-                rj = s ? cJSON_Parse(s) : NULL;
-                free(s);
-            }
-            if (rj)
-                cJSON_AddItemToObject(fo, "report", rj);
-            else
-                cJSON_AddNullToObject(fo, "report");
-        } else if (rc == 0 && rep) {
-            char t[32], a[32], rt[32];
-            printf("%s: feasible\n", c->files[i]);
-            for (size_t s = 0; s < rep->nstages; s++)
-                print_stage(&rep->stages[s], 1, 0);
-            if (rep->total.regen_bytes) {
-                char g[32], gt[32];
-                printf("  predicted %s (policies: %s): max(bodies %s modelled + regenerating %s "
-                       "at %.0f GB/s %s, transfers at %s GB/s pinned)\n",
-                       fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
-                       fmt_time(rep->total.model_body_s, a, sizeof a),
-                       fmt_bytes(rep->total.regen_bytes, g, sizeof g), rep->gen_gbps,
-                       fmt_time(rep->regen_s, gt, sizeof gt),
-                       rate_text(rep->pinned_gbps, rt, sizeof rt));
-            } else {
-                printf("  predicted %s (policies: %s): max(bodies %s modelled, transfers at %s "
-                       "GB/s pinned)\n",
-                       fmt_time(rep->predicted_s, t, sizeof t), policy_name(c->policy),
-                       fmt_time(rep->total.model_body_s, a, sizeof a),
-                       rate_text(rep->pinned_gbps, rt, sizeof rt));
-            }
-            if (c->objective_set && rep->timeline_s > 0) {
-                char il[32];
-                printf("  modelled timeline (objective %s): %s, the link idle at most %s at once\n",
-                       rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
-                       fmt_time(rep->timeline_s, t, sizeof t),
-                       fmt_time(rep->timeline_idle_s, il, sizeof il));
-            }
-            if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
-                char tb[32], tt[32];
-                printf("  objective auto: %s (modelled: bytes %s, time %s; time is taken when "
-                       "%.0f%% shorter)\n",
-                       rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
-                       fmt_time(rep->auto_bytes_s, tb, sizeof tb),
-                       fmt_time(rep->auto_time_s, tt, sizeof tt), RPLAN_AUTO_GAIN * 100);
-            }
-            int multi = devices_used(rep) > 1; /* a peer link can carry copies */
-            if (multi) {
-                char p1[32], p2[32], t1[32], t2[32];
-                printf("  transfers: PCIe %s (%s at %.1f GB/s pinned), peer %s (%s at %.0f GB/s)\n",
-                       fmt_bytes(rep->pcie_bytes, p1, sizeof p1), fmt_time(rep->pcie_s, t1, sizeof t1),
-                       rep->pinned_gbps, fmt_bytes(rep->peer_bytes, p2, sizeof p2),
-                       fmt_time(rep->peer_s, t2, sizeof t2), rep->peer_gbps);
-            }
-            for (int k = 0; k < 2 && has_requests; k++) {
-                char g[32], p1[32], p2[32];
-                if (pok[k] && multi)
-                    printf("  policy %-10s would move %s (PCIe %s, peer %s)%s%s, predicted %s\n",
-                           policy_name(kinds[k]), fmt_bytes(pmoved[k], a, sizeof a),
-                           fmt_bytes(plink[k][0], p1, sizeof p1),
-                           fmt_bytes(plink[k][1], p2, sizeof p2),
-                           pregen[k] ? " and regenerate " : "",
-                           pregen[k] ? fmt_bytes(pregen[k], g, sizeof g) : "",
-                           fmt_time(ppred[k], t, sizeof t));
-                else if (pok[k] && pregen[k])
-                    printf("  policy %-10s would move %s and regenerate %s, predicted %s\n",
-                           policy_name(kinds[k]), fmt_bytes(pmoved[k], a, sizeof a),
-                           fmt_bytes(pregen[k], g, sizeof g), fmt_time(ppred[k], t, sizeof t));
-                else if (pok[k])
-                    printf("  policy %-10s would move %s, predicted %s\n", policy_name(kinds[k]),
-                           fmt_bytes(pmoved[k], a, sizeof a), fmt_time(ppred[k], t, sizeof t));
-                else
-                    printf("  policy %-10s is infeasible\n", policy_name(kinds[k]));
-            }
-            if (c->has_min_budget)
-                min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
-        } else if (rc == EX_FAIL) {
-            fprintf(stderr, "%s: rejected\n", c->files[i]);
-            if (c->has_min_budget && mbr >= 0 && in.text) {
-                fflush(stderr);
-                min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
-            }
+        if (c->has_min_budget && (fc.rc == 0 || (fc.rc == EX_FAIL && fc.in.text)) &&
+            (fc.mbr = min_budget(c, &fc.in, c->min_budget, &fc.mb)) < 0)
+            fc.rc = EX_SOFTWARE_;
+        if (root) {
+            cJSON *fo = cJSON_CreateObject();
+            cJSON_AddStringToObject(fo, "file", fc.name);
+            cJSON_AddItemToArray(files, fo);
+            file_json(c, &fc, fo);
+        } else {
+            file_text(c, &fc);
         }
         if (sarif)
-            sarif_add(sarif, c->files[i], rc, in.d, rep, in.text, in.len);
-        rplan_vm_report_free(rep);
-        input_free(&in);
-        if (rc > worst)
-            worst = rc;
+            sarif_add(sarif, fc.name, fc.rc, fc.in.d, fc.rep, fc.in.text, fc.in.len);
+        rplan_vm_report_free(fc.rep);
+        input_free(&fc.in);
+        if (fc.rc > worst)
+            worst = fc.rc;
     }
     if (sarif) {
+        json_clean_utf8(sarif);
         sarif_print(sarif, json_out ? json_out : stdout);
         cJSON_Delete(sarif);
     } else if (root) {

@@ -138,6 +138,7 @@ cJSON *input_diags_json(const input *in);
  * check collects its document (world_run, world_check). */
 extern FILE *json_out;
 void print_json(cJSON *o);
+
 /* One stage's (or the total's) report as text on stdout: explain's or run's form. */
 void print_stage(const rplan_stage_report *r, int explain, int is_total);
 

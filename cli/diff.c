@@ -9,6 +9,7 @@ typedef struct lines {
     const char **p;
     size_t *n;
     size_t count;
+    int open; /* the last line has no newline */
 } lines;
 
 static int split(const char *s, lines *l)
@@ -27,13 +28,23 @@ static int split(const char *s, lines *l)
         l->p[l->count] = s;
         l->n[l->count++] = n;
         s += n + (e != NULL);
+        l->open = e == NULL;
     }
     return 1;
 }
 
+/* 1 when line i has no newline after it (the text's last line, unterminated) */
+static int unterminated(const lines *l, size_t i)
+{
+    return l->open && i + 1 == l->count;
+}
+
+/* Lines are alike when their text and their newline are: a missing final newline is a
+ * difference the diff shows. */
 static int same(const lines *a, size_t i, const lines *b, size_t j)
 {
-    return a->n[i] == b->n[j] && memcmp(a->p[i], b->p[j], a->n[i]) == 0;
+    return a->n[i] == b->n[j] && memcmp(a->p[i], b->p[j], a->n[i]) == 0 &&
+           unterminated(a, i) == unterminated(b, j);
 }
 
 /* op per output line: ' ' both, '-' a only, '+' b only; with the line's index. */
@@ -47,6 +58,8 @@ static void put_line(FILE *out, char op, const lines *l, size_t i)
     fputc(op, out);
     fwrite(l->p[i], 1, l->n[i], out);
     fputc('\n', out);
+    if (unterminated(l, i))
+        fputs("\\ No newline at end of file\n", out);
 }
 
 int diff_unified(FILE *out, const char *name, const char *a, const char *b)

@@ -42,14 +42,11 @@ static int fmt_one(const cli *c, const char *path)
         if (dr < 0) {
             fprintf(stderr, "fheplan: out of memory comparing '%s'\n", name);
             rc = EX_SOFTWARE_;
-        } else if (dr > 0 || strlen(src) != len) { /* a NUL byte cannot survive the parse */
-            fprintf(stderr, "fheplan: %s is not formatted\n", name);
-            rc = EX_FAIL;
-        } else if (strcmp(src, out) != 0) {
-            /* lines alike, bytes not: the line ends or the last newline */
-            fprintf(stderr, "fheplan: %s is not formatted (%s)\n", name,
-                    len && src[len - 1] != '\n' ? "no newline at the end of the file"
-                                                : "its line ends differ");
+        } else if (dr > 0 || strlen(src) != len || strcmp(src, out) != 0) {
+            /* the diff on stdout shows every difference, a missing final newline too; a
+             * NUL byte cannot survive the parse */
+            fprintf(stderr, "fheplan: %s is not formatted%s\n", name,
+                    len && src[len - 1] != '\n' ? " (no newline at the end of the file)" : "");
             rc = EX_FAIL;
         }
     } else if (c->fmt_write && !is_stdin) {

@@ -1,5 +1,5 @@
 /* cli/format.h — human units for the command's reports: bytes in powers of 1024, times
- * in s, ms or us. */
+ * in s, ms or us; JSON strings made well-formed UTF-8. */
 #ifndef FHEPLAN_CLI_FORMAT_H
 #define FHEPLAN_CLI_FORMAT_H
 
@@ -8,5 +8,11 @@
 
 const char *fmt_bytes(uint64_t b, char *buf, size_t cap);
 const char *fmt_time(double s, char *buf, size_t cap);
+
+/* Replaces, in every string and key of o and what follows and is inside it, each byte that
+ * is not part of well-formed UTF-8 by U+FFFD, so the JSON printed is UTF-8 whatever the
+ * input (a file name, a program's embedded source name) was. */
+struct cJSON;
+void json_clean_utf8(struct cJSON *o);
 
 #endif

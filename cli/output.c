@@ -221,6 +221,7 @@ FILE *json_out;
 
 void print_json(cJSON *o)
 {
+    json_clean_utf8(o); /* names and messages copied from input may be ill-formed */
     char *s = cJSON_Print(o);
     FILE *out = json_out ? json_out : stdout;
     if (s) {
@@ -228,6 +229,24 @@ void print_json(cJSON *o)
         fputc('\n', out);
         free(s);
     }
+}
+
+
+/* The integrity words of a stage: what the verify calls that ran checked and how many
+ * differed; "not checked" when no verify call ran (nothing was checked, so nothing is ok). */
+static const char *integrity_text(const rplan_stage_report *r, char *buf, size_t cap)
+{
+    unsigned long long n = r->checks, g = r->regen_checks, f = r->check_failures;
+    if (!n) {
+        snprintf(buf, cap, "not checked (no verify call ran)");
+        return buf;
+    }
+    int o = snprintf(buf, cap, "%s (%llu check%s", f ? "FAILED" : "ok", n, n == 1 ? "" : "s");
+    if (g && o > 0 && (size_t)o < cap)
+        o += snprintf(buf + o, cap - (size_t)o, ", %llu of them on seeded values, both halves", g);
+    if (o > 0 && (size_t)o < cap)
+        snprintf(buf + o, cap - (size_t)o, "%s %llu failed)", g ? ";" : ",", f);
+    return buf;
 }
 
 /* ---- report text ------------------------------------------------------------------- */
@@ -270,15 +289,9 @@ void print_stage(const rplan_stage_report *r, int explain, int is_total)
     if (!r->npeaks)
         printf(" nothing placed");
     printf("\n");
-    if (!explain && r->regen_checks)
-        printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu of them "
-               "on seeded values, both halves; %llu failed)\n",
-               (unsigned long long)r->bodies, fmt_time(r->body_s, t, sizeof t),
-               r->check_failures ? "FAILED" : "ok", (unsigned long long)r->checks,
-               (unsigned long long)r->regen_checks, (unsigned long long)r->check_failures);
-    else if (!explain)
-        printf("  bodies: %llu, %s of body time; integrity: %s (%llu checks, %llu failed)\n",
-               (unsigned long long)r->bodies, fmt_time(r->body_s, t, sizeof t),
-               r->check_failures ? "FAILED" : "ok", (unsigned long long)r->checks,
-               (unsigned long long)r->check_failures);
+    if (!explain) {
+        char ig[160];
+        printf("  bodies: %llu, %s of body time; integrity: %s\n", (unsigned long long)r->bodies,
+               fmt_time(r->body_s, t, sizeof t), integrity_text(r, ig, sizeof ig));
+    }
 }

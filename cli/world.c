@@ -167,6 +167,7 @@ int fp_world_print_run(const char *file, int size, char *const *docs, int json, 
     cJSON_AddItemToObject(root, "failed_ranks", failed);
     cJSON_AddBoolToObject(root, "ok", nfailed == 0);
     if (json) {
+        json_clean_utf8(root);
         char *s = cJSON_Print(root);
         if (s)
             printf("%s\n", s);

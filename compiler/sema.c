@@ -140,5 +140,6 @@ size_t rp_sema(rp_node *root, rp_dctx *dc, const rplan_compile_opts *opts, rplan
         warn_unused(&s);
     free(s.syms);
     free(s.ht);
+    free(s.kht);
     return dc->nerrors - before;
 }

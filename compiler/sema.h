@@ -48,6 +48,8 @@ typedef struct S {
     size_t nsyms, capsyms;
     uint32_t *ht; /* sym index + 1 */
     size_t htcap;
+    uint32_t *kht; /* kernel declarations by interned name: kernel index + 1 */
+    size_t khtcap;
     loopvar loops[32];
     int nloops;
     int has_budget[FHR_LOC_SLOTS];

@@ -174,12 +174,18 @@ static const char *engine_loader_name(const char *text)
     return text + sizeof pre - 1;
 }
 
-/* fields(...): distinct names, at most RP_MAX_FIELDS, sizes on all of them or none. */
+/* fields(...): distinct names, at most RP_MAX_FIELDS, sizes on all of them or none. The
+ * field past the limit is refused where it stands, before any more is looked at, so a
+ * long list costs no more than a short one. */
 static int check_field_names(S *s, rp_node *fields)
 {
     int n = 0, sized = 0, ok = 1;
     for (rp_node *f = fields->a->a; f; f = f->next) {
-        n++;
+        if (++n > RP_MAX_FIELDS) {
+            ERR(s, f->loc, "a value has at most %d fields; '%s' is field %d", RP_MAX_FIELDS,
+                f->text, n);
+            return 0;
+        }
         sized += f->a != NULL;
         for (rp_node *g = fields->a->a; g != f; g = g->next)
             if (strcmp(g->text, f->text) == 0) {
@@ -187,10 +193,6 @@ static int check_field_names(S *s, rp_node *fields)
                 NOTE(s, g->loc, "first given here");
                 ok = 0;
             }
-    }
-    if (n > RP_MAX_FIELDS) {
-        ERR(s, fields->loc, "a value has at most %d fields, not %d", RP_MAX_FIELDS, n);
-        ok = 0;
     }
     if (sized && sized != n) {
         ERR(s, fields->loc, "give every field a size ('NAME = SIZE') or none (equal shares)");
@@ -244,16 +246,28 @@ static int add_fields(S *s, rp_node *fields, const char *value, uint64_t size, u
     return 1;
 }
 
-static void decl_value(S *s, rp_node *n)
+/* A value declaration's attributes and what is computed from them before its elements
+ * are made. */
+typedef struct vdecl {
+    rp_node *mode, *at, *init, *src, *prio, *seeded, *keep, *fields;
+    rp_node *data;       /* the source's or init's data, or NULL */
+    uint8_t keep_bits;   /* FHR_KEEP_* */
+    uint32_t gen;        /* the generator's name (string offset) */
+    uint64_t dim;        /* array size; 0: a scalar */
+    uint8_t slot;        /* initial location, RP_NOLOC for a source */
+    int64_t priority;
+    uint32_t path, loader; /* file path, loader name (string offsets) */
+} vdecl;
+
+/* Each attribute in its slot of d; a repeated one is reported. 0 when one was. */
+static int value_attrs(S *s, rp_node *n, vdecl *d)
 {
-    rp_node *mode = NULL, *at = NULL, *init = NULL, *src = NULL, *prio = NULL;
-    rp_node *seeded = NULL, *keep = NULL, *fields = NULL;
     int ok = 1;
     for (rp_node *a = n->c->a; a; a = a->next) {
-        rp_node **slot = a->kind == A_MODE ? &mode : a->kind == A_AT ? &at
-                       : a->kind == A_INIT ? &init : a->kind == A_SOURCE ? &src
-                       : a->kind == A_SEEDED ? &seeded : a->kind == A_KEEP ? &keep
-                       : a->kind == A_FIELDS ? &fields : &prio;
+        rp_node **slot = a->kind == A_MODE ? &d->mode : a->kind == A_AT ? &d->at
+                       : a->kind == A_INIT ? &d->init : a->kind == A_SOURCE ? &d->src
+                       : a->kind == A_SEEDED ? &d->seeded : a->kind == A_KEEP ? &d->keep
+                       : a->kind == A_FIELDS ? &d->fields : &d->prio;
         static const char *const an[] = {"replica mode", "at", "init", "source", "priority",
                                          "seeded", "keep", "fields"};
         if (*slot) {
@@ -264,138 +278,254 @@ static void decl_value(S *s, rp_node *n)
         }
         *slot = a;
     }
-    if (src && at) {
-        ERR(s, src->loc, "value '%s' has both 'at' and 'source': a value is either adopted "
-                         "at a location or reconstructed from a source", n->text);
+    d->data = d->src ? d->src->a : d->init ? d->init->a : NULL;
+    return ok;
+}
+
+/* Where the value comes from: a location or a source, its data. 0 when refused. */
+static int value_origin(S *s, rp_node *n, const vdecl *d)
+{
+    int ok = 1;
+    if (d->src && d->at) {
+        ERR(s, d->src->loc, "value '%s' has both 'at' and 'source': a value is either adopted "
+                            "at a location or reconstructed from a source", n->text);
         ok = 0;
-    } else if (!src && !at) {
+    } else if (!d->src && !d->at) {
         ERR(s, n->loc, "value '%s' needs an initial location ('at LOC') or a source "
                        "('source synth(SEED)' or 'source file(PATH)')", n->text);
         ok = 0;
     }
-    if (init && !at && !src) {
-        /* reported above */
-    } else if (init && src) {
-        ERR(s, init->loc, "'init' gives the data of an adopted value; value '%s' has a "
-                          "source instead", n->text);
+    if (d->init && d->src) {
+        ERR(s, d->init->loc, "'init' gives the data of an adopted value; value '%s' has a "
+                             "source instead", n->text);
         ok = 0;
     }
-    if (src && src->a->kind == N_NAME) {
-        ERR(s, src->a->loc, "'zero' cannot reconstruct a value; use synth(SEED) or "
-                            "file(PATH)");
+    if (d->src && d->src->a->kind == N_NAME) {
+        ERR(s, d->src->a->loc, "'zero' cannot reconstruct a value; use synth(SEED) or "
+                               "file(PATH)");
         ok = 0;
     }
-    rp_node *data0 = src ? src->a : init ? init->a : NULL;
-    if (data0 && data0->kind == N_ENGINE && !engine_loader_name(data0->text)) {
-        ERR(s, data0->loc, "unknown data '%s': data is zero, synth(SEED), file(PATH) or "
-                           "engine.NAME(ARG), which the engine's loader NAME supplies",
-            data0->text);
+    if (d->data && d->data->kind == N_ENGINE && !engine_loader_name(d->data->text)) {
+        ERR(s, d->data->loc, "unknown data '%s': data is zero, synth(SEED), file(PATH) or "
+                             "engine.NAME(ARG), which the engine's loader NAME supplies",
+            d->data->text);
         ok = 0;
     }
-    if (fields && !check_field_names(s, fields))
-        ok = 0;
-    else if (fields) { /* seeded fields: the value's generator regenerates them */
-        rp_node *first_seeded = NULL;
-        int nf = 0, nseeded = 0;
-        for (rp_node *f = fields->a->a; f; f = f->next) {
-            nf++;
-            nseeded += f->op == 1;
-            if (f->op == 1 && !first_seeded)
-                first_seeded = f;
-        }
-        if (first_seeded && !seeded) {
-            ERR(s, first_seeded->loc, "field '%s' is seeded, but value '%s' names no generator; "
-                "add 'seeded GEN(SEED)'", first_seeded->text, n->text);
-            ok = 0;
-        } else if (seeded && !nseeded) {
-            ERR(s, fields->loc, "the fields of seeded value '%s' mark none 'seeded'; write "
-                "'seeded NAME' before each field its generator regenerates", n->text);
-            NOTE(s, seeded->loc, "the generator is given here");
-            ok = 0;
-        } else if (seeded && nseeded == nf) {
-            ERR(s, fields->loc, "every field of seeded value '%s' is seeded; at least one is "
-                "stored (loaded from its data)", n->text);
-            ok = 0;
-        }
+    return ok;
+}
+
+/* fields(...) against seeded(...): seeded fields need a generator, a seeded value marks
+ * some but not all of its fields seeded. 0 when refused. */
+static int value_fields(S *s, rp_node *n, const vdecl *d)
+{
+    if (!d->fields)
+        return 1;
+    if (!check_field_names(s, d->fields))
+        return 0;
+    rp_node *first_seeded = NULL;
+    int nf = 0, nseeded = 0;
+    for (rp_node *f = d->fields->a->a; f; f = f->next) {
+        nf++;
+        nseeded += f->op == 1;
+        if (f->op == 1 && !first_seeded)
+            first_seeded = f;
     }
-    uint8_t keep_bits = 0;
-    if (keep && !seeded) {
-        ERR(s, keep->loc, "'keep' says where host copies hold the regenerated half; value "
-                          "'%s' is not 'seeded'", n->text);
+    if (first_seeded && !d->seeded) {
+        ERR(s, first_seeded->loc, "field '%s' is seeded, but value '%s' names no generator; "
+            "add 'seeded GEN(SEED)'", first_seeded->text, n->text);
+        return 0;
+    }
+    if (d->seeded && !nseeded) {
+        ERR(s, d->fields->loc, "the fields of seeded value '%s' mark none 'seeded'; write "
+            "'seeded NAME' before each field its generator regenerates", n->text);
+        NOTE(s, d->seeded->loc, "the generator is given here");
+        return 0;
+    }
+    if (d->seeded && nseeded == nf) {
+        ERR(s, d->fields->loc, "every field of seeded value '%s' is seeded; at least one is "
+            "stored (loaded from its data)", n->text);
+        return 0;
+    }
+    return 1;
+}
+
+/* keep, the array size, the location and the priority, evaluated into d. 0 when one is
+ * refused (-1: out of memory). */
+static int value_numbers(S *s, rp_node *n, vdecl *d)
+{
+    int ok = 1;
+    if (d->keep && !d->seeded) {
+        ERR(s, d->keep->loc, "'keep' says where host copies hold the regenerated half; value "
+                             "'%s' is not 'seeded'", n->text);
         ok = 0;
-    } else if (keep) {
+    } else if (d->keep) {
         uint8_t ks = RP_NOLOC;
-        if (!rp_sema_resolve_loc(s, keep->a, &ks))
+        if (!rp_sema_resolve_loc(s, d->keep->a, &ks))
             ok = 0;
         else if (ks > 1) {
-            ERR(s, keep->a->loc, "'keep' takes host or pinned: devices always hold the "
-                                 "regenerated half");
+            ERR(s, d->keep->a->loc, "'keep' takes host or pinned: devices always hold the "
+                                    "regenerated half");
             ok = 0;
         } else
-            keep_bits = ks == 0 ? FHR_KEEP_HOST : FHR_KEEP_PINNED;
+            d->keep_bits = ks == 0 ? FHR_KEEP_HOST : FHR_KEEP_PINNED;
     }
-    uint32_t gen = 0;
-    if (seeded && !rp_prog_str(s->p, seeded->text ? seeded->text : FHR_GENERATOR_COUNTER,
-                               strlen(seeded->text ? seeded->text : FHR_GENERATOR_COUNTER), &gen)) {
-        s->oom = 1;
-        return;
-    }
-    uint64_t dim = 0;
+    const char *gn = d->seeded && d->seeded->text ? d->seeded->text : FHR_GENERATOR_COUNTER;
+    if (d->seeded && !rp_prog_str(s->p, gn, strlen(gn), &d->gen))
+        return -1;
     if (n->a) {
-        if (!rp_sema_eval_kind(s, n->a, K_INT, "an array size", &dim))
+        if (!rp_sema_eval_kind(s, n->a, K_INT, "an array size", &d->dim))
             ok = 0;
-        else if (dim == 0 || dim > 1000000) {
-            ERR(s, n->a->loc, "array size must be from 1 to 1000000, not %" PRIu64, dim);
+        else if (d->dim == 0 || d->dim > 1000000) {
+            ERR(s, n->a->loc, "array size must be from 1 to 1000000, not %" PRIu64, d->dim);
             ok = 0;
         }
     }
-    uint8_t slot = RP_NOLOC;
-    if (at && !rp_sema_resolve_loc(s, at->a, &slot))
+    d->slot = RP_NOLOC;
+    if (d->at && !rp_sema_resolve_loc(s, d->at->a, &d->slot))
         ok = 0;
-    int64_t priority = 0;
-    if (prio) {
+    if (d->prio) {
         rp_int pv;
         int pk;
-        if (!rp_sema_eval_signed(s, prio->a, &pv, &pk))
+        if (!rp_sema_eval_signed(s, d->prio->a, &pv, &pk))
             ok = 0;
         else if (pk != K_INT) {
-            ERR(s, prio->a->loc, "a priority must be an integer, not a %s",
+            ERR(s, d->prio->a->loc, "a priority must be an integer, not a %s",
                 pk == K_SIZE ? "size" : "duration");
             ok = 0;
         } else if (pv > INT32_MAX || pv < INT32_MIN) {
-            ERR(s, prio->a->loc, "priority must be from -2147483648 to 2147483647");
+            ERR(s, d->prio->a->loc, "priority must be from -2147483648 to 2147483647");
             ok = 0;
         } else
-            priority = (int64_t)pv;
+            d->priority = (int64_t)pv;
     }
-    if (rp_sema_check_new_name(s, n->text, n->loc) || !ok)
+    return ok;
+}
+
+/* The file path and the loader name, interned. 0 when refused (s->oom on memory). */
+static int value_strings(S *s, vdecl *d)
+{
+    rplan_program *p = s->p;
+    if (d->data && d->data->kind == N_FILE) {
+        if (!d->data->text[0]) {
+            ERR(s, d->data->loc, "file() needs a path");
+            return 0;
+        }
+        if (!rp_prog_str(p, d->data->text, strlen(d->data->text), &d->path)) {
+            s->oom = 1;
+            return 0;
+        }
+    }
+    if (d->data && d->data->kind == N_ENGINE) {
+        const char *ln = engine_loader_name(d->data->text);
+        if (!rp_prog_str(p, ln, strlen(ln), &d->loader)) {
+            s->oom = 1;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Element e of the declaration (the whole value when it is no array): its record,
+ * appended to the program. 0 when refused (s->oom on memory). */
+static int value_element(S *s, rp_node *n, const vdecl *d, uint64_t e)
+{
+    rplan_program *p = s->p;
+    uint64_t size;
+    if (!rp_sema_eval_kind(s, n->b, K_SIZE, "a value size", &size))
+        return 0;
+    if (size == 0) {
+        ERR(s, n->b->loc, "a value size must not be zero");
+        return 0;
+    }
+    if (d->seeded && !d->fields && size < 16) {
+        ERR(s, d->seeded->loc, "a seeded value regenerates its second half and needs at least "
+                               "16 bytes; '%s' has %" PRIu64, n->text, size);
+        return 0;
+    }
+    rp_value v;
+    memset(&v, 0, sizeof v);
+    char nm[128];
+    if (n->a)
+        snprintf(nm, sizeof nm, "%s[%" PRIu64 "]", n->text, e);
+    else
+        snprintf(nm, sizeof nm, "%s", n->text);
+    if (!rp_prog_str(p, nm, strlen(nm), &v.name)) {
+        s->oom = 1;
+        return 0;
+    }
+    v.mode = d->mode && d->mode->op == FHR_EXCLUSIVE;
+    v.recov = d->src != NULL;
+    v.init_slot = d->slot;
+    v.nbytes = size;
+    v.prio = (int32_t)d->priority;
+    v.data = RPLAN_DATA_ZERO;
+    if (d->data && d->data->kind == N_SYNTH) {
+        v.data = RPLAN_DATA_SYNTH;
+        if (!rp_sema_eval_kind(s, d->data->a, K_INT, "a seed", &v.arg))
+            return 0;
+    } else if (d->data && d->data->kind == N_FILE) {
+        v.data = RPLAN_DATA_FILE;
+        v.arg = d->path;
+    } else if (d->data && d->data->kind == N_ENGINE) {
+        v.data = RPLAN_DATA_ENGINE;
+        v.loader = d->loader;
+        if (!rp_sema_eval_kind(s, d->data->a, K_INT, "a loader argument", &v.arg))
+            return 0;
+    }
+    if (d->fields) {
+        v.field0 = p->nfields;
+        if (!add_fields(s, d->fields, n->text, size, &v.nfields))
+            return 0;
+    }
+    if (d->seeded) {
+        v.seeded = 1;
+        v.keep = d->keep_bits;
+        v.gen = d->gen;
+        if (!rp_sema_eval_kind(s, d->seeded->a, K_INT, "a seed", &v.seed))
+            return 0;
+    }
+    rp_linerec ln = rp_sema_line_of(n->loc);
+    v.line = ln.line;
+    v.col = ln.col;
+    v.len = ln.len;
+    if (p->nvals == p->capvals) {
+        uint32_t nc = p->capvals ? p->capvals * 2 : 16;
+        rp_value *nv = realloc(p->vals, nc * sizeof *nv);
+        if (!nv) {
+            s->oom = 1;
+            return 0;
+        }
+        p->vals = nv;
+        p->capvals = nc;
+    }
+    p->vals[p->nvals++] = v;
+    return 1;
+}
+
+/* value NAME[DIM] = SIZE attrs: the attributes checked together, then one record per
+ * element (an array's elements with the loop variable i bound), then the name. */
+static void decl_value(S *s, rp_node *n)
+{
+    vdecl d;
+    memset(&d, 0, sizeof d);
+    int ok = value_attrs(s, n, &d);
+    ok &= value_origin(s, n, &d);
+    ok &= value_fields(s, n, &d);
+    int num = value_numbers(s, n, &d);
+    if (num < 0) {
+        s->oom = 1;
+        return;
+    }
+    if (rp_sema_check_new_name(s, n->text, n->loc) || !ok || !num)
         return;
     rplan_program *p = s->p;
-    uint64_t count = n->a ? dim : 1;
+    uint64_t count = n->a ? d.dim : 1;
     if (p->nvals + count > 1000000) {
         ERR(s, n->loc, "too many values (at most 1000000)");
         return;
     }
-    rp_node *data = src ? src->a : init ? init->a : NULL;
-    uint32_t path = 0;
-    if (data && data->kind == N_FILE) {
-        if (!data->text[0]) {
-            ERR(s, data->loc, "file() needs a path");
-            return;
-        }
-        if (!rp_prog_str(p, data->text, strlen(data->text), &path)) {
-            s->oom = 1;
-            return;
-        }
-    }
-    uint32_t loader = 0;
-    if (data && data->kind == N_ENGINE) {
-        const char *ln = engine_loader_name(data->text);
-        if (!rp_prog_str(p, ln, strlen(ln), &loader)) {
-            s->oom = 1;
-            return;
-        }
-    }
+    if (!value_strings(s, &d))
+        return;
     uint32_t first = p->nvals, first_field = p->nfields;
     int pushed = 0;
     if (n->a) {
@@ -406,93 +536,54 @@ static void decl_value(S *s, rp_node *n)
         s->loops[s->nloops++] = (loopvar){"i", 0, n->loc};
         pushed = 1;
     }
-    for (uint64_t e = 0; e < count; e++) {
+    int made = 1;
+    for (uint64_t e = 0; e < count && made; e++) {
         if (pushed)
             s->loops[s->nloops - 1].v = e;
-        uint64_t size;
-        if (!rp_sema_eval_kind(s, n->b, K_SIZE, "a value size", &size))
-            goto fail;
-        if (size == 0) {
-            ERR(s, n->b->loc, "a value size must not be zero");
-            goto fail;
-        }
-        if (seeded && !fields && size < 16) {
-            ERR(s, seeded->loc, "a seeded value regenerates its second half and needs at least "
-                                "16 bytes; '%s' has %" PRIu64, n->text, size);
-            goto fail;
-        }
-        rp_value v;
-        memset(&v, 0, sizeof v);
-        char nm[128];
-        if (n->a)
-            snprintf(nm, sizeof nm, "%s[%" PRIu64 "]", n->text, e);
-        else
-            snprintf(nm, sizeof nm, "%s", n->text);
-        if (!rp_prog_str(p, nm, strlen(nm), &v.name)) {
-            s->oom = 1;
-            goto fail;
-        }
-        v.mode = mode && mode->op == FHR_EXCLUSIVE;
-        v.recov = src != NULL;
-        v.init_slot = slot;
-        v.nbytes = size;
-        v.prio = (int32_t)priority;
-        v.data = RPLAN_DATA_ZERO;
-        if (data && data->kind == N_SYNTH) {
-            v.data = RPLAN_DATA_SYNTH;
-            if (!rp_sema_eval_kind(s, data->a, K_INT, "a seed", &v.arg))
-                goto fail;
-        } else if (data && data->kind == N_FILE) {
-            v.data = RPLAN_DATA_FILE;
-            v.arg = path;
-        } else if (data && data->kind == N_ENGINE) {
-            v.data = RPLAN_DATA_ENGINE;
-            v.loader = loader;
-            if (!rp_sema_eval_kind(s, data->a, K_INT, "a loader argument", &v.arg))
-                goto fail;
-        }
-        if (fields) {
-            v.field0 = p->nfields;
-            if (!add_fields(s, fields, n->text, size, &v.nfields))
-                goto fail;
-        }
-        if (seeded) {
-            v.seeded = 1;
-            v.keep = keep_bits;
-            v.gen = gen;
-            if (!rp_sema_eval_kind(s, seeded->a, K_INT, "a seed", &v.seed))
-                goto fail;
-        }
-        rp_linerec ln = rp_sema_line_of(n->loc);
-        v.line = ln.line;
-        v.col = ln.col;
-        v.len = ln.len;
-        if (p->nvals == p->capvals) {
-            uint32_t nc = p->capvals ? p->capvals * 2 : 16;
-            rp_value *nv = realloc(p->vals, nc * sizeof *nv);
-            if (!nv) {
-                s->oom = 1;
-                goto fail;
-            }
-            p->vals = nv;
-            p->capvals = nc;
-        }
-        p->vals[p->nvals++] = v;
+        made = value_element(s, n, &d, e);
     }
     if (pushed)
         s->nloops--;
+    if (!made) {
+        p->nvals = first;
+        p->nfields = first_field;
+        return;
+    }
     sym *y = rp_sema_add_sym(s, n->text, SYM_VALUE, n->loc);
     if (y) {
         y->first = first;
-        y->dim = (uint32_t)dim;
+        y->dim = (uint32_t)d.dim;
         y->is_array = n->a != NULL;
     }
-    return;
-fail:
-    if (pushed)
-        s->nloops--;
-    p->nvals = first;
-    p->nfields = first_field;
+}
+
+/* The slot of the kernel declaration named by the interned string `name` in s->kht (0:
+ * none yet), the table grown to keep it at most half full; NULL when out of memory. Names
+ * are interned, so equal offsets are equal names and one look-up decides a repeat. */
+static uint32_t *kernel_slot(S *s, uint32_t name)
+{
+    const rplan_program *p = s->p;
+    if (2 * ((size_t)p->nkerns + 1) > s->khtcap) {
+        size_t cap = s->khtcap ? 2 * s->khtcap : 64;
+        uint32_t *t = calloc(cap, sizeof *t);
+        if (!t)
+            return NULL;
+        for (size_t i = 0; i < s->khtcap; i++) {
+            if (!s->kht[i])
+                continue;
+            size_t h = (p->kerns[s->kht[i] - 1].name * 2654435761u) & (cap - 1);
+            while (t[h])
+                h = (h + 1) & (cap - 1);
+            t[h] = s->kht[i];
+        }
+        free(s->kht);
+        s->kht = t;
+        s->khtcap = cap;
+    }
+    size_t h = (name * 2654435761u) & (s->khtcap - 1);
+    while (s->kht[h] && p->kerns[s->kht[h] - 1].name != name)
+        h = (h + 1) & (s->khtcap - 1);
+    return &s->kht[h];
 }
 
 /* kernel NAME cost DURATION | kernel NAME reads SIZE: the model's time for an engine
@@ -506,15 +597,22 @@ void rp_sema_decl_kernel(S *s, rp_node *n)
                           "'%s'", n->text2);
         return;
     }
-    for (uint32_t i = 0; i < p->nkerns; i++)
-        if (strcmp(rp_prog_cstr(p, p->kerns[i].name), n->text) == 0) {
-            ERR(s, n->loc, "kernel '%s' is declared twice", n->text);
-            return;
-        }
     rp_kernrec k = {0, reads ? RPLAN_COST_READS : RPLAN_COST_DURATION, 0};
+    uint32_t *slot = NULL;
+    if (!rp_prog_str(p, n->text, strlen(n->text), &k.name) || !(slot = kernel_slot(s, k.name))) {
+        s->oom = 1;
+        return;
+    }
+    if (*slot) {
+        ERR(s, n->loc, "kernel '%s' is declared twice", n->text);
+        return;
+    }
     if (!rp_sema_eval_kind(s, n->a, reads ? K_SIZE : K_DUR,
                            reads ? "bytes read per call" : "a duration per call", &k.imm))
         return;
-    if (!rp_prog_str(p, n->text, strlen(n->text), &k.name) || !rp_prog_kernel(p, k))
+    if (!rp_prog_kernel(p, k)) {
         s->oom = 1;
+        return;
+    }
+    *slot = p->nkerns; /* its index + 1 */
 }

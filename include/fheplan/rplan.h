@@ -277,6 +277,47 @@ FHR_API const char *rplan_source_name(const rplan_program *p);
 FHR_API int rplan_opcode_count(void);
 FHR_API const char *rplan_opcode_name(int op); /* "ensure"; "?" when out of range */
 
+/* ---- the minimum budget (rplan_vm(3), MINIMUM BUDGET) ------------------------------- */
+
+#define RPLAN_MIN_BUDGET_INTERVALS 64 /* feasible intervals kept (the rest are counted) */
+#define RPLAN_MIN_BUDGET_PROBES 20000 /* candidate budgets probed before the search bisects */
+
+typedef struct rplan_budget_interval {
+    uint64_t from, to; /* feasible from..to bytes, inclusive; to UINT64_MAX: and above */
+} rplan_budget_interval;
+
+typedef struct rplan_min_budget_result {
+    int found;          /* 0: no budget at the location makes the program feasible */
+    int unused;         /* nothing there needs bytes: every budget, 0 included */
+    int exact;          /* every candidate budget was probed */
+    uint64_t feasible;  /* the smallest feasible budget */
+    uint64_t threshold; /* every budget from it on is feasible; one byte less is not */
+    uint64_t near;      /* the smallest from the threshold on within 5% of unbounded_s */
+    uint64_t peak;      /* the highest charge the unbounded runs set against the location */
+    uint64_t grain;     /* the common divisor of what can be charged there */
+    size_t candidates;  /* distinct sums of those charges up to the peak (0: too many) */
+    size_t probes;      /* budgets probed to decide feasibility (a probe: the dry run and
+                           the explain run at one budget) */
+    size_t nint;        /* intervals in iv (the last is the threshold's) */
+    size_t nint_all;    /* feasible intervals found (1: monotonic) */
+    rplan_budget_interval iv[RPLAN_MIN_BUDGET_INTERVALS];
+    double unbounded_s, feasible_s, threshold_s, near_s; /* predicted times */
+    char reason[512];   /* found 0: why the unbounded budget is refused */
+} rplan_min_budget_result;
+
+struct rplan_vm_opts;
+/* The budgets at loc under which p is feasible, as `fheplan check --budget LOC=B` decides
+ * (the verifier's dry run and the VM's explain run on a model backend): every feasible
+ * interval, the threshold, the smallest feasible budget and the budget within 5% of the
+ * unbounded predicted time. opts (NULL: the defaults) are the explain run's: its other
+ * budget overrides, policy, objective, rates and profile; its mode, scale and trace are
+ * ignored. FHR_OK with out->found 0 and out->reason when no budget makes p feasible;
+ * FHR_E_INVALID for a NULL argument or a bad location; FHR_E_NOMEM; FHR_E_BACKEND when
+ * a probe cannot run, naming it in err. */
+FHR_API fhr_status rplan_min_budget(const rplan_program *p, fhr_location loc,
+                                    const struct rplan_vm_opts *opts,
+                                    rplan_min_budget_result *out, fhr_error *err);
+
 /* ---- CKKS cost model (rplan(5) gives the formulas) --------------------------------- */
 
 /* Each returns FHR_E_INVALID on an out-of-range argument (N not a power of two in

@@ -26,6 +26,9 @@ typedef struct V {
     long *gone;      /* per value: instruction that discarded it, -1 live */
     uint64_t used[FHR_LOC_SLOTS], reserved[FHR_LOC_SLOTS], budget[FHR_LOC_SLOTS];
     uint64_t hasb;
+    const fhr_budget *ov; /* budgets in place of the program's (rp_verify_budgets) */
+    size_t nov;
+    uint64_t peak[FHR_LOC_SLOTS]; /* the highest charge set against each budget */
     hold *holds;
     size_t nholds, capholds;
     /* the open plan or request */
@@ -96,6 +99,44 @@ static const char *size_text(uint64_t n, char *buf)
 
 /* ---- tables ------------------------------------------------------------------------- */
 
+static size_t name_hash(const char *n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *n; n++)
+        h = (h ^ (unsigned char)*n) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The kernel cost records: a name and a kind each, no name twice (a hashed set of the
+ * names seen, so a long table is checked in linear time). */
+static fhr_status check_kernel_costs(V *s)
+{
+    const rplan_program *p = s->p;
+    size_t cap = 16;
+    while (cap < 2 * (size_t)p->nkerns)
+        cap *= 2;
+    uint32_t *seen = p->nkerns ? calloc(cap, sizeof *seen) : NULL; /* kernel index + 1 */
+    if (p->nkerns && !seen)
+        return fail(s, FHR_E_NOMEM, -1, "out of host memory (kernel costs)");
+    fhr_status st = FHR_OK;
+    for (uint32_t i = 0; i < p->nkerns && !st; i++) {
+        const rp_kernrec *k = &p->kerns[i];
+        if (!str_ok(p, k->name) || !p->strs[k->name] ||
+            (k->kind != RPLAN_COST_DURATION && k->kind != RPLAN_COST_READS)) {
+            st = fail(s, FHR_E_INVALID, -1, "kernel cost %u: bad name or kind", i);
+            break;
+        }
+        size_t h = name_hash(p->strs + k->name) & (cap - 1);
+        while (seen[h] && strcmp(p->strs + p->kerns[seen[h] - 1].name, p->strs + k->name))
+            h = (h + 1) & (cap - 1);
+        if (seen[h])
+            st = fail(s, FHR_E_INVALID, -1, "kernel cost %u: '%s' repeated", i, p->strs + k->name);
+        seen[h] = i + 1;
+    }
+    free(seen);
+    return st;
+}
+
 static fhr_status check_tables(V *s)
 {
     const rplan_program *p = s->p;
@@ -152,16 +193,9 @@ static fhr_status check_tables(V *s)
         if (!rp_check_seeded(p, i, sm, sizeof sm))
             return fail(s, FHR_E_INVALID, -1, "%s", sm);
     }
-    for (uint32_t i = 0; i < p->nkerns; i++) {
-        const rp_kernrec *k = &p->kerns[i];
-        if (!str_ok(p, k->name) || !p->strs[k->name] ||
-            (k->kind != RPLAN_COST_DURATION && k->kind != RPLAN_COST_READS))
-            return fail(s, FHR_E_INVALID, -1, "kernel cost %u: bad name or kind", i);
-        for (uint32_t j = 0; j < i; j++)
-            if (!strcmp(p->strs + p->kerns[j].name, p->strs + k->name))
-                return fail(s, FHR_E_INVALID, -1, "kernel cost %u: '%s' repeated", i,
-                            p->strs + k->name);
-    }
+    fhr_status kst = check_kernel_costs(s);
+    if (kst)
+        return kst;
     for (uint32_t i = 0; i < p->nbuds; i++) {
         if (p->buds[i].slot >= FHR_LOC_SLOTS || (i && p->buds[i].slot <= p->buds[i - 1].slot))
             return fail(s, FHR_E_INVALID, -1, "budget %u: bad or repeated location", i);
@@ -276,8 +310,17 @@ static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const c
 
 /* ---- dry run helpers --------------------------------------------------------------- */
 
+/* A charge of `total` bytes at slot, set against its budget: the peak the dry run saw. */
+static void seen(V *s, uint8_t slot, uint64_t total)
+{
+    if (total > s->peak[slot])
+        s->peak[slot] = total;
+}
+
 static fhr_status charge(V *s, uint8_t slot, uint64_t n, const char *what)
 {
+    uint64_t sum = s->used[slot] + s->reserved[slot];
+    seen(s, slot, sum + n < sum ? UINT64_MAX : sum + n);
     if (s->hasb >> slot & 1) {
         uint64_t have = s->used[slot] + s->reserved[slot];
         uint64_t b = s->budget[slot];
@@ -422,6 +465,8 @@ RULE(reserve)
         return FHR_OK;
     }
     char l[24];
+    uint64_t sum = s->used[in->a] + s->reserved[in->a];
+    seen(s, in->a, sum + n < sum ? UINT64_MAX : sum + n);
     if (s->hasb >> in->a & 1) {
         uint64_t have = s->used[in->a] + s->reserved[in->a];
         uint64_t b = s->budget[in->a], avail = have >= b ? 0 : b - have;
@@ -502,6 +547,8 @@ static fhr_status check_request(V *s)
             need[s->holds[h].slot] += rp_value_charge(p, &p->vals[s->holds[h].v], s->holds[h].slot);
     }
     for (int slot = 0; slot < FHR_LOC_SLOTS; slot++) {
+        uint64_t sum = need[slot] + s->reserved[slot];
+        seen(s, (uint8_t)slot, sum < need[slot] ? UINT64_MAX : sum);
         if (!(s->hasb >> slot & 1))
             continue;
         uint64_t b = s->budget[slot] > s->reserved[slot] ? s->budget[slot] - s->reserved[slot]
@@ -768,7 +815,7 @@ static fhr_status check_signature(V *s)
         return fail(s, FHR_E_INVALID, s->run_at, "bad arguments to the built-in kernel '%s': "
                     "it takes %s", name, want);
     if (!strcmp(name, "verify"))
-        for (uint32_t a = 0; a < n; a++)
+        for (uint32_t a = 0; a < n; a++) {
             if (s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE ||
                 s->p->vals[s->run_x[a]].data == RPLAN_DATA_ENGINE) {
                 fail(s, FHR_E_INFEASIBLE, s->run_at, "verify of '%s': its content comes "
@@ -777,7 +824,15 @@ static fhr_status check_signature(V *s)
                      s->p->vals[s->run_x[a]].data == RPLAN_DATA_FILE ? "a file" : "the engine");
                 note(s, -1, (long)s->run_x[a], "'%s' is declared here", NAMEV(s->run_x[a]));
                 return FHR_E_INFEASIBLE;
+            } else if (s->p->vals[s->run_x[a]].seeded && s->p->vals[s->run_x[a]].nfields) {
+                /* the run's verify knows the 'b' and 'a' halves of a seeded value only */
+                fail(s, FHR_E_INFEASIBLE, s->run_at, "verify of '%s': it has seeded fields; "
+                     "verify recomputes a seeded value's 'b' and 'a' halves only (a seeded "
+                     "value without fields(...))", NAMEV(s->run_x[a]));
+                note(s, -1, (long)s->run_x[a], "'%s' is declared here", NAMEV(s->run_x[a]));
+                return FHR_E_INFEASIBLE;
             }
+        }
     return FHR_OK;
 }
 
@@ -904,6 +959,13 @@ static fhr_status run_pass(V *s)
         s->hasb |= 1ull << p->buds[i].slot;
         s->budget[p->buds[i].slot] = p->buds[i].nbytes;
     }
+    for (size_t i = 0; i < s->nov; i++) {
+        int slot = fhr_loc_slot(s->ov[i].loc);
+        if (slot < 0 || slot >= FHR_LOC_SLOTS)
+            return fail(s, FHR_E_INVALID, -1, "budget override %zu has an invalid location", i);
+        s->hasb |= 1ull << slot;
+        s->budget[slot] = s->ov[i].nbytes;
+    }
     /* the declared initial state */
     for (uint32_t i = 0; i < p->nvals; i++) {
         const rp_value *v = &p->vals[i];
@@ -957,12 +1019,20 @@ static fhr_status run_pass(V *s)
 
 fhr_status rp_verify(const rplan_program *p, rp_vfail *f)
 {
+    return rp_verify_budgets(p, NULL, 0, NULL, f);
+}
+
+fhr_status rp_verify_budgets(const rplan_program *p, const fhr_budget *ov, size_t nov,
+                             uint64_t *peak, rp_vfail *f)
+{
     V s;
     memset(&s, 0, sizeof s);
     memset(f, 0, sizeof *f);
     f->instr = f->value = f->note_instr = f->note_value = -1;
     s.p = p;
     s.f = f;
+    s.ov = ov;
+    s.nov = nov;
     size_t nv = p->nvals ? p->nvals : 1;
     s.where = calloc(nv, sizeof *s.where);
     s.gone = calloc(nv, sizeof *s.gone);
@@ -975,6 +1045,8 @@ fhr_status rp_verify(const rplan_program *p, rp_vfail *f)
         if (st == FHR_E_NOMEM)
             snprintf(f->msg, sizeof f->msg, "out of memory");
     }
+    if (peak)
+        memcpy(peak, s.peak, sizeof s.peak);
     free(s.where);
     free(s.gone);
     free(s.holds);

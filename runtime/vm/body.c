@@ -213,6 +213,19 @@ fhr_location vm_body_location(rplan_vm *vm, const vm_run *r)
     return all && r->nvals ? pin : fhr_loc_host();
 }
 
+/* A verify call's checks, counted once it has run (a call that failed checked nothing, so
+ * a failed run's integrity line counts only the checks made before the failure). */
+static void count_checks(rplan_vm *vm, const vm_run *r)
+{
+    if (strcmp(r->in->str, "verify") != 0)
+        return;
+    vm->checks_total += r->nvals;
+    for (size_t v = 0; v < r->nvals; v++)
+        if (vm->vinfo[r->vals[v]].seeded)
+            FOR_OPEN_RECORDS(vm, rec)
+            rec->regen_checks++;
+}
+
 fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr_location *at,
                        int request, fhr_error *err)
 {
@@ -229,13 +242,6 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                 return body_fail(r, FHR_E_INVALID, err, "no kernel of that name is registered");
             fn = vm_touch_kernel;
             kctx = vm;
-        }
-        if (strcmp(r->in->str, "verify") == 0) {
-            vm->checks_total += r->nvals;
-            for (size_t v = 0; v < r->nvals; v++)
-                if (vm->vinfo[r->vals[v]].seeded)
-                    FOR_OPEN_RECORDS(vm, rec)
-                    rec->regen_checks++;
         }
         if (strcmp(r->in->str, "ckks.keyswitch") == 0)
             for (size_t a = 0; a < r->nargs; a++)
@@ -287,6 +293,7 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
                 if (st)
                     return body_fail_keep(r, st, err);
             }
+            count_checks(vm, r);
             continue;
         }
         char nm[96], lb[16];
@@ -322,10 +329,12 @@ fhr_status vm_run_body(rplan_vm *vm, const vm_run *runs, size_t nruns, const fhr
             if (st) {
                 body_fail(r, st, err, ke.message);
                 fhr_error_clear(&ke);
-            } else if (mk->ev1 ? (st = vm->b->ops->event_record(vm->b, mk->ev1, s, err)) != FHR_OK
-                               : (st = vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err)) !=
-                                     FHR_OK) {
-                body_fail_keep(r, st, err);
+            } else {
+                count_checks(vm, r);
+                st = mk->ev1 ? vm->b->ops->event_record(vm->b, mk->ev1, s, err)
+                             : vm->b->ops->launch_host(vm->b, s, vm_mark_end, mk, err);
+                if (st)
+                    body_fail_keep(r, st, err);
             }
         }
         if (lease) { /* a lease that cannot end fails the body (destroy then waits) */

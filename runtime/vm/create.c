@@ -117,7 +117,7 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
         if (vm->vinfo[i].nbytes > vm->scratch_nbytes)
             vm->scratch_nbytes = (size_t)vm->vinfo[i].nbytes;
     }
-    if ((st = vm_fields_setup(vm, err)) != FHR_OK) {
+    if ((st = vm_fields_setup(vm, err)) != FHR_OK || (st = vm_kernel_costs_setup(vm, err))) {
         rplan_vm_destroy(vm);
         return st;
     }

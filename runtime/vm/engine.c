@@ -454,23 +454,76 @@ fhr_status rplan_vm_transfer_stream(rplan_vm *vm, fhr_location loc, fhr_stream *
 
 /* ---- kernel costs -------------------------------------------------------------------- */
 
+/* One name's cost: a profile's mean (seconds), a declared duration (seconds) or a declared
+ * read size (bytes at full size, divided by the device rate when asked). */
+typedef struct vm_kcost {
+    const char *name; /* NULL: a free slot */
+    int reads;
+    double v;
+} vm_kcost;
+
+static size_t kcost_hash(const char *s)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (; *s; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return (size_t)h;
+}
+
+/* The slot of name: its entry, or the free slot where it would go. */
+static vm_kcost *kcost_slot(const rplan_vm *vm, const char *name)
+{
+    size_t m = vm->kcost_cap - 1, h = kcost_hash(name) & m;
+    while (vm->kcost[h].name && strcmp(vm->kcost[h].name, name) != 0)
+        h = (h + 1) & m;
+    return &vm->kcost[h];
+}
+
+/* Every kernel cost in one table (a profile's mean ahead of the plan's declaration), so a
+ * body's cost is one look-up however many kernels the plan and the profile name. */
+fhr_status vm_kernel_costs_setup(rplan_vm *vm, fhr_error *err)
+{
+    size_t nk = rplan_nkernels(vm->p), want = 2 * (nk + vm->o.nprofile), cap = 16;
+    if (!nk && !vm->o.nprofile)
+        return FHR_OK;
+    while (cap < want)
+        cap *= 2;
+    if (!(vm->kcost = calloc(cap, sizeof *vm->kcost)))
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory (kernel costs)");
+    vm->kcost_cap = cap;
+    for (size_t i = 0; i < vm->o.nprofile; i++) {
+        const char *nm = vm->o.profile[i].name;
+        vm_kcost *k = nm ? kcost_slot(vm, nm) : NULL;
+        if (k && !k->name)
+            *k = (vm_kcost){nm, 0, vm->o.profile[i].mean_s};
+    }
+    for (size_t i = 0; i < nk; i++) {
+        rplan_kernel_info ki;
+        if (rplan_kernel_cost(vm->p, i, &ki) != FHR_OK)
+            continue;
+        vm_kcost *k = kcost_slot(vm, ki.name);
+        if (k->name)
+            continue; /* the profile's, or a repeat the verifier refused */
+        if (ki.kind == RPLAN_COST_DURATION)
+            *k = (vm_kcost){ki.name, 0, (double)ki.imm / 1e9};
+        else
+            *k = (vm_kcost){ki.name, 1, (double)ki.imm};
+    }
+    return FHR_OK;
+}
+
 /* The model's time for one call of an engine kernel: the profile's mean, else the plan's
- * declaration; -1 when neither knows it. */
+ * declaration; -1 when neither knows it. A declared read size is the full-size plan's:
+ * --scale divides the data, not the time a real run's kernel would take, so the cost is
+ * the same at every scale (as the touch model's bytes are, vm_model_body). */
 double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps)
 {
-    for (size_t i = 0; i < vm->o.nprofile; i++)
-        if (vm->o.profile[i].name && strcmp(vm->o.profile[i].name, name) == 0)
-            return vm->o.profile[i].mean_s;
-    size_t n = rplan_nkernels(vm->p);
-    for (size_t i = 0; i < n; i++) {
-        rplan_kernel_info k;
-        if (rplan_kernel_cost(vm->p, i, &k) != FHR_OK || strcmp(k.name, name) != 0)
-            continue;
-        if (k.kind == RPLAN_COST_DURATION)
-            return (double)k.imm / 1e9;
-        return (double)vm_scale_up8(k.imm, vm->o.scale) / (device_gbps * 1e9);
-    }
-    return -1;
+    if (!vm->kcost_cap)
+        return -1;
+    const vm_kcost *k = kcost_slot(vm, name);
+    if (!k->name)
+        return -1;
+    return k->reads ? k->v / (device_gbps * 1e9) : k->v;
 }
 
 void vm_engine_free(rplan_vm *vm)
@@ -483,6 +536,7 @@ void vm_engine_free(rplan_vm *vm)
     free(vm->adopted);
     free(vm->fld0);
     free(vm->flds);
+    free(vm->kcost);
 }
 
 /* ---- kernel profiles ----------------------------------------------------------------- */
@@ -554,6 +608,110 @@ void rplan_profile_free(rplan_kernel_profile *p, size_t n)
     free(p);
 }
 
+/* A kernel name as the language writes one (rplan(5), "Kernels"): identifiers joined by
+ * dots, each a letter or '_' and then letters, digits and '_'. */
+static int kernel_name_ok(const char *n)
+{
+    int start = 1;
+    for (; *n; n++) {
+        int alpha = (*n >= 'a' && *n <= 'z') || (*n >= 'A' && *n <= 'Z') || *n == '_';
+        int digit = *n >= '0' && *n <= '9';
+        if (*n == '.' && !start)
+            start = 1;
+        else if (alpha || (digit && !start))
+            start = 0;
+        else
+            return 0;
+    }
+    return !start;
+}
+
+/* One kernel of a profile into p[k]: its name, calls and mean; seen: the names so far,
+ * hashed (cap slots, kernel index + 1), so a repeat is found in one look-up. */
+static fhr_status profile_kernel(const cJSON *x, size_t k, rplan_kernel_profile *p,
+                                 uint32_t *seen, size_t cap, fhr_error *err)
+{
+    const cJSON *nm = cJSON_GetObjectItemCaseSensitive(x, "name");
+    const cJSON *calls = cJSON_GetObjectItemCaseSensitive(x, "calls");
+    const cJSON *mean = cJSON_GetObjectItemCaseSensitive(x, "mean_s");
+    if (!cJSON_IsString(nm) || !nm->valuestring[0] || !cJSON_IsNumber(mean) ||
+        !isfinite(mean->valuedouble) || mean->valuedouble < 0 || mean->valuedouble > 3600 ||
+        (calls && (!cJSON_IsNumber(calls) || calls->valuedouble < 0)))
+        return fhr_fail(err, FHR_E_INVALID, "profile: kernel %zu: want a name and a mean_s "
+                        "from 0 to 3600 seconds", k);
+    if (!kernel_name_ok(nm->valuestring)) {
+        char shown[64];
+        size_t j = 0;
+        for (const char *c = nm->valuestring; *c && j < sizeof shown - 1; c++)
+            shown[j++] = *c >= 0x20 && *c < 0x7f ? *c : '?';
+        shown[j] = 0;
+        return fhr_fail(err, FHR_E_INVALID, "profile: kernel %zu: '%s' is not a kernel name "
+                        "(identifiers joined by dots, as rplan(5) writes them)", k, shown);
+    }
+    size_t h = kcost_hash(nm->valuestring) & (cap - 1);
+    while (seen[h] && strcmp(p[seen[h] - 1].name, nm->valuestring) != 0)
+        h = (h + 1) & (cap - 1);
+    if (seen[h])
+        return fhr_fail(err, FHR_E_INVALID, "profile: kernel '%.60s' is given twice",
+                        nm->valuestring);
+    if (!(p[k].name = strdup(nm->valuestring)))
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    seen[h] = (uint32_t)k + 1;
+    p[k].calls = calls ? (uint64_t)calls->valuedouble : 0;
+    p[k].mean_s = mean->valuedouble;
+    return FHR_OK;
+}
+
+/* What cJSON lets through and JSON (RFC 8259) does not, or a C string cannot hold: a raw
+ * control byte inside a string, and the escape of NUL (\u0000), which would cut a name
+ * short. The offset of the first, or len. */
+static size_t json_string_bad(const char *t, size_t len)
+{
+    int in = 0;
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)t[i];
+        if (!in) {
+            in = c == '"';
+        } else if (c == '"') {
+            in = 0;
+        } else if (c < 0x20) {
+            return i;
+        } else if (c == '\\' && i + 1 < len) {
+            if (t[i + 1] == 'u' && i + 5 < len && !memcmp(t + i + 2, "0000", 4))
+                return i;
+            i++; /* the escaped character */
+        }
+    }
+    return len;
+}
+
+/* The profile document: strict JSON, nothing but white space after it. */
+static cJSON *profile_doc(const char *text, size_t len, fhr_error *err)
+{
+    size_t bad = json_string_bad(text, len);
+    if (bad < len) {
+        fhr_fail(err, FHR_E_INVALID, "profile: a control character or \\u0000 inside a string "
+                 "at byte %zu", bad);
+        return NULL;
+    }
+    const char *end = NULL;
+    cJSON *o = cJSON_ParseWithLengthOpts(text, len, &end, 0);
+    if (!o) {
+        size_t off = end && end >= text && end <= text + len ? (size_t)(end - text) : 0;
+        fhr_fail(err, FHR_E_INVALID, "profile: not JSON (at byte %zu)", off);
+        return NULL;
+    }
+    size_t i = end ? (size_t)(end - text) : len;
+    while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r'))
+        i++;
+    if (i < len) {
+        cJSON_Delete(o);
+        fhr_fail(err, FHR_E_INVALID, "profile: text after the JSON document at byte %zu", i);
+        return NULL;
+    }
+    return o;
+}
+
 fhr_status rplan_profile_parse(const char *text, size_t len, rplan_kernel_profile **out,
                                size_t *n, fhr_error *err)
 {
@@ -561,41 +719,31 @@ fhr_status rplan_profile_parse(const char *text, size_t len, rplan_kernel_profil
         return fhr_fail(err, FHR_E_INVALID, "profile: NULL text or output");
     *out = NULL;
     *n = 0;
-    cJSON *o = cJSON_ParseWithLength(text, len);
-    cJSON *ver = o ? cJSON_GetObjectItemCaseSensitive(o, "fheplan_profile") : NULL;
-    cJSON *a = o ? cJSON_GetObjectItemCaseSensitive(o, "kernels") : NULL;
-    if (!o || !cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(a)) {
+    cJSON *o = profile_doc(text, len, err);
+    if (!o)
+        return FHR_E_INVALID;
+    cJSON *ver = cJSON_GetObjectItemCaseSensitive(o, "fheplan_profile");
+    cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "kernels");
+    if (!cJSON_IsNumber(ver) || ver->valuedouble != 1 || !cJSON_IsArray(a)) {
         cJSON_Delete(o);
         return fhr_fail(err, FHR_E_INVALID, "profile: not a kernel profile (want {\"fheplan_profile\""
                         ": 1, \"kernels\": [...]}, as run --profile-out writes)");
     }
-    size_t cnt = (size_t)cJSON_GetArraySize(a), k = 0;
+    size_t cnt = (size_t)cJSON_GetArraySize(a), k = 0, cap = 16;
+    while (cap < 2 * cnt)
+        cap *= 2;
     rplan_kernel_profile *p = calloc(cnt + 1, sizeof *p);
-    if (!p) {
+    uint32_t *seen = cnt < UINT32_MAX ? calloc(cap, sizeof *seen) : NULL;
+    if (!p || !seen) {
+        free(p);
+        free(seen);
         cJSON_Delete(o);
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
     fhr_status st = FHR_OK;
-    for (cJSON *x = a->child; x && st == FHR_OK; x = x->next, k++) {
-        cJSON *nm = cJSON_GetObjectItemCaseSensitive(x, "name");
-        cJSON *calls = cJSON_GetObjectItemCaseSensitive(x, "calls");
-        cJSON *mean = cJSON_GetObjectItemCaseSensitive(x, "mean_s");
-        if (!cJSON_IsString(nm) || !nm->valuestring[0] || !cJSON_IsNumber(mean) ||
-            !isfinite(mean->valuedouble) || mean->valuedouble < 0 || mean->valuedouble > 3600 ||
-            (calls && (!cJSON_IsNumber(calls) || calls->valuedouble < 0))) {
-            st = fhr_fail(err, FHR_E_INVALID, "profile: kernel %zu: want a name and a mean_s "
-                          "from 0 to 3600 seconds", k);
-            break;
-        }
-        for (size_t j = 0; j < k; j++)
-            if (strcmp(p[j].name, nm->valuestring) == 0)
-                st = fhr_fail(err, FHR_E_INVALID, "profile: kernel '%.60s' is given twice",
-                              nm->valuestring);
-        if (st == FHR_OK && !(p[k].name = strdup(nm->valuestring)))
-            st = fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-        p[k].calls = calls ? (uint64_t)calls->valuedouble : 0;
-        p[k].mean_s = mean->valuedouble;
-    }
+    for (cJSON *x = a->child; x && st == FHR_OK; x = x->next, k++)
+        st = profile_kernel(x, k, p, seen, cap, err);
+    free(seen);
     cJSON_Delete(o);
     if (st != FHR_OK) {
         rplan_profile_free(p, cnt);

@@ -230,6 +230,8 @@ struct rplan_vm {
     vm_field *flds;                /* every value's fields, scaled (seeded values without
                                       fields(...): none) */
     size_t *fld0;                  /* per value: its first field in flds */
+    struct vm_kcost *kcost;        /* kernel costs by name: an open-addressed table */
+    size_t kcost_cap;              /* its slots (a power of two; 0: no kernel costs) */
 };
 
 /* engine.c: fields, loaders, adopted values, the engine's body stream, kernel costs. */
@@ -245,6 +247,7 @@ fhr_status vm_engine_load_stored(rplan_vm *vm, size_t i, void *base, fhr_locatio
                                  fhr_stream *s, fhr_error *err);
 fhr_status vm_engine_check(rplan_vm *vm, long *bad, fhr_error *err);
 fhr_value *vm_take_adopted(rplan_vm *vm, size_t i);
+fhr_status vm_kernel_costs_setup(rplan_vm *vm, fhr_error *err);
 double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps);
 void vm_engine_free(rplan_vm *vm);
 void vm_profile_build(rplan_vm *vm, rplan_vm_report *rep);

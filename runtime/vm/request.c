@@ -554,6 +554,81 @@ static fhr_status infeasible(const rplan_instr *rin, const fhr_decision *d, size
     return FHR_E_INFEASIBLE;
 }
 
+/* A decision that is not feasible: 2 when the model's oldest body is waited for (the
+ * time objective; *t_issue moves to its end), 1 when a real body or every stream was
+ * waited for (protection the model does not have), 0 when waiting cannot help. */
+static int infeasible_wait(rplan_vm *vm, const fhr_decision *d, int tobj, int attempt,
+                           double *t_issue)
+{
+    if (tobj && vm->nmflight) {
+        /* the model's oldest body frees what it reads: wait for it and decide again (the
+         * first to end, as bodies run in issue order) */
+        double end = model_oldest_end(vm);
+        *t_issue = end > *t_issue ? end : *t_issue;
+        return 2;
+    }
+    if (vm->explain || !waiting_helps(d) || attempt >= 64)
+        return 0;
+    /* real protection the model does not have (work outside the VM's records): wait for
+     * the oldest body in flight; with none, once for every stream, then decide again on
+     * the same view */
+    int waited = inflight_wait_oldest(vm, RPLAN_WAIT_ROOM);
+    if (!waited && attempt == 0) {
+        uint64_t t0 = vm_now_ns(vm);
+        vm_sync_all(vm, NULL);
+        vm_host_waited(vm, RPLAN_WAIT_ROOM, t0);
+        waited = 1;
+    }
+    return waited;
+}
+
+/* After the decision's plan ran (st, its error in e2): a failure named at the statement
+ * it came from (a body's run, else the requirement it names, else the request); a success
+ * committed to the model's timeline, with a record of the bodies in flight per location. */
+static fhr_status request_done(rplan_vm *vm, size_t pc, const req_parts *q, fhr_status st,
+                               fhr_error *e2, uint64_t before, double t_issue, fhr_error *err)
+{
+    const rplan_instr *rin = &vm->ins[pc];
+    if (st) {
+        long ipc = (long)pc;
+        if (e2->phase == FHR_PHASE_BODY)
+            ipc = e2->action_index;
+        for (size_t i = 0; e2->phase != FHR_PHASE_BODY && i < q->nrq; i++)
+            if (fhr_handle_equal(q->rq[i].handle, e2->handle) &&
+                (e2->loc.kind == FHR_LOC_INVALID || fhr_loc_equal(q->rq[i].at, e2->loc)))
+                ipc = (long)q->rq_pc[i];
+        if (err) {
+            fhr_error_clear(err);
+            *err = *e2;
+            err->action_index = ipc;
+        } else {
+            fhr_error_clear(e2);
+        }
+        return st;
+    }
+    double model = 0, mend = 0;
+    for (size_t k = 0; k < q->nruns; k++)
+        model += vm_model_body(vm, &q->runs[k]);
+    vm_model_advance(vm, t_issue);
+    /* the model's timeline at full size: scaling is exact (create.c) */
+    st = vm_model_commit(vm, t_issue, (link_bytes(&vm->total) - before) * vm->o.scale, model,
+                         q->rq, q->nrq, q->nruns > 0, &mend, err);
+    /* one record per location the bodies ran at, each with every copy */
+    for (size_t k = 0; st == FHR_OK && k < q->nruns; k++) {
+        size_t k2 = 0;
+        while (k2 < k && !fhr_loc_equal(q->at[k2], q->at[k]))
+            k2++;
+        if (k2 == k) {
+            char who[96];
+            snprintf(who, sizeof who, "request '%.80s'", rin->str);
+            st = vm_inflight_push(vm, who, q->at[k], q->rq, q->nrq, model, mend, err);
+            if (st && err)
+                err->action_index = (long)pc;
+        }
+    }
+    return st;
+}
+
 fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
 {
     const rplan_instr *rin = &vm->ins[pc];
@@ -617,33 +692,14 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             continue;
         }
         if (!fhr_decision_feasible(d)) {
-            if (tobj && vm->nmflight) {
-                /* the model's oldest body frees what it reads: wait for it and decide
-                 * again (the first to end, as bodies run in issue order) */
-                double end = model_oldest_end(vm);
-                t_issue = end > t_issue ? end : t_issue;
-                fhr_decision_destroy(d);
+            int again = infeasible_wait(vm, d, tobj, attempt, &t_issue);
+            if (again == 2)
                 attempt--; /* not a retry: each model wait finishes a modelled body */
-                continue;
-            }
-            if (!vm->explain && waiting_helps(d) && attempt < 64) {
-                /* real protection the model does not have (work outside the VM's
-                 * records): wait for the oldest body in flight; with none, once for
-                 * every stream, then decide again on the same view */
-                int waited = inflight_wait_oldest(vm, RPLAN_WAIT_ROOM);
-                if (!waited && attempt == 0) {
-                    uint64_t t0 = vm_now_ns(vm);
-                    vm_sync_all(vm, NULL);
-                    vm_host_waited(vm, RPLAN_WAIT_ROOM, t0);
-                    waited = 1;
-                }
-                if (waited) {
-                    fhr_decision_destroy(d);
-                    continue;
-                }
-            }
-            st = infeasible(rin, d, pc, err);
+            if (!again)
+                st = infeasible(rin, d, pc, err);
             fhr_decision_destroy(d);
+            if (again)
+                continue;
             break;
         }
         if (tobj) {
@@ -674,44 +730,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             fhr_error_clear(&e2);
             continue;
         }
-        if (st) {
-            long ipc = (long)pc;
-            if (e2.phase == FHR_PHASE_BODY)
-                ipc = e2.action_index;
-            for (size_t i = 0; e2.phase != FHR_PHASE_BODY && i < q.nrq; i++)
-                if (fhr_handle_equal(q.rq[i].handle, e2.handle) &&
-                    (e2.loc.kind == FHR_LOC_INVALID || fhr_loc_equal(q.rq[i].at, e2.loc)))
-                    ipc = (long)q.rq_pc[i];
-            if (err) {
-                fhr_error_clear(err);
-                *err = e2;
-                err->action_index = ipc;
-            } else {
-                fhr_error_clear(&e2);
-            }
-        } else {
-            double model = 0, mend = 0;
-            for (size_t k = 0; k < q.nruns; k++)
-                model += vm_model_body(vm, &q.runs[k]);
-            vm_model_advance(vm, t_issue);
-            /* the model's timeline at full size: scaling is exact (create.c) */
-            st = vm_model_commit(vm, t_issue, (link_bytes(&vm->total) - before) * vm->o.scale,
-                                 model, q.rq,
-                                 q.nrq, q.nruns > 0, &mend, err);
-            /* one record per location the bodies ran at, each with every copy */
-            for (size_t k = 0; st == FHR_OK && k < q.nruns; k++) {
-                size_t k2 = 0;
-                while (k2 < k && !fhr_loc_equal(q.at[k2], q.at[k]))
-                    k2++;
-                if (k2 == k) {
-                    char who[96];
-                    snprintf(who, sizeof who, "request '%.80s'", rin->str);
-                    st = vm_inflight_push(vm, who, q.at[k], q.rq, q.nrq, model, mend, err);
-                    if (st && err)
-                        err->action_index = (long)pc;
-                }
-            }
-        }
+        st = request_done(vm, pc, &q, st, &e2, before, t_issue, err);
         break;
     }
     vm_model_unhold(holds, nholds);

@@ -1,7 +1,10 @@
 /* tests/oracle/gen.c — random valid rplan programs for the differential oracle: values of
  * mixed sizes (exclusive and replicable, adopted, sources, seeded), tiered_lru and
  * lookahead policies over one or two devices, requests with reservations and bodies,
- * explicit plans, top-level actions, holds, nested stages and loops. The generator keeps
+ * explicit plans, top-level actions, holds, nested stages and loops; engine kernels whose
+ * costs are declared (`kernel NAME reads SIZE` or `cost DURATION`), `verify` of sources
+ * (seeded ones with fields among them, which the verifier refuses), exclusive values that
+ * start on a device a request takes them away from. The generator keeps
  * the verifier's view of every copy (requests change nothing there, rplan(5)), so the
  * programs it writes compile under a generous budget; what a policy does at run time is
  * left to the policy. Values used by requests and values used by explicit actions are
@@ -45,6 +48,7 @@ typedef struct gval {
     unsigned count;    /* 0: a scalar, else an array of count elements */
     unsigned kib;      /* size per copy */
     int excl, source, seeded, prio;
+    int fields;        /* a seeded value declared with fields(b0, seeded a0) */
     int at;            /* adopted at L_HOST or L_PINNED (not a source) */
     int group;         /* 0: used by requests, 1: by explicit actions */
     unsigned first;    /* its first element */
@@ -52,6 +56,9 @@ typedef struct gval {
 
 typedef struct gen {
     uint64_t *s;
+    uint64_t *s2;              /* the later features' own stream: the older ones draw as
+                                  they did, so a seed keeps most of its plan */
+    unsigned nkern;            /* engine kernels declared: ek0 .. ek(nkern-1) */
     char *buf;
     size_t len, cap;
     int ndev;
@@ -135,6 +142,22 @@ static int pick_dev(gen *g) { return g->ndev == 2 && chance(g->s, 40) ? 1 : 0; }
 
 /* ---- requests ---------------------------------------------------------------------------- */
 
+/* The kernel a body runs over `args` (elements e[0..n)): touch, an engine kernel whose
+ * cost is declared, or verify when every argument is a source (its content is known). */
+static const char *body_kernel(gen *g, const unsigned *e, unsigned n, char *buf, size_t cap)
+{
+    int sources = n > 0;
+    for (unsigned i = 0; i < n; i++)
+        sources &= is_src(g, e[i]);
+    if (sources && chance(g->s2, 15))
+        return "verify";
+    if (g->nkern && chance(g->s2, 50)) {
+        snprintf(buf, cap, "ek%u", rnd(g->s2, g->nkern));
+        return buf;
+    }
+    return "touch";
+}
+
 static void gen_request(gen *g)
 {
     char nb[16], nb2[16];
@@ -178,7 +201,8 @@ static void gen_request(gen *g)
             for (unsigned i = 0; i < na; i++)
                 used += (size_t)snprintf(args + used, sizeof args - used, "%s%s", i ? ", " : "",
                                          ename(g, req[i], nb, sizeof nb));
-            line(g, "body { run touch(%s) }", args);
+            char kb[16];
+            line(g, "body { run %s(%s) }", body_kernel(g, req, na, kb, sizeof kb), args);
         }
     }
     g->indent--;
@@ -324,8 +348,10 @@ static void gen_plan(gen *g)
     for (unsigned i = 0; i < na; i++)
         used += (size_t)snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
                                  ename(g, args[i], nb, sizeof nb));
-    if (chance(g->s, 85))
-        line(g, "body { run touch(%s) }", list);
+    if (chance(g->s, 85)) {
+        char kb[16];
+        line(g, "body { run %s(%s) }", body_kernel(g, args, na, kb, sizeof kb), list);
+    }
     if (chance(g->s, 50)) {
         line(g, "exit {");
         g->indent++;
@@ -422,6 +448,11 @@ static void gen_values(gen *g)
         v->seeded = v->source && chance(g->s, 30);
         v->at = chance(g->s, 60) ? L_PINNED : L_HOST;
         v->prio = chance(g->s, 20) ? (int)rnd(g->s, 10) : 0;
+        /* an exclusive value of the requests that starts on a device: a request elsewhere
+         * takes it away while the verifier keeps it charged there */
+        if (v->excl && v->group == 0 && !v->count && chance(g->s2, 35))
+            v->at = g->ndev == 2 && chance(g->s2, 50) ? L_CUDA1 : L_CUDA0;
+        v->fields = v->seeded && chance(g->s2, 30);
         snprintf(v->name, sizeof v->name, "%c%u", v->excl ? 'c' : v->source ? 'k' : 'w', g->nv);
         v->first = g->ne;
         unsigned n = v->count ? v->count : 1;
@@ -446,6 +477,8 @@ static void gen_values(gen *g)
             u += (size_t)snprintf(decl + u, sizeof decl - u, " at %s", loc_name[v->at]);
         if (v->prio)
             u += (size_t)snprintf(decl + u, sizeof decl - u, " priority %d", v->prio);
+        if (v->fields)
+            u += (size_t)snprintf(decl + u, sizeof decl - u, " fields(b0, seeded a0)");
         if (v->seeded)
             u += (size_t)snprintf(decl + u, sizeof decl - u, " seeded(%u%s)%s", 7000 + 10 * g->nv,
                                   v->count ? " + i" : "", chance(g->s, 15) ? " keep pinned" : "");
@@ -458,8 +491,9 @@ char *oracle_generate(uint64_t seed, int *ndev_out)
 {
     gen g;
     memset(&g, 0, sizeof g);
-    uint64_t s = seed;
+    uint64_t s = seed, s2 = seed ^ 0x6b65726e656c73ULL;
     g.s = &s;
+    g.s2 = &s2;
     g.cap = 4096;
     g.buf = malloc(g.cap);
     if (!g.buf)
@@ -481,6 +515,14 @@ char *oracle_generate(uint64_t seed, int *ndev_out)
         else
             line(&g, "policy p%d = %s(cuda:0 -> %s)", p, kind,
                  chance(g.s, 70) ? "pinned -> host" : "host");
+    }
+    if (chance(g.s2, 50)) { /* engine kernels with declared costs, by reads or by time */
+        g.nkern = 1 + rnd(g.s2, 3);
+        for (unsigned k = 0; k < g.nkern; k++)
+            if (chance(g.s2, 70))
+                line(&g, "kernel ek%u reads %u KiB", k, 1u << rnd(g.s2, 13));
+            else
+                line(&g, "kernel ek%u cost %u us", k, 1 + rnd(g.s2, 40));
     }
     g.steps = 4 + rnd(g.s, 14);
     gen_block(&g, 0);

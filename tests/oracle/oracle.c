@@ -29,11 +29,12 @@ extern char **environ;
 
 enum kind {
     K_FEASIBLE, K_BYTES, K_COPIES, K_EVICT, K_REGEN, K_PEAK, K_SHAPE, K_POLICY, K_NONDET,
-    K_MINB, K_ERROR, NKIND
+    K_MINB, K_ERROR, K_BODY, NKIND
 };
 static const char *const kind_name[NKIND] = {"feasibility", "bytes", "copies", "evictions",
                                              "regenerated", "peaks", "shape", "policy",
-                                             "nondeterminism", "min-budget", "tool-error"};
+                                             "nondeterminism", "min-budget", "tool-error",
+                                             "body-time"};
 
 typedef struct tally {
     unsigned long plans, runs, disagreeing, fields[NKIND], plans_by_kind[NKIND];
@@ -360,6 +361,12 @@ static void cmp_reports(const oracle *o, diffs *d, const cJSON *cf, const cJSON 
     }
     cmp_stage(o, d, "total", cJSON_GetObjectItem(rep, "totals"), cJSON_GetObjectItem(run, "totals"),
               scale, lname, rname);
+    /* the modelled body time is the full-size plan's at every scale (kernel costs by reads
+     * included): it is not multiplied by the scale */
+    double a = jnum(cJSON_GetObjectItem(rep, "totals"), "model_body_s");
+    double b = jnum(cJSON_GetObjectItem(run, "totals"), "model_body_s");
+    if (a != b && (a - b > 1e-9 * (a > b ? a : b) || b - a > 1e-9 * (a > b ? a : b)))
+        dprintf_(d, K_BODY, "total: model_body_s: %s %.9g, %s %.9g", lname, a, rname, b);
 }
 
 /* check's "policies" entry for kind against `run --policy kind` */

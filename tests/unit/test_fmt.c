@@ -364,6 +364,13 @@ Test(fmt, check_refuses_a_missing_final_newline)
     cr_assert_eq(sh(cmd, &out), 1, "%s", out);
     cr_assert(strstr(out, "is not formatted (no newline at the end of the file)"), "%s", out);
     free(out);
+    /* the diff goes to stdout, the missing newline marked as diff(1) marks it */
+    snprintf(cmd, sizeof cmd, "%s fmt --check %s 2>/dev/null", FHEPLAN_CLI, path);
+    cr_assert_eq(sh(cmd, &out), 1, "%s", out);
+    cr_assert(strstr(out, "@@ -1,2 +1,2 @@\n rplan 1\n-const A = 1\n\\ No newline at end of file\n"
+                          "+const A = 1\n"),
+              "stdout: %s", out);
+    free(out);
     snprintf(cmd, sizeof cmd, "%s fmt -w %s", FHEPLAN_CLI, path);
     cr_assert_eq(sh(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "%s fmt --check %s", FHEPLAN_CLI, path);

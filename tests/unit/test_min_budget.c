@@ -1,8 +1,10 @@
-/* tests/unit/test_min_budget.c — `fheplan check --min-budget`: the threshold from which
- * every budget is feasible, the feasible intervals where feasibility is not monotonic
- * (issue 27, cause 8: four 3 KiB keys requested in turn, then a 2 KiB move), each interval
- * checked at its ends, a location nothing uses, a plan no budget saves, text and JSON.
- * Runs the binary of the same build from the repo root. */
+/* tests/unit/test_min_budget.c — the minimum budget: rplan_min_budget (the library call)
+ * and `fheplan check --min-budget`, its text and JSON: the threshold from which every
+ * budget is feasible, the feasible intervals where feasibility is not monotonic (issue
+ * 27, cause 8: four 3 KiB keys requested in turn, then a 2 KiB move), each interval checked
+ * at its ends, a location nothing uses, a plan no budget saves (and why), an exclusive
+ * value a request moves away from the location. The command's tests run the binary of
+ * the same build from the repo root. */
 #include <cjson/cJSON.h>
 #include <criterion/criterion.h>
 #include <stdarg.h>
@@ -228,12 +230,16 @@ Test(min_budget, no_budget_saves_the_plan)
     int rc;
     char *out = cli_out(&rc, "check --min-budget cuda:0 %s", file);
     cr_assert_eq(rc, 1);
-    cr_assert_not_null(strstr(out, "  no budget at cuda:0 makes the plan feasible\n"), "%s", out);
+    cr_assert_not_null(strstr(out, "  no budget at cuda:0 makes the plan feasible: initial "
+                                   "placement of 'ct' at pinned exceeds the budget of pinned"),
+                       "%s", out);
     free(out);
     cJSON *doc;
     cJSON *mb = min_budget_json("cuda:0", file, &doc);
     cr_assert(cJSON_IsFalse(cJSON_GetObjectItem(mb, "found")));
     cr_assert_null(cJSON_GetObjectItem(mb, "threshold_bytes"));
+    cr_assert_not_null(strstr(cJSON_GetStringValue(cJSON_GetObjectItem(mb, "reason")),
+                              "exceeds the budget of pinned"));
     cJSON_Delete(doc);
 }
 
@@ -256,4 +262,123 @@ Test(min_budget, rejected_plan_gets_its_threshold)
     cr_assert_eq(num(mb, "threshold_bytes"), 14336);
     cr_assert_eq(cJSON_GetArraySize(cJSON_GetObjectItem(mb, "intervals")), 4);
     cJSON_Delete(doc);
+}
+
+/* ---- the library call (rplan_min_budget), below the command ----------------------------- */
+
+#include "fheplan/vm.h"
+
+static rplan_program *compile_with(const char *src, fhr_location loc)
+{
+    fhr_budget unbounded = {loc, (uint64_t)1 << 44};
+    rplan_compile_opts co = {.filename = "mb.rplan", .budget_override = &unbounded,
+                             .nbudget_override = 1};
+    rplan_program *p = NULL;
+    rplan_diags *d = rplan_diags_new();
+    fhr_status st = rplan_compile(src, strlen(src), &co, &p, d);
+    char *txt = rplan_diags_render_string(d);
+    cr_assert_eq(st, FHR_OK, "%s", txt ? txt : "");
+    free(txt);
+    rplan_diags_free(d);
+    return p;
+}
+
+static rplan_min_budget_result lib_search(const char *src, const char *where)
+{
+    fhr_location loc;
+    cr_assert_eq(fhr_loc_parse(where, &loc), FHR_OK);
+    rplan_program *p = compile_with(src, loc);
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.unknown_as_touch = 1;
+    rplan_min_budget_result r;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_min_budget(p, loc, &o, &r, &e), FHR_OK, "%s", e.message);
+    rplan_program_free(p);
+    return r;
+}
+
+/* The feasible intervals of cause 8, exactly, from the library. */
+Test(min_budget, library_finds_every_interval)
+{
+    rplan_min_budget_result r = lib_search(cause8, "cuda:0");
+    cr_assert(r.found);
+    cr_assert(r.exact);
+    cr_assert_eq(r.nint_all, 4);
+    cr_assert_eq(r.feasible, 5120);
+    cr_assert_eq(r.threshold, 14336);
+    uint64_t want[4][2] = {{5120, 6143}, {8192, 9215}, {11264, 12287}, {14336, UINT64_MAX}};
+    for (int i = 0; i < 4; i++) {
+        cr_assert_eq(r.iv[i].from, want[i][0], "interval %d", i);
+        cr_assert_eq(r.iv[i].to, want[i][1], "interval %d", i);
+    }
+    cr_assert_gt(r.probes, 0);
+    cr_assert_leq(r.probes, r.candidates);
+}
+
+/* A request moves an exclusive value away from the location and a later action needs room
+ * there: the dry run keeps the value's charge at the location, so the plan needs more than
+ * the explain run's peak. The search starts from the higher of the two (it exited 70 with
+ * no output). */
+Test(min_budget, exclusive_moved_away_is_searched_from_a_feasible_top)
+{
+    static const char *locs[] = {"cuda:0", "pinned"};
+    for (int i = 0; i < 2; i++) {
+        char src[512];
+        snprintf(src, sizeof src,
+                 "rplan 1\n"
+                 "value ct = 5 KiB exclusive at %s\n"
+                 "value w = 5 KiB at host\n"
+                 "policy p = tiered_lru(cuda:1 -> %s)\n"
+                 "request \"r\" using p { require ct @ cuda:1 }\n"
+                 "ensure w @ %s\n",
+                 locs[i], i ? "host" : "pinned", locs[i]);
+        rplan_min_budget_result r = lib_search(src, locs[i]);
+        cr_assert(r.found, "%s: %s", locs[i], r.reason);
+        cr_assert(r.exact, "%s", locs[i]);
+        cr_assert_eq(r.threshold, 10240, "%s: threshold %llu", locs[i],
+                     (unsigned long long)r.threshold);
+        cr_assert_eq(r.nint_all, 1, "%s", locs[i]);
+        cr_assert_eq(r.peak, 10240, "%s", locs[i]);
+        /* the command: its answer, exit 0 */
+        const char *file = plan_file(i ? "excl-pinned.rplan" : "excl-cuda.rplan", src);
+        int rc;
+        char *out = cli_out(&rc, "check --min-budget %s %s", locs[i], file);
+        cr_assert_eq(rc, 0, "%s", out);
+        char want[96];
+        snprintf(want, sizeof want, "threshold at %s: 10 KiB (10240 bytes)", locs[i]);
+        cr_assert_not_null(strstr(out, want), "%s", out);
+        free(out);
+    }
+}
+
+/* No budget saves the plan: found 0 and the refusal at the unbounded budget. */
+Test(min_budget, library_says_why_no_budget_helps)
+{
+    fhr_location loc = fhr_loc_cuda(0);
+    static const char src[] = "rplan 1\n"
+                              "budget pinned 1 KiB\n"
+                              "value ct = 2 KiB exclusive at pinned\n"
+                              "move ct -> cuda:0\n";
+    /* a program the pinned budget refuses cannot be compiled: ask with pinned unbounded
+     * and the caller's 1 KiB as an override of the explain run and the dry run */
+    rplan_program *p = compile_with(src, fhr_loc_pinned());
+    fhr_budget one = {fhr_loc_pinned(), 1024};
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.budget_override = &one;
+    o.nbudget_override = 1;
+    rplan_min_budget_result r;
+    cr_assert_eq(rplan_min_budget(p, loc, &o, &r, NULL), FHR_OK);
+    cr_assert(!r.found);
+    cr_assert_not_null(strstr(r.reason, "exceeds the budget of pinned"), "%s", r.reason);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_min_budget(NULL, loc, &o, &r, &e), FHR_E_INVALID);
+    cr_assert_not_null(strstr(e.message, "min budget"));
+    fhr_error_clear(&e);
+    cr_assert_eq(rplan_min_budget(p, (fhr_location){FHR_LOC_CUDA, 99}, &o, &r, NULL),
+                 FHR_E_INVALID);
+    rplan_program_free(p);
 }
