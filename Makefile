@@ -106,9 +106,11 @@ test: deps
 
 UNIT_ARGS ?= --jobs=2
 TEST_EXTRA += test-layers test-install
-test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
-	$(UNIT) $(UNIT_ARGS)
-	@for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
+# tests/tools/stages.sh builds, runs the unit suite and each TEST_EXTRA target in turn, and
+# prints the seconds each stage took.
+test-run:
+	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(TEST_EXTRA_DEPS)" \
+	  "$(UNIT) $(UNIT_ARGS)" $(TEST_EXTRA)
 
 # The layering of README's Layout table, proved on the objects: every call and every
 # internal include points down the layers, and no two files call each other in a circle.
@@ -143,12 +145,34 @@ test-build: $(BUILD_ONLY)
 	  *" $$f "*) ;; *) echo "test-build: $$f is linked into no benchmark (mk/*.mk)"; exit 1;; esac; done
 	@echo "test-build: flags kept, TSan list complete, mk files included, every bench/*.c linked; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
 
-# Deliberate breaks the suite must notice (tests/mutants/mutants.tsv; about two minutes):
-# a copy of the tree, built once, each break rebuilt and its suites run. Not under SAN.
-.PHONY: test-mutants
+# Deliberate breaks the suite must notice (tests/mutants/mutants.tsv): a copy of the tree
+# (tests/mutants/copy-tree.sh, checked by test-copy.sh), built once, each break rebuilt and
+# its suites run. make test runs a deterministic sample (every MUTANT_SAMPLE-th line and one
+# per folder); make test-long runs every line. Not under SAN.
+.PHONY: test-mutants test-mutants-all
+MUTANT_SAMPLE ?= 6
 TEST_EXTRA += $(if $(SAN),,test-mutants)
 test-mutants:
-	sh tests/mutants/run.sh $(BUILD)/mutants
+	@sh tests/mutants/test-copy.sh
+	MUTANT_SAMPLE=$(MUTANT_SAMPLE) sh tests/mutants/run.sh $(BUILD)/mutants
+test-mutants-all:
+	@sh tests/mutants/test-copy.sh
+	MUTANT_SAMPLE=all sh tests/mutants/run.sh $(BUILD)/mutants
+
+# The exhaustive sweeps that make test leaves out, for CI (.ci/run) and before a release:
+# every mutant, each fuzz target for FUZZ_LONG_RUNS mutations, the oracle over
+# ORACLE_LONG_SEEDS more seeds. Each stage timed as in make test.
+.PHONY: test-long
+FUZZ_LONG_RUNS    ?= 200000
+ORACLE_LONG_SEEDS ?= 2 3 4
+test-long: deps
+	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(ORACLE)" - \
+	  test-mutants-all fuzz-long $(addprefix oracle-seed-,$(ORACLE_LONG_SEEDS))
+.PHONY: fuzz-long
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz-check FUZZ_CHECK_RUNS=$(FUZZ_LONG_RUNS)
+oracle-seed-%:
+	@$(MAKE) --no-print-directory test-oracle ORACLE_FIXED_SEED=$*
 
 # ASan+UBSan over the whole unit suite (CUDA off: no GPU code runs in CI anyway).
 sanitize: deps
