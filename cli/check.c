@@ -677,7 +677,7 @@ int cmd_check(cli *c)
                 cJSON_AddNullToObject(fo, "report");
         } else if (rc == 0 && rep) {
             char t[32], a[32], rt[32];
-            printf("%s: feasible\n", c->files[i]);
+            printf("%s: feasible\n", input_name(c->files[i]));
             for (size_t s = 0; s < rep->nstages; s++)
                 print_stage(&rep->stages[s], 1, 0);
             if (rep->total.regen_bytes) {
@@ -742,7 +742,7 @@ int cmd_check(cli *c)
             if (c->has_min_budget)
                 min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);
         } else if (rc == EX_FAIL) {
-            fprintf(stderr, "%s: rejected\n", c->files[i]);
+            fprintf(stderr, "%s: rejected\n", input_name(c->files[i]));
             if (c->has_min_budget && mbr >= 0 && in.text) {
                 fflush(stderr);
                 min_budget_print(c->min_budget, mbr == 1 ? &mb : NULL);

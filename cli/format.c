@@ -25,3 +25,8 @@ const char *fmt_time(double s, char *buf, size_t cap)
         snprintf(buf, cap, "%.1f us", s * 1e6);
     return buf;
 }
+
+const char *plural(uint64_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}

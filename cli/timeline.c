@@ -594,9 +594,11 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
         fprintf(f, "on %s", rep->device);
         if (rep->scale > 1)
             fprintf(f, " (sizes divided by %llu)", (unsigned long long)rep->scale);
-        fprintf(f, ": %s, %s moved, %llu evictions, %llu bodies; lower bound %s",
+        fprintf(f, ": %s, %s moved, %llu %s, %llu %s; lower bound %s",
                 fmt_ms(rep->total.time_s * 1e3, a, sizeof a), fmt_bytes(moved, b, sizeof b),
-                (unsigned long long)rep->total.evictions, (unsigned long long)rep->total.bodies,
+                (unsigned long long)rep->total.evictions,
+                plural(rep->total.evictions, "eviction", "evictions"),
+                (unsigned long long)rep->total.bodies, plural(rep->total.bodies, "body", "bodies"),
                 fmt_ms(rep->lower_bound_s * 1e3, c, sizeof c));
         size_t worst = 0;
         for (size_t i = 0; i < rep->ndevices; i++)

@@ -234,7 +234,7 @@ static const char *reason_words(unsigned r)
     if (r & FHR_PROT_HELD)
         return "held";
     if (r & FHR_PROT_PENDING)
-        return "pending consumer event";
+        return "pending consumer event: synchronize its stream, then fhr_reap";
     return "last copy of a MUST_PRESERVE value, no configured fallback tier with room";
 }
 
@@ -266,11 +266,10 @@ static fhr_status infeasible(const fhr_snapshot *snap, const model *md, int slot
     for (size_t i = 0; i < out->nprotected && i < 8; i++) {
         const fhr_protected_copy *p = &out->protected_[i];
         const fhr_value_info *vi = fhr_snapshot_value(snap, p->handle);
-        append(out->reason, sizeof out->reason, &len, "%s #%llu%s%s%s (%llu bytes, %s)",
-               i ? "," : "", (unsigned long long)p->handle.serial,
-               vi && vi->label && vi->label[0] ? " '" : "",
-               vi && vi->label && vi->label[0] ? vi->label : "",
-               vi && vi->label && vi->label[0] ? "'" : "", (unsigned long long)p->nbytes,
+        int named = vi && vi->label && vi->label[0];
+        append(out->reason, sizeof out->reason, &len, "%s %s%s%shandle #%llu (%llu bytes, %s)",
+               i ? "," : "", named ? "'" : "", named ? vi->label : "", named ? "' " : "",
+               (unsigned long long)p->handle.serial, (unsigned long long)p->nbytes,
                reason_words(p->reasons));
     }
     if (out->nprotected > 8)
