@@ -310,6 +310,9 @@ install: all $(BUILD)/fheplan.pc $(BUILD)/fheplan-static.pc $(CMAKE_FILES)
 	install -d $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	install -m 644 editors/zsh/_fheplan $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan
 	install -m 644 editors/fish/fheplan.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
+	@echo "install: manual pages in $(PREFIX)/share/man. Where man does not look there:" \
+	  "MANPATH=$(PREFIX)/share/man: man fheplan; for man -k and apropos, index them once:" \
+	  "mandb $(PREFIX)/share/man"
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
@@ -330,7 +333,11 @@ uninstall:
 # package, README's "Using the library") against a fresh install in a temporary prefix.
 STAGE = $(abspath $(BUILD)/stage)
 test-install:
-	rm -rf $(STAGE) && $(MAKE) --no-print-directory install PREFIX=$(STAGE) >/dev/null
+	rm -rf $(STAGE) && $(MAKE) --no-print-directory install PREFIX=$(STAGE) >$(STAGE).log
+	@grep -q "MANPATH=$(STAGE)/share/man: man fheplan" $(STAGE).log || \
+	  { echo "test-install: install does not say how to reach the pages of PREFIX"; exit 1; }
+	@mandb -q $(STAGE)/share/man && MANPATH=$(STAGE)/share/man: man -k fheplan | grep -q '^fheplan (1)' || \
+	  { echo "test-install: man -k does not find fheplan(1) after the advice install gives"; exit 1; }
 	@set -e; export PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig; pkg-config --exists fheplan; \
 	cflags=$$(pkg-config --cflags fheplan); \
 	static=$$(pkg-config --static --libs fheplan | sed 's/-lfheplan /-l:libfheplan.a /'); \
