@@ -152,12 +152,13 @@ test-build: $(BUILD_ONLY)
 .PHONY: test-mutants test-mutants-all
 MUTANT_SAMPLE ?= 6
 TEST_EXTRA += $(if $(SAN),,test-mutants)
+MUTANT_SEED = $(if $(filter 0,$(CUDA)),$(if $(SAN),,$(BUILD)))
 test-mutants:
 	@sh tests/mutants/test-copy.sh
-	MUTANT_SAMPLE=$(MUTANT_SAMPLE) sh tests/mutants/run.sh $(BUILD)/mutants
+	MUTANT_SAMPLE=$(MUTANT_SAMPLE) MUTANT_SEED=$(MUTANT_SEED) sh tests/mutants/run.sh $(BUILD)/mutants
 test-mutants-all:
 	@sh tests/mutants/test-copy.sh
-	MUTANT_SAMPLE=all sh tests/mutants/run.sh $(BUILD)/mutants
+	MUTANT_SAMPLE=all MUTANT_SEED=$(MUTANT_SEED) sh tests/mutants/run.sh $(BUILD)/mutants
 
 # The exhaustive sweeps that make test leaves out, for CI (.ci/run) and before a release:
 # every mutant, each fuzz target for FUZZ_LONG_RUNS mutations, the oracle over

@@ -24,7 +24,23 @@ rm -rf "$work" && mkdir -p "$work/tree" || exit 1
 work=$(cd "$work" && pwd) # the steps below run inside the copy
 sh "$root/tests/mutants/copy-tree.sh" "$root" "$work/tree" || { say "cannot copy the tree"; exit 1; }
 cd "$work/tree" || exit 1
-mk() { make --no-print-directory -j"$jobs" CUDA=0 MPI=0 BUILD=build build/tests/unit build/fheplan \
+# MUTANT_SEED=DIR (make passes its BUILD when that is a CUDA=0 build, as the copy's is):
+# the copy builds in the same folder name, seeded with that build's library and test
+# objects (mtimes kept, so make rebuilds only what is older than its source; the CLI's
+# objects are rebuilt, the copy having no MPI).
+b=build
+seed=${MUTANT_SEED:-}
+if [ -n "$seed" ] && [ -d "$root/$seed/obj" ]; then
+    b=$seed
+    mkdir -p "$b" || exit 1
+    dirs=$(cd "$root/$seed" && for d in gen obj/base obj/cuda obj/runtime obj/compiler obj/gen \
+        obj/tests/unit obj/bench; do [ -d "$d" ] && echo "$d"; done)
+    # shellcheck disable=SC2086 # a list of folder names without spaces
+    (cd "$root/$seed" && tar cf - $dirs) | (cd "$b" && tar xf -) \
+        || { say "cannot seed the copy from $seed"; exit 1; }
+    say "the copy's build seeded from $seed"
+fi
+mk() { make --no-print-directory -j"$jobs" CUDA=0 MPI=0 BUILD="$b" "$b/tests/unit" "$b/fheplan" \
     >"$work/build.log" 2>&1; }
 start=$(date +%s)
 
@@ -52,7 +68,7 @@ mk || { tail -30 "$work/build.log"; say "the intact copy does not build"; exit 1
 # Runs the suites named by $1 ("cli" globs included); 0 when every one passed.
 suites() {
     for f in $1; do
-        build/tests/unit --jobs="$jobs" --filter "$f" >>"$work/run.log" 2>&1 || return 1
+        "$b/tests/unit" --jobs="$jobs" --filter "$f" >>"$work/run.log" 2>&1 || return 1
     done
     return 0
 }
