@@ -131,6 +131,9 @@ BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_STAGING) $(BENCH_POLICY) $(BE
 # every bench/*.c is some benchmark's (bench/compile is built straight from its source)
 BENCH_LINKED = $(patsubst $(BUILD)/obj/%.o,%.c,$(BENCH_BOOT_OBJ) $(BENCH_SEEDED_OBJ) $(BENCH_STAGING_OBJ) \
                $(BENCH_POLICY_OBJ) $(BENCH_REQUEST_OBJ) $(BENCH_XFER_OBJ)) bench/compile.c
+# The engine examples' C drivers need only the CUDA headers to compile (their engines link
+# them elsewhere: mk/phantom.mk, mk/cheddar.mk).
+ENGINE_EXAMPLES = examples/phantom/bsgs.c examples/cheddar/boot.c
 test-build: $(BUILD_ONLY)
 	@cmd=$$($(MAKE) --no-print-directory -n -B CFLAGS=-O0 CPPFLAGS=-DFHR_USER_FLAG \
 	  $(BUILD)/obj/base/error.o | grep -e ' -c base/error.c'); \
@@ -143,7 +146,9 @@ test-build: $(BUILD_ONLY)
 	  *" $$f "*) ;; *) echo "test-build: $$f is not in MK_FILES (never included)"; exit 1;; esac; done
 	@for f in bench/*.c; do case " $(BENCH_LINKED) " in \
 	  *" $$f "*) ;; *) echo "test-build: $$f is linked into no benchmark (mk/*.mk)"; exit 1;; esac; done
-	@echo "test-build: flags kept, TSan list complete, mk files included, every bench/*.c linked; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
+	@$(if $(filter 1,$(CUDA)),for f in $(ENGINE_EXAMPLES); do \
+	  $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fsyntax-only $$f || exit 1; done)
+	@echo "test-build: flags kept, TSan list complete, mk files included, every bench/*.c linked; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)), and the C drivers of the engine examples,, (no CUDA toolkit: tests/gpu, bench/transfer and the engine examples' drivers not compiled))"
 
 # Deliberate breaks the suite must notice (tests/mutants/mutants.tsv): a copy of the tree
 # (tests/mutants/copy-tree.sh, checked by test-copy.sh), built once, each break rebuilt and
