@@ -169,7 +169,7 @@ test-mutants-all:
 # every mutant, each fuzz target for FUZZ_LONG_RUNS mutations, the oracle over
 # ORACLE_LONG_SEEDS more seeds. Each stage timed as in make test.
 .PHONY: test-long
-FUZZ_LONG_RUNS    ?= 200000
+FUZZ_LONG_RUNS    ?= 30000
 ORACLE_LONG_SEEDS ?= 2 3 4
 test-long: deps
 	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(ORACLE)" - \
