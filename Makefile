@@ -106,9 +106,11 @@ test: deps
 
 UNIT_ARGS ?= --jobs=2
 TEST_EXTRA += test-layers test-install
-test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
-	$(UNIT) $(UNIT_ARGS)
-	@for t in $(TEST_EXTRA); do $(MAKE) --no-print-directory $$t || exit 1; done
+# tests/tools/stages.sh builds, runs the unit suite and each TEST_EXTRA target in turn, and
+# prints the seconds each stage took.
+test-run:
+	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(TEST_EXTRA_DEPS)" \
+	  "$(UNIT) $(UNIT_ARGS)" $(TEST_EXTRA)
 
 # The layering of README's Layout table, proved on the objects: every call and every
 # internal include points down the layers, and no two files call each other in a circle.
@@ -129,6 +131,9 @@ BUILD_ONLY = $(BENCH_BOOT) $(BENCH_SEEDED) $(BENCH_STAGING) $(BENCH_POLICY) $(BE
 # every bench/*.c is some benchmark's (bench/compile is built straight from its source)
 BENCH_LINKED = $(patsubst $(BUILD)/obj/%.o,%.c,$(BENCH_BOOT_OBJ) $(BENCH_SEEDED_OBJ) $(BENCH_STAGING_OBJ) \
                $(BENCH_POLICY_OBJ) $(BENCH_REQUEST_OBJ) $(BENCH_XFER_OBJ)) bench/compile.c
+# The engine examples' C drivers need only the CUDA headers to compile (their engines link
+# them elsewhere: mk/phantom.mk, mk/cheddar.mk).
+ENGINE_EXAMPLES = examples/phantom/bsgs.c examples/cheddar/boot.c
 test-build: $(BUILD_ONLY)
 	@cmd=$$($(MAKE) --no-print-directory -n -B CFLAGS=-O0 CPPFLAGS=-DFHR_USER_FLAG \
 	  $(BUILD)/obj/base/error.o | grep -e ' -c base/error.c'); \
@@ -141,14 +146,39 @@ test-build: $(BUILD_ONLY)
 	  *" $$f "*) ;; *) echo "test-build: $$f is not in MK_FILES (never included)"; exit 1;; esac; done
 	@for f in bench/*.c; do case " $(BENCH_LINKED) " in \
 	  *" $$f "*) ;; *) echo "test-build: $$f is linked into no benchmark (mk/*.mk)"; exit 1;; esac; done
-	@echo "test-build: flags kept, TSan list complete, mk files included, every bench/*.c linked; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)),, (no CUDA toolkit: tests/gpu and bench/transfer not compiled))"
+	@$(if $(filter 1,$(CUDA)),for f in $(ENGINE_EXAMPLES); do \
+	  $(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -fsyntax-only $$f || exit 1; done)
+	@echo "test-build: flags kept, TSan list complete, mk files included, every bench/*.c linked; compiled $(notdir $(BUILD_ONLY))$(if $(filter 1,$(CUDA)), and the C drivers of the engine examples,, (no CUDA toolkit: tests/gpu, bench/transfer and the engine examples' drivers not compiled))"
 
-# Deliberate breaks the suite must notice (tests/mutants/mutants.tsv; about two minutes):
-# a copy of the tree, built once, each break rebuilt and its suites run. Not under SAN.
-.PHONY: test-mutants
+# Deliberate breaks the suite must notice (tests/mutants/mutants.tsv): a copy of the tree
+# (tests/mutants/copy-tree.sh, checked by test-copy.sh), built once, each break rebuilt and
+# its suites run. make test runs a deterministic sample (every MUTANT_SAMPLE-th line and one
+# per folder); make test-long runs every line. Not under SAN.
+.PHONY: test-mutants test-mutants-all
+MUTANT_SAMPLE ?= 6
 TEST_EXTRA += $(if $(SAN),,test-mutants)
+MUTANT_SEED = $(if $(filter 0,$(CUDA)),$(if $(SAN),,$(BUILD)))
 test-mutants:
-	sh tests/mutants/run.sh $(BUILD)/mutants
+	@sh tests/mutants/test-copy.sh
+	MUTANT_SAMPLE=$(MUTANT_SAMPLE) MUTANT_SEED=$(MUTANT_SEED) sh tests/mutants/run.sh $(BUILD)/mutants
+test-mutants-all:
+	@sh tests/mutants/test-copy.sh
+	MUTANT_SAMPLE=all MUTANT_SEED=$(MUTANT_SEED) sh tests/mutants/run.sh $(BUILD)/mutants
+
+# The exhaustive sweeps that make test leaves out, for CI (.ci/run) and before a release:
+# every mutant, each fuzz target for FUZZ_LONG_RUNS mutations, the oracle over
+# ORACLE_LONG_SEEDS more seeds. Each stage timed as in make test.
+.PHONY: test-long
+FUZZ_LONG_RUNS    ?= 30000
+ORACLE_LONG_SEEDS ?= 2 3 4
+test-long: deps
+	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(ORACLE)" - \
+	  test-mutants-all fuzz-long $(addprefix oracle-seed-,$(ORACLE_LONG_SEEDS))
+.PHONY: fuzz-long
+fuzz-long:
+	@$(MAKE) --no-print-directory fuzz-check FUZZ_CHECK_RUNS=$(FUZZ_LONG_RUNS)
+oracle-seed-%:
+	@$(MAKE) --no-print-directory test-oracle ORACLE_FIXED_SEED=$*
 
 # ASan+UBSan over the whole unit suite and the Python suite (CUDA off: no GPU code runs in CI
 # anyway; the Python one preloads the compiler's ASan runtime: mk/python.mk).
@@ -289,6 +319,9 @@ install: all $(BUILD)/fheplan.pc $(BUILD)/fheplan-static.pc $(CMAKE_FILES)
 	install -d $(DESTDIR)$(PREFIX)/share/zsh/site-functions $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d
 	install -m 644 editors/zsh/_fheplan $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_fheplan
 	install -m 644 editors/fish/fheplan.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/fheplan.fish
+	@echo "install: manual pages in $(PREFIX)/share/man. Where man does not look there:" \
+	  "MANPATH=$(PREFIX)/share/man: man fheplan; for man -k and apropos, index them once:" \
+	  "mandb $(PREFIX)/share/man"
 
 uninstall:
 	rm -rf $(DESTDIR)$(PREFIX)/include/fheplan
@@ -309,7 +342,11 @@ uninstall:
 # package, README's "Using the library") against a fresh install in a temporary prefix.
 STAGE = $(abspath $(BUILD)/stage)
 test-install:
-	rm -rf $(STAGE) && $(MAKE) --no-print-directory install PREFIX=$(STAGE) >/dev/null
+	rm -rf $(STAGE) && $(MAKE) --no-print-directory install PREFIX=$(STAGE) >$(STAGE).log
+	@grep -q "MANPATH=$(STAGE)/share/man: man fheplan" $(STAGE).log || \
+	  { echo "test-install: install does not say how to reach the pages of PREFIX"; exit 1; }
+	@mandb -q $(STAGE)/share/man && MANPATH=$(STAGE)/share/man: man -k fheplan | grep -q '^fheplan (1)' || \
+	  { echo "test-install: man -k does not find fheplan(1) after the advice install gives"; exit 1; }
 	@set -e; export PKG_CONFIG_PATH=$(STAGE)/lib/pkgconfig; pkg-config --exists fheplan; \
 	cflags=$$(pkg-config --cflags fheplan); \
 	static=$$(pkg-config --static --libs fheplan | sed 's/-lfheplan /-l:libfheplan.a /'); \

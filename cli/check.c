@@ -455,7 +455,7 @@ static void file_text(const cli *c, const file_check *fc)
 {
     const rplan_vm_report *rep = fc->rep;
     if (fc->rc == 0 && rep) {
-        printf("%s: feasible\n", fc->name);
+        printf("%s: feasible\n", input_name(fc->name));
         for (size_t s = 0; s < rep->nstages; s++)
             print_stage(&rep->stages[s], 1, 0);
         predicted_print(c, rep);
@@ -471,7 +471,7 @@ static void file_text(const cli *c, const file_check *fc)
         if (c->has_min_budget && fc->mbr >= 0)
             min_budget_print(c->min_budget, &fc->mb);
     } else if (fc->rc == EX_FAIL) {
-        fprintf(stderr, "%s: rejected\n", fc->name);
+        fprintf(stderr, "%s: rejected\n", input_name(fc->name));
         if (c->has_min_budget && fc->mbr >= 0 && fc->in.text) {
             fflush(stderr);
             min_budget_print(c->min_budget, &fc->mb);

@@ -105,6 +105,8 @@ typedef struct input {
 } input;
 
 void input_free(input *in);
+/* The name reports give a FILE: "<stdin>" for "-" (as the diagnostics say), else path. */
+const char *input_name(const char *path);
 /* Loads source or bytecode. Returns 0, or an exit code (diagnostics printed unless
  * quiet_diags, in which case they stay in in->d for JSON). */
 int load_input(const cli *c, const char *path, input *in, int quiet_diags);

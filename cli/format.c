@@ -96,3 +96,8 @@ void json_clean_utf8(cJSON *o)
         json_clean_utf8(o->child);
     }
 }
+
+const char *plural(uint64_t n, const char *one, const char *many)
+{
+    return n == 1 ? one : many;
+}

@@ -103,11 +103,16 @@ int load_input(const cli *c, const char *path, input *in, int quiet_diags)
     return st == FHR_E_NOMEM ? EX_SOFTWARE_ : EX_FAIL;
 }
 
+const char *input_name(const char *path)
+{
+    return strcmp(path, "-") ? path : "<stdin>";
+}
+
 /* A runtime diagnostic at a source position, in the compiler's layout (check's): the
  * same renderer, so line ends, tabs, bad bytes and colour are treated alike. */
 static void render_at(const cli *c, const input *in, uint32_t line, uint32_t col, const char *msg)
 {
-    const char *name = strcmp(in->path, "-") ? in->path : "<stdin>";
+    const char *name = input_name(in->path);
     rplan_diags *d = rplan_diags_new();
     if (!d || rp_diags_add_error_at(d, name, in->text, in->len, line, col, msg) != 0)
         fprintf(stderr, "%s: error: %s\n", name, msg);

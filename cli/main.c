@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 static int cli_main(int argc, char **argv, const fp_world *w);
 
@@ -52,201 +53,328 @@ int main(int argc, char **argv)
     return rc;
 }
 
+/* The subcommands, and which one a command line names. */
+enum { CMD_CHECK, CMD_RUN, CMD_COMPILE, CMD_DISASM, CMD_FMT, NCMD };
+static const char *const cmd_names[NCMD] = {"check", "run", "compile", "disasm", "fmt"};
+
+/* Levenshtein distance of two short words (longer words: a large number). */
+static size_t edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), row[32];
+    if (la >= 32 || lb >= 32)
+        return 99;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j], best = diag + (a[i - 1] != b[j - 1]);
+            if (up + 1 < best)
+                best = up + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            diag = up;
+            row[j] = best;
+        }
+    }
+    return row[lb];
+}
+
+/* "unknown command 'chek'", with "(did you mean 'check'?)" when one command (or help,
+ * version) lies within two edits of it. */
+static int unknown_command(const char *cmd)
+{
+    static const char *const all[] = {"check", "run", "compile", "disasm", "fmt", "help",
+                                      "version"};
+    const char *best = NULL;
+    size_t bestd = 3;
+    for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) {
+        size_t d = edit_distance(cmd, all[k]);
+        if (d < bestd && d < strlen(all[k])) {
+            bestd = d;
+            best = all[k];
+        }
+    }
+    if (!best)
+        return usage("unknown command '%s'", cmd);
+    fprintf(stderr, "fheplan: unknown command '%s' (did you mean '%s'?)\n", cmd, best);
+    return usage(NULL, NULL);
+}
+
+static int command_of(const char *name)
+{
+    for (int k = 0; k < NCMD; k++)
+        if (!strcmp(name, cmd_names[k]))
+            return k;
+    return -1;
+}
+
+/* `fheplan help [COMMAND]`: every command's usage, or COMMAND's alone. */
+static int help(int argc, char **argv)
+{
+    if (argc < 3) {
+        fputs(usage_text, stdout);
+        return EX_OK;
+    }
+    if (argc > 3)
+        return usage("help takes one COMMAND, not %s", "several");
+    if (command_of(argv[2]) < 0)
+        return unknown_command(argv[2]);
+    fputs(usage_of(argv[2]), stdout);
+    printf("See fheplan(1) for what each option does.\n");
+    return EX_OK;
+}
+
+/* Whether option a (as "--name VALUE" or "--name=VALUE") is the one named; its value in
+ * *val. Without a value: 1 with *rc set to usage()'s status. */
+static int opt_value(const char *a, const char *name, int argc, char **argv, int *i,
+                     const char **val, int *rc)
+{
+    size_t n = strlen(name);
+    if (strncmp(a, name, n) != 0)
+        return 0;
+    if (a[n] == '=') {
+        *val = a + n + 1;
+        return 1;
+    }
+    if (a[n])
+        return 0;
+    if (*i + 1 >= argc) {
+        *rc = usage("option %s needs an argument", a);
+        *val = NULL;
+        return 1;
+    }
+    *val = argv[++*i];
+    return 1;
+}
+
+/* The options check and run share: 1 when a is one of them (*rc: its status). */
+static int shared_option(cli *c, const char *a, int argc, char **argv, int *i, int *rc)
+{
+    const char *v = NULL;
+    if (!strcmp(a, "--json")) {
+        c->json = 1;
+    } else if (!strcmp(a, "--quiet")) {
+        c->quiet = 1;
+    } else if (opt_value(a, "--budget", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = parse_budget(c, v);
+    } else if (opt_value(a, "--policy", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = parse_policy(c, v);
+    } else if (opt_value(a, "--objective", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = parse_objective(c, v);
+    } else if (opt_value(a, "--profile", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = read_profile(c, v);
+    } else if (!strncmp(a, "-W", 2)) {
+        *rc = parse_warning(c, a);
+    } else {
+        static const char *const rates[] = {"--pinned-gbps", "--peer-gbps", "--gen-gbps",
+                                            "--device-gbps"};
+        double *dst[] = {&c->pinned_gbps, &c->peer_gbps, &c->gen_gbps, &c->device_gbps};
+        for (int k = 0; k < 4; k++)
+            if (opt_value(a, rates[k], argc, argv, i, &v, rc)) {
+                if (v)
+                    *rc = parse_rate_option(rates[k], v, dst[k]);
+                return 1;
+            }
+        return 0;
+    }
+    return 1;
+}
+
+/* run's own options: 1 when a is one of them (*rc: its status). */
+static int run_option(cli *c, const char *a, int argc, char **argv, int *i, int *rc)
+{
+    const char *v = NULL;
+    if (opt_value(a, "--device", argc, argv, i, &v, rc)) {
+        c->device = v;
+    } else if (opt_value(a, "--scale", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = parse_scale(c, v);
+    } else if (opt_value(a, "--trace", argc, argv, i, &v, rc)) {
+        c->trace = v;
+    } else if (opt_value(a, "--timeline", argc, argv, i, &v, rc)) {
+        c->timeline = v;
+    } else if (opt_value(a, "--profile-out", argc, argv, i, &v, rc)) {
+        c->profile_out = v;
+    } else if (opt_value(a, "--prefetch", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = parse_uint(v, "--prefetch", &c->prefetch);
+        c->prefetch_set = 1;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* The options of check, compile, disasm and fmt alone: 1 when a is one (*rc: status). */
+static int other_option(cli *c, int cmd, const char *a, int argc, char **argv, int *i, int *rc)
+{
+    const char *v = NULL;
+    if (cmd == CMD_CHECK && opt_value(a, "--world-size", argc, argv, i, &v, rc)) {
+        if (v)
+            *rc = parse_world_size(c, v);
+    } else if (cmd == CMD_CHECK && opt_value(a, "--min-budget", argc, argv, i, &v, rc)) {
+        if (v && fhr_loc_parse(v, &c->min_budget) != FHR_OK)
+            *rc = usage("bad --min-budget '%s' (want a location: host, pinned, cuda:N)", v);
+        c->has_min_budget = 1;
+    } else if (cmd == CMD_CHECK && !strcmp(a, "--sarif")) {
+        c->sarif = 1;
+    } else if (cmd == CMD_COMPILE && !strncmp(a, "-W", 2)) {
+        *rc = parse_warning(c, a);
+    } else if (cmd == CMD_COMPILE && opt_value(a, "-o", argc, argv, i, &v, rc)) {
+        c->out = v;
+    } else if (cmd == CMD_DISASM && !strcmp(a, "--no-source")) {
+        c->no_source = 1;
+    } else if (cmd == CMD_FMT && !strcmp(a, "--check")) {
+        c->fmt_check = 1;
+    } else if (cmd == CMD_FMT && !strcmp(a, "-w")) {
+        c->fmt_write = 1;
+    } else {
+        return 0;
+    }
+    return 1;
+}
+
+/* The words after the subcommand into *c: 0, EX_USAGE_ (said), or -1 after --help (the
+ * command's usage printed). */
+static int parse_args(cli *c, int cmd, int argc, char **argv)
+{
+    int rc = 0, dashdash = 0;
+    for (int i = 2; i < argc && !rc; i++) {
+        const char *a = argv[i];
+        if (dashdash || a[0] != '-' || !a[1]) {
+            c->files[c->nfiles++] = a;
+        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            fputs(usage_of(cmd_names[cmd]), stdout);
+            return -1;
+        } else if (!strcmp(a, "--")) {
+            dashdash = 1;
+        } else if ((cmd == CMD_CHECK || cmd == CMD_RUN) &&
+                   shared_option(c, a, argc, argv, &i, &rc)) {
+            /* read */
+        } else if (cmd == CMD_RUN && run_option(c, a, argc, argv, &i, &rc)) {
+            /* read */
+        } else if (!other_option(c, cmd, a, argc, argv, &i, &rc)) {
+            rc = usage("unknown option '%s'", a);
+        }
+    }
+    return rc;
+}
+
+/* --timeline writes an HTML page: a name ending in .svg would hold HTML under an image's
+ * name, so it is refused. */
+static int check_timeline_name(const char *path)
+{
+    size_t n = strlen(path);
+    if (n >= 4 && !strcasecmp(path + n - 4, ".svg"))
+        return usage("--timeline writes an HTML page, not an SVG image: '%s' "
+                     "(name it FILE.html)", path);
+    return 0;
+}
+
+/* The checks that span options: 0, or usage()'s status (said). */
+static int check_args(cli *c, int cmd, const fp_world *w)
+{
+    const char *name = cmd_names[cmd];
+    int is_check = cmd == CMD_CHECK, is_run = cmd == CMD_RUN;
+    int rc = 0;
+    if (c->nfiles == 0)
+        rc = usage("%s needs a FILE", name);
+    else if (!is_check && cmd != CMD_FMT && c->nfiles > 1)
+        rc = usage("%s takes one FILE", name);
+    else if (c->sarif && (c->json || c->world_size > 1 || w->mpi))
+        rc = usage("check --sarif takes neither --json nor --world-size%s", "");
+    else if (is_check && c->quiet && (c->json || c->sarif))
+        rc = usage("check --quiet takes neither --json nor --sarif%s", "");
+    else if (cmd == CMD_COMPILE && !c->out)
+        rc = usage("%s needs -o OUT", name);
+    else if (c->device && check_device(c->device) != 0)
+        rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N with N in 1..62)",
+                   c->device);
+    else if (cmd == CMD_COMPILE)
+        rc = check_output(c, c->out, "-o");
+    else if (is_run && c->trace)
+        rc = check_output(c, c->trace, "--trace");
+    if (!rc && (is_check || is_run))
+        rc = check_environment();
+    if (!rc && is_run && c->timeline)
+        rc = check_timeline_name(c->timeline);
+    if (!rc && is_run && c->timeline)
+        rc = check_output(c, c->timeline, "--timeline");
+    if (!rc && is_run && c->profile_out)
+        rc = check_output(c, c->profile_out, "--profile-out");
+    if (!rc && is_run && c->trace && c->timeline && same_output(c->trace, c->timeline))
+        rc = usage("--trace and --timeline name the same file '%s'", c->trace);
+    for (size_t k = 0, stdin_uses = 0; !rc && k < c->nfiles; k++)
+        if (!strcmp(c->files[k], "-") && ++stdin_uses > 1)
+            rc = usage("%s reads standard input ('-') only once", name);
+    return rc;
+}
+
+/* The subcommand on a checked command line: in an MPI world, run on every rank and the
+ * rest on rank 0 (check for every rank). */
+static int dispatch(cli *c, int cmd, const fp_world *w)
+{
+    if (w->mpi && cmd == CMD_RUN)
+        return world_run(c, w);
+    if (w->mpi && w->rank != 0)
+        return 0;
+    if (cmd == CMD_CHECK && w->mpi && !c->world_size)
+        c->world_size = (uint32_t)w->size;
+    switch (cmd) {
+    case CMD_CHECK:
+        return c->world_size > 1 ? world_check(c) : cmd_check(c);
+    case CMD_RUN:
+        return cmd_run(c);
+    case CMD_COMPILE:
+        return cmd_compile(c);
+    case CMD_FMT:
+        return cmd_fmt(c);
+    default:
+        return cmd_disasm(c);
+    }
+}
+
 static int cli_main(int argc, char **argv, const fp_world *w)
 {
     if (argc < 2)
         return usage(NULL, NULL);
-    const char *cmd = argv[1];
-    if (!strcmp(cmd, "help") || !strcmp(cmd, "--help") || !strcmp(cmd, "-h")) {
-        fputs(usage_text, stdout);
-        return EX_OK;
-    }
-    if (!strcmp(cmd, "version") || !strcmp(cmd, "--version")) {
+    const char *name = argv[1];
+    if (!strcmp(name, "help") || !strcmp(name, "--help") || !strcmp(name, "-h"))
+        return help(argc, argv);
+    if (!strcmp(name, "version") || !strcmp(name, "--version")) {
         printf("fheplan %s%s\n", fhr_version(), fp_world_have_mpi() ? " (MPI)" : "");
         return EX_OK;
     }
-    int is_check = !strcmp(cmd, "check"), is_run = !strcmp(cmd, "run"),
-        is_compile = !strcmp(cmd, "compile"), is_disasm = !strcmp(cmd, "disasm"),
-        is_fmt = !strcmp(cmd, "fmt");
-    if (!is_check && !is_run && !is_compile && !is_disasm && !is_fmt)
-        return usage("unknown command '%s'", cmd);
-    usage_cmd = cmd;
+    int cmd = command_of(name);
+    if (cmd < 0)
+        return unknown_command(name);
+    usage_cmd = name;
     cli c;
     memset(&c, 0, sizeof c);
     c.colour = want_colour();
     c.files = calloc((size_t)argc, sizeof *c.files);
     if (!c.files)
         return EX_SOFTWARE_;
-    int rc = 0, dashdash = 0;
-    for (int i = 2; i < argc && !rc; i++) {
-        const char *a = argv[i];
-#define NEED_ARG()                                                                           \
-    do {                                                                                     \
-        if (i + 1 >= argc) {                                                                 \
-            rc = usage("option %s needs an argument", a);                                    \
-            break;                                                                           \
-        }                                                                                    \
-    } while (0)
-        if (dashdash || a[0] != '-' || !a[1]) {
-            c.files[c.nfiles++] = a;
-        } else if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            fputs(usage_of(cmd), stdout);
-            free(c.files);
-            return EX_OK;
-        } else if (!strcmp(a, "--")) {
-            dashdash = 1;
-        } else if (!strcmp(a, "--json") && (is_check || is_run)) {
-            c.json = 1;
-        } else if (!strcmp(a, "--world-size") && is_check) {
-            NEED_ARG();
-            if (!rc)
-                rc = parse_world_size(&c, argv[++i]);
-        } else if (!strncmp(a, "--world-size=", 13) && is_check) {
-            rc = parse_world_size(&c, a + 13);
-        } else if (!strcmp(a, "--quiet") && (is_run || is_check)) {
-            c.quiet = 1;
-        } else if (!strcmp(a, "--no-source") && is_disasm) {
-            c.no_source = 1;
-        } else if (!strcmp(a, "--budget") && (is_check || is_run)) {
-            NEED_ARG();
-            if (!rc)
-                rc = parse_budget(&c, argv[++i]);
-        } else if (!strncmp(a, "--budget=", 9) && (is_check || is_run)) {
-            rc = parse_budget(&c, a + 9);
-        } else if (!strcmp(a, "--device") && is_run) {
-            NEED_ARG();
-            if (!rc)
-                c.device = argv[++i];
-        } else if (!strncmp(a, "--device=", 9) && is_run) {
-            c.device = a + 9;
-        } else if (!strcmp(a, "--scale") && is_run) {
-            NEED_ARG();
-            if (!rc)
-                rc = parse_scale(&c, argv[++i]);
-        } else if (!strncmp(a, "--scale=", 8) && is_run) {
-            rc = parse_scale(&c, a + 8);
-        } else if (!strcmp(a, "--trace") && is_run) {
-            NEED_ARG();
-            if (!rc)
-                c.trace = argv[++i];
-        } else if (!strncmp(a, "--trace=", 8) && is_run) {
-            c.trace = a + 8;
-        } else if (!strcmp(a, "--policy") && (is_check || is_run)) {
-            NEED_ARG();
-            if (!rc)
-                rc = parse_policy(&c, argv[++i]);
-        } else if (!strcmp(a, "--objective") && (is_check || is_run)) {
-            NEED_ARG();
-            if (!rc)
-                rc = parse_objective(&c, argv[++i]);
-        } else if (!strncmp(a, "--objective=", 12) && (is_check || is_run)) {
-            rc = parse_objective(&c, a + 12);
-        } else if (!strcmp(a, "--prefetch") && is_run) {
-            NEED_ARG();
-            if (!rc)
-                rc = parse_uint(argv[++i], "--prefetch", &c.prefetch);
-            c.prefetch_set = 1;
-        } else if ((!strcmp(a, "--pinned-gbps") || !strcmp(a, "--device-gbps") ||
-                    !strcmp(a, "--gen-gbps") || !strcmp(a, "--peer-gbps")) &&
-                   (is_check || is_run)) {
-            NEED_ARG();
-            double v = 0;
-            if (!rc)
-                rc = parse_rate_option(a, argv[++i], &v);
-            if (!rc) {
-                if (!strcmp(a, "--pinned-gbps"))
-                    c.pinned_gbps = v;
-                else if (!strcmp(a, "--peer-gbps"))
-                    c.peer_gbps = v;
-                else if (a[2] == 'g')
-                    c.gen_gbps = v;
-                else
-                    c.device_gbps = v;
-            }
-        } else if (!strcmp(a, "--min-budget") && is_check) {
-            NEED_ARG();
-            if (!rc && fhr_loc_parse(argv[++i], &c.min_budget) != FHR_OK)
-                rc = usage("bad --min-budget '%s' (want a location: host, pinned, cuda:N)",
-                           argv[i]);
-            c.has_min_budget = 1;
-        } else if (!strncmp(a, "-W", 2) && (is_check || is_run || is_compile)) {
-            rc = parse_warning(&c, a);
-        } else if (!strcmp(a, "--check") && is_fmt) {
-            c.fmt_check = 1;
-        } else if (!strcmp(a, "-w") && is_fmt) {
-            c.fmt_write = 1;
-        } else if (!strcmp(a, "--sarif") && is_check) {
-            c.sarif = 1;
-        } else if (!strcmp(a, "--timeline") && is_run) {
-            NEED_ARG();
-            if (!rc)
-                c.timeline = argv[++i];
-        } else if (!strncmp(a, "--timeline=", 11) && is_run) {
-            c.timeline = a + 11;
-        } else if (!strcmp(a, "--profile-out") && is_run) {
-            NEED_ARG();
-            if (!rc)
-                c.profile_out = argv[++i];
-        } else if (!strcmp(a, "--profile") && (is_check || is_run)) {
-            NEED_ARG();
-            if (!rc)
-                rc = read_profile(&c, argv[++i]);
-        } else if (!strcmp(a, "-o") && is_compile) {
-            NEED_ARG();
-            if (!rc)
-                c.out = argv[++i];
-        } else {
-            rc = usage("unknown option '%s'", a);
-        }
+    int rc = parse_args(&c, cmd, argc, argv);
+    if (rc == -1) { /* --help */
+        rc = EX_OK;
+        goto out;
     }
-    if (!rc) {
-        if (c.nfiles == 0)
-            rc = usage("%s needs a FILE", cmd);
-        else if (!is_check && !is_fmt && c.nfiles > 1)
-            rc = usage("%s takes one FILE", cmd);
-        else if (c.sarif && (c.json || c.world_size > 1 || w->mpi))
-            rc = usage("check --sarif takes neither --json nor --world-size%s", "");
-        else if (is_check && c.quiet && (c.json || c.sarif))
-            rc = usage("check --quiet takes neither --json nor --sarif%s", "");
-        else if (is_compile && !c.out)
-            rc = usage("%s needs -o OUT", cmd);
-        else if (c.device && check_device(c.device) != 0)
-            rc = usage("bad --device '%s' (want auto, cuda, emu or emu:N with N in 1..62)",
-                       c.device);
-        else if (is_compile)
-            rc = check_output(&c, c.out, "-o");
-        else if (is_run && c.trace)
-            rc = check_output(&c, c.trace, "--trace");
-        if (!rc && (is_check || is_run))
-            rc = check_environment();
-        if (!rc && is_run && c.timeline)
-            rc = check_output(&c, c.timeline, "--timeline");
-        if (!rc && is_run && c.profile_out)
-            rc = check_output(&c, c.profile_out, "--profile-out");
-        if (!rc && is_run && c.trace && c.timeline && same_output(c.trace, c.timeline))
-            rc = usage("--trace and --timeline name the same file '%s'", c.trace);
-        for (size_t k = 0, stdin_uses = 0; !rc && k < c.nfiles; k++)
-            if (!strcmp(c.files[k], "-") && ++stdin_uses > 1)
-                rc = usage("%s reads standard input ('-') only once", cmd);
-    }
+    if (!rc)
+        rc = check_args(&c, cmd, w);
     /* check --quiet: the exit status only (usage errors above still say what is wrong) */
-    if (!rc && is_check && c.quiet &&
+    if (!rc && cmd == CMD_CHECK && c.quiet &&
         (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)))
         rc = EX_SOFTWARE_;
-    if (!rc && w->mpi && is_run) {
-        rc = world_run(&c, w);
-    } else if (!rc && w->mpi && w->rank != 0) {
-        /* check, compile, disasm: rank 0 does them (check for every rank) */
-    } else if (!rc) {
-        if (is_check && w->mpi && !c.world_size)
-            c.world_size = (uint32_t)w->size;
-        rc = is_check && c.world_size > 1 ? world_check(&c)
-             : is_check                   ? cmd_check(&c)
-             : is_run                     ? cmd_run(&c)
-             : is_compile                 ? cmd_compile(&c)
-             : is_fmt                     ? cmd_fmt(&c)
-                                          : cmd_disasm(&c);
-    }
+    if (!rc)
+        rc = dispatch(&c, cmd, w);
+out:
     input_stdin_release();
     free(c.files);
     rplan_profile_free(c.profile, c.nprofile);

@@ -258,15 +258,17 @@ void print_stage(const rplan_stage_report *r, int explain, int is_total)
     for (int d = 0; d < FHR_DIR_NONE; d++)
         moved += r->bytes[d];
     if (explain) {
-        printf("  %s %s: %llu plans, %llu requests, %llu bodies; %s would move\n",
+        printf("  %s %s: %llu %s, %llu %s, %llu %s; %s would move\n",
                is_total ? "" : "stage", r->name, (unsigned long long)r->plans,
-               (unsigned long long)r->requests, (unsigned long long)r->bodies,
-               fmt_bytes(moved, a, sizeof a));
+               plural(r->plans, "plan", "plans"), (unsigned long long)r->requests,
+               plural(r->requests, "request", "requests"), (unsigned long long)r->bodies,
+               plural(r->bodies, "body", "bodies"), fmt_bytes(moved, a, sizeof a));
     } else {
-        printf("%s %s: %s, %s moved (%.2f GB/s), %llu plans, %llu requests\n",
+        printf("%s %s: %s, %s moved (%.2f GB/s), %llu %s, %llu %s\n",
                is_total ? "" : "stage", r->name, fmt_time(r->time_s, t, sizeof t),
                fmt_bytes(moved, a, sizeof a), r->time_s > 0 ? (double)moved / r->time_s / 1e9 : 0,
-               (unsigned long long)r->plans, (unsigned long long)r->requests);
+               (unsigned long long)r->plans, plural(r->plans, "plan", "plans"),
+               (unsigned long long)r->requests, plural(r->requests, "request", "requests"));
     }
     const char *ind = explain ? "    " : "  ";
     printf("%smoves:", ind);

@@ -161,11 +161,11 @@ static void print_bound(const rplan_vm_report *rep, uint64_t pcie)
         fhr_loc_format(v->loc, lb, sizeof lb);
         bound_terms(r, v, comp, sizeof comp, link, sizeof link);
         if (v->loc.kind != FHR_LOC_CUDA) /* bodies on a host queue: no link of its own */
-            printf("  %s: %s (%llu bodies on its host queue)\n", lb, comp,
-                   (unsigned long long)v->bodies);
+            printf("  %s: %s (%llu %s on its host queue)\n", lb, comp,
+                   (unsigned long long)v->bodies, plural(v->bodies, "body", "bodies"));
         else
-            printf("  %s: max(%s (%llu bodies), %s) = %s\n", lb, comp,
-                   (unsigned long long)v->bodies, link, fmt_time(v->bound_s, c, sizeof c));
+            printf("  %s: max(%s (%llu %s), %s) = %s\n", lb, comp, (unsigned long long)v->bodies,
+                   plural(v->bodies, "body", "bodies"), link, fmt_time(v->bound_s, c, sizeof c));
     }
     double run_s = r->total.time_s > 0 ? r->total.time_s : 1;
     for (size_t i = 0; i < r->ndevices; i++) {
@@ -180,29 +180,17 @@ static void print_bound(const rplan_vm_report *rep, uint64_t pcie)
     }
 }
 
-int cmd_run(cli *c)
+/* The device run uses: --device, else FHEPLAN_DEVICE, else auto (in a CUDA build, auto
+ * without a usable GPU says why it runs on the emulated device). 0 with *out open, or
+ * the exit status with the error said (and, with --json, the refused document). */
+static int open_device(const cli *c, fhr_backend **out)
 {
-    input in;
-    int rc = load_input(c, c->files[0], &in, c->json);
-    if (rc) {
-        if (c->json) {
-            cJSON *o = cJSON_CreateObject();
-            cJSON_AddBoolToObject(o, "ok", 0);
-            cJSON_AddStringToObject(o, "file", c->files[0]);
-            cJSON_AddItemToObject(o, "diagnostics", input_diags_json(&in));
-            print_json(o);
-            cJSON_Delete(o);
-        }
-        input_free(&in);
-        return rc;
-    }
     const char *spec = c->device ? c->device : getenv("FHEPLAN_DEVICE");
     if (!spec || !*spec)
         spec = "auto";
     if (check_device(spec) != 0) {
         fprintf(stderr, "fheplan: bad FHEPLAN_DEVICE '%s' (want auto, cuda, emu or emu:N with N "
                 "in 1..62)\n", spec);
-        input_free(&in);
         return EX_USAGE_;
     }
     if (strcmp(spec, "emu") == 0)
@@ -211,7 +199,6 @@ int cmd_run(cli *c)
     fhr_error e;
     fhr_error_init(&e);
 #if FHEPLAN_HAVE_CUDA
-    /* auto in a CUDA build: say why it rehearses on the emulated device */
     if (!strcmp(spec, "auto") && !c->quiet) {
         if (fhr_backend_open("cuda", &b, &e) == FHR_OK && b->ops->device_count(b) < 1) {
             snprintf(e.message, sizeof e.message, "cuda: no visible device");
@@ -232,13 +219,167 @@ int cmd_run(cli *c)
         if (c->json) /* refused: one document that says so, as for a plan refused below */
             print_refused_json(c, spec, &e);
         fhr_error_clear(&e);
-        input_free(&in);
         return e.status == FHR_E_INVALID ? EX_USAGE_ : EX_FAIL;
     }
-    const char *bname = b->ops->name;
+    *out = b;
+    return 0;
+}
+
+/* The VM's options from the command line. */
+static void run_opts(const cli *c, uint64_t scale, prog_state *ps, rplan_vm_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->mode = RPLAN_VM_RUN;
+    o->scale = scale;
+    o->budget_override = c->budgets;
+    o->nbudget_override = c->nbudgets;
+    o->unknown_as_touch = 1;
+    o->policy_override = c->policy;
+    o->prefetch_depth = c->prefetch;
+    o->serial = c->prefetch_set && c->prefetch == 0;
+    o->objective = c->objective;
+    o->pinned_gbps = c->pinned_gbps;
+    o->device_gbps = c->device_gbps;
+    o->gen_gbps = c->gen_gbps;
+    o->peer_gbps = c->peer_gbps;
+    o->trace = c->trace != NULL || c->timeline != NULL;
+    o->profile = c->profile;
+    o->nprofile = c->nprofile;
+    o->progress = on_progress;
+    o->progress_ctx = ps;
+}
+
+/* One output file of a run (text, NULL when it could not be made): 0, or EX_FAIL with
+ * the reason said. */
+static int write_output(const char *path, const char *what, char *text)
+{
+    if (!text)
+        errno = ENOMEM;
+    if (!text || write_atomic(path, text, strlen(text)) != 0) {
+        fprintf(stderr, "fheplan: cannot write the %s '%s': %s\n", what, path, strerror(errno));
+        free(text);
+        return EX_FAIL;
+    }
+    free(text);
+    return 0;
+}
+
+/* --trace, --profile-out and --timeline of a run that ran: 0, or EX_FAIL (said). */
+static int write_outputs(const cli *c, const rplan_vm *vm, const rplan_vm_report *rep)
+{
+    int rc = 0;
+    if (c->trace && write_output(c->trace, "trace", rplan_vm_trace_json(vm)) != 0)
+        rc = EX_FAIL;
+    if (c->profile_out && write_output(c->profile_out, "profile", rplan_profile_json(rep)) != 0)
+        rc = EX_FAIL;
+    if (c->timeline) {
+        char *t = rplan_vm_trace_json(vm);
+        if (!t || timeline_write(c->timeline, c->files[0], rep, t) != 0) {
+            fprintf(stderr, "fheplan: cannot write the timeline '%s': %s\n", c->timeline,
+                    strerror(t ? errno : ENOMEM));
+            rc = EX_FAIL;
+        }
+        free(t);
+    }
+    return rc;
+}
+
+/* "host waits for bodies in flight: ..." when the run waited. */
+static void print_host_waits(const rplan_vm_report *rep)
+{
+    static const char *const why[RPLAN_WAITS] = {"the prefetch bound", "MIN's victim",
+                                                 "room held by bodies", "settled copies evicted"};
+    uint64_t nw = 0;
+    for (int w = 0; w < RPLAN_WAITS; w++)
+        nw += rep->host_waits[w];
+    if (!nw)
+        return;
+    printf("host waits for bodies in flight:");
+    const char *sep = " ";
+    for (int w = 0; w < RPLAN_WAITS; w++)
+        if (rep->host_waits[w]) {
+            char tw[32];
+            printf("%s%llu for %s (%s)", sep, (unsigned long long)rep->host_waits[w], why[w],
+                   fmt_time(rep->host_wait_s[w], tw, sizeof tw));
+            sep = ", ";
+        }
+    printf("\n");
+}
+
+/* The text report of a run that ran (scale: the one asked for). */
+static void print_run(const cli *c, const rplan_vm_report *rep, uint64_t scale)
+{
+    printf("fheplan run %s on %s%s", input_name(c->files[0]), rep->device,
+           rep->scale > 1 ? " (sizes divided by " : "");
+    if (rep->scale > 1)
+        printf("%llu)", (unsigned long long)rep->scale);
+    if (rep->scale != scale) /* exact scaling only (rplan_vm_opts.scale) */
+        printf(" (--scale %llu: the largest exact divisor of every size is %llu)",
+               (unsigned long long)scale, (unsigned long long)rep->scale);
+    printf("\n");
+    if (!strncmp(rep->device, "emu", 3))
+        printf("emulated device: the times below are modelled on this host, not measured on a "
+               "GPU, and vary with the host's load\n");
+    for (size_t s = 0; s < rep->nstages; s++)
+        print_stage(&rep->stages[s], 0, 0);
+    print_stage(&rep->total, 0, 1);
+    const rplan_stage_report *tt = &rep->total;
+    uint64_t pcie = tt->bytes[FHR_DIR_H2D] + tt->bytes[FHR_DIR_D2H] + tt->load_h2d_bytes;
+    print_overlap(rep);
+    print_bound(rep, pcie);
+    print_host_waits(rep);
+    if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
+        char tb[32], tm[32];
+        printf("objective auto: %s (modelled: bytes %s, time %s)\n",
+               rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
+               fmt_time(rep->auto_bytes_s, tb, sizeof tb), fmt_time(rep->auto_time_s, tm, sizeof tm));
+    }
+    printf("%s\n", rep->ok ? "ok" : "FAILED");
+}
+
+/* --json: the report as one document, with the file named. */
+static void print_run_json(const cli *c, const rplan_vm_report *rep)
+{
+    char *s = rplan_vm_report_json(rep);
+    cJSON *o = s ? cJSON_Parse(s) : NULL;
+    free(s);
+    if (o) {
+        cJSON_AddStringToObject(o, "file", c->files[0]);
+        print_json(o);
+        cJSON_Delete(o);
+    }
+}
+
+/* --json when the plan could not be loaded: ok false and its diagnostics. */
+static void print_unloaded_json(const cli *c, input *in)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddBoolToObject(o, "ok", 0);
+    cJSON_AddStringToObject(o, "file", c->files[0]);
+    cJSON_AddItemToObject(o, "diagnostics", input_diags_json(in));
+    print_json(o);
+    cJSON_Delete(o);
+}
+
+int cmd_run(cli *c)
+{
+    input in;
+    int rc = load_input(c, c->files[0], &in, c->json);
+    if (rc) {
+        if (c->json)
+            print_unloaded_json(c, &in);
+        input_free(&in);
+        return rc;
+    }
+    fhr_backend *b = NULL;
+    rc = open_device(c, &b);
+    if (rc) {
+        input_free(&in);
+        return rc;
+    }
     uint64_t scale = c->scale;
     if (!scale) {
-        scale = strcmp(bname, "emu") == 0 ? auto_scale(in.p) : 1;
+        scale = strcmp(b->ops->name, "emu") == 0 ? auto_scale(in.p) : 1;
         if (scale > 1 && !c->quiet)
             fprintf(stderr,
                     "fheplan: note: emulated device: sizes, reservations and budgets divided by "
@@ -247,25 +388,7 @@ int cmd_run(cli *c)
     }
     prog_state ps = {!c->json && !c->quiet && want_colour() >= 0 && isatty(2), 0};
     rplan_vm_opts o;
-    memset(&o, 0, sizeof o);
-    o.mode = RPLAN_VM_RUN;
-    o.scale = scale;
-    o.budget_override = c->budgets;
-    o.nbudget_override = c->nbudgets;
-    o.unknown_as_touch = 1;
-    o.policy_override = c->policy;
-    o.prefetch_depth = c->prefetch;
-    o.serial = c->prefetch_set && c->prefetch == 0;
-    o.objective = c->objective;
-    o.pinned_gbps = c->pinned_gbps;
-    o.device_gbps = c->device_gbps;
-    o.gen_gbps = c->gen_gbps;
-    o.peer_gbps = c->peer_gbps;
-    o.trace = c->trace != NULL || c->timeline != NULL;
-    o.profile = c->profile;
-    o.nprofile = c->nprofile;
-    o.progress = on_progress;
-    o.progress_ctx = &ps;
+    run_opts(c, scale, &ps, &o);
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
     rc = run_vm(c, &in, b, &o, &vm, &rep);
@@ -274,91 +397,12 @@ int cmd_run(cli *c)
     /* a run refused before its first statement prints its error only (above, or as the
      * JSON document): no report, no trace, no timeline, and files already there stay */
     int ran = vm && rep && !rep->refused;
-    if (c->trace && ran) {
-        char *t = rplan_vm_trace_json(vm);
-        if (!t)
-            errno = ENOMEM;
-        if (!t || write_atomic(c->trace, t, strlen(t)) != 0) {
-            fprintf(stderr, "fheplan: cannot write the trace '%s': %s\n", c->trace,
-                    strerror(errno));
-            if (rc == EX_OK)
-                rc = EX_FAIL;
-        }
-        free(t);
-    }
-    if (c->profile_out && ran) {
-        char *t = rplan_profile_json(rep);
-        if (!t)
-            errno = ENOMEM;
-        if (!t || write_atomic(c->profile_out, t, strlen(t)) != 0) {
-            fprintf(stderr, "fheplan: cannot write the profile '%s': %s\n", c->profile_out,
-                    strerror(errno));
-            if (rc == EX_OK)
-                rc = EX_FAIL;
-        }
-        free(t);
-    }
-    if (c->timeline && ran) {
-        char *t = rplan_vm_trace_json(vm);
-        if (!t || timeline_write(c->timeline, c->files[0], rep, t) != 0) {
-            fprintf(stderr, "fheplan: cannot write the timeline '%s': %s\n", c->timeline,
-                    strerror(t ? errno : ENOMEM));
-            if (rc == EX_OK)
-                rc = EX_FAIL;
-        }
-        free(t);
-    }
-    if (rep && c->json) {
-        char *s = rplan_vm_report_json(rep);
-        cJSON *o2 = s ? cJSON_Parse(s) : NULL;
-        free(s);
-        if (o2) {
-            cJSON_AddStringToObject(o2, "file", c->files[0]);
-            print_json(o2);
-            cJSON_Delete(o2);
-        }
-    } else if (ran) {
-        printf("fheplan run %s on %s%s", c->files[0], rep->device,
-               rep->scale > 1 ? " (sizes divided by " : "");
-        if (rep->scale > 1)
-            printf("%llu)", (unsigned long long)rep->scale);
-        if (rep->scale != scale) /* exact scaling only (rplan_vm_opts.scale) */
-            printf(" (--scale %llu: the largest exact divisor of every size is %llu)",
-                   (unsigned long long)scale, (unsigned long long)rep->scale);
-        printf("\n");
-        for (size_t s = 0; s < rep->nstages; s++)
-            print_stage(&rep->stages[s], 0, 0);
-        print_stage(&rep->total, 0, 1);
-        const rplan_stage_report *tt = &rep->total;
-        uint64_t pcie = tt->bytes[FHR_DIR_H2D] + tt->bytes[FHR_DIR_D2H] + tt->load_h2d_bytes;
-        print_overlap(rep);
-        print_bound(rep, pcie);
-        uint64_t nw = 0;
-        for (int w = 0; w < RPLAN_WAITS; w++)
-            nw += rep->host_waits[w];
-        if (nw) {
-            static const char *const why[RPLAN_WAITS] = {"the prefetch bound", "MIN's victim",
-                                                         "room held by bodies",
-                                                         "settled copies evicted"};
-            printf("host waits for bodies in flight:");
-            const char *sep = " ";
-            for (int w = 0; w < RPLAN_WAITS; w++)
-                if (rep->host_waits[w]) {
-                    char tw[32];
-                    printf("%s%llu for %s (%s)", sep, (unsigned long long)rep->host_waits[w],
-                           why[w], fmt_time(rep->host_wait_s[w], tw, sizeof tw));
-                    sep = ", ";
-                }
-            printf("\n");
-        }
-        if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
-            char tb[32], tm[32];
-            printf("objective auto: %s (modelled: bytes %s, time %s)\n",
-                   rep->objective == RPLAN_OBJECTIVE_TIME ? "time" : "bytes",
-                   fmt_time(rep->auto_bytes_s, tb, sizeof tb), fmt_time(rep->auto_time_s, tm, sizeof tm));
-        }
-        printf("%s\n", rep->ok ? "ok" : "FAILED");
-    }
+    if (ran && write_outputs(c, vm, rep) != 0 && rc == EX_OK)
+        rc = EX_FAIL;
+    if (rep && c->json)
+        print_run_json(c, rep);
+    else if (ran)
+        print_run(c, rep, scale);
     rplan_vm_report_free(rep);
     rplan_vm_destroy(vm);
     fhr_backend_destroy(b);

@@ -439,126 +439,104 @@ static const char script[] =
     "})();\n"
     "</script>\n";
 
-int timeline_write(const char *path, const char *plan, const rplan_vm_report *rep,
-                   const char *trace_json)
+/* What one pass over the trace finds: the lanes (every track with slices), the time
+ * range, the locations with a residency chart, the number of evictions. */
+typedef struct scan {
+    lane *lanes;
+    size_t nl;
+    char (*locs)[32];
+    size_t nlocs, nevict;
+    int *dep; /* depths() of the complete slices */
+} scan;
+
+/* A location of a counter ("resident cuda:0") into s->locs, once. */
+static void scan_location(scan *s, const cJSON *e)
 {
-    cJSON *doc = trace_json ? cJSON_Parse(trace_json) : NULL;
-    const cJSON *ev = doc ? cJSON_GetObjectItem(doc, "traceEvents") : NULL;
-    if (!cJSON_IsArray(ev)) {
-        cJSON_Delete(doc);
-        errno = EINVAL;
-        return -1;
+    const char *sp = strchr(str_of(e, "name"), ' ');
+    if (!sp)
+        return;
+    size_t k = 0;
+    while (k < s->nlocs && strcmp(s->locs[k], sp + 1))
+        k++;
+    if (k == s->nlocs && s->nlocs < TL_MAX_LOCS)
+        snprintf(s->locs[s->nlocs++], sizeof s->locs[0], "%s", sp + 1);
+}
+
+/* A complete slice's track into s->lanes (once), with the depth it needs. */
+static void scan_slice(scan *s, const cJSON *e, int depth)
+{
+    double tid = num_of(e, "tid");
+    size_t k = 0;
+    while (k < s->nl && s->lanes[k].tid != tid)
+        k++;
+    if (k == s->nl && s->nl < TL_MAX_LANES) {
+        s->lanes[s->nl].tid = tid;
+        s->lanes[s->nl].order = 1e9 + tid;
+        snprintf(s->lanes[s->nl].name, sizeof s->lanes[s->nl].name, "track %.0f", tid);
+        s->nl++;
     }
-    /* the lanes (every track with slices), the time range, the locations, the evictions */
-    lane *lanes = calloc(TL_MAX_LANES, sizeof *lanes);
-    char (*locs)[32] = calloc(TL_MAX_LOCS, sizeof *locs);
-    if (!lanes || !locs) {
-        free(lanes), free(locs);
-        cJSON_Delete(doc);
-        errno = ENOMEM;
-        return -1;
+    if (k < s->nl) {
+        if (depth + 1 > s->lanes[k].rows)
+            s->lanes[k].rows = depth + 1;
+        s->lanes[k].stages |= !strcmp(str_of(e, "cat"), "stage");
     }
-    size_t nl = 0, nlocs = 0, nevict = 0, xi = 0;
-    int *dep = depths(ev);
-    tl t = {0};
-    t.t0 = 1e300;
-    t.t1 = 0;
+}
+
+/* The pass over the trace, then the lanes named and ordered by its metadata and the
+ * locations in the order of their names (pinned, host, cuda:0, ...). */
+static void scan_trace(const cJSON *ev, scan *s, tl *t)
+{
+    size_t xi = 0;
     const cJSON *e;
+    t->t0 = 1e300;
+    t->t1 = 0;
     cJSON_ArrayForEach(e, ev)
     {
         const char *ph = str_of(e, "ph");
         double ts = num_of(e, "ts") / 1e3, end = ts + num_of(e, "dur") / 1e3;
         if (!strcmp(ph, "M"))
             continue;
-        if (ts < t.t0)
-            t.t0 = ts;
-        if (end > t.t1)
-            t.t1 = end;
+        t->t0 = ts < t->t0 ? ts : t->t0;
+        t->t1 = end > t->t1 ? end : t->t1;
         if (!strcmp(ph, "i"))
-            nevict++;
-        if (!strcmp(ph, "C")) {
-            const char *nm = str_of(e, "name"), *sp = strchr(nm, ' ');
-            if (!sp)
-                continue;
-            size_t k = 0;
-            while (k < nlocs && strcmp(locs[k], sp + 1))
-                k++;
-            if (k == nlocs && nlocs < TL_MAX_LOCS)
-                snprintf(locs[nlocs++], sizeof locs[0], "%s", sp + 1);
-            continue;
-        }
-        if (strcmp(ph, "X"))
-            continue;
-        double tid = num_of(e, "tid");
-        size_t k = 0;
-        while (k < nl && lanes[k].tid != tid)
-            k++;
-        if (k == nl && nl < TL_MAX_LANES) {
-            lanes[nl].tid = tid;
-            lanes[nl].order = 1e9 + tid;
-            snprintf(lanes[nl].name, sizeof lanes[nl].name, "track %.0f", tid);
-            nl++;
-        }
-        int dd = dep ? dep[xi] : 0;
-        xi++;
-        if (k < nl) {
-            int d = dd + 1;
-            if (d > lanes[k].rows)
-                lanes[k].rows = d;
-            lanes[k].stages |= !strcmp(str_of(e, "cat"), "stage");
-        }
+            s->nevict++;
+        else if (!strcmp(ph, "C"))
+            scan_location(s, e);
+        else if (!strcmp(ph, "X"))
+            scan_slice(s, e, s->dep ? s->dep[xi++] : 0);
     }
-    if (t.t1 <= t.t0) {
-        t.t0 = 0;
-        t.t1 = 1;
+    if (t->t1 <= t->t0) {
+        t->t0 = 0;
+        t->t1 = 1;
     }
-    t.t0 = t.t0 < 0 ? t.t0 : 0; /* the axis starts at the run's start */
-    /* lane names and places from the trace's metadata */
+    t->t0 = t->t0 < 0 ? t->t0 : 0; /* the axis starts at the run's start */
     cJSON_ArrayForEach(e, ev)
     {
         if (strcmp(str_of(e, "ph"), "M"))
             continue;
         const cJSON *a = cJSON_GetObjectItem(e, "args");
-        for (size_t k = 0; k < nl; k++) {
-            if (lanes[k].tid != num_of(e, "tid"))
+        for (size_t k = 0; k < s->nl; k++) {
+            if (s->lanes[k].tid != num_of(e, "tid"))
                 continue;
             if (!strcmp(str_of(e, "name"), "thread_name"))
-                snprintf(lanes[k].name, sizeof lanes[k].name, "%s", str_of(a, "name"));
+                snprintf(s->lanes[k].name, sizeof s->lanes[k].name, "%s", str_of(a, "name"));
             else if (!strcmp(str_of(e, "name"), "thread_sort_index"))
-                lanes[k].order = num_of(a, "sort_index");
+                s->lanes[k].order = num_of(a, "sort_index");
         }
     }
-    qsort(lanes, nl, sizeof *lanes, lane_cmp);
-    /* locations in the order of their names (pinned, host, cuda:0, ...) */
-    for (size_t a = 1; a < nlocs; a++)
-        for (size_t b = a; b > 0 && strcmp(locs[b], locs[b - 1]) < 0; b--) {
+    qsort(s->lanes, s->nl, sizeof *s->lanes, lane_cmp);
+    for (size_t a = 1; a < s->nlocs; a++)
+        for (size_t b = a; b > 0 && strcmp(s->locs[b], s->locs[b - 1]) < 0; b--) {
             char x[32];
-            memcpy(x, locs[b], sizeof x);
-            memcpy(locs[b], locs[b - 1], sizeof x);
-            memcpy(locs[b - 1], x, sizeof x);
+            memcpy(x, s->locs[b], sizeof x);
+            memcpy(s->locs[b], s->locs[b - 1], sizeof x);
+            memcpy(s->locs[b - 1], x, sizeof x);
         }
+}
 
-    char *page = NULL;
-    size_t page_len = 0;
-    FILE *f = open_memstream(&page, &page_len);
-    if (!f) {
-        free(lanes), free(locs);
-        cJSON_Delete(doc);
-        return -1;
-    }
-    t.f = f;
-    t.x0 = TL_LABEL;
-    t.pw = TL_W - TL_LABEL - TL_RIGHT;
-    double y_axis = 22, y = y_axis + 12;
-    double *lane_y = calloc(nl + 1, sizeof *lane_y);
-    for (size_t k = 0; lane_y && k < nl; k++) {
-        lane_y[k] = y;
-        y += (lanes[k].rows ? lanes[k].rows : 1) * TL_ROW + 4;
-    }
-    double y_ev = y + 4, y_ch = y_ev + TL_ROW + 14;
-    double height = y_ch + (double)nlocs * TL_CHART + 8;
-
-    char a[32], b[32], c[32];
+/* The page up to its first heading: title and style sheet. */
+static void write_head(FILE *f, const char *plan)
+{
     fputs("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
           "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>",
           f);
@@ -587,30 +565,41 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
           f);
     esc(f, plan);
     fputs("</h1>\n<p>", f);
-    if (rep) {
-        uint64_t moved = rep->total.load_bytes;
-        for (int d = 0; d < FHR_DIR_NONE; d++)
-            moved += rep->total.bytes[d];
-        fprintf(f, "on %s", rep->device);
-        if (rep->scale > 1)
-            fprintf(f, " (sizes divided by %llu)", (unsigned long long)rep->scale);
-        fprintf(f, ": %s, %s moved, %llu evictions, %llu bodies; lower bound %s",
-                fmt_ms(rep->total.time_s * 1e3, a, sizeof a), fmt_bytes(moved, b, sizeof b),
-                (unsigned long long)rep->total.evictions, (unsigned long long)rep->total.bodies,
-                fmt_ms(rep->lower_bound_s * 1e3, c, sizeof c));
-        size_t worst = 0;
-        for (size_t i = 0; i < rep->ndevices; i++)
-            if (rep->devices[i].bound_s > rep->devices[worst].bound_s)
-                worst = i;
-        if (rep->ndevices > 1) {
-            char lb[16];
-            fprintf(f, " (%s's, the slowest device)",
-                    fhr_loc_format(rep->devices[worst].loc, lb, sizeof lb));
-        }
-        fprintf(f, ", ratio %.2f; %s", rep->ratio, rep->ok ? "ok" : "FAILED: ");
-        if (!rep->ok)
-            esc(f, rep->message);
+}
+
+/* The line under the heading: device, time, bytes, evictions, bodies, the bound. */
+static void write_summary(FILE *f, const rplan_vm_report *rep)
+{
+    char a[32], b[32], c[32];
+    uint64_t moved = rep->total.load_bytes;
+    for (int d = 0; d < FHR_DIR_NONE; d++)
+        moved += rep->total.bytes[d];
+    fprintf(f, "on %s", rep->device);
+    if (rep->scale > 1)
+        fprintf(f, " (sizes divided by %llu)", (unsigned long long)rep->scale);
+    fprintf(f, ": %s, %s moved, %llu %s, %llu %s; lower bound %s",
+            fmt_ms(rep->total.time_s * 1e3, a, sizeof a), fmt_bytes(moved, b, sizeof b),
+            (unsigned long long)rep->total.evictions,
+            plural(rep->total.evictions, "eviction", "evictions"),
+            (unsigned long long)rep->total.bodies, plural(rep->total.bodies, "body", "bodies"),
+            fmt_ms(rep->lower_bound_s * 1e3, c, sizeof c));
+    size_t worst = 0;
+    for (size_t i = 0; i < rep->ndevices; i++)
+        if (rep->devices[i].bound_s > rep->devices[worst].bound_s)
+            worst = i;
+    if (rep->ndevices > 1) {
+        char lb[16];
+        fprintf(f, " (%s's, the slowest device)",
+                fhr_loc_format(rep->devices[worst].loc, lb, sizeof lb));
     }
+    fprintf(f, ", ratio %.2f; %s", rep->ratio, rep->ok ? "ok" : "FAILED: ");
+    if (!rep->ok)
+        esc(f, rep->message);
+}
+
+/* The colour key and the zoom buttons. */
+static void write_key(FILE *f)
+{
     fputs("</p>\n<p class=\"key\">"
           "<i data-key=\"pcie\"><span style=\"background:" C_PCIE "\"></span>copy onto a device over PCIe</i> "
           "<i data-key=\"peer\"><span style=\"background:" C_PEER "\"></span>peer copy from another device</i> "
@@ -630,78 +619,97 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
           "<button data-z=\"all\" type=\"button\">whole run</button> "
           "<span id=\"win\"></span> &middot; wheel over the picture to zoom, drag to pan</div>\n",
           f);
+}
+
+/* The picture's frame and its time axis (ms), which the script redraws on zoom. */
+static void write_axis(const tl *t, double y_axis, double height)
+{
+    FILE *f = t->f;
     fprintf(f, "<svg id=\"tl\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 %d %.0f\" "
                "preserveAspectRatio=\"xMinYMin meet\" data-t0=\"%.4f\" data-t1=\"%.4f\" "
                "data-x0=\"%.1f\" data-pw=\"%.1f\">\n",
-            TL_W, height, t.t0, t.t1, t.x0, t.pw);
+            TL_W, height, t->t0, t->t1, t->x0, t->pw);
     fprintf(f, "<defs><clipPath id=\"plot\"><rect x=\"%.1f\" y=\"0\" width=\"%.1f\" "
                "height=\"%.0f\"/></clipPath></defs>\n",
-            t.x0, t.pw, height);
+            t->x0, t->pw, height);
     fprintf(f, "<rect width=\"%d\" height=\"%.0f\" fill=\"#fff\"/>\n", TL_W, height);
-    /* the time axis (ms), redrawn by the script on zoom */
     fprintf(f, "<text x=\"8\" y=\"%.1f\" class=\"lb\">time (ms from the start)</text>\n", y_axis);
     fprintf(f, "<g id=\"ticks\" data-top=\"%.1f\" data-bottom=\"%.1f\">\n", y_axis, height - 6);
-    double st = nice_step(t.t1 - t.t0);
+    double st = nice_step(t->t1 - t->t0);
     int dec = (int)fmax(0, fmin(4, -floor(log10(st) + 1e-9)));
-    for (double v = ceil(t.t0 / st) * st; v <= t.t1 + st * 1e-6; v += st) {
-        double x = xof(&t, v);
+    for (double v = ceil(t->t0 / st) * st; v <= t->t1 + st * 1e-6; v += st) {
+        double x = xof(t, v);
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" class=\"grid\"/>\n", x,
                 y_axis + 4, x, height - 6);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\" class=\"tick\">%.*f ms"
                    "</text>\n", x, y_axis, dec, v);
     }
     fputs("</g>\n", f);
-    /* one lane per track */
-    for (size_t k = 0; lane_y && k < nl; k++) {
-        double ly = lane_y[k];
-        int rows = lanes[k].rows ? lanes[k].rows : 1;
-        fputs("<g class=\"lane\" data-lane=\"", f);
-        esc(f, lanes[k].name);
-        fprintf(f, "\">\n<text x=\"8\" y=\"%.1f\"%s>", ly + 13, lanes[k].stages ? " class=\"lb\"" : "");
-        esc(f, lanes[k].name);
-        fputs("</text>\n", f);
-        fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" class=\"bg\"/>\n",
-                t.x0, ly, t.pw, rows * TL_ROW);
-        fputs("<g clip-path=\"url(#plot)\">\n", f);
-        idle_marks(&t, ev, lanes[k].tid, ly, rows * TL_ROW);
-        static const char *const stage_fill[] = {"#44546a", "#5f7391", "#7b8fae", "#98aac6"};
-        xi = 0;
-        cJSON_ArrayForEach(e, ev)
-        {
-            if (strcmp(str_of(e, "ph"), "X"))
-                continue;
-            int d = dep && rows > 1 ? dep[xi] : 0;
-            xi++;
-            if (num_of(e, "tid") != lanes[k].tid)
-                continue;
-            double by = ly + d * TL_ROW + 1;
-            if (lanes[k].stages) {
-                bar(&t, e, by, TL_ROW - 2, stage_fill[d % 4]);
-                const char *nm = str_of(e, "name"), *sl = strrchr(nm, '/');
-                nm = sl && sl[1] ? sl + 1 : nm;
-                double a0 = num_of(e, "ts") / 1e3, b0 = a0 + num_of(e, "dur") / 1e3;
-                double x = xof(&t, a0) + 3, w = xof(&t, b0) - x;
-                fprintf(f, "<text class=\"t in\" data-a=\"%.4f\" data-b=\"%.4f\" x=\"%.1f\" "
-                           "y=\"%.1f\"%s>",
-                        a0, b0, x, by + TL_ROW - 6,
-                        w > 6.2 * (double)strlen(nm) ? "" : " style=\"display:none\"");
-                esc(f, nm);
-                fputs("</text>\n", f);
-            } else {
-                bar(&t, e, by, TL_ROW - 2, fill_of(e));
-            }
-        }
-        fputs("</g>\n</g>\n", f);
+}
+
+/* A stage's bar with its name inside when the name fits. */
+static void stage_bar(const tl *t, const cJSON *e, double by, int d)
+{
+    static const char *const stage_fill[] = {"#44546a", "#5f7391", "#7b8fae", "#98aac6"};
+    bar(t, e, by, TL_ROW - 2, stage_fill[d % 4]);
+    const char *nm = str_of(e, "name"), *sl = strrchr(nm, '/');
+    nm = sl && sl[1] ? sl + 1 : nm;
+    double a0 = num_of(e, "ts") / 1e3, b0 = a0 + num_of(e, "dur") / 1e3;
+    double x = xof(t, a0) + 3, w = xof(t, b0) - x;
+    fprintf(t->f, "<text class=\"t in\" data-a=\"%.4f\" data-b=\"%.4f\" x=\"%.1f\" y=\"%.1f\"%s>",
+            a0, b0, x, by + TL_ROW - 6,
+            w > 6.2 * (double)strlen(nm) ? "" : " style=\"display:none\"");
+    esc(t->f, nm);
+    fputs("</text>\n", t->f);
+}
+
+/* One lane: its name, its background, the link's idle marks and a bar per slice. */
+static void write_lane(const tl *t, const cJSON *ev, const int *dep, const lane *ln, double ly)
+{
+    FILE *f = t->f;
+    int rows = ln->rows ? ln->rows : 1;
+    fputs("<g class=\"lane\" data-lane=\"", f);
+    esc(f, ln->name);
+    fprintf(f, "\">\n<text x=\"8\" y=\"%.1f\"%s>", ly + 13, ln->stages ? " class=\"lb\"" : "");
+    esc(f, ln->name);
+    fputs("</text>\n", f);
+    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%d\" class=\"bg\"/>\n", t->x0,
+            ly, t->pw, rows * TL_ROW);
+    fputs("<g clip-path=\"url(#plot)\">\n", f);
+    idle_marks(t, ev, ln->tid, ly, rows * TL_ROW);
+    size_t xi = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, ev)
+    {
+        if (strcmp(str_of(e, "ph"), "X"))
+            continue;
+        int d = dep && rows > 1 ? dep[xi] : 0;
+        xi++;
+        if (num_of(e, "tid") != ln->tid)
+            continue;
+        double by = ly + d * TL_ROW + 1;
+        if (ln->stages)
+            stage_bar(t, e, by, d);
+        else
+            bar(t, e, by, TL_ROW - 2, fill_of(e));
     }
-    /* evictions */
+    fputs("</g>\n</g>\n", f);
+}
+
+/* The evictions' lane: a tick per copy removed. */
+static void write_evictions(const tl *t, const cJSON *ev, double y_ev, size_t nevict)
+{
+    FILE *f = t->f;
+    char a[32];
     fprintf(f, "<g class=\"lane\" data-lane=\"evictions\">\n<text x=\"8\" y=\"%.1f\">evictions "
                "(%zu): a tick per copy removed</text>\n<g clip-path=\"url(#plot)\">\n",
             y_ev + 13, nevict);
+    const cJSON *e;
     cJSON_ArrayForEach(e, ev)
     {
         if (strcmp(str_of(e, "ph"), "i"))
             continue;
-        double ms = num_of(e, "ts") / 1e3, x = xof(&t, ms);
+        double ms = num_of(e, "ts") / 1e3, x = xof(t, ms);
         fprintf(f, "<line class=\"t ev\" data-a=\"%.4f\" x1=\"%.2f\" y1=\"%.1f\" x2=\"%.2f\" "
                    "y2=\"%.1f\"><title>",
                 ms, x, y_ev + 2, x, y_ev + TL_ROW - 2);
@@ -709,9 +717,11 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
         fprintf(f, "\nat %s</title></line>\n", fmt_ms(ms, a, sizeof a));
     }
     fputs("</g>\n</g>\n", f);
-    for (size_t k = 0; k < nlocs; k++)
-        chart(&t, ev, locs[k], y_ch + (double)k * TL_CHART);
-    fputs("</svg>\n", f);
+}
+
+/* The note under the picture, the script and the page's end. */
+static void write_tail(FILE *f)
+{
     fputs("<p class=\"note\">Times are milliseconds from the start of the run. Rest the pointer "
           "on a bar for its name, start, duration, bytes, rate and values. Stages start with "
           "their first work on a device (the host opens them earlier: the tooltip says when) "
@@ -724,10 +734,59 @@ int timeline_write(const char *path, const char *plan, const rplan_vm_report *re
           f);
     fputs(script, f);
     fputs("</body>\n</html>\n", f);
-    free(lane_y);
-    free(dep);
-    free(lanes);
-    free(locs);
+}
+
+/* The whole page into f: lanes one under the other, then evictions and the charts. */
+static void write_page(tl *t, const char *plan, const rplan_vm_report *rep, const cJSON *ev,
+                       const scan *s, const double *lane_y, double y_end)
+{
+    double y_axis = 22, y_ev = y_end + 4, y_ch = y_ev + TL_ROW + 14;
+    double height = y_ch + (double)s->nlocs * TL_CHART + 8;
+    write_head(t->f, plan);
+    if (rep)
+        write_summary(t->f, rep);
+    write_key(t->f);
+    write_axis(t, y_axis, height);
+    for (size_t k = 0; k < s->nl; k++)
+        write_lane(t, ev, s->dep, &s->lanes[k], lane_y[k]);
+    write_evictions(t, ev, y_ev, s->nevict);
+    for (size_t k = 0; k < s->nlocs; k++)
+        chart(t, ev, s->locs[k], y_ch + (double)k * TL_CHART);
+    fputs("</svg>\n", t->f);
+    write_tail(t->f);
+}
+
+int timeline_write(const char *path, const char *plan, const rplan_vm_report *rep,
+                   const char *trace_json)
+{
+    cJSON *doc = trace_json ? cJSON_Parse(trace_json) : NULL;
+    const cJSON *ev = doc ? cJSON_GetObjectItem(doc, "traceEvents") : NULL;
+    if (!cJSON_IsArray(ev)) {
+        cJSON_Delete(doc);
+        errno = EINVAL;
+        return -1;
+    }
+    scan s = {calloc(TL_MAX_LANES, sizeof *s.lanes), 0, calloc(TL_MAX_LOCS, sizeof *s.locs), 0,
+              0, depths(ev)};
+    double *lane_y = calloc(TL_MAX_LANES + 1, sizeof *lane_y);
+    char *page = NULL;
+    size_t page_len = 0;
+    FILE *f = s.lanes && s.locs && lane_y ? open_memstream(&page, &page_len) : NULL;
+    if (!f) {
+        free(s.lanes), free(s.locs), free(s.dep), free(lane_y);
+        cJSON_Delete(doc);
+        errno = ENOMEM;
+        return -1;
+    }
+    tl t = {f, 0, 0, TL_LABEL, TL_W - TL_LABEL - TL_RIGHT};
+    scan_trace(ev, &s, &t);
+    double y = 22 + 12; /* under the time axis */
+    for (size_t k = 0; k < s.nl; k++) {
+        lane_y[k] = y;
+        y += (s.lanes[k].rows ? s.lanes[k].rows : 1) * TL_ROW + 4;
+    }
+    write_page(&t, plan, rep, ev, &s, lane_y, y);
+    free(lane_y), free(s.dep), free(s.lanes), free(s.locs);
     cJSON_Delete(doc);
     int bad = ferror(f);
     if (fclose(f) != 0 || bad || !page) {

@@ -126,11 +126,14 @@ int fp_world_print_run(const char *file, int size, char *const *docs, int json, 
         char a[32], tb[32], err[1200];
         if (!json) {
             if (tot)
-                printf("  rank %d (%s): %s, %s moved (%.2f GB/s), %.0f plans, %.0f requests, "
-                       "%.0f bodies%s\n",
+                printf("  rank %d (%s): %s, %s moved (%.2f GB/s), %.0f %s, %.0f %s, %.0f %s%s\n",
                        r, cJSON_IsString(dev) ? dev->valuestring : "?", fmt_time(t, tb, sizeof tb),
-                       fmt_bytes((uint64_t)mv, a, sizeof a), t > 0 ? mv / t / 1e9 : 0, num(tot, "plans"),
-                       num(tot, "requests"), num(tot, "bodies"), ok ? "" : ", FAILED");
+                       fmt_bytes((uint64_t)mv, a, sizeof a), t > 0 ? mv / t / 1e9 : 0,
+                       num(tot, "plans"), plural((uint64_t)num(tot, "plans"), "plan", "plans"),
+                       num(tot, "requests"),
+                       plural((uint64_t)num(tot, "requests"), "request", "requests"),
+                       num(tot, "bodies"), plural((uint64_t)num(tot, "bodies"), "body", "bodies"),
+                       ok ? "" : ", FAILED");
             else
                 printf("  rank %d: FAILED\n", r);
         }

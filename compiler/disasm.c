@@ -69,8 +69,10 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
     rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, minor);
     if (S[p->src_name])
         rp_out_printf(o, ", source %s", S + p->src_name);
-    rp_out_printf(o, "\n; %u values, %u budgets, %u policies, %u instructions, %u constants\n", p->nvals,
-       p->nbuds, p->npols, p->ncode, p->ncons);
+    rp_out_printf(o, "\n; %u value%s, %u budget%s, %u polic%s, %u instruction%s, %u constant%s\n",
+                  p->nvals, p->nvals == 1 ? "" : "s", p->nbuds, p->nbuds == 1 ? "" : "s",
+                  p->npols, p->npols == 1 ? "y" : "ies", p->ncode, p->ncode == 1 ? "" : "s",
+                  p->ncons, p->ncons == 1 ? "" : "s");
     for (uint32_t i = 0; i < p->nbuds; i++)
         rp_out_printf(o, "budget  %-8s %s\n", locs(p->buds[i].slot, b1), size_text(p->buds[i].nbytes, b2));
     for (uint32_t i = 0; i < p->nvals; i++) {

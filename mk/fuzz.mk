@@ -1,7 +1,9 @@
 # mk/fuzz.mk — fuzz targets in tests/fuzz/ (one file per target, libFuzzer entry points).
-# `make fuzz` runs each for FUZZ_TIME seconds; `make fuzz-check` (part of `make test`
-# through TEST_EXTRA) runs each over its in-tree corpus plus a short deterministic run,
-# and the plain driver (gcc, no libFuzzer) over the same corpus. See tests/fuzz/README.md.
+# `make fuzz` runs each for FUZZ_TIME seconds; `make fuzz-replay` (part of `make test`
+# through TEST_EXTRA) replays every in-tree corpus input through the plain driver (the
+# build's own compiler and flags, ASan under make sanitize); `make fuzz-check` (make
+# test-long) runs the libFuzzer builds over the corpus plus a deterministic run of
+# FUZZ_CHECK_RUNS mutations, and the plain driver. See tests/fuzz/README.md.
 FUZZ_TARGETS    := compile load roundtrip format
 FUZZ_CC         ?= clang
 FUZZ_BUILD      := build/fuzz
@@ -21,9 +23,9 @@ FUZZ_OPTS        = -timeout=60 -rss_limit_mb=4096 -print_final_stats=1
 # parallel workers only when asked for (libFuzzer then writes fuzz-N.log in the current folder)
 FUZZ_PAR         = $(if $(filter-out 1,$(FUZZ_JOBS)),-jobs=$(FUZZ_JOBS) -workers=$(FUZZ_JOBS))
 
-TEST_EXTRA += fuzz-check
+TEST_EXTRA += fuzz-replay
 
-.PHONY: fuzz fuzz-build fuzz-check fuzz-plain fuzz-seed fuzz-merge
+.PHONY: fuzz fuzz-build fuzz-check fuzz-plain fuzz-replay fuzz-seed fuzz-merge
 
 # libFuzzer binaries: a separate tree (build/fuzz, CUDA off) whose library objects carry
 # the fuzzer's coverage hooks and ASan+UBSan; built by a recursive make with clang.
@@ -45,7 +47,17 @@ $(BUILD)/fuzz-plain/fuzz_%: tests/fuzz/fuzz_%.c tests/fuzz/driver.c $(FUZZ_HDRS)
 	$(CC) $(ALL_CPPFLAGS) -Itests/fuzz $(ALL_CFLAGS) $(ALL_LDFLAGS) -o $@ $< tests/fuzz/driver.c \
 	  $(BUILD)/libfheplan.a $(ALL_LDLIBS)
 
-# The regression check of `make test`: every corpus input, then exactly FUZZ_CHECK_RUNS
+# The regression check of `make test`: every corpus input of every target, through the
+# plain driver; no libFuzzer build (that one is a second build of the whole library).
+fuzz-replay: fuzz-plain
+	@for t in $(FUZZ_TARGETS); do \
+	  n=$$(ls $(FUZZ_CORPUS)/$$t | wc -l); \
+	  $(BUILD)/fuzz-plain/fuzz_$$t $(FUZZ_CORPUS)/$$t >$(BUILD)/fuzz-plain/$$t.log 2>&1 || \
+	    { tail -40 $(BUILD)/fuzz-plain/$$t.log; echo "fuzz-replay: $$t FAILED"; exit 1; }; \
+	  echo "fuzz-replay: $$t: $$n corpus inputs, no crash"; \
+	done
+
+# The regression check of `make test-long`: every corpus input, then exactly FUZZ_CHECK_RUNS
 # mutations (seed 1, no time cap: the same inputs on any machine) per target; new inputs
 # go to a scratch folder.
 fuzz-check: fuzz-build fuzz-plain

@@ -595,7 +595,72 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-int main(int argc, char **argv)
+/* The command line. */
+typedef struct boot_opts {
+    const char *param, *outdir, *fheplan;
+    int batches[MAX_LIST], nbatches;
+    int budgets[MAX_LIST], nbudgets;
+    int per_run, reps, modes; /* modes: bit 0 keys, bit 1 keys and plaintexts */
+    int keysets;              /* bit 0: whole keys, bit 1: seeded keys */
+    int objectives;           /* bit k: rplan_vm_objective k */
+} boot_opts;
+
+/* A list option's value into a bit set: bit k when names[k] appears; 0 when none does. */
+static int name_bits(const char *v, const char *const *names, int n)
+{
+    int bits = 0;
+    for (int k = 0; k < n; k++)
+        bits |= strstr(v, names[k]) ? 1 << k : 0;
+    return bits;
+}
+
+/* One option with its value: 0, or 2 with the reason printed. */
+static int parse_option(boot_opts *o, const char *a, const char *v)
+{
+    static const char *const keys[] = {"whole", "seeded"}, *const modes[] = {"keys", "all"};
+    if (!strcmp(a, "--fheplan")) {
+        o->fheplan = v;
+    } else if (!strcmp(a, "--trace")) {
+        trace_dir = v;
+        if (mkdir(v, 0777) != 0 && errno != EEXIST) {
+            fprintf(stderr, "cheddar-boot: --trace: cannot make %s: %s\n", v, strerror(errno));
+            return 2;
+        }
+    } else if (!strcmp(a, "--batches")) {
+        o->nbatches = parse_list(v, o->batches, MAX_LIST, a);
+    } else if (!strcmp(a, "--budgets")) {
+        o->nbudgets = parse_list(v, o->budgets, MAX_LIST, a);
+    } else if (!strcmp(a, "--batches-per-run") || !strcmp(a, "--reps")) {
+        int x[1];
+        parse_list(v, x, 1, a);
+        if (!strcmp(a, "--reps"))
+            o->reps = x[0];
+        else
+            o->per_run = x[0] < 2 ? 2 : x[0];
+    } else if (!strcmp(a, "--objectives")) {
+        if (!(o->objectives = name_bits(v, objective_names, 3))) {
+            fprintf(stderr, "cheddar-boot: --objectives: a list of bytes, time, auto\n");
+            return 2;
+        }
+    } else if (!strcmp(a, "--keys")) {
+        if (!(o->keysets = name_bits(v, keys, 2))) {
+            fprintf(stderr, "cheddar-boot: --keys: whole, seeded or whole,seeded\n");
+            return 2;
+        }
+    } else if (!strcmp(a, "--modes")) {
+        if (!(o->modes = name_bits(v, modes, 2))) {
+            fprintf(stderr, "cheddar-boot: --modes: keys, all or keys,all\n");
+            return 2;
+        }
+    } else {
+        fprintf(stderr, "cheddar-boot: unknown option %s\n", a);
+        return 2;
+    }
+    return 0;
+}
+
+/* 0, or 2 with the usage or the reason printed; *bmax: the largest batch. */
+static int parse_args(int argc, char **argv, boot_opts *o, int *bmax)
 {
     if (argc < 3) {
         fprintf(stderr, "usage: cheddar-boot PARAM.json OUTDIR [--fheplan PATH] [--batches 1,8] "
@@ -604,81 +669,34 @@ int main(int argc, char **argv)
                         "[--trace DIR]\n");
         return 2;
     }
-    const char *param = argv[1], *outdir = argv[2], *fheplan = "fheplan";
-    int batches[MAX_LIST] = {1, 8}, nbatches = 2;
-    int budgets[MAX_LIST] = {100, 50, 25}, nbudgets = 3;
-    int per_run = 4, reps = 5, modes = 3; /* bit 0: keys, bit 1: keys and plaintexts */
-    int keysets = 3;                      /* bit 0: whole keys, bit 1: seeded keys */
-    int objectives = 1;                   /* bit k: rplan_vm_objective k */
-    for (int i = 3; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!v) {
-            fprintf(stderr, "cheddar-boot: %s needs a value\n", a);
+    *o = (boot_opts){argv[1], argv[2], "fheplan", {1, 8}, 2, {100, 50, 25}, 3, 4, 5, 3, 3, 1};
+    for (int i = 3; i < argc; i += 2) {
+        if (i + 1 >= argc) {
+            fprintf(stderr, "cheddar-boot: %s needs a value\n", argv[i]);
             return 2;
         }
-        if (!strcmp(a, "--fheplan"))
-            fheplan = v;
-        else if (!strcmp(a, "--trace")) {
-            trace_dir = v;
-            if (mkdir(v, 0777) != 0 && errno != EEXIST) {
-                fprintf(stderr, "cheddar-boot: --trace: cannot make %s: %s\n", v, strerror(errno));
-                return 2;
-            }
-        }
-        else if (!strcmp(a, "--batches"))
-            nbatches = parse_list(v, batches, MAX_LIST, a);
-        else if (!strcmp(a, "--budgets"))
-            nbudgets = parse_list(v, budgets, MAX_LIST, a);
-        else if (!strcmp(a, "--batches-per-run") || !strcmp(a, "--reps")) {
-            int x[1];
-            parse_list(v, x, 1, a);
-            if (!strcmp(a, "--reps"))
-                reps = x[0];
-            else
-                per_run = x[0] < 2 ? 2 : x[0];
-        } else if (!strcmp(a, "--objectives")) {
-            objectives = (strstr(v, "bytes") ? 1 : 0) | (strstr(v, "time") ? 2 : 0) |
-                         (strstr(v, "auto") ? 4 : 0);
-            if (!objectives) {
-                fprintf(stderr, "cheddar-boot: --objectives: a list of bytes, time, auto\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--keys")) {
-            keysets = (strstr(v, "whole") ? 1 : 0) | (strstr(v, "seeded") ? 2 : 0);
-            if (!keysets) {
-                fprintf(stderr, "cheddar-boot: --keys: whole, seeded or whole,seeded\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--modes")) {
-            modes = (strstr(v, "keys") ? 1 : 0) | (strstr(v, "all") ? 2 : 0);
-            if (!modes) {
-                fprintf(stderr, "cheddar-boot: --modes: keys, all or keys,all\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "cheddar-boot: unknown option %s\n", a);
+        if (parse_option(o, argv[i], argv[i + 1]) != 0)
             return 2;
-        }
-        i++;
     }
-    int bmax = 1;
-    for (int i = 0; i < nbatches; i++) {
-        if (batches[i] > MAX_BATCH) {
+    *bmax = 1;
+    for (int i = 0; i < o->nbatches; i++) {
+        if (o->batches[i] > MAX_BATCH) {
             fprintf(stderr, "cheddar-boot: --batches: at most %d\n", MAX_BATCH);
             return 2;
         }
-        bmax = batches[i] > bmax ? batches[i] : bmax;
+        *bmax = o->batches[i] > *bmax ? o->batches[i] : *bmax;
     }
-    for (int i = 0; i < nbudgets; i++)
-        if (budgets[i] > 100) {
+    for (int i = 0; i < o->nbudgets; i++)
+        if (o->budgets[i] > 100) {
             fprintf(stderr, "cheddar-boot: --budgets: percentages of 1 to 100\n");
             return 2;
         }
+    return 0;
+}
 
-    double t0 = now_s();
-    ch_engine *e = NULL;
-    if (ch_create(param, bmax, &e, msg, sizeof msg))
-        die("Cheddar");
+/* What the bootstrap holds: keys, diagonals and every phase's share. */
+static void describe(ch_engine *e, const char *param, double t0)
+{
     int ndiag = 0;
     for (int g = 0; g < ch_npts(e); g++)
         ndiag += ch_pt(e, g)->ndiag;
@@ -699,23 +717,222 @@ int main(int argc, char **argv)
                p->nkeys, k / 1048576.0, p->npts ? ch_pt(e, p->pts[0])->ndiag : 0,
                pt / 1048576.0);
     }
+}
+
+/* Batch B's references: Cheddar's Boot and the resident phase-by-phase batch (medians of
+ * the repetitions); *res_ms and res_phase (per ciphertext) for the streamed runs. 1 when
+ * the phase-by-phase batch is bit-identical to Boot. */
+static int resident_batch(ch_engine *e, int B, int reps, double *res_ms, double *res_phase,
+                          cJSON *jres)
+{
+    double boot_v[16], bat_v[16], ph_v[CH_MAX_PHASES][16];
+    int nr = reps > 16 ? 16 : reps, same_all = 1;
+    for (int r = 0; r < nr; r++)
+        if (ch_reference(e, B, &boot_v[r], msg, sizeof msg))
+            die("Cheddar's Boot");
+    double snr, mx;
+    if (ch_result_error(e, &snr, &mx, msg, sizeof msg))
+        die("decrypting");
+    for (int r = 0; r < nr; r++) {
+        double phm[CH_MAX_PHASES];
+        int same = 0;
+        if (ch_resident_batch(e, B, &bat_v[r], phm, &same, msg, sizeof msg))
+            die("the resident batch");
+        same_all &= same;
+        for (int ph = 0; ph < ch_nphases(e); ph++)
+            ph_v[ph][r] = phm[ph];
+    }
+    double boot_ms = median(boot_v, nr);
+    *res_ms = median(bat_v, nr);
+    for (int ph = 0; ph < ch_nphases(e); ph++)
+        res_phase[ph] = median(ph_v[ph], nr) / B;
+    printf("B=%d resident: Cheddar's Boot %.2f ms for the batch (%.2f ms each), SNR %.3g, "
+           "max error %.3g; phase by phase %.2f ms (%.3fx), bit-identical to Boot: %s\n", B,
+           boot_ms, boot_ms / B, snr, mx, *res_ms, *res_ms / boot_ms, same_all ? "PASS" : "FAIL");
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "batch", B);
+    cJSON_AddNumberToObject(o, "boot_ms", boot_ms);
+    cJSON_AddNumberToObject(o, "phase_by_phase_ms", *res_ms);
+    cJSON_AddNumberToObject(o, "snr", snr);
+    cJSON_AddNumberToObject(o, "max_err", mx);
+    cJSON_AddBoolToObject(o, "bit_identical", same_all);
+    cJSON *pa = cJSON_AddArrayToObject(o, "phase_ms_per_ct");
+    for (int ph = 0; ph < ch_nphases(e); ph++)
+        cJSON_AddItemToArray(pa, cJSON_CreateNumber(res_phase[ph]));
+    cJSON_AddItemToArray(jres, o);
+    return same_all;
+}
+
+/* One streamed configuration: its plan, check's prediction and the run. */
+typedef struct cell {
+    int with_pts, seeded, obj, B, budget_pct;
+    uint64_t budget;
+    double res_ms;
+    check_pred cp;
+    run_res rr;
+} cell;
+
+/* A cell's line (and its details line) in the table. ok: its verdict. */
+static void print_cell(const cell *c, double bound, int ok)
+{
+    const run_res *rr = &c->rr;
+    const char *mn = c->with_pts ? "all" : "keys", *kn = c->seeded ? "seeded" : "whole";
+    const char *on = objective_names[c->obj];
+    if (!rr->ok) {
+        printf("%-5s %-6s %-5s %-4d %5d%%  %s\n", mn, kn, on, c->B, c->budget_pct, rr->error);
+        fflush(stdout);
+        return;
+    }
+    printf("%-5s %-6s %-5s %-4d %5d%% %10.2f %8.3f %8.3f %12llu %12.0f %12llu "
+           "%12.0f %5s %9.1f %9.1f %5s\n", mn, kn, on, c->B, c->budget_pct, rr->batch_ms,
+           rr->batch_ms / c->res_ms, rr->batch_ms / bound, (unsigned long long)rr->moved,
+           c->cp.moved, (unsigned long long)rr->regen, c->cp.regen, rr->identical ? "yes" : "NO",
+           rr->peak / 1048576.0, rr->pool_peak / 1048576.0, ok ? "PASS" : "FAIL");
+    printf("      first batch %.2f ms, batch from the host's opening %.2f ms; %llu loads, %llu evictions, %llu host "
+           "waits; link busy %.1f ms, idle %.1f ms; run %.3f s, ratio %.3f to "
+           "the VM's bound; SNR %.3g\n", rr->first_ms, rr->batch_host_ms,
+           (unsigned long long)rr->loads, (unsigned long long)rr->evictions,
+           (unsigned long long)rr->waits, rr->link_busy_ms, rr->link_idle_ms,
+           rr->total_s, rr->ratio, rr->snr);
+    fflush(stdout);
+}
+
+/* A cell's object in results.json. */
+static void cell_json(const cell *c, double bound, cJSON *jruns)
+{
+    const run_res *rr = &c->rr;
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "managed", c->with_pts ? "keys+plaintexts" : "keys");
+    cJSON_AddStringToObject(o, "keys", c->seeded ? "seeded" : "whole");
+    cJSON_AddStringToObject(o, "objective", objective_names[c->obj]);
+    cJSON_AddNumberToObject(o, "batch", c->B);
+    cJSON_AddNumberToObject(o, "budget_pct", c->budget_pct);
+    cJSON_AddNumberToObject(o, "budget_bytes", (double)c->budget);
+    cJSON_AddBoolToObject(o, "feasible", c->cp.feasible);
+    cJSON_AddBoolToObject(o, "ran", rr->ok);
+    if (!rr->ok)
+        cJSON_AddStringToObject(o, "error", rr->error);
+    cJSON_AddNumberToObject(o, "batch_ms", rr->batch_ms);
+    cJSON_AddNumberToObject(o, "first_batch_ms", rr->first_ms);
+    cJSON_AddNumberToObject(o, "batch_from_host_open_ms", rr->batch_host_ms);
+    cJSON_AddNumberToObject(o, "resident_ms", c->res_ms);
+    cJSON_AddNumberToObject(o, "vs_resident", rr->batch_ms / c->res_ms);
+    cJSON_AddNumberToObject(o, "vs_bound", rr->ok ? rr->batch_ms / bound : 0);
+    cJSON_AddNumberToObject(o, "bytes_moved", (double)rr->moved);
+    cJSON_AddNumberToObject(o, "check_bytes", c->cp.moved);
+    cJSON_AddNumberToObject(o, "bytes_regenerated", (double)rr->regen);
+    cJSON_AddNumberToObject(o, "check_regenerated", c->cp.regen);
+    cJSON_AddNumberToObject(o, "check_predicted_s", c->cp.predicted_s);
+    cJSON_AddBoolToObject(o, "bit_identical", rr->identical);
+    cJSON_AddNumberToObject(o, "snr", rr->snr);
+    cJSON_AddNumberToObject(o, "peak_bytes", (double)rr->peak);
+    cJSON_AddNumberToObject(o, "cheddar_pool_peak_bytes", (double)rr->pool_peak);
+    cJSON_AddNumberToObject(o, "loads", (double)rr->loads);
+    cJSON_AddNumberToObject(o, "evictions", (double)rr->evictions);
+    cJSON_AddNumberToObject(o, "host_waits", (double)rr->waits);
+    cJSON_AddNumberToObject(o, "link_busy_ms", rr->link_busy_ms);
+    cJSON_AddNumberToObject(o, "link_idle_ms", rr->link_idle_ms);
+    cJSON_AddNumberToObject(o, "ratio_vm_bound", rr->ratio);
+    cJSON_AddItemToArray(jruns, o);
+}
+
+/* Writes the cell's plan, has check predict it, runs it when feasible, reports it. 1 when
+ * it passed or check found it infeasible; -1 when the plan cannot be written. */
+static int run_cell(ch_engine *e, const boot_opts *o, cell *c, const double *phase_ms_b,
+                    uint64_t widest, double gbps, cJSON *jruns)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/plans/%s-%s-b%d-%d.rplan", o->outdir,
+             c->with_pts ? "all" : "keys", c->seeded ? "seeded" : "whole", c->B, c->budget_pct);
+    if (write_plan(path, e, c->B, c->with_pts, c->seeded, c->budget, o->per_run, phase_ms_b,
+                   o->param)) {
+        fprintf(stderr, "cheddar-boot: cannot write %s\n", path);
+        return -1;
+    }
+    c->cp = check_plan(o->fheplan, path, gbps, c->obj);
+    run_res *rr = &c->rr;
+    memset(rr, 0, sizeof *rr);
+    if (c->cp.feasible)
+        run_streamed(e, path, c->B, gbps, c->obj, rr);
+    else
+        snprintf(rr->error, sizeof rr->error, "check: infeasible (the widest phase "
+                 "reads %llu B, the budget is %llu B)",
+                 (unsigned long long)widest, (unsigned long long)c->budget);
+    /* the bound: max(compute, bytes / pinned bandwidth), per batch */
+    double xfer_ms = rr->ok ? (double)rr->moved / o->per_run / (gbps * 1e9) * 1e3 : 0;
+    double bound = c->res_ms > xfer_ms ? c->res_ms : xfer_ms;
+    int bytes_ok = rr->ok && c->cp.moved >= 0 && (double)rr->moved == c->cp.moved &&
+                   (double)rr->regen == c->cp.regen;
+    int peak_ok = rr->ok && rr->peak <= c->budget;
+    int ok = rr->ok && rr->identical && bytes_ok && peak_ok;
+    print_cell(c, bound, ok);
+    cell_json(c, bound, jruns);
+    return ok || !c->cp.feasible;
+}
+
+/* Every streamed cell of one mode (keys, or keys and plaintexts): 0 on a failure, 1 when
+ * all passed, -1 when a plan cannot be written. */
+static int run_mode(ch_engine *e, const boot_opts *o, int with_pts, const double *res_ms,
+                    double (*res_phase)[CH_MAX_PHASES], double gbps, cJSON *jruns)
+{
+    if (with_pts && ch_export_pts(e, msg, sizeof msg))
+        die("exporting the plaintexts");
+    uint64_t managed = managed_bytes(e, with_pts), widest = widest_phase(e, with_pts);
+    int all_ok = 1;
+    for (int bi = 0; bi < o->nbatches; bi++) {
+        int B = o->batches[bi];
+        double phase_ms_b[CH_MAX_PHASES];
+        for (int ph = 0; ph < ch_nphases(e); ph++)
+            phase_ms_b[ph] = res_phase[bi][ph] * B;
+        for (int gi = 0; gi < o->nbudgets; gi++)
+            for (int run = 0; run < 6; run++) {
+                cell c;
+                memset(&c, 0, sizeof c);
+                c.with_pts = with_pts, c.seeded = run % 2, c.obj = run / 2, c.B = B;
+                if (!(o->keysets & (1 << c.seeded)) || !(o->objectives & (1 << c.obj)))
+                    continue;
+                c.budget_pct = o->budgets[gi];
+                c.budget = (managed * (uint64_t)o->budgets[gi] + 99) / 100;
+                c.budget = (c.budget + 4095) / 4096 * 4096;
+                c.res_ms = res_ms[bi];
+                int ok = run_cell(e, o, &c, phase_ms_b, widest, gbps, jruns);
+                if (ok < 0)
+                    return -1;
+                all_ok &= ok;
+            }
+    }
+    return all_ok;
+}
+
+int main(int argc, char **argv)
+{
+    boot_opts o;
+    int bmax = 1;
+    if (parse_args(argc, argv, &o, &bmax) != 0)
+        return 2;
+    double t0 = now_s();
+    ch_engine *e = NULL;
+    if (ch_create(o.param, bmax, &e, msg, sizeof msg))
+        die("Cheddar");
+    describe(e, o.param, t0);
     double gbps = pinned_bandwidth() / 1e9;
     printf("pinned host to device: %.2f GB/s (median of 5 copies of 256 MiB)\n", gbps);
 
     char path[4096];
-    snprintf(path, sizeof path, "%s/plans", outdir);
+    snprintf(path, sizeof path, "%s/plans", o.outdir);
     if (mkdir(path, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "cheddar-boot: cannot make %s: %s\n", path, strerror(errno));
         return 2;
     }
-    snprintf(path, sizeof path, "%s/results.json", outdir);
+    snprintf(path, sizeof path, "%s/results.json", o.outdir);
     FILE *js = fopen(path, "w");
     if (!js) {
         fprintf(stderr, "cheddar-boot: cannot write %s\n", path);
         return 2;
     }
+    uint64_t kb = managed_bytes(e, 0), ab = managed_bytes(e, 1);
     cJSON *root = cJSON_CreateObject();
-    cJSON_AddStringToObject(root, "param", param);
+    cJSON_AddStringToObject(root, "param", o.param);
     cJSON_AddNumberToObject(root, "pinned_gbps", gbps);
     cJSON_AddNumberToObject(root, "key_bytes", (double)kb);
     cJSON_AddNumberToObject(root, "plaintext_bytes", (double)(ab - kb));
@@ -725,49 +942,10 @@ int main(int argc, char **argv)
     /* the references and the resident phase-by-phase batches */
     double res_ms[MAX_LIST], res_phase[MAX_LIST][CH_MAX_PHASES];
     int all_ok = 1;
-    for (int bi = 0; bi < nbatches; bi++) {
-        int B = batches[bi];
-        double boot_v[16], bat_v[16], ph_v[CH_MAX_PHASES][16];
-        int nr = reps > 16 ? 16 : reps, same_all = 1;
-        for (int r = 0; r < nr; r++)
-            if (ch_reference(e, B, &boot_v[r], msg, sizeof msg))
-                die("Cheddar's Boot");
-        double snr, mx;
-        if (ch_result_error(e, &snr, &mx, msg, sizeof msg))
-            die("decrypting");
-        for (int r = 0; r < nr; r++) {
-            double phm[CH_MAX_PHASES];
-            int same = 0;
-            if (ch_resident_batch(e, B, &bat_v[r], phm, &same, msg, sizeof msg))
-                die("the resident batch");
-            same_all &= same;
-            for (int ph = 0; ph < ch_nphases(e); ph++)
-                ph_v[ph][r] = phm[ph];
-        }
-        double boot_ms = median(boot_v, nr);
-        res_ms[bi] = median(bat_v, nr);
-        for (int ph = 0; ph < ch_nphases(e); ph++)
-            res_phase[bi][ph] = median(ph_v[ph], nr) / B;
-        printf("B=%d resident: Cheddar's Boot %.2f ms for the batch (%.2f ms each), SNR %.3g, "
-               "max error %.3g; phase by phase %.2f ms (%.3fx), bit-identical to Boot: %s\n", B,
-               boot_ms, boot_ms / B, snr, mx, res_ms[bi], res_ms[bi] / boot_ms,
-               same_all ? "PASS" : "FAIL");
-        all_ok &= same_all;
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddNumberToObject(o, "batch", B);
-        cJSON_AddNumberToObject(o, "boot_ms", boot_ms);
-        cJSON_AddNumberToObject(o, "phase_by_phase_ms", res_ms[bi]);
-        cJSON_AddNumberToObject(o, "snr", snr);
-        cJSON_AddNumberToObject(o, "max_err", mx);
-        cJSON_AddBoolToObject(o, "bit_identical", same_all);
-        cJSON *pa = cJSON_AddArrayToObject(o, "phase_ms_per_ct");
-        for (int ph = 0; ph < ch_nphases(e); ph++)
-            cJSON_AddItemToArray(pa, cJSON_CreateNumber(res_phase[bi][ph]));
-        cJSON_AddItemToArray(jres, o);
-    }
+    for (int bi = 0; bi < o.nbatches; bi++)
+        all_ok &= resident_batch(e, o.batches[bi], o.reps, &res_ms[bi], res_phase[bi], jres);
     if (ch_export_keys(e, msg, sizeof msg))
         die("exporting the keys");
-
     uint64_t mism = 0, checked = 0;
     if (ch_verify_sampler(e, &mism, &checked, msg, sizeof msg))
         die("the sampler");
@@ -781,102 +959,12 @@ int main(int argc, char **argv)
            "mode", "keys", "obj", "B", "budget", "batch ms", "vs res", "vs bound", "bytes",
            "check", "regen", "check", "same", "peak MiB", "pool MiB", "ok");
     for (int mode = 1; mode <= 2; mode++) {
-        if (!(modes & mode))
+        if (!(o.modes & mode))
             continue;
-        int with_pts = mode == 2;
-        if (with_pts && ch_export_pts(e, msg, sizeof msg))
-            die("exporting the plaintexts");
-        uint64_t managed = managed_bytes(e, with_pts), widest = widest_phase(e, with_pts);
-        for (int bi = 0; bi < nbatches; bi++) {
-            int B = batches[bi];
-            double phase_ms_b[CH_MAX_PHASES];
-            for (int ph = 0; ph < ch_nphases(e); ph++)
-                phase_ms_b[ph] = res_phase[bi][ph] * B;
-            for (int gi = 0; gi < nbudgets; gi++)
-                for (int run = 0; run < 6; run++) {
-                int seeded = run % 2, obj = run / 2;
-                if (!(keysets & (1 << seeded)) || !(objectives & (1 << obj)))
-                    continue;
-                uint64_t budget = (managed * (uint64_t)budgets[gi] + 99) / 100;
-                budget = (budget + 4095) / 4096 * 4096;
-                snprintf(path, sizeof path, "%s/plans/%s-%s-b%d-%d.rplan", outdir,
-                         with_pts ? "all" : "keys", seeded ? "seeded" : "whole", B, budgets[gi]);
-                const char *on = objective_names[obj];
-                if (write_plan(path, e, B, with_pts, seeded, budget, per_run, phase_ms_b, param)) {
-                    fprintf(stderr, "cheddar-boot: cannot write %s\n", path);
-                    return 2;
-                }
-                check_pred cp = check_plan(fheplan, path, gbps, obj);
-                run_res rr;
-                memset(&rr, 0, sizeof rr);
-                if (cp.feasible)
-                    run_streamed(e, path, B, gbps, obj, &rr);
-                else
-                    snprintf(rr.error, sizeof rr.error, "check: infeasible (the widest phase "
-                             "reads %llu B, the budget is %llu B)",
-                             (unsigned long long)widest, (unsigned long long)budget);
-                double vs_res = rr.batch_ms / res_ms[bi];
-                /* the bound: max(compute, bytes / pinned bandwidth), per batch */
-                double xfer_ms = rr.ok ? (double)rr.moved / per_run / (gbps * 1e9) * 1e3 : 0;
-                double bound = res_ms[bi] > xfer_ms ? res_ms[bi] : xfer_ms;
-                int bytes_ok = rr.ok && cp.moved >= 0 && (double)rr.moved == cp.moved &&
-                               (double)rr.regen == cp.regen;
-                int peak_ok = rr.ok && rr.peak <= budget;
-                int ok = rr.ok && rr.identical && bytes_ok && peak_ok;
-                all_ok &= ok || !cp.feasible;
-                const char *mn = with_pts ? "all" : "keys", *kn = seeded ? "seeded" : "whole";
-                if (rr.ok)
-                    printf("%-5s %-6s %-5s %-4d %5d%% %10.2f %8.3f %8.3f %12llu %12.0f %12llu "
-                           "%12.0f %5s %9.1f %9.1f %5s\n", mn, kn, on, B, budgets[gi], rr.batch_ms,
-                           vs_res,
-                           rr.batch_ms / bound, (unsigned long long)rr.moved, cp.moved,
-                           (unsigned long long)rr.regen, cp.regen, rr.identical ? "yes" : "NO",
-                           rr.peak / 1048576.0, rr.pool_peak / 1048576.0, ok ? "PASS" : "FAIL");
-                else
-                    printf("%-5s %-6s %-5s %-4d %5d%%  %s\n", mn, kn, on, B, budgets[gi], rr.error);
-                if (rr.ok)
-                    printf("      first batch %.2f ms, batch from the host's opening %.2f ms; %llu loads, %llu evictions, %llu host "
-                           "waits; link busy %.1f ms, idle %.1f ms; run %.3f s, ratio %.3f to "
-                           "the VM's bound; SNR %.3g\n", rr.first_ms, rr.batch_host_ms,
-                           (unsigned long long)rr.loads, (unsigned long long)rr.evictions,
-                           (unsigned long long)rr.waits, rr.link_busy_ms, rr.link_idle_ms,
-                           rr.total_s, rr.ratio, rr.snr);
-                fflush(stdout);
-                cJSON *o = cJSON_CreateObject();
-                cJSON_AddStringToObject(o, "managed", with_pts ? "keys+plaintexts" : "keys");
-                cJSON_AddStringToObject(o, "keys", kn);
-                cJSON_AddStringToObject(o, "objective", on);
-                cJSON_AddNumberToObject(o, "batch", B);
-                cJSON_AddNumberToObject(o, "budget_pct", budgets[gi]);
-                cJSON_AddNumberToObject(o, "budget_bytes", (double)budget);
-                cJSON_AddBoolToObject(o, "feasible", cp.feasible);
-                cJSON_AddBoolToObject(o, "ran", rr.ok);
-                if (!rr.ok)
-                    cJSON_AddStringToObject(o, "error", rr.error);
-                cJSON_AddNumberToObject(o, "batch_ms", rr.batch_ms);
-                cJSON_AddNumberToObject(o, "first_batch_ms", rr.first_ms);
-                cJSON_AddNumberToObject(o, "batch_from_host_open_ms", rr.batch_host_ms);
-                cJSON_AddNumberToObject(o, "resident_ms", res_ms[bi]);
-                cJSON_AddNumberToObject(o, "vs_resident", vs_res);
-                cJSON_AddNumberToObject(o, "vs_bound", rr.ok ? rr.batch_ms / bound : 0);
-                cJSON_AddNumberToObject(o, "bytes_moved", (double)rr.moved);
-                cJSON_AddNumberToObject(o, "check_bytes", cp.moved);
-                cJSON_AddNumberToObject(o, "bytes_regenerated", (double)rr.regen);
-                cJSON_AddNumberToObject(o, "check_regenerated", cp.regen);
-                cJSON_AddNumberToObject(o, "check_predicted_s", cp.predicted_s);
-                cJSON_AddBoolToObject(o, "bit_identical", rr.identical);
-                cJSON_AddNumberToObject(o, "snr", rr.snr);
-                cJSON_AddNumberToObject(o, "peak_bytes", (double)rr.peak);
-                cJSON_AddNumberToObject(o, "cheddar_pool_peak_bytes", (double)rr.pool_peak);
-                cJSON_AddNumberToObject(o, "loads", (double)rr.loads);
-                cJSON_AddNumberToObject(o, "evictions", (double)rr.evictions);
-                cJSON_AddNumberToObject(o, "host_waits", (double)rr.waits);
-                cJSON_AddNumberToObject(o, "link_busy_ms", rr.link_busy_ms);
-                cJSON_AddNumberToObject(o, "link_idle_ms", rr.link_idle_ms);
-                cJSON_AddNumberToObject(o, "ratio_vm_bound", rr.ratio);
-                cJSON_AddItemToArray(jruns, o);
-                }
-        }
+        int ok = run_mode(e, &o, mode == 2, res_ms, res_phase, gbps, jruns);
+        if (ok < 0)
+            return 2;
+        all_ok &= ok;
     }
     cJSON_AddBoolToObject(root, "pass", all_ok);
     char *text = cJSON_Print(root);
@@ -888,6 +976,6 @@ int main(int argc, char **argv)
     cJSON_Delete(root);
     fclose(js);
     ch_destroy(e);
-    printf("\ncheddar-boot: %s (results in %s/results.json)\n", all_ok ? "PASS" : "FAIL", outdir);
+    printf("\ncheddar-boot: %s (results in %s/results.json)\n", all_ok ? "PASS" : "FAIL", o.outdir);
     return all_ok ? 0 : 1;
 }

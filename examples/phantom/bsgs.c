@@ -1068,79 +1068,81 @@ static int seeded_budget(ph_engine *e, FILE *js, const char *outdir, const char 
     return ok;
 }
 
-int main(int argc, char **argv)
+/* The command line: where results go, the fheplan binary and the two plan files (beside
+ * this program unless named), the budgets in keys and the repetitions. */
+typedef struct bsgs_opts {
+    const char *outdir;
+    char fheplan[2048], planfile[2048], splanfile[2048];
+    int budgets[8], nbudgets, reps;
+} bsgs_opts;
+
+/* dst = the folder of path (with its slash) + name, or name alone. */
+static void beside(char *dst, size_t cap, const char *path, const char *name)
 {
-    const char *outdir = getenv("OUT") ? getenv("OUT") : ".";
-    char fheplan[2048];
-    snprintf(fheplan, sizeof fheplan, "%s", argv[0]);
-    char *slash = strrchr(fheplan, '/');
+    const char *slash = strrchr(path, '/');
     if (slash)
-        strcpy(slash + 1, "fheplan");
+        snprintf(dst, cap, "%.*s%s", (int)(slash - path + 1), path, name);
     else
-        snprintf(fheplan, sizeof fheplan, "fheplan");
-    int budgets[8] = {4, 8, 0}, nbudgets = 3, reps = 2;
-    char planfile[2048], splanfile[2048];
-    snprintf(planfile, sizeof planfile, "%s", fheplan);
-    if ((slash = strrchr(planfile, '/')) != NULL)
-        strcpy(slash + 1, "bsgs.rplan");
-    else
-        snprintf(planfile, sizeof planfile, "bsgs.rplan");
-    snprintf(splanfile, sizeof splanfile, "%s", planfile);
-    if ((slash = strrchr(splanfile, '/')) != NULL)
-        strcpy(slash + 1, "bsgs-seeded.rplan");
-    else
-        snprintf(splanfile, sizeof splanfile, "bsgs-seeded.rplan");
+        snprintf(dst, cap, "%s", name);
+}
+
+/* 0, or 64 with the usage printed. */
+static int parse_args(int argc, char **argv, bsgs_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->outdir = getenv("OUT") ? getenv("OUT") : ".";
+    beside(o->fheplan, sizeof o->fheplan, argv[0], "fheplan");
+    beside(o->planfile, sizeof o->planfile, o->fheplan, "bsgs.rplan");
+    beside(o->splanfile, sizeof o->splanfile, o->planfile, "bsgs-seeded.rplan");
+    o->budgets[0] = 4, o->budgets[1] = 8, o->budgets[2] = 0;
+    o->nbudgets = 3, o->reps = 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--out") && i + 1 < argc) {
-            outdir = argv[++i];
+            o->outdir = argv[++i];
         } else if (!strcmp(argv[i], "--fheplan") && i + 1 < argc) {
-            snprintf(fheplan, sizeof fheplan, "%s", argv[++i]);
+            snprintf(o->fheplan, sizeof o->fheplan, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--plan") && i + 1 < argc) {
-            snprintf(planfile, sizeof planfile, "%s", argv[++i]);
+            snprintf(o->planfile, sizeof o->planfile, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--seeded-plan") && i + 1 < argc) {
-            snprintf(splanfile, sizeof splanfile, "%s", argv[++i]);
+            snprintf(o->splanfile, sizeof o->splanfile, "%s", argv[++i]);
         } else if (!strcmp(argv[i], "--reps") && i + 1 < argc) {
-            reps = atoi(argv[++i]);
+            o->reps = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--budgets") && i + 1 < argc) {
-            nbudgets = 0;
-            for (char *t = strtok(argv[++i], ","); t && nbudgets < 8; t = strtok(NULL, ","))
-                budgets[nbudgets++] = atoi(t);
+            o->nbudgets = 0;
+            for (char *t = strtok(argv[++i], ","); t && o->nbudgets < 8; t = strtok(NULL, ","))
+                o->budgets[o->nbudgets++] = atoi(t);
         } else {
             fprintf(stderr, "usage: %s [--out DIR] [--fheplan PATH] [--plan FILE] "
                             "[--seeded-plan FILE] [--budgets K,...] [--reps N]\n", argv[0]);
             return 64;
         }
     }
-    if (reps < 1)
-        reps = 1;
-    setvbuf(stdout, NULL, _IOLBF, 0); /* line by line into a pipe too (gpu-run.sh tees) */
-    rplan_program *prog = NULL, *sprog = NULL;
+    if (o->reps < 1)
+        o->reps = 1;
+    return 0;
+}
+
+/* Both plan files compiled: 0, or 2 with the diagnostics printed. */
+static int compile_plans(const bsgs_opts *o, rplan_program **prog, rplan_program **sprog)
+{
     for (int k = 0; k < 2; k++) {
-        const char *f = k ? splanfile : planfile;
+        const char *f = k ? o->splanfile : o->planfile;
         rplan_diags *d = rplan_diags_new();
-        if (rplan_compile_file(f, NULL, k ? &sprog : &prog, d) != FHR_OK) {
+        if (rplan_compile_file(f, NULL, k ? sprog : prog, d) != FHR_OK) {
             rplan_diags_render(d, stderr, 0);
             fprintf(stderr, "phantom-bsgs: cannot compile the plan %s\n", f);
             return 2;
         }
         rplan_diags_free(d);
     }
-    events_create();
-    ph_engine *e = NULL;
-    double t0 = now_s();
-    PH(ph_create(NCT, 20261201, &e, msg, sizeof msg));
-    uint64_t key_bytes = ph_key_bytes(e);
-    printf("phantom: context, %d keys of %.1f MiB, %d ciphertexts in %.2f s\n", PH_KEYS,
-           (double)key_bytes / (1 << 20), NCT, now_s() - t0);
-    double self_err;
-    PH(ph_selftest(e, &self_err, msg, sizeof msg));
-    printf("phantom: encrypt/decrypt/decode self-test: max error %.3g (%s)\n", self_err,
-           verdict(self_err < TOLERANCE));
-    double bw;
-    PH(ph_pinned_bandwidth(key_bytes, 8, &bw, msg, sizeof msg));
-    printf("pinned host -> cuda:0: %.2f GB/s (best of 8 copies of one key)\n", bw / 1e9);
+    return 0;
+}
 
-    void *pinned[PH_KEYS];
+/* Every key exported to pinned memory, whole and as seeded b halves with the seeds of its
+ * a halves (captured from Phantom's key generation; Phantom's own a halves kept on the
+ * device as the reference). 0, or 2 with the reason printed. */
+static int export_keys(ph_engine *e, uint64_t key_bytes, void **pinned)
+{
     for (int k = 0; k < PH_KEYS; k++) {
         if (cudaHostAlloc(&pinned[k], key_bytes, cudaHostAllocDefault) != cudaSuccess) {
             fprintf(stderr, "phantom-bsgs: cudaHostAlloc of a key failed\n");
@@ -1148,8 +1150,6 @@ int main(int argc, char **argv)
         }
         PH(ph_export_key(e, k, pinned[k], msg, sizeof msg));
     }
-    /* Seeded keys: the b halves (pinned) and the seed of each part's a half, captured from
-     * Phantom's key generation; Phantom's own a halves kept on the device as the reference. */
     nparts = ph_key_parts(e);
     half_bytes = ph_half_bytes(e);
     if (nparts > PH_MAX_PARTS || 2 * nparts * half_bytes != key_bytes) {
@@ -1165,230 +1165,328 @@ int main(int argc, char **argv)
         PH(ph_export_seeded(e, k, pinned_b[k], key_seeds[k], msg, sizeof msg));
     }
     PH(ph_keep_reference(e, msg, sizeof msg));
-    double gen_rate;
-    PH(ph_sample_rate(e, key_seeds[0], 8, &gen_rate, msg, sizeof msg));
+    return 0;
+}
+
+/* What the setup measured, for every budget's comparisons and results.json. */
+typedef struct bsgs_setup {
+    uint64_t key_bytes;
+    double self_err, bw, gen_rate;
+    uint64_t setup_gen, setup_diff;
+    int setup_ok;
+    double slow_per_byte, ctl_ms[PH_PASSES];
+} bsgs_setup;
+
+/* The sampler's rate against copying, and every key's a halves regenerated once through
+ * fhr_manager_value_to and compared with Phantom's own. */
+static void check_sampler(ph_engine *e, bsgs_setup *st)
+{
+    PH(ph_sample_rate(e, key_seeds[0], 8, &st->gen_rate, msg, sizeof msg));
     printf("Phantom's sampler: one key's a halves (%zu parts, %.1f MiB) in %.3f ms, %.1f GB/s (best "
            "of 8); copying them from pinned memory takes %.3f ms\n", nparts,
-           (double)(nparts * half_bytes) / (1 << 20), (double)(nparts * half_bytes) / gen_rate * 1e3,
-           gen_rate / 1e9, (double)(nparts * half_bytes) / bw * 1e3);
-    uint64_t setup_gen = 0, setup_diff = regen_against_phantom(e, &setup_gen);
-    int setup_ok = setup_diff == 0 && setup_gen == (uint64_t)PH_KEYS * nparts * half_bytes;
+           (double)(nparts * half_bytes) / (1 << 20),
+           (double)(nparts * half_bytes) / st->gen_rate * 1e3, st->gen_rate / 1e9,
+           (double)(nparts * half_bytes) / st->bw * 1e3);
+    st->setup_gen = 0;
+    st->setup_diff = regen_against_phantom(e, &st->setup_gen);
+    st->setup_ok = st->setup_diff == 0 &&
+                   st->setup_gen == (uint64_t)PH_KEYS * nparts * half_bytes;
     printf("seeded keys, one device copy each through fhr_manager_value_to: the a halves of all %d "
            "keys (%zu parts, %.2f GiB generated) from the seeds captured at key generation, %llu "
            "words differ from Phantom's own: %s\n", PH_KEYS, PH_KEYS * nparts,
-           (double)setup_gen / (1 << 30), (unsigned long long)setup_diff, verdict(setup_ok));
+           (double)st->setup_gen / (1 << 30), (unsigned long long)st->setup_diff,
+           verdict(st->setup_ok));
+}
 
-    /* Phantom's own resident keys: the reference results and the compute time. */
-    run_out ref;
-    memset(&ref, 0, sizeof ref);
-    for (int rep = 0; rep < reps; rep++) {
-        free(ref.words);
-        run_resident(e, NULL, &ref);
-    }
-    printf("resident keys: pass times %.2f / %.2f ms, slots within %.3g of the host transform (%s)\n",
-           ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3, ref.max_err, verdict(ref.max_err < TOLERANCE));
-    /* The control: the same resident passes with a pass's worth of key copies running
-     * beside them, fheplan out of the picture: what the copies alone cost the kernels. */
-    copies_beside cb = {NULL, NULL, pinned, key_bytes};
-    double slow_per_byte = 0, ctl_ms[PH_PASSES] = {0, 0};
-    if (cudaStreamCreateWithFlags(&cb.st, cudaStreamNonBlocking) == cudaSuccess &&
-        cudaMalloc(&cb.scratch, key_bytes) == cudaSuccess) {
-        run_out ctl;
-        memset(&ctl, 0, sizeof ctl);
-        double extra = 0;
-        for (int rep = 0; rep < reps; rep++) {
-            free(ctl.words);
-            run_resident(e, &cb, &ctl);
-        }
-        for (int p = 0; p < PH_PASSES; p++) {
-            ctl_ms[p] = ctl.pass_s[p] * 1e3;
-            extra += ctl.pass_s[p] - ref.pass_s[p];
-        }
-        slow_per_byte = extra / (PH_PASSES * (double)PH_KEYS * (double)key_bytes);
-        printf("control, resident keys with %d key copies (%.2f GB) beside each pass on another "
-               "stream, no fheplan: pass times %.2f / %.2f ms, %+.2f / %+.2f ms: the copies slow "
-               "the kernels by %.2f ms per GB copied\n",
-               PH_KEYS, PH_KEYS * (double)key_bytes / 1e9, ctl_ms[0], ctl_ms[1],
-               ctl_ms[0] - ref.pass_s[0] * 1e3, ctl_ms[1] - ref.pass_s[1] * 1e3,
-               slow_per_byte * 1e3 * 1e9);
-        free(ctl.words);
-        cudaFree(cb.scratch);
-        cudaStreamDestroy(cb.st);
-    } else {
+/* The control: the resident passes with a pass's worth of key copies running beside them,
+ * fheplan out of the picture: what the copies alone cost the kernels. */
+static void measure_control(ph_engine *e, void **pinned, int reps, const run_out *ref,
+                            bsgs_setup *st)
+{
+    copies_beside cb = {NULL, NULL, pinned, st->key_bytes};
+    st->slow_per_byte = 0;
+    st->ctl_ms[0] = st->ctl_ms[1] = 0;
+    if (cudaStreamCreateWithFlags(&cb.st, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaMalloc(&cb.scratch, st->key_bytes) != cudaSuccess) {
         printf("control: no stream or scratch buffer for the copies (%s)\n",
                cudaGetErrorString(cudaGetLastError()));
+        return;
     }
-    PH(ph_release_keys(e, msg, sizeof msg));
+    run_out ctl;
+    memset(&ctl, 0, sizeof ctl);
+    double extra = 0;
+    for (int rep = 0; rep < reps; rep++) {
+        free(ctl.words);
+        run_resident(e, &cb, &ctl);
+    }
+    for (int p = 0; p < PH_PASSES; p++) {
+        st->ctl_ms[p] = ctl.pass_s[p] * 1e3;
+        extra += ctl.pass_s[p] - ref->pass_s[p];
+    }
+    st->slow_per_byte = extra / (PH_PASSES * (double)PH_KEYS * (double)st->key_bytes);
+    printf("control, resident keys with %d key copies (%.2f GB) beside each pass on another "
+           "stream, no fheplan: pass times %.2f / %.2f ms, %+.2f / %+.2f ms: the copies slow "
+           "the kernels by %.2f ms per GB copied\n",
+           PH_KEYS, PH_KEYS * (double)st->key_bytes / 1e9, st->ctl_ms[0], st->ctl_ms[1],
+           st->ctl_ms[0] - ref->pass_s[0] * 1e3, st->ctl_ms[1] - ref->pass_s[1] * 1e3,
+           st->slow_per_byte * 1e3 * 1e9);
+    free(ctl.words);
+    cudaFree(cb.scratch);
+    cudaStreamDestroy(cb.st);
+}
 
-    char path[4096];
-    snprintf(path, sizeof path, "%s/results.json", outdir);
-    FILE *js = fopen(path, "w");
-    if (!js) {
-        fprintf(stderr, "phantom-bsgs: cannot write %s\n", path);
-        return 2;
+/* One pass of a streamed run against its bounds, printed and into results.json. 1 when
+ * within RATIO_LIMIT of the issue's bound; *exact: within it of the exact yardstick. */
+static int report_pass(FILE *js, int p, const run_out *r, const run_out *ref,
+                       const bsgs_setup *st, int *exact)
+{
+    double xfer = (double)r->bytes[p] / st->bw;
+    double bound = ref->pass_s[p] > xfer ? ref->pass_s[p] : xfer;
+    double ratio = r->pass_s[p] / bound;
+    /* the pass's first key, when not resident, is copied before anything can run */
+    double first = r->first_load[p] ? (double)st->key_bytes / st->bw : 0;
+    double yard = ref->pass_s[p] + first > xfer ? ref->pass_s[p] + first : xfer;
+    double ratio_exact = r->pass_s[p] / yard;
+    printf("  pass %d: %.2f ms streamed, %.2f ms resident, %.2f ms of transfers: %.3fx the "
+           "bound: %s\n", p + 1, r->pass_s[p] * 1e3, ref->pass_s[p] * 1e3, xfer * 1e3, ratio,
+           verdict(ratio <= RATIO_LIMIT));
+    printf("    %.3fx max(resident + %.2f ms for the first key, which nothing can hide, "
+           "transfers): %s\n", ratio_exact, first * 1e3, verdict(ratio_exact <= RATIO_LIMIT));
+    /* and with what the control measured the same bytes cost the kernels */
+    double slow = st->slow_per_byte * (double)r->bytes[p];
+    double yard_ctl = ref->pass_s[p] + first + slow > xfer ? ref->pass_s[p] + first + slow : xfer;
+    printf("    %.3fx max(resident + the first key + %.2f ms by which the control's copies "
+           "slow the kernels for these bytes, transfers)\n", r->pass_s[p] / yard_ctl, slow * 1e3);
+    double stall = 0, work = 0, work_ref = 0, most = 0;
+    int most_u = 0, nstall = 0;
+    for (int u = 0; u < PH_USES; u++) {
+        stall += r->stall_ms[p][u];
+        work += r->work_ms[p][u];
+        work_ref += ref->work_ms[p][u];
+        nstall += r->stall_ms[p][u] > 0.05;
+        if (r->stall_ms[p][u] > most) {
+            most = r->stall_ms[p][u];
+            most_u = u;
+        }
     }
+    printf("    breakdown (GPU timing events): the GPU waited %.2f ms for keys (%d uses over "
+           "0.05 ms, at most %.2f ms before use %d); the uses' work took %.2f ms, %+.2f ms "
+           "against resident keys (%.2f ms per GB copied); pass begin and end %+.2f ms; "
+           "the host spent %.2f ms in fhr_use_begin (%llu forced waits)\n",
+           stall, nstall, most, most_u, work, work - work_ref,
+           r->bytes[p] ? (work - work_ref) / ((double)r->bytes[p] / 1e9) : 0.0,
+           r->edge_ms[p] - ref->edge_ms[p], r->host_wait_ms[p],
+           (unsigned long long)r->pass_waits[p]);
+    printf("    per use, GPU wait + extra work (ms):");
+    for (int u = 0; u < PH_USES; u++)
+        printf(" %.2f+%.2f", r->stall_ms[p][u], r->work_ms[p][u] - ref->work_ms[p][u]);
+    printf("\n");
+    fprintf(js, "%s{\"ms\": %.3f, \"resident_ms\": %.3f, \"transfer_ms\": %.3f, \"bytes\": %llu,"
+                " \"ratio\": %.4f, \"first_load_ms\": %.3f, \"ratio_exact\": %.4f,"
+                " \"gpu_wait_ms\": %.3f, \"work_ms\": %.3f, \"resident_work_ms\": %.3f,"
+                " \"host_in_begin_ms\": %.3f, \"waits\": %llu, \"copy_slowdown_ms\": %.3f,"
+                " \"use_gpu_wait_ms\": [",
+            p ? ", " : "", r->pass_s[p] * 1e3, ref->pass_s[p] * 1e3, xfer * 1e3,
+            (unsigned long long)r->bytes[p], ratio, first * 1e3, ratio_exact, stall, work,
+            work_ref, r->host_wait_ms[p], (unsigned long long)r->pass_waits[p],
+            st->slow_per_byte * (double)r->bytes[p] * 1e3);
+    for (int u = 0; u < PH_USES; u++)
+        fprintf(js, "%s%.3f", u ? ", " : "", r->stall_ms[p][u]);
+    fprintf(js, "], \"use_extra_work_ms\": [");
+    for (int u = 0; u < PH_USES; u++)
+        fprintf(js, "%s%.3f", u ? ", " : "", r->work_ms[p][u] - ref->work_ms[p][u]);
+    fprintf(js, "]}");
+    *exact = *exact && ratio_exact <= RATIO_LIMIT;
+    return ratio <= RATIO_LIMIT;
+}
+
+/* A streamed run's checks against resident keys, the budget and check's prediction,
+ * printed and into results.json (the budget's object left open for its passes). */
+static int report_checks(FILE *js, int bi, int nk, uint64_t budget, double predicted,
+                         const run_out *r, const run_out *ref)
+{
+    uint64_t moved = r->bytes[0] + r->bytes[1];
+    int same = r->nwords == ref->nwords && !memcmp(r->words, ref->words, r->nwords * sizeof *r->words);
+    int slots_ok = r->max_err < TOLERANCE;
+    int peak_ok = r->peak_charged <= budget && r->peak_pool <= budget;
+    /* the pool maps whole granules: what it holds is what it hands out rounded up */
+    uint64_t g = r->granule, held_limit = g ? (budget + g - 1) / g * g : budget;
+    int held_ok = r->peak_reserved <= held_limit;
+    int bytes_ok = predicted >= 0 && (double)moved == predicted;
+    printf("\nbudget %d keys (%.2f GiB) on cuda:0:\n", nk, (double)budget / (1 << 30));
+    printf("  results bit-identical to resident keys: %s\n", verdict(same));
+    printf("  decrypted slots within %.3g of the host transform: %s\n", r->max_err, verdict(slots_ok));
+    printf("  fheplan peak %.3f GiB charged, %.3f GiB handed out by its private pool at most; "
+           "budget %.3f GiB: %s\n", (double)r->peak_charged / (1 << 30),
+           (double)r->peak_pool / (1 << 30), (double)budget / (1 << 30), verdict(peak_ok));
+    printf("  device memory the pool held at most: %.3f GiB, %.1f MiB %s the budget; it maps "
+           "whole granules of %.0f MiB, so it holds at most the budget rounded up to one "
+           "(%.3f GiB): %s\n", (double)r->peak_reserved / (1 << 30),
+           fabs((double)r->peak_reserved - (double)budget) / (1 << 20),
+           r->peak_reserved >= budget ? "above" : "below", (double)g / (1 << 20),
+           (double)held_limit / (1 << 30), verdict(held_ok));
+    printf("  bytes moved %llu (%llu loads, %llu evictions), fheplan check predicts %.0f: %s\n",
+           (unsigned long long)moved, (unsigned long long)r->loads,
+           (unsigned long long)r->evictions, predicted, verdict(bytes_ok));
+    printf("  host waits the budget forced: %llu (no other host synchronisation between "
+           "rotations)\n", (unsigned long long)r->waits);
+    fprintf(js, "%s{\"keys\": %d, \"bit_identical\": %s, \"max_err\": %.3g, \"peak_charged\": %llu,"
+                " \"peak_pool\": %llu, \"peak_pool_held\": %llu, \"pool_granule\": %llu,"
+                " \"bytes\": %llu, \"predicted\": %.0f, \"loads\": %llu,"
+                " \"evictions\": %llu, \"waits\": %llu, \"passes\": [",
+            bi ? ", " : "", nk, same ? "true" : "false", r->max_err,
+            (unsigned long long)r->peak_charged, (unsigned long long)r->peak_pool,
+            (unsigned long long)r->peak_reserved, (unsigned long long)g,
+            (unsigned long long)moved, predicted, (unsigned long long)r->loads,
+            (unsigned long long)r->evictions, (unsigned long long)r->waits);
+    return same && slots_ok && peak_ok && held_ok && bytes_ok;
+}
+
+/* Overall verdicts of the budgets run so far. */
+typedef struct bsgs_verdicts {
+    int all_ok, all_exact, seeded_ok, splan_all;
+} bsgs_verdicts;
+
+/* One budget: the controller-driven streamed passes, the plan-driven ones, then the same
+ * with seeded keys; its object in results.json. */
+static void run_budget(ph_engine *e, FILE *js, const bsgs_opts *o, int bi, void **pinned,
+                       rplan_program *prog, rplan_program *sprog, const bsgs_setup *st,
+                       const run_out *ref, bsgs_verdicts *v)
+{
+    int nk = o->budgets[bi] > 0 && o->budgets[bi] < PH_KEYS ? o->budgets[bi] : PH_KEYS;
+    uint64_t key_bytes = st->key_bytes;
+    char plan[2048];
+    snprintf(plan, sizeof plan, "%s/bsgs-%dkeys.rplan", o->outdir, nk);
+    check_pred pp = predicted(o->fheplan, write_rplan(plan, key_bytes, nk, 0) == 0 ? plan : NULL,
+                              st->bw / 1e9, st->gen_rate / 1e9);
+    /* a backend per budget: its private pool's high-water mark is this budget's alone */
+    fhr_backend *b = NULL;
+    fhr_error err;
+    fhr_error_init(&err);
+    fhr_check(fhr_backend_cuda_create(&b, &err), &err, "cuda backend");
+    fhr_stream *view = NULL; /* Phantom's stream: this thread's per-thread default stream */
+    fhr_check(fhr_stream_wrap_cuda(b, 0, cudaStreamPerThread, &view, &err), &err, "wrap");
+    run_out r;
+    memset(&r, 0, sizeof r);
+    for (int rep = 0; rep < o->reps; rep++) {
+        free(r.words);
+        /* the last repetition is the one reported; the pool's marks cover them all */
+        run_streamed(e, b, view, pinned, key_bytes, nk, 0, 0, &r);
+    }
+    double ctl_gpu_ms[PH_PASSES]; /* the controller loop's passes by timing events */
+    for (int p = 0; p < PH_PASSES; p++)
+        ctl_gpu_ms[p] = ev_ms(pev[p].start, pev[p].z);
+    int ok = report_checks(js, bi, nk, key_bytes * (uint64_t)nk, pp.moved, &r, ref);
+    int exact = ok;
+    for (int p = 0; p < PH_PASSES; p++)
+        ok = report_pass(js, p, &r, ref, st, &exact) && ok;
+    v->all_exact = v->all_exact && exact;
+    fprintf(js, "]");
+    v->all_ok = v->all_ok && ok;
+    v->all_ok = plan_budget(e, b, view, pinned, key_bytes, nk, prog, o->planfile, o->fheplan,
+                            o->outdir, st->bw, st->gen_rate, o->reps, ref, ctl_gpu_ms, &r, js) &&
+                v->all_ok;
+    fhr_stream_destroy(b, view);
+    fhr_backend_destroy(b);
+    /* the same budget with seeded keys, against this unseeded run */
+    int splan_ok = 0;
+    v->seeded_ok = seeded_budget(e, js, o->outdir, o->fheplan, nk, key_bytes, st->bw,
+                                 st->gen_rate, o->reps, ref, &r, pp, sprog, o->splanfile,
+                                 &splan_ok) &&
+                   v->seeded_ok;
+    v->splan_all = v->splan_all && splan_ok;
+    fprintf(js, "}");
+    free(r.words);
+}
+
+/* results.json's head: the setup's figures. */
+static void write_setup_json(FILE *js, const bsgs_setup *st, const run_out *ref)
+{
     fprintf(js, "{\"key_bytes\": %llu, \"pinned_gbps\": %.3f, \"resident_pass_ms\": [%.3f, %.3f],"
                 " \"resident_max_err\": %.3g, \"control_pass_ms\": [%.3f, %.3f],"
                 " \"copy_slowdown_ms_per_gb\": %.4f, \"gen_gbps\": %.3f, \"seeded_setup\":"
             " {\"parts\": %zu, \"generated\": %llu, \"a_mismatched_words\": %llu,"
             " \"pass\": %s}, \"budgets\": [",
-            (unsigned long long)key_bytes, bw / 1e9, ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3,
-            ref.max_err, ctl_ms[0], ctl_ms[1], slow_per_byte * 1e12, gen_rate / 1e9,
-            PH_KEYS * nparts, (unsigned long long)setup_gen, (unsigned long long)setup_diff,
-            setup_ok ? "true" : "false");
-    int all_ok = self_err < TOLERANCE && ref.max_err < TOLERANCE, all_exact = all_ok;
-    int seeded_ok = setup_ok, splan_all = 1;
-    for (int bi = 0; bi < nbudgets; bi++) {
-        int nk = budgets[bi] > 0 && budgets[bi] < PH_KEYS ? budgets[bi] : PH_KEYS;
-        char plan[2048];
-        snprintf(plan, sizeof plan, "%s/bsgs-%dkeys.rplan", outdir, nk);
-        check_pred pp = predicted(fheplan, write_rplan(plan, key_bytes, nk, 0) == 0 ? plan : NULL,
-                                  bw / 1e9, gen_rate / 1e9);
-        double predicted = pp.moved;
-        /* a backend per budget: its private pool's high-water mark is this budget's alone */
-        fhr_backend *b = NULL;
-        fhr_error err;
-        fhr_error_init(&err);
-        fhr_check(fhr_backend_cuda_create(&b, &err), &err, "cuda backend");
-        fhr_stream *view = NULL; /* Phantom's stream: this thread's per-thread default stream */
-        fhr_check(fhr_stream_wrap_cuda(b, 0, cudaStreamPerThread, &view, &err), &err, "wrap");
-        run_out r;
-        memset(&r, 0, sizeof r);
-        for (int rep = 0; rep < reps; rep++) {
-            free(r.words);
-            /* the last repetition is the one reported; the pool's marks cover them all */
-            run_streamed(e, b, view, pinned, key_bytes, nk, 0, 0, &r);
-        }
-        double ctl_gpu_ms[PH_PASSES]; /* the controller loop's passes by timing events */
-        for (int p = 0; p < PH_PASSES; p++)
-            ctl_gpu_ms[p] = ev_ms(pev[p].start, pev[p].z);
-        uint64_t budget = key_bytes * (uint64_t)nk, moved = r.bytes[0] + r.bytes[1];
-        int same = r.nwords == ref.nwords && !memcmp(r.words, ref.words, r.nwords * sizeof *r.words);
-        int slots_ok = r.max_err < TOLERANCE;
-        int peak_ok = r.peak_charged <= budget && r.peak_pool <= budget;
-        /* the pool maps whole granules: what it holds is what it hands out rounded up */
-        uint64_t g = r.granule, held_limit = g ? (budget + g - 1) / g * g : budget;
-        int held_ok = r.peak_reserved <= held_limit;
-        int bytes_ok = predicted >= 0 && (double)moved == predicted;
-        printf("\nbudget %d keys (%.2f GiB) on cuda:0:\n", nk, (double)budget / (1 << 30));
-        printf("  results bit-identical to resident keys: %s\n", verdict(same));
-        printf("  decrypted slots within %.3g of the host transform: %s\n", r.max_err, verdict(slots_ok));
-        printf("  fheplan peak %.3f GiB charged, %.3f GiB handed out by its private pool at most; "
-               "budget %.3f GiB: %s\n", (double)r.peak_charged / (1 << 30),
-               (double)r.peak_pool / (1 << 30), (double)budget / (1 << 30), verdict(peak_ok));
-        printf("  device memory the pool held at most: %.3f GiB, %.1f MiB %s the budget; it maps "
-               "whole granules of %.0f MiB, so it holds at most the budget rounded up to one "
-               "(%.3f GiB): %s\n", (double)r.peak_reserved / (1 << 30),
-               fabs((double)r.peak_reserved - (double)budget) / (1 << 20),
-               r.peak_reserved >= budget ? "above" : "below", (double)g / (1 << 20),
-               (double)held_limit / (1 << 30), verdict(held_ok));
-        printf("  bytes moved %llu (%llu loads, %llu evictions), fheplan check predicts %.0f: %s\n",
-               (unsigned long long)moved, (unsigned long long)r.loads,
-               (unsigned long long)r.evictions, predicted, verdict(bytes_ok));
-        printf("  host waits the budget forced: %llu (no other host synchronisation between "
-               "rotations)\n", (unsigned long long)r.waits);
-        fprintf(js, "%s{\"keys\": %d, \"bit_identical\": %s, \"max_err\": %.3g, \"peak_charged\": %llu,"
-                    " \"peak_pool\": %llu, \"peak_pool_held\": %llu, \"pool_granule\": %llu,"
-                    " \"bytes\": %llu, \"predicted\": %.0f, \"loads\": %llu,"
-                    " \"evictions\": %llu, \"waits\": %llu, \"passes\": [",
-                bi ? ", " : "", nk, same ? "true" : "false", r.max_err,
-                (unsigned long long)r.peak_charged, (unsigned long long)r.peak_pool,
-                (unsigned long long)r.peak_reserved, (unsigned long long)g,
-                (unsigned long long)moved, predicted, (unsigned long long)r.loads,
-                (unsigned long long)r.evictions, (unsigned long long)r.waits);
-        int ok = same && slots_ok && peak_ok && held_ok && bytes_ok;
-        int exact = ok;
-        for (int p = 0; p < PH_PASSES; p++) {
-            double xfer = (double)r.bytes[p] / bw;
-            double bound = ref.pass_s[p] > xfer ? ref.pass_s[p] : xfer;
-            double ratio = r.pass_s[p] / bound;
-            /* the pass's first key, when not resident, is copied before anything can run */
-            double first = r.first_load[p] ? (double)key_bytes / bw : 0;
-            double yard = ref.pass_s[p] + first > xfer ? ref.pass_s[p] + first : xfer;
-            double ratio_exact = r.pass_s[p] / yard;
-            printf("  pass %d: %.2f ms streamed, %.2f ms resident, %.2f ms of transfers: %.3fx the "
-                   "bound: %s\n", p + 1, r.pass_s[p] * 1e3, ref.pass_s[p] * 1e3, xfer * 1e3, ratio,
-                   verdict(ratio <= RATIO_LIMIT));
-            printf("    %.3fx max(resident + %.2f ms for the first key, which nothing can hide, "
-                   "transfers): %s\n", ratio_exact, first * 1e3, verdict(ratio_exact <= RATIO_LIMIT));
-            /* and with what the control measured the same bytes cost the kernels */
-            double slow = slow_per_byte * (double)r.bytes[p];
-            double yard_ctl = ref.pass_s[p] + first + slow > xfer ? ref.pass_s[p] + first + slow : xfer;
-            printf("    %.3fx max(resident + the first key + %.2f ms by which the control's copies "
-                   "slow the kernels for these bytes, transfers)\n", r.pass_s[p] / yard_ctl,
-                   slow * 1e3);
-            double stall = 0, work = 0, work_ref = 0, most = 0;
-            int most_u = 0, nstall = 0;
-            for (int u = 0; u < PH_USES; u++) {
-                stall += r.stall_ms[p][u];
-                work += r.work_ms[p][u];
-                work_ref += ref.work_ms[p][u];
-                nstall += r.stall_ms[p][u] > 0.05;
-                if (r.stall_ms[p][u] > most) {
-                    most = r.stall_ms[p][u];
-                    most_u = u;
-                }
-            }
-            printf("    breakdown (GPU timing events): the GPU waited %.2f ms for keys (%d uses over "
-                   "0.05 ms, at most %.2f ms before use %d); the uses' work took %.2f ms, %+.2f ms "
-                   "against resident keys (%.2f ms per GB copied); pass begin and end %+.2f ms; "
-                   "the host spent %.2f ms in fhr_use_begin (%llu forced waits)\n",
-                   stall, nstall, most, most_u, work, work - work_ref,
-                   r.bytes[p] ? (work - work_ref) / ((double)r.bytes[p] / 1e9) : 0.0,
-                   r.edge_ms[p] - ref.edge_ms[p], r.host_wait_ms[p],
-                   (unsigned long long)r.pass_waits[p]);
-            printf("    per use, GPU wait + extra work (ms):");
-            for (int u = 0; u < PH_USES; u++)
-                printf(" %.2f+%.2f", r.stall_ms[p][u], r.work_ms[p][u] - ref.work_ms[p][u]);
-            printf("\n");
-            fprintf(js, "%s{\"ms\": %.3f, \"resident_ms\": %.3f, \"transfer_ms\": %.3f, \"bytes\": %llu,"
-                        " \"ratio\": %.4f, \"first_load_ms\": %.3f, \"ratio_exact\": %.4f,"
-                        " \"gpu_wait_ms\": %.3f, \"work_ms\": %.3f, \"resident_work_ms\": %.3f,"
-                        " \"host_in_begin_ms\": %.3f, \"waits\": %llu, \"copy_slowdown_ms\": %.3f,"
-                        " \"use_gpu_wait_ms\": [",
-                    p ? ", " : "", r.pass_s[p] * 1e3, ref.pass_s[p] * 1e3, xfer * 1e3,
-                    (unsigned long long)r.bytes[p], ratio, first * 1e3, ratio_exact, stall, work,
-                    work_ref, r.host_wait_ms[p], (unsigned long long)r.pass_waits[p],
-                    slow_per_byte * (double)r.bytes[p] * 1e3);
-            for (int u = 0; u < PH_USES; u++)
-                fprintf(js, "%s%.3f", u ? ", " : "", r.stall_ms[p][u]);
-            fprintf(js, "], \"use_extra_work_ms\": [");
-            for (int u = 0; u < PH_USES; u++)
-                fprintf(js, "%s%.3f", u ? ", " : "", r.work_ms[p][u] - ref.work_ms[p][u]);
-            fprintf(js, "]}");
-            ok = ok && ratio <= RATIO_LIMIT;
-            exact = exact && ratio_exact <= RATIO_LIMIT;
-        }
-        all_exact = all_exact && exact;
-        fprintf(js, "]");
-        all_ok = all_ok && ok;
-        all_ok = plan_budget(e, b, view, pinned, key_bytes, nk, prog, planfile, fheplan, outdir,
-                             bw, gen_rate, reps, &ref, ctl_gpu_ms, &r, js) && all_ok;
-        fhr_stream_destroy(b, view);
-        fhr_backend_destroy(b);
-        /* the same budget with seeded keys, against this unseeded run */
-        int splan_ok = 0;
-        seeded_ok = seeded_budget(e, js, outdir, fheplan, nk, key_bytes, bw, gen_rate, reps, &ref,
-                                  &r, pp, sprog, splanfile, &splan_ok) && seeded_ok;
-        splan_all = splan_all && splan_ok;
-        fprintf(js, "}");
-        free(r.words);
-    }
+            (unsigned long long)st->key_bytes, st->bw / 1e9, ref->pass_s[0] * 1e3,
+            ref->pass_s[1] * 1e3, ref->max_err, st->ctl_ms[0], st->ctl_ms[1],
+            st->slow_per_byte * 1e12, st->gen_rate / 1e9, PH_KEYS * nparts,
+            (unsigned long long)st->setup_gen, (unsigned long long)st->setup_diff,
+            st->setup_ok ? "true" : "false");
+}
+
+/* The closing verdicts, printed and into results.json. */
+static void write_verdicts(FILE *js, const bsgs_verdicts *v, const char *path)
+{
     fprintf(js, "], \"all_pass\": %s, \"all_pass_exact_yardstick\": %s, \"all_seeded_pass\": %s,"
                 " \"all_seeded_plan_pass\": %s}\n",
-            all_ok ? "true" : "false", all_exact ? "true" : "false", seeded_ok ? "true" : "false",
-            splan_all ? "true" : "false");
-    fclose(js);
+            v->all_ok ? "true" : "false", v->all_exact ? "true" : "false",
+            v->seeded_ok ? "true" : "false", v->splan_all ? "true" : "false");
     printf("\nseeded keys, every budget: results bit-identical, a halves bit-exact against "
            "Phantom's own, PCIe and regenerated bytes as fheplan check predicts, pinned holding "
-           "the b halves, peaks within the budget: %s\n", verdict(seeded_ok));
+           "the b halves, peaks within the budget: %s\n", verdict(v->seeded_ok));
     printf("\nplan-driven seeded keys, every budget: results bit-identical, bytes moved and "
            "regenerated as fheplan check of the same file predicts, peaks within the budget, "
            "time within %.2fx the controller-driven loop with seeded keys: %s\n", PLAN_LIMIT,
-           verdict(splan_all));
+           verdict(v->splan_all));
     printf("\nall checks, times against the issue's bound: %s; against the exact yardstick "
-           "(the first key's load added): %s (results in %s)\n", verdict(all_ok),
-           verdict(all_exact), path);
+           "(the first key's load added): %s (results in %s)\n", verdict(v->all_ok),
+           verdict(v->all_exact), path);
+}
+
+int main(int argc, char **argv)
+{
+    bsgs_opts o;
+    int rc = parse_args(argc, argv, &o);
+    if (rc)
+        return rc;
+    setvbuf(stdout, NULL, _IOLBF, 0); /* line by line into a pipe too (gpu-run.sh tees) */
+    rplan_program *prog = NULL, *sprog = NULL;
+    if ((rc = compile_plans(&o, &prog, &sprog)) != 0)
+        return rc;
+    events_create();
+    ph_engine *e = NULL;
+    bsgs_setup st;
+    memset(&st, 0, sizeof st);
+    double t0 = now_s();
+    PH(ph_create(NCT, 20261201, &e, msg, sizeof msg));
+    st.key_bytes = ph_key_bytes(e);
+    printf("phantom: context, %d keys of %.1f MiB, %d ciphertexts in %.2f s\n", PH_KEYS,
+           (double)st.key_bytes / (1 << 20), NCT, now_s() - t0);
+    PH(ph_selftest(e, &st.self_err, msg, sizeof msg));
+    printf("phantom: encrypt/decrypt/decode self-test: max error %.3g (%s)\n", st.self_err,
+           verdict(st.self_err < TOLERANCE));
+    PH(ph_pinned_bandwidth(st.key_bytes, 8, &st.bw, msg, sizeof msg));
+    printf("pinned host -> cuda:0: %.2f GB/s (best of 8 copies of one key)\n", st.bw / 1e9);
+    void *pinned[PH_KEYS];
+    if ((rc = export_keys(e, st.key_bytes, pinned)) != 0)
+        return rc;
+    check_sampler(e, &st);
+    /* Phantom's own resident keys: the reference results and the compute time. */
+    run_out ref;
+    memset(&ref, 0, sizeof ref);
+    for (int rep = 0; rep < o.reps; rep++) {
+        free(ref.words);
+        run_resident(e, NULL, &ref);
+    }
+    printf("resident keys: pass times %.2f / %.2f ms, slots within %.3g of the host transform (%s)\n",
+           ref.pass_s[0] * 1e3, ref.pass_s[1] * 1e3, ref.max_err, verdict(ref.max_err < TOLERANCE));
+    measure_control(e, pinned, o.reps, &ref, &st);
+    PH(ph_release_keys(e, msg, sizeof msg));
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/results.json", o.outdir);
+    FILE *js = fopen(path, "w");
+    if (!js) {
+        fprintf(stderr, "phantom-bsgs: cannot write %s\n", path);
+        return 2;
+    }
+    write_setup_json(js, &st, &ref);
+    bsgs_verdicts v = {st.self_err < TOLERANCE && ref.max_err < TOLERANCE, 0, st.setup_ok, 1};
+    v.all_exact = v.all_ok;
+    for (int bi = 0; bi < o.nbudgets; bi++)
+        run_budget(e, js, &o, bi, pinned, prog, sprog, &st, &ref, &v);
+    write_verdicts(js, &v, path);
+    fclose(js);
     free(ref.words);
     rplan_program_free(prog);
     rplan_program_free(sprog);
@@ -1397,5 +1495,5 @@ int main(int argc, char **argv)
         cudaFreeHost(pinned_b[k]);
     }
     ph_destroy(e);
-    return all_ok && seeded_ok && splan_all ? 0 : 1;
+    return v.all_ok && v.seeded_ok && v.splan_all ? 0 : 1;
 }

@@ -234,7 +234,7 @@ static const char *reason_words(unsigned r)
     if (r & FHR_PROT_HELD)
         return "held";
     if (r & FHR_PROT_PENDING)
-        return "pending consumer event";
+        return "pending consumer event: synchronize its stream, then fhr_reap";
     return "last copy of a MUST_PRESERVE value, no configured fallback tier with room";
 }
 
@@ -266,11 +266,10 @@ static fhr_status infeasible(const fhr_snapshot *snap, const model *md, int slot
     for (size_t i = 0; i < out->nprotected && i < 8; i++) {
         const fhr_protected_copy *p = &out->protected_[i];
         const fhr_value_info *vi = fhr_snapshot_value(snap, p->handle);
-        append(out->reason, sizeof out->reason, &len, "%s #%llu%s%s%s (%llu bytes, %s)",
-               i ? "," : "", (unsigned long long)p->handle.serial,
-               vi && vi->label && vi->label[0] ? " '" : "",
-               vi && vi->label && vi->label[0] ? vi->label : "",
-               vi && vi->label && vi->label[0] ? "'" : "", (unsigned long long)p->nbytes,
+        int named = vi && vi->label && vi->label[0];
+        append(out->reason, sizeof out->reason, &len, "%s %s%s%shandle #%llu (%llu bytes, %s)",
+               i ? "," : "", named ? "'" : "", named ? vi->label : "", named ? "' " : "",
+               (unsigned long long)p->handle.serial, (unsigned long long)p->nbytes,
                reason_words(p->reasons));
     }
     if (out->nprotected > 8)
@@ -349,6 +348,251 @@ static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
     return shortb;
 }
 
+/* One decision of tiered_decide: its inputs, the model, the per-value state and the
+ * candidate buffer (the index's, or its own). */
+typedef struct decide {
+    const tiers *cfg;
+    rank_fn rank;
+    const void *rctx;
+    const char *name;
+    const fhr_snapshot *snap;
+    const fhr_request *req;
+    vix *ix;
+    uint64_t *scanned;
+    fhr_policy_out *out;
+    fhr_error *err;
+    model md;
+    vstate *vs;
+    cand *cs;
+    uint32_t epoch;
+    size_t nv;
+    fhr_status st;
+} decide;
+
+/* Budgets and what is committed at each location, from the snapshot. */
+static void model_init(model *md, const fhr_snapshot *snap)
+{
+    memset(md, 0, sizeof *md);
+    for (size_t i = 0; i < snap->nlocs; i++) {
+        const fhr_loc_stats *l = &snap->locs[i];
+        int s = fhr_loc_slot(l->loc);
+        if (s < 0)
+            continue;
+        md->has_budget[s] = l->has_budget;
+        md->budget[s] = l->budget_bytes;
+        uint64_t c = l->used_bytes + l->reserved_bytes;
+        if (l->has_budget && l->budget_bytes - l->remaining_budget_bytes > c)
+            c = l->budget_bytes - l->remaining_budget_bytes; /* temporaries */
+        md->committed[s] = c;
+    }
+}
+
+/* What the request needs: a copy per unmet requirement (an enter action each), and its
+ * reservations. */
+static void model_request(decide *d)
+{
+    const fhr_snapshot *snap = d->snap;
+    for (size_t r = 0; r < d->req->nrequirements && d->st == FHR_OK; r++) {
+        const fhr_requirement *q = &d->req->requirements[r];
+        const fhr_value_info *vi = fhr_snapshot_value(snap, q->handle);
+        if (!vi) {
+            d->st = fhr_fail(d->err, FHR_E_HANDLE, "%s: requirement %zu: unknown handle",
+                             d->name, r);
+            break;
+        }
+        vref(d->vs, d->epoch, snap, (size_t)(vi - snap->values))->required = 1;
+        int slot = fhr_loc_slot(q->at);
+        const fhr_copy_info *have = NULL;
+        for (size_t c = 0; c < vi->ncopies; c++)
+            if (fhr_loc_equal(vi->copies[c].loc, q->at))
+                have = &vi->copies[c];
+        if (have)
+            continue;
+        /* as the manager will charge it: host and pinned copies omit regenerable fields */
+        d->md.need[slot] += slot < 2 ? vi->spec_storage_nbytes - vi->omitted_nbytes[slot]
+                                     : vi->spec_storage_nbytes;
+        fhr_action a = {FHR_ACT_ENSURE, q->handle, q->at, 0, {0, 0}};
+        if (vi->mode == FHR_EXCLUSIVE) {
+            a.kind = FHR_ACT_MOVE;
+            if (vi->ncopies) {
+                a.has_from = 1;
+                a.from = vi->copies[0].loc;
+            }
+        }
+        if (fhr_policy_out_enter(d->out, &a) != FHR_OK)
+            d->st = fhr_fail(d->err, FHR_E_NOMEM, "%s: out of host memory", d->name);
+    }
+    for (size_t r = 0; r < d->req->nreservations && d->st == FHR_OK; r++)
+        d->md.need[fhr_loc_slot(d->req->reservations[r].at)] += d->req->reservations[r].nbytes;
+}
+
+/* A ranking that depends on the request (lookahead), over the index: the index's copies
+ * at this slot are exactly the copies there with no lease, hold or pending event, so
+ * ranking those that are not required gives the full path's candidates; their order is
+ * total, so the same victims. Protected copies are listed only when the location turns
+ * out infeasible, which the full path decides again. The count of candidates; *stale
+ * when the index is not what the snapshot holds. */
+static size_t index_candidates(decide *d, int slot, fhr_location here, int *stale)
+{
+    size_t nc = 0;
+    vix_iter it;
+    for (uint32_t nd = vix_iter_first(&it, d->ix, slot); nd != VIX_NONE;
+         nd = vix_iter_next(&it)) {
+        ++*d->scanned;
+        size_t i = vix_find(d->snap, vix_serial(d->ix, nd));
+        const fhr_value_info *vi = i == SIZE_MAX ? NULL : &d->snap->values[i];
+        const fhr_copy_info *ci = NULL;
+        for (size_t c = 0; vi && c < vi->ncopies && !ci; c++)
+            if (same_loc(vi->copies[c].loc, here))
+                ci = &vi->copies[c];
+        if (!ci || protect_bits(ci, 0)) {
+            *stale = 1; /* not what the snapshot holds: the full path decides */
+            break;
+        }
+        if (vref(d->vs, d->epoch, d->snap, i)->required)
+            continue;
+        cand *b = vix_buffer(d->ix, nc + 1, sizeof *b);
+        if (!b) {
+            d->st = fhr_fail(d->err, FHR_E_NOMEM, "%s: out of host memory", d->name);
+            break;
+        }
+        d->cs = b;
+        cand *k = &d->cs[nc++];
+        k->k[0] = k->k[1] = k->k[2] = 0;
+        k->serial = vi->handle.serial;
+        k->vi = (uint32_t)i;
+        k->ci = (uint32_t)(ci - vi->copies);
+        d->rank(d->rctx, d->req, vi, ci, k->k);
+    }
+    return nc;
+}
+
+/* The full path: every copy at this slot ranked, candidates at the front of cs,
+ * protected copies at the back (*np of them). The count of candidates. */
+static size_t scan_candidates(decide *d, fhr_location here, size_t *np)
+{
+    size_t nc = 0;
+    for (size_t i = 0; i < d->nv; i++) {
+        const fhr_value_info *vi = &d->snap->values[i];
+        for (size_t c = 0; c < vi->ncopies; c++) {
+            const fhr_copy_info *ci = &vi->copies[c];
+            if (!same_loc(ci->loc, here))
+                continue;
+            /* ranked in place: a candidate built on the stack and copied stalls on
+             * reading back what rank() just stored, several times this whole loop */
+            cand *k = protect_bits(ci, vref(d->vs, d->epoch, d->snap, i)->required)
+                          ? &d->cs[d->nv - 1 - (*np)++]
+                          : &d->cs[nc++];
+            k->k[0] = k->k[1] = k->k[2] = 0;
+            k->serial = vi->handle.serial;
+            k->vi = (uint32_t)i;
+            k->ci = (uint32_t)c;
+            d->rank(d->rctx, d->req, vi, ci, k->k);
+            break;
+        }
+    }
+    return nc;
+}
+
+/* Evicts candidates in rank order until *shortb is covered. The least candidate first,
+ * by one linear pass: most requests evict one copy, and a heap of every candidate costs
+ * more than the pass. The rest become a heap only when a second victim is needed (the
+ * order is total, so the victims are the same). Candidates that could not go are kept
+ * right after the heap: *heap_end is where they start, the return their count. */
+static size_t evict_in_order(decide *d, int slot, fhr_location here, size_t nc,
+                             uint64_t *shortb, size_t *heap_end)
+{
+    cand *cs = d->cs;
+    for (size_t i = 1; i < nc; i++)
+        if (cand_less(&cs[i], &cs[0])) {
+            cand t = cs[0];
+            cs[0] = cs[i];
+            cs[i] = t;
+        }
+    size_t nskip = 0, heap = nc;
+    int heaped = 0, popped = 0;
+    while (*shortb && heap) {
+        if (popped && !heaped) {
+            for (size_t i = heap / 2; i-- > 0;)
+                sift_down(cs, heap, i);
+            heaped = 1;
+        }
+        cand k = cs[0];
+        cs[0] = cs[--heap];
+        if (heaped)
+            sift_down(cs, heap, 0);
+        popped = 1;
+        const fhr_value_info *vi = &d->snap->values[k.vi];
+        if (!try_evict(d->cfg, &d->md, slot, here, vi, &vi->copies[k.ci], &d->vs[k.vi], shortb,
+                       d->out, d->name, &d->st, d->err))
+            cs[heap + nskip++] = k; /* heap shrank by one: the slot is free */
+    }
+    *heap_end = heap;
+    return nskip;
+}
+
+/* Infeasible: list what could not go, in serial order (protected first), then the copies
+ * with no tier, then the reason. */
+static void list_kept(decide *d, int slot, fhr_location here, size_t np, size_t heap,
+                      size_t nskip, uint64_t shortb)
+{
+    fhr_policy_out *out = d->out;
+    for (size_t i = 0; i < np && d->st == FHR_OK; i++) {
+        const cand *k = &d->cs[d->nv - np + i];
+        const fhr_value_info *vi = &d->snap->values[k->vi];
+        const fhr_copy_info *ci = &vi->copies[k->ci];
+        int required = d->vs[k->vi].epoch == d->epoch && d->vs[k->vi].required;
+        fhr_protected_copy p = {vi->handle, here, ci->charged_nbytes, protect_bits(ci, required)};
+        if (fhr_policy_out_protect(out, &p) != FHR_OK)
+            d->st = fhr_fail(d->err, FHR_E_NOMEM, "%s: out of host memory", d->name);
+    }
+    /* protected entries were stored back to front in scan order: reverse them */
+    for (size_t i = 0, j = out->nprotected; d->st == FHR_OK && i + 1 < j; i++, j--) {
+        fhr_protected_copy t = out->protected_[i];
+        out->protected_[i] = out->protected_[j - 1];
+        out->protected_[j - 1] = t;
+    }
+    for (size_t i = 0; i < nskip && d->st == FHR_OK; i++) {
+        const cand *k = &d->cs[heap + i];
+        const fhr_value_info *vi = &d->snap->values[k->vi];
+        fhr_protected_copy p = {vi->handle, here, vi->copies[k->ci].charged_nbytes,
+                                FHR_PROT_NO_TIER};
+        if (fhr_policy_out_protect(out, &p) != FHR_OK)
+            d->st = fhr_fail(d->err, FHR_E_NOMEM, "%s: out of host memory", d->name);
+    }
+    if (d->st == FHR_OK)
+        d->st = infeasible(d->snap, &d->md, slot, shortb, out);
+}
+
+/* One short location: evict down to its budget. 1 when the index could not decide it
+ * (the caller decides again without the index), else 0. */
+static int decide_slot(decide *d, int slot, uint64_t shortb)
+{
+    if (d->ix && d->rank == lru_rank)
+        return evict_indexed(d->cfg, d->ix, &d->md, slot, shortb, d->vs, d->epoch, d->snap,
+                             d->out, d->name, d->scanned, &d->st, d->err) &&
+               d->st == FHR_OK;
+    fhr_location here = fhr_loc_from_slot(slot);
+    size_t nc = 0, np = 0;
+    if (d->ix) {
+        int stale = 0;
+        nc = index_candidates(d, slot, here, &stale);
+        if (d->st != FHR_OK)
+            return 0;
+        if (stale)
+            return 1;
+    } else {
+        nc = scan_candidates(d, here, &np);
+    }
+    size_t heap = 0, nskip = evict_in_order(d, slot, here, nc, &shortb, &heap);
+    if (!shortb || d->st != FHR_OK)
+        return 0;
+    if (d->ix) /* infeasible over the index: the full path lists what is protected */
+        return 1;
+    list_kept(d, slot, here, np, heap, nskip, shortb);
+    return 0;
+}
+
 /* The engine both built-in policies share: model the request's needs, and at each short
  * location evict unprotected, unrequired copies in rank order, dropping a copy that has
  * another or can be reloaded, else moving it to the first configured tier with room.
@@ -359,222 +603,55 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
                                 const fhr_request *req, vix *ix, int *fallback,
                                 uint64_t *scanned, fhr_policy_out *out, fhr_error *err)
 {
-    model md;
-    memset(&md, 0, sizeof md);
-    for (size_t i = 0; i < snap->nlocs; i++) {
-        const fhr_loc_stats *l = &snap->locs[i];
-        int s = fhr_loc_slot(l->loc);
-        if (s < 0)
-            continue;
-        md.has_budget[s] = l->has_budget;
-        md.budget[s] = l->budget_bytes;
-        uint64_t c = l->used_bytes + l->reserved_bytes;
-        if (l->has_budget && l->budget_bytes - l->remaining_budget_bytes > c)
-            c = l->budget_bytes - l->remaining_budget_bytes; /* temporaries */
-        md.committed[s] = c;
-    }
-    size_t nv = snap->nvalues;
-    uint32_t epoch = 1;
-    vstate *vs = NULL, *own = NULL;
-    cand *cs = NULL;
+    decide d;
+    memset(&d, 0, sizeof d);
+    d.cfg = cfg;
+    d.rank = rank;
+    d.rctx = rctx;
+    d.name = name;
+    d.snap = snap;
+    d.req = req;
+    d.ix = ix;
+    d.scanned = scanned;
+    d.out = out;
+    d.err = err;
+    model_init(&d.md, snap);
+    d.nv = snap->nvalues;
+    d.epoch = 1;
+    vstate *own = NULL;
     if (ix)
-        vs = vix_scratch(ix, &epoch);
-    if (!vs) {
-        ix = NULL;
-        vs = own = malloc((nv ? nv : 1) * sizeof *vs);
-        cs = malloc((nv ? nv : 1) * sizeof *cs);
-        if (!vs || !cs) {
-            free(vs);
-            free(cs);
+        d.vs = vix_scratch(ix, &d.epoch);
+    if (!d.vs) {
+        d.ix = NULL;
+        d.vs = own = malloc((d.nv ? d.nv : 1) * sizeof *d.vs);
+        d.cs = malloc((d.nv ? d.nv : 1) * sizeof *d.cs);
+        if (!d.vs || !d.cs) {
+            free(d.vs);
+            free(d.cs);
             return fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
         }
-        for (size_t i = 0; i < nv; i++)
-            vs[i].epoch = 0;
+        for (size_t i = 0; i < d.nv; i++)
+            d.vs[i].epoch = 0;
     }
-    fhr_status st = FHR_OK;
+    d.st = FHR_OK;
     out->explored_states = 1; /* the current state */
-
-    /* What the request needs: a copy per unmet requirement, and its reservations. */
-    for (size_t r = 0; r < req->nrequirements && st == FHR_OK; r++) {
-        const fhr_requirement *q = &req->requirements[r];
-        const fhr_value_info *vi = fhr_snapshot_value(snap, q->handle);
-        if (!vi) {
-            st = fhr_fail(err, FHR_E_HANDLE, "%s: requirement %zu: unknown handle", name, r);
-            break;
-        }
-        vref(vs, epoch, snap, (size_t)(vi - snap->values))->required = 1;
-        int slot = fhr_loc_slot(q->at);
-        const fhr_copy_info *have = NULL;
-        for (size_t c = 0; c < vi->ncopies; c++)
-            if (fhr_loc_equal(vi->copies[c].loc, q->at))
-                have = &vi->copies[c];
-        if (have)
-            continue;
-        /* as the manager will charge it: host and pinned copies omit regenerable fields */
-        md.need[slot] += slot < 2 ? vi->spec_storage_nbytes - vi->omitted_nbytes[slot]
-                                  : vi->spec_storage_nbytes;
-        fhr_action a = {FHR_ACT_ENSURE, q->handle, q->at, 0, {0, 0}};
-        if (vi->mode == FHR_EXCLUSIVE) {
-            a.kind = FHR_ACT_MOVE;
-            if (vi->ncopies) {
-                a.has_from = 1;
-                a.from = vi->copies[0].loc;
-            }
-        }
-        if (fhr_policy_out_enter(out, &a) != FHR_OK)
-            st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
-    }
-    for (size_t r = 0; r < req->nreservations && st == FHR_OK; r++)
-        md.need[fhr_loc_slot(req->reservations[r].at)] += req->reservations[r].nbytes;
-
+    model_request(&d);
     /* Locations in slot order (host, pinned, cuda:0, ...); each short one evicts. */
-    for (int slot = 0; slot < FHR_LOC_SLOTS && st == FHR_OK && out->feasible; slot++) {
-        if (!md.has_budget[slot])
+    for (int slot = 0; slot < FHR_LOC_SLOTS && d.st == FHR_OK && out->feasible; slot++) {
+        if (!d.md.has_budget[slot])
             continue;
-        uint64_t want = md.committed[slot] + md.need[slot];
-        if (want <= md.budget[slot])
+        uint64_t want = d.md.committed[slot] + d.md.need[slot];
+        if (want <= d.md.budget[slot])
             continue;
-        uint64_t shortb = want - md.budget[slot];
-        if (ix && rank == lru_rank) {
-            if (evict_indexed(cfg, ix, &md, slot, shortb, vs, epoch, snap, out, name, scanned,
-                              &st, err) &&
-                st == FHR_OK) {
-                *fallback = 1;
-                break;
-            }
-            continue;
-        }
-        fhr_location here = fhr_loc_from_slot(slot);
-        /* candidates at the front of cs, protected copies at the back */
-        size_t nc = 0, np = 0;
-        if (ix) {
-            /* A ranking that depends on the request (lookahead): the index's copies at this
-             * slot are exactly the copies there with no lease, hold or pending event, so
-             * ranking those that are not required gives the full path's candidates; their
-             * order is total, so the same victims. Protected copies are listed only when
-             * the location turns out infeasible, which the full path decides again. */
-            int stale = 0;
-            vix_iter it;
-            for (uint32_t nd = vix_iter_first(&it, ix, slot); nd != VIX_NONE && !stale;
-                 nd = vix_iter_next(&it)) {
-                ++*scanned;
-                size_t i = vix_find(snap, vix_serial(ix, nd));
-                const fhr_value_info *vi = i == SIZE_MAX ? NULL : &snap->values[i];
-                const fhr_copy_info *ci = NULL;
-                for (size_t c = 0; vi && c < vi->ncopies && !ci; c++)
-                    if (same_loc(vi->copies[c].loc, here))
-                        ci = &vi->copies[c];
-                if (!ci || protect_bits(ci, 0)) {
-                    stale = 1; /* not what the snapshot holds: the full path decides */
-                    break;
-                }
-                if (vref(vs, epoch, snap, i)->required)
-                    continue;
-                cand *b = vix_buffer(ix, nc + 1, sizeof *b);
-                if (!b) {
-                    st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
-                    break;
-                }
-                cs = b;
-                cand *k = &cs[nc++];
-                k->k[0] = k->k[1] = k->k[2] = 0;
-                k->serial = vi->handle.serial;
-                k->vi = (uint32_t)i;
-                k->ci = (uint32_t)(ci - vi->copies);
-                rank(rctx, req, vi, ci, k->k);
-            }
-            if (stale && st == FHR_OK) {
-                *fallback = 1;
-                break;
-            }
-            if (st != FHR_OK)
-                break;
-        }
-        for (size_t i = 0; i < nv && !ix; i++) {
-            const fhr_value_info *vi = &snap->values[i];
-            for (size_t c = 0; c < vi->ncopies; c++) {
-                const fhr_copy_info *ci = &vi->copies[c];
-                if (!same_loc(ci->loc, here))
-                    continue;
-                /* ranked in place: a candidate built on the stack and copied stalls on
-                 * reading back what rank() just stored, several times this whole loop */
-                cand *k = protect_bits(ci, vref(vs, epoch, snap, i)->required)
-                              ? &cs[nv - 1 - np++]
-                              : &cs[nc++];
-                k->k[0] = k->k[1] = k->k[2] = 0;
-                k->serial = vi->handle.serial;
-                k->vi = (uint32_t)i;
-                k->ci = (uint32_t)c;
-                rank(rctx, req, vi, ci, k->k);
-                break;
-            }
-        }
-        /* The least candidate first, by one linear pass: most requests evict one copy, and
-         * a heap of every candidate costs more than the pass. The rest become a heap only
-         * when a second victim is needed (the order is total, so the victims are the same). */
-        for (size_t i = 1; i < nc; i++)
-            if (cand_less(&cs[i], &cs[0])) {
-                cand t = cs[0];
-                cs[0] = cs[i];
-                cs[i] = t;
-            }
-        size_t nskip = 0; /* skipped candidates kept right after the heap */
-        size_t heap = nc;
-        int heaped = 0, popped = 0;
-        while (shortb && heap) {
-            if (popped && !heaped) {
-                for (size_t i = heap / 2; i-- > 0;)
-                    sift_down(cs, heap, i);
-                heaped = 1;
-            }
-            cand k = cs[0];
-            cs[0] = cs[--heap];
-            if (heaped)
-                sift_down(cs, heap, 0);
-            popped = 1;
-            const fhr_value_info *vi = &snap->values[k.vi];
-            if (!try_evict(cfg, &md, slot, here, vi, &vi->copies[k.ci], &vs[k.vi], &shortb, out,
-                           name, &st, err))
-                cs[heap + nskip++] = k; /* heap shrank by one: the slot is free */
-        }
-        if (!shortb || st != FHR_OK)
-            continue;
-        if (ix) { /* infeasible over the index: the full path lists what is protected */
+        if (decide_slot(&d, slot, want - d.md.budget[slot])) {
             *fallback = 1;
             break;
         }
-        /* Infeasible: list what could not go, in serial order (protected first). */
-        for (size_t i = 0; i < np && st == FHR_OK; i++) {
-            const cand *k = &cs[nv - np + i];
-            const fhr_value_info *vi = &snap->values[k->vi];
-            const fhr_copy_info *ci = &vi->copies[k->ci];
-            int required = vs[k->vi].epoch == epoch && vs[k->vi].required;
-            fhr_protected_copy p = {vi->handle, here, ci->charged_nbytes,
-                                    protect_bits(ci, required)};
-            if (fhr_policy_out_protect(out, &p) != FHR_OK)
-                st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
-        }
-        /* protected entries were stored back to front in scan order: reverse them */
-        for (size_t i = 0, j = out->nprotected; st == FHR_OK && i + 1 < j; i++, j--) {
-            fhr_protected_copy t = out->protected_[i];
-            out->protected_[i] = out->protected_[j - 1];
-            out->protected_[j - 1] = t;
-        }
-        for (size_t i = 0; i < nskip && st == FHR_OK; i++) {
-            const cand *k = &cs[heap + i];
-            const fhr_value_info *vi = &snap->values[k->vi];
-            fhr_protected_copy p = {vi->handle, here, vi->copies[k->ci].charged_nbytes,
-                                    FHR_PROT_NO_TIER};
-            if (fhr_policy_out_protect(out, &p) != FHR_OK)
-                st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
-        }
-        if (st == FHR_OK)
-            st = infeasible(snap, &md, slot, shortb, out);
     }
     free(own);
-    if (!ix)
-        free(cs); /* over the index, cs is the index's buffer */
-    return st;
+    if (!d.ix)
+        free(d.cs); /* over the index, cs is the index's buffer */
+    return d.st;
 }
 
 /* Validates and copies fallback chains (one per location, no repeats, not itself). */

@@ -32,7 +32,9 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
             rv->unsettled |= 1ULL << s; /* still being filled (a source all the same) */
         const char *why = x->leases    ? "an active lease"
                           : x->holds   ? "a hold"
-                          : x->pending ? "a pending consumer event (not yet completed and reaped)"
+                          : x->pending ? "a pending consumer event (not yet completed and reaped: "
+                                         "synchronize the consumer's stream, then call fhr_reap, "
+                                         "or wait with fhr_wait_pending)"
                                        : NULL;
         if (why) {
             rv->protected_ |= 1ULL << s;

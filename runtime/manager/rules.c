@@ -31,9 +31,9 @@ void acct_unreserve(locacct *a, uint64_t n) { a->reserved -= n; }
 const char *rules_name(uint64_t serial, const char *label, char *buf, size_t cap)
 {
     if (label && label[0])
-        snprintf(buf, cap, "#%llu '%s'", (unsigned long long)serial, label);
+        snprintf(buf, cap, "'%s' (handle #%llu)", label, (unsigned long long)serial);
     else
-        snprintf(buf, cap, "#%llu", (unsigned long long)serial);
+        snprintf(buf, cap, "handle #%llu", (unsigned long long)serial);
     return buf;
 }
 

@@ -77,7 +77,7 @@ static fhr_status plan_failed(const char *plan, fhr_phase ph, size_t idx, const 
     char msg[sizeof cause->message];
     memcpy(msg, cause->message, sizeof msg);
     if (a)
-        fhr_fail(err, FHR_E_PLAN, "plan '%.60s': %s %s %zu (%s #%llu at %s) failed: %.380s", plan,
+        fhr_fail(err, FHR_E_PLAN, "plan '%.60s': %s %s %zu (%s handle #%llu at %s) failed: %.380s", plan,
                  fhr_phase_name(ph), "action", idx, fhr_action_kind_name(a->kind),
                  (unsigned long long)a->handle.serial, fhr_loc_format(a->at, lb, sizeof lb), msg);
     else

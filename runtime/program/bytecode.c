@@ -255,10 +255,18 @@ int rplan_is_bytecode(const void *buf, size_t len)
 /* Framing only: header, checksum, directory, record sizes. Sets msg on failure. */
 fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap);
 
-fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap)
+/* A file's sections as its directory places them, with its version. */
+typedef struct rp_secs {
+    const unsigned char *sec[RP_NSECTIONS + 1];
+    uint32_t cnt[RP_NSECTIONS + 1];
+    int nsec;       /* sections this version has */
+    uint16_t minor; /* the version's minor number */
+} rp_secs;
+
+/* The header: magic, version, length, section count, checksum. */
+static fhr_status decode_header(const unsigned char *b, size_t len, rp_secs *x, char *msg,
+                                size_t cap)
 {
-    const unsigned char *b = buf;
-    *out = NULL;
     if (!b || len < RP_HDR_SIZE) {
         snprintf(msg, cap, "not a bytecode file: %zu bytes is shorter than the %d-byte header",
                  len, RP_HDR_SIZE);
@@ -279,11 +287,12 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
                  get32(b + 16), len);
         return FHR_E_INVALID;
     }
-    const int nsec = minor >= 4   ? RP_NSECTIONS
-                     : minor == 3 ? RP_NSECTIONS_1_3
-                     : minor == 2 ? RP_NSECTIONS_1_2
-                                  : RP_NSECTIONS_1_0;
-    if (get32(b + 12) != (uint32_t)nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
+    x->minor = minor;
+    x->nsec = minor >= 4   ? RP_NSECTIONS
+              : minor == 3 ? RP_NSECTIONS_1_3
+              : minor == 2 ? RP_NSECTIONS_1_2
+                           : RP_NSECTIONS_1_0;
+    if (get32(b + 12) != (uint32_t)x->nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
         snprintf(msg, cap, "bad header: section count or reserved fields");
         return FHR_E_INVALID;
     }
@@ -296,14 +305,19 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         snprintf(msg, cap, "checksum mismatch (stored %08x, computed %08x)", want, crc);
         return FHR_E_INVALID;
     }
-    const unsigned char *sec[RP_NSECTIONS + 1];
-    uint32_t cnt[RP_NSECTIONS + 1] = {0};
-    uint64_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)nsec;
+    return FHR_OK;
+}
+
+/* The section directory: each section in order, back to back, to the file's end. */
+static fhr_status decode_directory(const unsigned char *b, size_t len, rp_secs *x, char *msg,
+                                   size_t cap)
+{
+    uint64_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)x->nsec;
     if (len < off) {
         snprintf(msg, cap, "truncated section directory");
         return FHR_E_INVALID;
     }
-    for (int id = 1; id <= nsec; id++) {
+    for (int id = 1; id <= x->nsec; id++) {
         const unsigned char *d = b + RP_HDR_SIZE + RP_DIR_SIZE * (id - 1);
         uint32_t sid = get32(d), so = get32(d + 4), ss = get32(d + 8), sc = get32(d + 12);
         uint64_t expect = (uint64_t)sc * recsize[id] + (id == RP_SEC_SRCE ? 4 : 0);
@@ -311,41 +325,52 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
             snprintf(msg, cap, "bad section directory entry %d", id);
             return FHR_E_INVALID;
         }
-        sec[id] = b + so;
-        cnt[id] = sc;
+        x->sec[id] = b + so;
+        x->cnt[id] = sc;
         off += ss;
     }
     if (off != len) {
         snprintf(msg, cap, "%zu stray bytes after the last section", len - (size_t)off);
         return FHR_E_INVALID;
     }
-    if (cnt[RP_SEC_LINE] != cnt[RP_SEC_CODE]) {
-        snprintf(msg, cap, "line table has %u entries for %u instructions", cnt[RP_SEC_LINE],
-                 cnt[RP_SEC_CODE]);
+    if (x->cnt[RP_SEC_LINE] != x->cnt[RP_SEC_CODE]) {
+        snprintf(msg, cap, "line table has %u entries for %u instructions",
+                 x->cnt[RP_SEC_LINE], x->cnt[RP_SEC_CODE]);
         return FHR_E_INVALID;
     }
+    return FHR_OK;
+}
+
+/* A program with every table allocated at the directory's counts; NULL: no memory. */
+static rplan_program *alloc_program(const rp_secs *x)
+{
     rplan_program *p = calloc(1, sizeof *p);
     if (!p)
-        goto nomem;
-    p->nstrs = cnt[RP_SEC_STRS];
-    p->ncons = cnt[RP_SEC_CONS];
-    p->nvals = cnt[RP_SEC_VALS];
-    p->nbuds = cnt[RP_SEC_BUDG];
-    p->npols = cnt[RP_SEC_POLI];
-    p->nchains = cnt[RP_SEC_CHAI];
-    p->ncode = cnt[RP_SEC_CODE];
-    p->srclen = cnt[RP_SEC_SRCE];
+        return NULL;
+    p->nstrs = x->cnt[RP_SEC_STRS];
+    p->ncons = x->cnt[RP_SEC_CONS];
+    p->nvals = x->cnt[RP_SEC_VALS];
+    p->nbuds = x->cnt[RP_SEC_BUDG];
+    p->npols = x->cnt[RP_SEC_POLI];
+    p->nchains = x->cnt[RP_SEC_CHAI];
+    p->ncode = x->cnt[RP_SEC_CODE];
+    p->srclen = x->cnt[RP_SEC_SRCE];
 #define ALLOC(f, n) ((p->f = calloc((n) ? (n) : 1, sizeof *p->f)) != NULL)
     if (!ALLOC(strs, p->nstrs) || !ALLOC(cons, p->ncons) || !ALLOC(vals, p->nvals) ||
         !ALLOC(buds, p->nbuds) || !ALLOC(pols, p->npols) || !ALLOC(chains, p->nchains) ||
-        !ALLOC(code, p->ncode) || !ALLOC(lines, p->ncode) || !ALLOC(fields, cnt[RP_SEC_FLDS]) ||
-        !ALLOC(kerns, cnt[RP_SEC_KERN]))
-        goto nomem;
+        !ALLOC(code, p->ncode) || !ALLOC(lines, p->ncode) ||
+        !ALLOC(fields, x->cnt[RP_SEC_FLDS]) || !ALLOC(kerns, x->cnt[RP_SEC_KERN])) {
+        rplan_program_free(p);
+        return NULL;
+    }
 #undef ALLOC
-    memcpy(p->strs, sec[RP_SEC_STRS], p->nstrs);
-    for (uint32_t i = 0; i < p->ncons; i++)
-        p->cons[i] = get64(sec[RP_SEC_CONS] + 8 * i);
-    const unsigned char *q = sec[RP_SEC_VALS];
+    return p;
+}
+
+/* The value records; a reserved field must be zero. */
+static fhr_status decode_values(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
+{
+    const unsigned char *q = x->sec[RP_SEC_VALS];
     for (uint32_t i = 0; i < p->nvals; i++, q += RP_VAL_SIZE) {
         rp_value *v = &p->vals[i];
         v->name = get32(q);
@@ -359,19 +384,26 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         v->line = get32(q + 28);
         v->col = get16(q + 32);
         v->len = get16(q + 34);
-        if (v->data == RPLAN_DATA_ENGINE && minor >= 3)
+        if (v->data == RPLAN_DATA_ENGINE && x->minor >= 3)
             v->loader = get32(q + 36);
         else if (get32(q + 36) != 0) {
             snprintf(msg, cap, "value %u: reserved field is not zero", i);
-            rplan_program_free(p);
             return FHR_E_INVALID;
         }
     }
-    q = sec[RP_SEC_BUDG];
+    return FHR_OK;
+}
+
+/* Strings, constants, budgets, policies, chains, code and lines. */
+static fhr_status decode_tables(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
+{
+    memcpy(p->strs, x->sec[RP_SEC_STRS], p->nstrs);
+    for (uint32_t i = 0; i < p->ncons; i++)
+        p->cons[i] = get64(x->sec[RP_SEC_CONS] + 8 * i);
+    const unsigned char *q = x->sec[RP_SEC_BUDG];
     for (uint32_t i = 0; i < p->nbuds; i++, q += RP_BUDG_SIZE) {
         if (q[1]) {
             snprintf(msg, cap, "budget %u: reserved byte is not zero", i);
-            rplan_program_free(p);
             return FHR_E_INVALID;
         }
         p->buds[i].slot = q[0];
@@ -379,19 +411,25 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         p->buds[i].line = get32(q + 4); /* 1.0 files: zero, unknown */
         p->buds[i].nbytes = get64(q + 8);
     }
-    q = sec[RP_SEC_POLI];
+    q = x->sec[RP_SEC_POLI];
     for (uint32_t i = 0; i < p->npols; i++, q += RP_POLI_SIZE)
         p->pols[i] = (rp_policyrec){get32(q), get32(q + 4), get32(q + 8), get32(q + 12)};
     for (uint32_t i = 0; i < p->nchains; i++)
-        memcpy(p->chains[i].s, sec[RP_SEC_CHAI] + 8 * i, 8);
-    q = sec[RP_SEC_CODE];
+        memcpy(p->chains[i].s, x->sec[RP_SEC_CHAI] + 8 * i, 8);
+    q = x->sec[RP_SEC_CODE];
     for (uint32_t i = 0; i < p->ncode; i++, q += RP_CODE_SIZE)
         p->code[i] = (rp_ins){q[0], q[1], q[2], q[3], get32(q + 4), get32(q + 8)};
-    q = sec[RP_SEC_LINE];
+    q = x->sec[RP_SEC_LINE];
     for (uint32_t i = 0; i < p->ncode; i++, q += RP_LINE_SIZE)
         p->lines[i] = (rp_linerec){get32(q), get16(q + 4), get16(q + 6)};
-    q = nsec >= RP_NSECTIONS_1_2 ? sec[RP_SEC_REGN] : NULL;
-    for (uint32_t i = 0; q && i < cnt[RP_SEC_REGN]; i++, q += RP_REGN_SIZE) {
+    return FHR_OK;
+}
+
+/* Seeded values (1.2 on): value indexes increasing, reserved bytes zero. */
+static fhr_status decode_seeded(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
+{
+    const unsigned char *q = x->nsec >= RP_NSECTIONS_1_2 ? x->sec[RP_SEC_REGN] : NULL;
+    for (uint32_t i = 0; q && i < x->cnt[RP_SEC_REGN]; i++, q += RP_REGN_SIZE) {
         uint32_t vi = get32(q);
         int bad = vi >= p->nvals || p->vals[vi].seeded || (i && vi <= get32(q - RP_REGN_SIZE));
         for (int k = 17; k < RP_REGN_SIZE; k++)
@@ -399,7 +437,6 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         if (bad) {
             snprintf(msg, cap, "seeded value record %u: value %u out of order, repeated or "
                      "unknown, or reserved bytes not zero", i, vi);
-            rplan_program_free(p);
             return FHR_E_INVALID;
         }
         rp_value *v = &p->vals[vi];
@@ -408,9 +445,15 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         v->seed = get64(q + 8);
         v->keep = q[16];
     }
-    /* fields: grouped by value in value order, each value's in declaration order */
-    p->nfields = cnt[RP_SEC_FLDS];
-    q = nsec >= RP_NSECTIONS_1_3 ? sec[RP_SEC_FLDS] : NULL;
+    return FHR_OK;
+}
+
+/* Fields and kernel costs (1.3 on): fields grouped by value in value order, each value's
+ * in declaration order. */
+static fhr_status decode_fields(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
+{
+    p->nfields = x->cnt[RP_SEC_FLDS];
+    const unsigned char *q = x->nsec >= RP_NSECTIONS_1_3 ? x->sec[RP_SEC_FLDS] : NULL;
     for (uint32_t i = 0; q && i < p->nfields; i++, q += RP_FLDS_SIZE) {
         rp_fieldrec f = {get32(q), get32(q + 4), get64(q + 8), 0};
         uint32_t prev = i ? p->fields[i - 1].value : 0;
@@ -419,7 +462,6 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
             p->vals[f.value].nfields >= RP_MAX_FIELDS) {
             snprintf(msg, cap, "field record %u: value %u out of order, unknown, or with more "
                      "than %d fields", i, f.value, RP_MAX_FIELDS);
-            rplan_program_free(p);
             return FHR_E_INVALID;
         }
         if (!p->vals[f.value].nfields)
@@ -427,29 +469,58 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         p->vals[f.value].nfields++;
         p->fields[i] = f;
     }
-    p->nkerns = cnt[RP_SEC_KERN];
-    q = nsec >= RP_NSECTIONS_1_3 ? sec[RP_SEC_KERN] : NULL;
+    p->nkerns = x->cnt[RP_SEC_KERN];
+    q = x->nsec >= RP_NSECTIONS_1_3 ? x->sec[RP_SEC_KERN] : NULL;
     for (uint32_t i = 0; q && i < p->nkerns; i++, q += RP_KERN_SIZE)
         p->kerns[i] = (rp_kernrec){get32(q), get32(q + 4), get64(q + 8)};
-    /* seeded fields: indexes into the field records, increasing, reserved bytes zero (the
-     * verifier checks that their values are seeded) */
-    q = nsec >= RP_NSECTIONS ? sec[RP_SEC_RFLD] : NULL;
-    for (uint32_t i = 0; q && i < cnt[RP_SEC_RFLD]; i++, q += RP_RFLD_SIZE) {
+    return FHR_OK;
+}
+
+/* Seeded fields (1.4): indexes into the field records, increasing, reserved bytes zero
+ * (the verifier checks that their values are seeded). */
+static fhr_status decode_seeded_fields(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
+{
+    const unsigned char *q = x->nsec >= RP_NSECTIONS ? x->sec[RP_SEC_RFLD] : NULL;
+    for (uint32_t i = 0; q && i < x->cnt[RP_SEC_RFLD]; i++, q += RP_RFLD_SIZE) {
         uint32_t fi = get32(q);
         if (fi >= p->nfields || (i && fi <= get32(q - RP_RFLD_SIZE)) || get32(q + 4) != 0) {
             snprintf(msg, cap, "seeded field record %u: field %u out of order, repeated or "
                      "unknown, or reserved bytes not zero", i, fi);
-            rplan_program_free(p);
             return FHR_E_INVALID;
         }
         p->fields[fi].regen = 1;
     }
-    p->src_name = get32(sec[RP_SEC_SRCE]);
+    return FHR_OK;
+}
+
+fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg, size_t cap)
+{
+    const unsigned char *b = buf;
+    *out = NULL;
+    rp_secs x;
+    memset(&x, 0, sizeof x);
+    fhr_status st = decode_header(b, len, &x, msg, cap);
+    if (st == FHR_OK)
+        st = decode_directory(b, len, &x, msg, cap);
+    if (st != FHR_OK)
+        return st;
+    rplan_program *p = alloc_program(&x);
+    if (!p)
+        goto nomem;
+    if ((st = decode_values(p, &x, msg, cap)) != FHR_OK ||
+        (st = decode_tables(p, &x, msg, cap)) != FHR_OK ||
+        (st = decode_seeded(p, &x, msg, cap)) != FHR_OK ||
+        (st = decode_fields(p, &x, msg, cap)) != FHR_OK ||
+        (st = decode_seeded_fields(p, &x, msg, cap)) != FHR_OK) {
+        rplan_program_free(p);
+        return st;
+    }
+    p->src_name = get32(x.sec[RP_SEC_SRCE]);
     if (p->srclen) {
         p->src = malloc((size_t)p->srclen + 1);
         if (!p->src)
             goto nomem;
-        memcpy(p->src, sec[RP_SEC_SRCE] + 4, p->srclen);
+        memcpy(p->src, x.sec[RP_SEC_SRCE] + 4, p->srclen);
         p->src[p->srclen] = '\0';
     }
     p->capstrs = p->nstrs;

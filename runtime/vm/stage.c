@@ -8,6 +8,18 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* A value as a trace slice names it: its declared name, else its handle. */
+static const char *slice_value(const rplan_vm *vm, fhr_handle h, char *buf, size_t cap)
+{
+    long i = vm_value_index(vm, h);
+    rplan_value_info vi;
+    if (i >= 0 && rplan_value(vm->p, (size_t)i, &vi) == FHR_OK && vi.name && vi.name[0])
+        snprintf(buf, cap, "%s", vi.name);
+    else
+        snprintf(buf, cap, "handle #%llu", (unsigned long long)h.serial);
+    return buf;
+}
+
 static int slot_of(fhr_location loc)
 {
     int sl = fhr_loc_slot(loc);
@@ -127,25 +139,24 @@ void vm_account_report(rplan_vm *vm, const fhr_report *rep, int is_request)
                 r->evictions++;
         }
         if (t->phase == FHR_PHASE_RECLAIM && vm->o.trace) {
-            char a[16], b[16], nm[112];
+            char a[16], b[16], nm[112], vn[64];
+            slice_value(vm, t->handle, vn, sizeof vn);
             if (t->has_from && t->nbytes)
-                snprintf(nm, sizeof nm, "evict #%llu %s -> %s",
-                         (unsigned long long)t->handle.serial,
+                snprintf(nm, sizeof nm, "evict %s %s -> %s", vn,
                          fhr_loc_format(t->from, a, sizeof a), fhr_loc_format(t->to, b, sizeof b));
             else
-                snprintf(nm, sizeof nm, "evict #%llu: %s at %s", (unsigned long long)t->handle.serial,
-                         fhr_action_kind_name(t->kind), fhr_loc_format(t->to, a, sizeof a));
+                snprintf(nm, sizeof nm, "evict %s: %s at %s", vn, fhr_action_kind_name(t->kind),
+                         fhr_loc_format(t->to, a, sizeof a));
             vm_add_slice(vm, t->t_start_ns, t->t_end_ns, t->stream_id, "eviction", nm);
         }
         vm->bytes_moved += t->nbytes;
         if (t->nbytes && !ours) {
-            char a[16], b[16], nm[112];
+            char a[16], b[16], nm[112], vn[64];
+            slice_value(vm, t->handle, vn, sizeof vn);
             if (t->loaded)
-                snprintf(nm, sizeof nm, "load #%llu -> %s", (unsigned long long)t->handle.serial,
-                         fhr_loc_format(t->to, b, sizeof b));
+                snprintf(nm, sizeof nm, "load %s -> %s", vn, fhr_loc_format(t->to, b, sizeof b));
             else
-                snprintf(nm, sizeof nm, "%s #%llu %s -> %s", fhr_action_kind_name(t->kind),
-                         (unsigned long long)t->handle.serial,
+                snprintf(nm, sizeof nm, "%s %s %s -> %s", fhr_action_kind_name(t->kind), vn,
                          fhr_loc_format(t->from, a, sizeof a), fhr_loc_format(t->to, b, sizeof b));
             if (vm_add_slice(vm, t->t_start_ns, t->t_end_ns, t->stream_id, "transfer", nm) ==
                     FHR_OK && vm->o.trace && vm->nslices) { /* the trace's args */

@@ -414,23 +414,14 @@ static void residency(const tr *t)
     free(ch);
 }
 
-char *rplan_vm_trace_json(const rplan_vm *vm)
+/* Every complete slice: host slices (evictions are instants), then the marks; sorted,
+ * rows given to overlapping ones, each track's slices together. NULL: no memory. */
+static tr_slice *collect_slices(const rplan_vm *vm, size_t *count)
 {
-    if (!vm)
-        return NULL;
-    tr t = {vm, NULL, vm->t_begin};
-    cJSON *o = cJSON_CreateObject();
-    t.ev = cJSON_AddArrayToObject(o, "traceEvents");
-    for (size_t i = 0; i < vm->nslices; i++)
-        if (vm->slices[i].t0 && vm->slices[i].t0 < t.base)
-            t.base = vm->slices[i].t0;
-    /* every complete slice: host slices (evictions are instants), then the marks */
     size_t n = 0;
     tr_slice *s = malloc((vm->nslices + vm->nmarks + 1) * sizeof *s);
-    if (!s) {
-        cJSON_Delete(o);
+    if (!s)
         return NULL;
-    }
     for (size_t i = 0; i < vm->nslices; i++) {
         const vm_slice *h = &vm->slices[i];
         if (strcmp(h->cat, "eviction"))
@@ -445,7 +436,14 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
     qsort(s, n, sizeof *s, tr_cmp);
     nest_rows(s, n);
     qsort(s, n, sizeof *s, tr_cmp); /* each track's slices together, in order */
-    /* the process, then every track's name and place */
+    *count = n;
+    return s;
+}
+
+/* The process, then every track's name and place (once per track). */
+static void add_tracks(tr *t, const tr_slice *s, size_t n)
+{
+    const rplan_vm *vm = t->vm;
     char pn[80];
     snprintf(pn, sizeof pn, "fheplan run on %s", vm->device[0] ? vm->device : "a device");
     cJSON *m = cJSON_CreateObject();
@@ -454,42 +452,60 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
     cJSON_AddNumberToObject(m, "pid", 1);
     cJSON_AddNumberToObject(m, "tid", 0);
     cJSON_AddStringToObject(cJSON_AddObjectToObject(m, "args"), "name", pn);
-    cJSON_AddItemToArray(t.ev, m);
+    cJSON_AddItemToArray(t->ev, m);
     uint64_t *tids = malloc((n + 2 * FHR_LOC_SLOTS + vm->nslices + 2) * sizeof *tids);
     size_t nt = 0;
-    if (tids) {
-        tids[nt++] = 0;
-        for (size_t i = 0; i < n; i++)
-            tids[nt++] = s[i].tid;
-        for (size_t i = 0; i < vm->nslices; i++)
-            tids[nt++] = vm->slices[i].tid; /* evictions' streams */
-        for (int i = 0; i < FHR_LOC_SLOTS; i++) {
-            if (vm->compute[i])
-                tids[nt++] = vm->b->ops->stream_id(vm->b, vm->compute[i]);
-            if (vm->xfer[i])
-                tids[nt++] = vm->b->ops->stream_id(vm->b, vm->xfer[i]);
-        }
-        for (size_t i = 0; i < nt; i++) {
-            int dup = 0;
-            for (size_t k = 0; k < i && !dup; k++)
-                dup = tids[k] == tids[i];
-            if (dup)
-                continue;
-            char nm[160];
-            track_name(vm, tids[i], nm, sizeof nm);
-            meta(t.ev, "thread_name", tids[i], "name", cJSON_CreateString(nm));
-            meta(t.ev, "thread_sort_index", tids[i], "sort_index",
-                 cJSON_CreateNumber(track_order(vm, tids[i])));
-        }
-        free(tids);
+    if (!tids)
+        return;
+    tids[nt++] = 0;
+    for (size_t i = 0; i < n; i++)
+        tids[nt++] = s[i].tid;
+    for (size_t i = 0; i < vm->nslices; i++)
+        tids[nt++] = vm->slices[i].tid; /* evictions' streams */
+    for (int i = 0; i < FHR_LOC_SLOTS; i++) {
+        if (vm->compute[i])
+            tids[nt++] = vm->b->ops->stream_id(vm->b, vm->compute[i]);
+        if (vm->xfer[i])
+            tids[nt++] = vm->b->ops->stream_id(vm->b, vm->xfer[i]);
     }
-    /* the slices, with their args; a flow from each copy to the first body reading it */
-    size_t *win_of = vm->o.trace && vm->nvals ? calloc(vm->nvals * FHR_LOC_SLOTS, sizeof *win_of)
-                                              : NULL;
-    size_t *at = calloc(vm->nmarks + 1, sizeof *at); /* 1 + each mark's slice */
-    for (size_t i = 0; i < n && at; i++)
-        if (s[i].mk)
-            at[s[i].mi] = i + 1;
+    for (size_t i = 0; i < nt; i++) {
+        int dup = 0;
+        for (size_t k = 0; k < i && !dup; k++)
+            dup = tids[k] == tids[i];
+        if (dup)
+            continue;
+        char nm[160];
+        track_name(vm, tids[i], nm, sizeof nm);
+        meta(t->ev, "thread_name", tids[i], "name", cJSON_CreateString(nm));
+        meta(t->ev, "thread_sort_index", tids[i], "sort_index",
+             cJSON_CreateNumber(track_order(vm, tids[i])));
+    }
+    free(tids);
+}
+
+/* The args of a copy on a stream of the manager's own: bytes, values, direction, rate. */
+static void copy_args(const tr *t, cJSON *e, const tr_slice *x)
+{
+    const rplan_vm *vm = t->vm;
+    cJSON *ar = cJSON_AddObjectToObject(e, "args");
+    char lb[16];
+    cJSON_AddNumberToObject(ar, "bytes", (double)x->hs->bytes);
+    cJSON *vs = cJSON_AddArrayToObject(ar, "values");
+    if (x->hs->value >= 0 && (size_t)x->hs->value < vm->nvals && vm->vinfo[x->hs->value].name)
+        cJSON_AddItemToArray(vs, cJSON_CreateString(vm->vinfo[x->hs->value].name));
+    cJSON_AddStringToObject(ar, "direction",
+                            x->hs->dir == FHR_DIR_D2D   ? "peer: from another device"
+                            : x->hs->dir == FHR_DIR_D2H ? "PCIe: device to host"
+                            : x->hs->dir == FHR_DIR_H2D ? "PCIe: host to device"
+                                                        : "host to host");
+    cJSON_AddNumberToObject(ar, "gbps",
+                            x->t1 > x->t0 ? (double)x->hs->bytes / (double)(x->t1 - x->t0) : 0);
+    cJSON_AddStringToObject(ar, "location", fhr_loc_format(x->hs->at, lb, sizeof lb));
+}
+
+/* The complete slices, with their args. */
+static void add_slices(tr *t, const tr_slice *s, size_t n)
+{
     for (size_t i = 0; i < n; i++) {
         const tr_slice *x = &s[i];
         cJSON *e = cJSON_CreateObject();
@@ -497,33 +513,52 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         cJSON_AddStringToObject(e, "name", x->hs ? x->hs->name : x->mk->name);
         cJSON_AddStringToObject(e, "cat", cat);
         cJSON_AddStringToObject(e, "ph", "X");
-        cJSON_AddNumberToObject(e, "ts", tr_us(&t, x->t0));
+        cJSON_AddNumberToObject(e, "ts", tr_us(t, x->t0));
         cJSON_AddNumberToObject(e, "dur", x->t1 > x->t0 ? (double)(x->t1 - x->t0) / 1e3 : 0);
         cJSON_AddNumberToObject(e, "pid", 1);
         cJSON_AddNumberToObject(e, "tid", (double)x->tid);
-        if (x->mk) {
-            cJSON_AddItemToObject(e, "args", mark_args(&t, x->mk, x->t0, x->t1));
-        } else if (x->hs->bytes) { /* a copy on a stream of the manager's own */
-            cJSON *ar = cJSON_AddObjectToObject(e, "args");
-            char lb[16];
-            cJSON_AddNumberToObject(ar, "bytes", (double)x->hs->bytes);
-            cJSON *vs = cJSON_AddArrayToObject(ar, "values");
-            if (x->hs->value >= 0 && (size_t)x->hs->value < vm->nvals && vm->vinfo[x->hs->value].name)
-                cJSON_AddItemToArray(vs, cJSON_CreateString(vm->vinfo[x->hs->value].name));
-            cJSON_AddStringToObject(ar, "direction",
-                                    x->hs->dir == FHR_DIR_D2D   ? "peer: from another device"
-                                    : x->hs->dir == FHR_DIR_D2H ? "PCIe: device to host"
-                                    : x->hs->dir == FHR_DIR_H2D ? "PCIe: host to device"
-                                                                : "host to host");
-            cJSON_AddNumberToObject(ar, "gbps", x->t1 > x->t0 ? (double)x->hs->bytes / (double)(x->t1 - x->t0) : 0);
-            cJSON_AddStringToObject(ar, "location", fhr_loc_format(x->hs->at, lb, sizeof lb));
-        } else if (x->hs->host_t0) {
+        if (x->mk)
+            cJSON_AddItemToObject(e, "args", mark_args(t, x->mk, x->t0, x->t1));
+        else if (x->hs->bytes)
+            copy_args(t, e, x);
+        else if (x->hs->host_t0)
             cJSON_AddNumberToObject(cJSON_AddObjectToObject(e, "args"), "host_opened_us",
-                                    tr_us(&t, x->hs->host_t0));
-        }
-        cJSON_AddItemToArray(t.ev, e);
+                                    tr_us(t, x->hs->host_t0));
+        cJSON_AddItemToArray(t->ev, e);
     }
-    /* flows, in the order the marks were made: a window's values, then their readers */
+}
+
+/* One flow of value v from the copy's slice to its reader's. */
+static void add_flow(tr *t, uint32_t v, uint64_t id, const tr_slice *from, const tr_slice *to)
+{
+    const rplan_vm *vm = t->vm;
+    for (int side = 0; side < 2; side++) {
+        const tr_slice *x = side ? to : from;
+        cJSON *e = cJSON_CreateObject();
+        cJSON_AddStringToObject(e, "name", vm->vinfo[v].name ? vm->vinfo[v].name : "copy");
+        cJSON_AddStringToObject(e, "cat", "copy to reader");
+        cJSON_AddStringToObject(e, "ph", side ? "f" : "s");
+        if (side)
+            cJSON_AddStringToObject(e, "bp", "e");
+        cJSON_AddNumberToObject(e, "id", (double)id);
+        /* the start inside the copy's slice, the end at the body's start */
+        cJSON_AddNumberToObject(e, "ts", tr_us(t, side ? x->t0 : x->t1 > x->t0 ? x->t1 - 1 : x->t0));
+        cJSON_AddNumberToObject(e, "pid", 1);
+        cJSON_AddNumberToObject(e, "tid", (double)x->tid);
+        cJSON_AddItemToArray(t->ev, e);
+    }
+}
+
+/* Flows, in the order the marks were made: a window's values, then their first readers. */
+static void add_flows(tr *t, const tr_slice *s, size_t n)
+{
+    const rplan_vm *vm = t->vm;
+    size_t *win_of = vm->o.trace && vm->nvals ? calloc(vm->nvals * FHR_LOC_SLOTS, sizeof *win_of)
+                                              : NULL;
+    size_t *at = calloc(vm->nmarks + 1, sizeof *at); /* 1 + each mark's slice */
+    for (size_t i = 0; i < n && at; i++)
+        if (s[i].mk)
+            at[s[i].mi] = i + 1;
     uint64_t flow = 0;
     for (size_t i = 0; win_of && at && i < vm->nmarks; i++) {
         const vm_mark *mk = vm->marks[i];
@@ -541,28 +576,17 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
                 continue;
             const tr_slice *from = &s[at[*w - 1] - 1], *to = &s[at[i] - 1];
             *w = 0; /* the first reader only */
-            flow++;
-            for (int side = 0; side < 2; side++) {
-                const tr_slice *x = side ? to : from;
-                cJSON *e = cJSON_CreateObject();
-                cJSON_AddStringToObject(e, "name", vm->vinfo[mk->v[k]].name ? vm->vinfo[mk->v[k]].name : "copy");
-                cJSON_AddStringToObject(e, "cat", "copy to reader");
-                cJSON_AddStringToObject(e, "ph", side ? "f" : "s");
-                if (side)
-                    cJSON_AddStringToObject(e, "bp", "e");
-                cJSON_AddNumberToObject(e, "id", (double)flow);
-                /* the start inside the copy's slice, the end at the body's start */
-                cJSON_AddNumberToObject(e, "ts", tr_us(&t, side ? x->t0 : x->t1 > x->t0 ? x->t1 - 1 : x->t0));
-                cJSON_AddNumberToObject(e, "pid", 1);
-                cJSON_AddNumberToObject(e, "tid", (double)x->tid);
-                cJSON_AddItemToArray(t.ev, e);
-            }
+            add_flow(t, mk->v[k], ++flow, from, to);
         }
     }
     free(win_of);
     free(at);
-    free(s);
-    /* evictions: instants on the stream that made them */
+}
+
+/* Evictions: instants on the stream that made them. */
+static void add_evictions(tr *t)
+{
+    const rplan_vm *vm = t->vm;
     for (size_t i = 0; i < vm->nslices; i++) {
         const vm_slice *h = &vm->slices[i];
         if (strcmp(h->cat, "eviction"))
@@ -572,13 +596,18 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         cJSON_AddStringToObject(e, "cat", h->cat);
         cJSON_AddStringToObject(e, "ph", "i");
         cJSON_AddStringToObject(e, "s", "t");
-        cJSON_AddNumberToObject(e, "ts", tr_us(&t, h->t0));
+        cJSON_AddNumberToObject(e, "ts", tr_us(t, h->t0));
         cJSON_AddNumberToObject(e, "pid", 1);
         cJSON_AddNumberToObject(e, "tid", (double)h->tid);
-        cJSON_AddItemToArray(t.ev, e);
+        cJSON_AddItemToArray(t->ev, e);
     }
-    /* charged bytes per location (what the manager admitted: copies and reservations, at
-     * the host's decisions), one counter each with its budget */
+}
+
+/* Charged bytes per location (what the manager admitted: copies and reservations, at the
+ * host's decisions), one counter each with its budget. */
+static void add_charged(tr *t)
+{
+    const rplan_vm *vm = t->vm;
     for (size_t i = 0; i < vm->nsamples; i++) {
         const vm_sample *x = &vm->samples[i];
         char nm[48], lb[16];
@@ -587,15 +616,39 @@ char *rplan_vm_trace_json(const rplan_vm *vm)
         cJSON_AddStringToObject(e, "name", nm);
         cJSON_AddStringToObject(e, "cat", "charged");
         cJSON_AddStringToObject(e, "ph", "C");
-        cJSON_AddNumberToObject(e, "ts", tr_us(&t, x->t));
+        cJSON_AddNumberToObject(e, "ts", tr_us(t, x->t));
         cJSON_AddNumberToObject(e, "pid", 1);
         cJSON_AddNumberToObject(e, "tid", 0);
         cJSON *a = cJSON_AddObjectToObject(e, "args");
         cJSON_AddNumberToObject(a, "bytes", (double)x->charged);
         if (x->has_budget)
             cJSON_AddNumberToObject(a, "budget", (double)x->budget);
-        cJSON_AddItemToArray(t.ev, e);
+        cJSON_AddItemToArray(t->ev, e);
     }
+}
+
+char *rplan_vm_trace_json(const rplan_vm *vm)
+{
+    if (!vm)
+        return NULL;
+    tr t = {vm, NULL, vm->t_begin};
+    cJSON *o = cJSON_CreateObject();
+    t.ev = cJSON_AddArrayToObject(o, "traceEvents");
+    for (size_t i = 0; i < vm->nslices; i++)
+        if (vm->slices[i].t0 && vm->slices[i].t0 < t.base)
+            t.base = vm->slices[i].t0;
+    size_t n = 0;
+    tr_slice *s = collect_slices(vm, &n);
+    if (!s) {
+        cJSON_Delete(o);
+        return NULL;
+    }
+    add_tracks(&t, s, n);
+    add_slices(&t, s, n);
+    add_flows(&t, s, n);
+    free(s);
+    add_evictions(&t);
+    add_charged(&t);
     residency(&t);
     cJSON_AddStringToObject(o, "displayTimeUnit", "ms");
     char *out = cJSON_PrintUnformatted(o);

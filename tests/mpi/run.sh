@@ -79,7 +79,7 @@ rc=$?
 expect "rank 1 fails: exit 1 (not a timeout)" $rc 1
 expect "rank 1 fails: named with its rank and position" \
   "$(grep -c '^fheplan: rank 1: tests/mpi/rank-budget.rplan:6:28: error: move of .ct. to cuda:0 exceeds the budget' "$tmp/fe")" 1
-expect "rank 1 fails: rank 0 still ran" "$(grep -c '^  rank 0 (emu): .*1 bodies$' "$tmp/f")" 1
+expect "rank 1 fails: rank 0 still ran" "$(grep -c '^  rank 0 (emu): .*1 body$' "$tmp/f")" 1
 expect "rank 1 fails: summary" "$(tail -n 1 "$tmp/f")" "FAILED on 1 of 2 ranks"
 mpi 2 "$fp" run --device emu --json --budget cuda:0=60MiB tests/mpi/rank-budget.rplan \
   > "$tmp/fj" 2> /dev/null

@@ -35,7 +35,7 @@ for page in "$out/boot.html" "$out/two.html"; do
 done
 for want in 'CoeffToSlot' 'EvalMod' 'SlotToCoeff' 'data-lane="cuda:0 transfer stream' \
     'data-lane="cuda:0 compute stream' 'data-lane="host: plans, requests, host waits"' \
-    'data-lane="stages"' 'evictions (' 'bytes at cuda:0' 'budget ' 'evict #' \
+    'data-lane="stages"' 'evictions (' 'bytes at cuda:0' 'budget ' '<title>evict rot\[' \
     'data-series="resident cuda:0"' 'data-series="charged cuda:0"' 'GB/s' 'values: rot'; do
     grep -q "$want" "$out/boot.html" || fail "the page lacks \"$want\""
 done

@@ -388,7 +388,7 @@ Test(cli, dash_reads_standard_input)
 {
     result r = run_cli(NULL, "check - < plans/design-example.rplan");
     cr_assert_eq(r.rc, 0, "%s", r.err);
-    cr_assert(strstr(r.out, "-: feasible"), "%s", r.out);
+    cr_assert(strstr(r.out, "<stdin>: feasible"), "%s", r.out);
     result_free(&r);
     write_file(tmp_path("bad.rplan"), "rplan 1\nvalue x = 1 MiB at nowhere\n");
     r = run_cli("NO_COLOR=1", "check - < %s", tmp_path("bad.rplan"));

@@ -62,6 +62,12 @@ Test(threads_lease, copy_stays_protected_until_consumer_work_completes)
         t_reap(m);
         cr_assert_eq(fhr_drop(m, h, fhr_loc_cuda(0), &e), FHR_E_PROTECTED);
         cr_assert(strstr(e.message, "pending consumer event"), "%s", e.message);
+        /* the refusal says how to end it, and names the unlabelled value by its handle */
+        cr_assert(strstr(e.message, "synchronize") && strstr(e.message, "fhr_reap"), "%s",
+                  e.message);
+        char hn[48];
+        snprintf(hn, sizeof hn, "handle #%llu", (unsigned long long)h.serial);
+        cr_assert(strstr(e.message, hn), "%s", e.message);
         fhr_location host = fhr_loc_host();
         cr_assert_eq(fhr_move(m, h, fhr_loc_pinned(), &(fhr_location){FHR_LOC_CUDA, 0}, NULL, &e),
                      FHR_E_PROTECTED);

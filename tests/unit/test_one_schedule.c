@@ -187,7 +187,7 @@ Test(one_schedule, a_request_evicting_a_later_plan_argument_fails_both)
     every_prefetch(src, so, "evicted argument");
     rplan_vm_report *c = one_schedule_str(src, &so, "evicted argument");
     cr_assert_not(c->ok, "check refuses the body that reads an evicted copy");
-    cr_assert(strstr(c->message, "'ct' at cuda:0: no copy there"), "%s", c->message);
+    cr_assert(strstr(c->message, "'ct' (handle #1) at cuda:0: no copy there"), "%s", c->message);
     cr_assert_eq(c->line, 9);
     rplan_vm_report_free(c);
 }

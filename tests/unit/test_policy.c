@@ -148,7 +148,7 @@ Test(policy, protected_copies_are_skipped_and_named)
     cr_assert_eq(o.protected_[1].reasons, FHR_PROT_HELD);
     cr_assert_eq(o.protected_[2].reasons, FHR_PROT_PENDING);
     cr_assert(strstr(o.reason, "cuda:0 is short by 100 bytes"), "%s", o.reason);
-    cr_assert(strstr(o.reason, "#1 (100 bytes, leased)"), "%s", o.reason);
+    cr_assert(strstr(o.reason, "handle #1 (100 bytes, leased)"), "%s", o.reason);
     cr_assert(strstr(o.reason, "pending consumer event"), "%s", o.reason);
     fhr_policy_out_clear(&o);
     fhr_policy_destroy(p);
