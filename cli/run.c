@@ -349,6 +349,12 @@ int cmd_run(cli *c)
                            why[w], fmt_time(rep->host_wait_s[w], tw, sizeof tw));
                     sep = ", ";
                 }
+            if (rep->host_waits_drained) {
+                char td[32];
+                printf("; %llu of them for the newest body, the device then drained (%s)",
+                       (unsigned long long)rep->host_waits_drained,
+                       fmt_time(rep->host_wait_drained_s, td, sizeof td));
+            }
             printf("\n");
         }
         if (c->objective == RPLAN_OBJECTIVE_AUTO && rep->auto_bytes_s > 0) {
