@@ -38,6 +38,33 @@ static char *with_batch(const char *src, int batch)
     return out;
 }
 
+/* --spin US: the plan with every key use's body one spin of `ns` nanoseconds (the
+ * modelled compute of a use, the same for every key; verify and ckks.keyswitch go). */
+static char *with_spin(const char *src, uint64_t ns)
+{
+    size_t n = strlen(src);
+    char *out = malloc(2 * n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (const char *l = src; *l;) {
+        const char *eol = strchr(l, '\n');
+        size_t len = eol ? (size_t)(eol - l + 1) : strlen(l);
+        const char *ks = strstr(l, "run ckks.keyswitch(");
+        const char *vf = strstr(l, "run verify(");
+        if (ks && ks < l + len) {
+            const char *close = strchr(ks, ')');
+            o += sprintf(o, "%.*srun spin(%llu ns)%.*s", (int)(ks - l), l, (unsigned long long)ns,
+                         (int)(l + len - close - 1), close + 1);
+        } else if (!(vf && vf < l + len && !strstr(l, "check-ciphertext"))) {
+            memcpy(o, l, len);
+            o += len;
+        }
+        l += len;
+    }
+    *o = '\0';
+    return out;
+}
+
 /* The plan with its key sequence run twice: the stages from CoeffToSlot to SlotToCoeff in
  * a loop of two passes (the ciphertext stays on the device between them). */
 static char *twice(const char *src)
@@ -55,6 +82,10 @@ static char *twice(const char *src)
 
 typedef struct result {
     int ok;
+    uint64_t waits[RPLAN_WAITS]; /* the host's waits for bodies in flight, by reason */
+    double wait_s[RPLAN_WAITS];
+    uint64_t drained;            /* of them, for the newest body (the device drained) */
+    double drained_s;
     double time_s, body_s, pinned_gbps, model_body_s;
     double timeline_s, timeline_idle_s; /* objective time: the modelled timeline */
     double link_busy_s, link_idle_s, link_ready_s; /* the report's link figures (inspect) */
@@ -205,6 +236,12 @@ static int inspect(void *ctx, const rplan_program *p, const rplan_vm_report *rep
     /* the same yardsticks at the rate the run's own transfers ran at while the link was
      * busy: the start-of-run measurement can catch the link in a slower or faster moment */
     uint64_t onto = rep->total.bytes[FHR_DIR_H2D] + rep->total.load_h2d_bytes;
+    for (int w = 0; w < RPLAN_WAITS; w++) {
+        c->r->waits[w] = rep->host_waits[w];
+        c->r->wait_s[w] = rep->host_wait_s[w];
+    }
+    c->r->drained = rep->host_waits_drained;
+    c->r->drained_s = rep->host_wait_drained_s;
     c->r->link_busy_s = rep->link_busy_s;
     c->r->link_idle_s = rep->link_idle_s;
     c->r->link_ready_s = rep->link_ready_idle_s;
@@ -214,12 +251,62 @@ static int inspect(void *ctx, const rplan_program *p, const rplan_vm_report *rep
     return 0;
 }
 
+/* The host's waits for bodies in flight, as "m12:3.4" (reason letter: b the prefetch bound,
+ * m MIN's victim, r room, s settled, then d: those of them for the newest body, which
+ * drain the device; count, then ms), or "-" for none. */
+static const char *waits_text(const result *r, char *buf, size_t n)
+{
+    static const char letter[RPLAN_WAITS] = {'b', 'm', 'r', 's'};
+    size_t k = 0;
+    buf[0] = '\0';
+    for (int w = 0; w < RPLAN_WAITS && k < n; w++)
+        if (r->waits[w])
+            k += (size_t)snprintf(buf + k, n - k, "%s%c%llu:%.1f", k ? "," : "", letter[w],
+                                  (unsigned long long)r->waits[w], r->wait_s[w] * 1e3);
+    if (r->drained && k < n)
+        snprintf(buf + k, n - k, ",d%llu:%.1f", (unsigned long long)r->drained,
+                 r->drained_s * 1e3);
+    return k ? buf : "-";
+}
+
+/* --key-trace: the key each request of the table's part needs on the device, one program
+ * value index a line ("-" for a request without a key), from the compiled program. */
+static int print_keys(void *ctx, const rplan_program *p, const rplan_vm_report *rep,
+                      const rplan_vm *vm)
+{
+    (void)ctx, (void)rep, (void)vm;
+    size_t n = rplan_ninstrs(p);
+    long key = -2;
+    for (size_t i = 0; i < n; i++) {
+        rplan_instr in;
+        if (rplan_instr_get(p, i, &in) != FHR_OK)
+            return -1;
+        const char *op = rplan_opcode_name(in.op);
+        rplan_value_info vi;
+        if (!strcmp(op, "request")) {
+            if (key == -1)
+                printf("-\n");
+            else if (key >= 0)
+                printf("%ld\n", key);
+            key = -1;
+        } else if (!strcmp(op, "require") && key == -1 && in.loc.kind == FHR_LOC_CUDA &&
+                   rplan_value(p, in.value, &vi) == FHR_OK && vi.nbytes == KEY_BYTES) {
+            key = (long)in.value;
+        }
+    }
+    if (key == -1)
+        printf("-\n");
+    else if (key >= 0)
+        printf("%ld\n", key);
+    return 0;
+}
+
 #define MAX_REPS 9
 
 /* The index of the run of median time (the upper one of the two for an even count). */
 static int median_run(const result *rr, int n)
 {
-    int ord[MAX_REPS];
+    int ord[MAX_REPS] = {0};
     for (int i = 0; i < n; i++)
         ord[i] = i;
     for (int i = 1; i < n; i++)
@@ -272,6 +359,26 @@ static int part_on(size_t bi)
     return batch_on[bi % 2] && seq_on[bi == 2];
 }
 
+/* --spin US: each key use's body spins US microseconds per ciphertext of the batch */
+static double spin_us;
+
+/* The plan of part bi (see part_on) at `batch`: with --spin its bodies spin (divided by
+ * the run's scale, as its copies are), and part 2 runs the key sequence twice. */
+static char *part_plan(const char *src, size_t bi, int batch, uint64_t scale)
+{
+    char *s1 = with_batch(src, batch);
+    if (s1 && spin_us > 0) {
+        uint64_t ns = (uint64_t)(spin_us * 1e3 * batch / (double)(scale ? scale : 1) + 0.5);
+        char *s2 = with_spin(s1, ns ? ns : 1);
+        free(s1);
+        s1 = s2;
+    }
+    char *s = bi < 2 || !s1 ? s1 : twice(s1);
+    if (s != s1)
+        free(s1);
+    return s;
+}
+
 static int model_table(const char *src, const double profile[2])
 {
     const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
@@ -282,10 +389,7 @@ static int model_table(const char *src, const double profile[2])
     for (size_t bi = 0; bi < 3; bi++) {
         if (!part_on(bi))
             continue;
-        char *s1 = with_batch(src, batch[bi % 2]);
-        char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
-        if (bi == 2)
-            free(s1);
+        char *s = part_plan(src, bi, batch[bi % 2], 1);
         for (size_t pi = 0; s && pi < 4; pi++) {
             if (!keys_on[pi])
                 continue;
@@ -341,13 +445,15 @@ static int cell_list(const char *v, int on[4])
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
-    int json = 0, trace = 0, model = 0, lookahead_only = 0, reps = 1;
+    int json = 0, trace = 0, model = 0, key_trace = 0, lookahead_only = 0, reps = 1;
     double mprofile[2] = {55.5, 3000};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
             json = 1;
         else if (!strcmp(argv[i], "--model"))
             model = 1;
+        else if (!strcmp(argv[i], "--key-trace"))
+            key_trace = 1;
         else if ((!strcmp(argv[i], "--pinned-gbps") || !strcmp(argv[i], "--device-gbps")) &&
                  i + 1 < argc && atof(argv[i + 1]) > 0)
             mprofile[argv[i][2] == 'd'] = atof(argv[i + 1]), i++;
@@ -356,6 +462,8 @@ int main(int argc, char **argv)
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
                  atoi(argv[i + 1]) <= MAX_REPS)
             reps = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--spin") && i + 1 < argc && atof(argv[i + 1]) > 0)
+            spin_us = atof(argv[++i]);
         else if (!strcmp(argv[i], "--trace"))
             trace = 1;
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -374,8 +482,9 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n"
                             "                 [--lookahead-only] [--reps N (1..9)]\n"
                             "                 [--keys P[,P...] (of 25,50,75,100)] [--batch 1|16]\n"
-                            "                 [--sequence once|twice]\n"
-                            "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n");
+                            "                 [--sequence once|twice] [--spin US]\n"
+                            "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n"
+                            "       bootstrap --key-trace [--batch 1|16] [--plan FILE]\n");
             return 2;
         }
     }
@@ -383,6 +492,16 @@ int main(int argc, char **argv)
     if (!src) {
         fprintf(stderr, "bootstrap: cannot read %s\n", plan);
         return 2;
+    }
+    if (key_trace) {
+        char *s = part_plan(src, batch_on[0] ? 0 : 1, batch_on[0] ? 1 : 16, 1);
+        bench_run_opts o = {.filename = "ckks-bootstrap.rplan", .explain = 1, .scale = 1};
+        bench_figures f;
+        int rc = s ? bench_run_plan("bootstrap bench", "model", s, NULL, &o, &f, print_keys, NULL)
+                   : -1;
+        free(s);
+        free(src);
+        return rc ? 1 : 0;
     }
     if (model) {
         int rc = model_table(src, mprofile);
@@ -409,10 +528,10 @@ int main(int argc, char **argv)
     const size_t nmodes = sizeof modes / sizeof modes[0];
     if (!json)
         printf("%-4s %-5s %-22s %9s %9s %9s %7s %9s %7s %9s %9s %9s %7s %7s %7s %7s %8s %8s "
-               "%6s %6s %7s %s\n",
+               "%6s %6s %7s %6s %s %s\n",
                "keys", "batch", "policy", "time ms", "compute", "bound ms", "ratio", "moved GiB",
                "/MIN", "lower ms", "sched ms", "best ms", "/lower", "/sched", "/best", "=check",
-               "idle ms", "model ms", "rdy %", "link", "/bst@lk", "sequence");
+               "idle ms", "model ms", "rdy %", "link", "/bst@lk", "/comp", "sequence", "waits");
     else
         printf("[");
     int first = 1, fails = 0;
@@ -420,10 +539,7 @@ int main(int argc, char **argv)
     for (size_t bi = 0; bi < 3; bi++) {
         if (!part_on(bi))
             continue;
-        char *s1 = with_batch(src, batch[bi % 2]);
-        char *s = bi < 2 ? s1 : s1 ? twice(s1) : NULL;
-        if (bi == 2)
-            free(s1);
+        char *s = part_plan(src, bi, batch[bi % 2], scale);
         const char *seq = bi < 2 ? "once" : "twice";
         for (size_t pi = 0; s && pi < 4; pi++) {
             if (!keys_on[pi])
@@ -485,6 +601,7 @@ int main(int argc, char **argv)
                     fails++;
                 }
                 double best = r.y.search_s < r.y.best_s ? r.y.search_s : r.y.best_s;
+                char wt[96];
                 double best_l = r.yl.search_s < r.yl.best_s ? r.yl.search_s : r.yl.best_s;
                 double over_l = r.has_yl && best_l > 0 ? r.time_s / best_l : 0;
                 if (json)
@@ -505,7 +622,8 @@ int main(int argc, char **argv)
                            "\"model_device_gbps\": %.1f, \"link_busy_s\": %.6f, "
                            "\"link_idle_s\": %.6f, \"link_ready_idle_s\": %.6f, "
                            "\"link_busy_gbps\": %.2f, \"best_known_at_link_s\": %.6f, "
-                           "\"time_over_best_known_at_link\": %.4f, \"sequence\": \"%s\"}",
+                           "\"time_over_best_known_at_link\": %.4f, \"time_over_compute\": %.4f, "
+                           "\"spin_us\": %.3f, \"host_waits\": \"%s\", \"sequence\": \"%s\"}",
                            first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
                            modes[mi].objective == RPLAN_OBJECTIVE_AUTO
                                ? (r.objective == RPLAN_OBJECTIVE_TIME ? "auto: time" : "auto: bytes")
@@ -523,7 +641,9 @@ int main(int argc, char **argv)
                            r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
                            timeobj ? profile[1] : 0, r.link_busy_s, r.link_idle_s, r.link_ready_s,
                            r.link_gbps,
-                           r.has_yl ? best_l : 0, over_l, seq);
+                           r.has_yl ? best_l : 0, over_l,
+                           r.body_s > 0 ? r.time_s / r.body_s : 0, spin_us,
+                           waits_text(&r, wt, sizeof wt), seq);
                 else {
                     char nm[40];
                     snprintf(nm, sizeof nm, "%s%s", modes[mi].name,
@@ -531,7 +651,7 @@ int main(int argc, char **argv)
                              : r.objective == RPLAN_OBJECTIVE_TIME       ? ": time"
                                                                          : ": bytes");
                     printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
-                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %7.3f %s\n", pct[pi],
+                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %7.3f %6.3f %s %s\n", pct[pi],
                            batch[bi % 2], nm, r.time_s * 1e3, r.body_s * 1e3,
                            bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
                            r.y.bound_s * 1e3, r.y.exact ? "=" : " ", r.y.best_s * 1e3,
@@ -542,8 +662,8 @@ int main(int argc, char **argv)
                            r.has_idle ? r.idle_max_s * 1e3 : -1,
                            timeobj ? r.timeline_s * 1e3 : -1,
                            r.time_s > 0 ? 100 * r.link_ready_s / r.time_s : 0,
-                           r.link_gbps, over_l,
-                           seq);
+                           r.link_gbps, over_l, r.body_s > 0 ? r.time_s / r.body_s : 0,
+                           seq, waits_text(&r, wt, sizeof wt));
                 }
                 fflush(stdout);
                 first = 0;

@@ -303,6 +303,12 @@ static void print_host_waits(const rplan_vm_report *rep)
                    fmt_time(rep->host_wait_s[w], tw, sizeof tw));
             sep = ", ";
         }
+    if (rep->host_waits_drained) {
+        char td[32];
+        printf("; %llu of them for the newest body, the device then drained (%s)",
+               (unsigned long long)rep->host_waits_drained,
+               fmt_time(rep->host_wait_drained_s, td, sizeof td));
+    }
     printf("\n");
 }
 

@@ -799,8 +799,8 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
         k[0] = w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
     }
     k[1] = UINT64_MAX - ci->charged_nbytes;
-    k[2] = prio_key(vi->priority);
-    k[3] = ci->last_use;
+    k[2] = ci->last_use;
+    k[3] = prio_key(vi->priority);
 }
 
 static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,

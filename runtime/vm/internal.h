@@ -209,6 +209,9 @@ struct rplan_vm {
     size_t ready_after;
     uint64_t waits[RPLAN_WAITS];   /* host waits for bodies, by reason (RPLAN_WAIT_*) */
     uint64_t wait_ns[RPLAN_WAITS];
+    /* of those waits, the ones for the newest body in flight: nothing issued after it,
+     * so its device has no queued work once it ends until the host issues more */
+    uint64_t drained, drained_ns;
     /* per location slot: bytes over its PCIe link (copies onto it and back, loads onto it),
      * peer bytes copied onto it, bytes generated on it (link.c's per-device bound) */
     uint64_t dev_pcie[FHR_LOC_SLOTS], dev_peer[FHR_LOC_SLOTS], dev_regen[FHR_LOC_SLOTS];

@@ -129,6 +129,9 @@ char *rplan_vm_report_json(const rplan_vm_report *r)
                 cJSON_AddNumberToObject(x, "count", (double)r->host_waits[w]);
                 cJSON_AddNumberToObject(x, "s", r->host_wait_s[w]);
             }
+            cJSON *dr = cJSON_AddObjectToObject(t, "host_waits_drained");
+            cJSON_AddNumberToObject(dr, "count", (double)r->host_waits_drained);
+            cJSON_AddNumberToObject(dr, "s", r->host_wait_drained_s);
         }
         cJSON_AddNumberToObject(t, "gen_gbps", r->gen_gbps);
         cJSON_AddNumberToObject(t, "regen_s", r->regen_s);

@@ -222,8 +222,13 @@ static void inflight_drop_done(rplan_vm *vm);
 static void inflight_wait_at(rplan_vm *vm, size_t i, int why)
 {
     struct vm_inflight *f = &vm->inflight[i];
+    int newest = i + 1 == vm->ninflight; /* no body issued after it: the device drains */
     uint64_t t0 = vm_now_ns(vm);
     vm->b->ops->event_sync(vm->b, f->ev, NULL);
+    if (newest) {
+        vm->drained++;
+        vm->drained_ns += vm_now_ns(vm) - t0;
+    }
     vm_host_waited(vm, why, t0);
     if (why != RPLAN_WAIT_BOUND && f->mark > vm->ready_after)
         vm->ready_after = f->mark; /* the room it waited for is free then */

@@ -526,6 +526,8 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         rep->host_waits[w] = vm->waits[w];
         rep->host_wait_s[w] = (double)vm->wait_ns[w] * 1e-9;
     }
+    rep->host_waits_drained = vm->drained;
+    rep->host_wait_drained_s = (double)vm->drained_ns * 1e-9;
     rep->timeline_idle_s = vm->m_idle;
     if (rep->ok && t->check_failures) {
         rep->ok = 0;
