@@ -190,6 +190,17 @@ int fhpy_to_loc(PyObject *o, fhr_location *out)
     return 0;
 }
 
+int fhpy_handle_item(PyObject *o, const char *param, Py_ssize_t i, fhr_handle *out)
+{
+    if (PyObject_TypeCheck(o, &fhpy_handle_type)) {
+        *out = ((fhpy_handle *)o)->h;
+        return 1;
+    }
+    char what[80];
+    snprintf(what, sizeof what, "%.60s[%zd]", param, i);
+    return fhpy_handle_arg_of(o, what, out);
+}
+
 int fhpy_to_handle(PyObject *o, fhr_handle *out) { return fhpy_handle_arg_of(o, "handle", out); }
 
 int fhpy_handle_conv(PyObject *o, void *out)

@@ -172,6 +172,8 @@ int fhpy_priority(PyObject *o, const char *param, int32_t *out);       /* int32 
 int fhpy_text(PyObject *o, const char *param, int allow_none, const char **out);
 int fhpy_location_arg(PyObject *o, const char *param, fhr_location *out);
 int fhpy_handle_arg_of(PyObject *o, const char *param, fhr_handle *out);
+/* The same for item i of a sequence parameter (named "param[i]" in errors). */
+int fhpy_handle_item(PyObject *o, const char *param, Py_ssize_t i, fhr_handle *out);
 /* A hold on (handle, at) for one export (counted in m->exports): *token for
  * fhpy_unprotect. The hold is taken without the interpreter lock. 0 and an exception. */
 int fhpy_protect(fhpy_manager *m, PyObject *handle, fhr_location at, void **token);

@@ -625,10 +625,8 @@ static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tupl
         PyErr_NoMemory();
         return 0;
     }
-    char what[40];
     for (Py_ssize_t i = 0; i < cnt; i++)
-        if (snprintf(what, sizeof what, "handles[%zd]", i) < 0 ||
-            !fhpy_handle_arg_of(PyTuple_GET_ITEM(t, i), what, &hs[i])) {
+        if (!fhpy_handle_item(PyTuple_GET_ITEM(t, i), "handles", i, &hs[i])) {
             PyMem_Free(hs);
             Py_DECREF(t);
             return 0;
