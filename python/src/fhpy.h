@@ -250,6 +250,7 @@ PyObject *fhpy_meta_object(const fhr_ckks_meta *meta);
 PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_value *v,
                           PyObject *layout, PyObject *handle);
 extern const fhpy_owner_ops fhpy_lease_ops;
+extern const fhpy_owner_ops fhpy_value_ops; /* a Value's views */
 int fhpy_parse_dtype(PyObject *o, fhpy_dl_dtype *out);
 /* Drops the producers whose buffers the library released since the last call. */
 void fhpy_release_drain(void);
@@ -267,10 +268,12 @@ PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw);
 /* timing.c */
 PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
-/* value.c */
+/* manager.c */
 PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw);
 
 int fhpy_add_types_controller(PyObject *mod);
+/* The json and types modules the core's helpers use. -1 and an exception on failure. */
+int fhpy_core_init(void);
 /* Readies each type and adds it to mod under its name. -1 and an exception on failure. */
 int fhpy_add_types(PyObject *mod, PyTypeObject *const *types, const char *const *names,
                    size_t n);
