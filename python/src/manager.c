@@ -12,11 +12,18 @@
         Py_END_ALLOW_THREADS                                                                 \
     } while (0)
 
-/* Raises err, chaining the exception a Python load raised (when that made the call fail). */
+/* Raises err, chaining the exception a Python load raised (when that made the call fail);
+ * one that is not an Exception (KeyboardInterrupt, SystemExit) is raised unchanged. */
 static PyObject *raise_mgr(fhpy_manager *m, fhr_error *e)
 {
     PyObject *cause = m->load_exc;
     m->load_exc = NULL;
+    if (cause && !PyObject_TypeCheck(cause, (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(cause), cause);
+        Py_DECREF(cause);
+        fhr_error_clear(e);
+        return NULL;
+    }
     fhpy_raise(e);
     fhr_error_clear(e);
     if (cause) {

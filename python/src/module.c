@@ -52,16 +52,17 @@ static PyMethodDef mod_methods[] = {
      ".rpb. Returns a Program. Raises ResidencyValueError (with .diagnostics) on errors, "
      "ResidencyInfeasibleError when the dry run fails."},
     {"check", (PyCFunction)(void (*)(void))fhpy_check, METH_VARARGS | METH_KEYWORDS,
-     "check(program, *, budgets=None, policy=None)\n--\n\nThe dry run of `fheplan check` (the "
+     "check(program, *, budgets=None, policy=None, objective=None)\n--\n\nThe dry run of `fheplan check` (the "
      "model backend, unknown kernels as touch). program: a Program, plan text or a path (as "
      "compile reads it). Returns the report as a dict. Raises ResidencyError subclasses as the"
      " C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
      "argument, naming it."},
     {"run", (PyCFunction)(void (*)(void))fhpy_run, METH_VARARGS | METH_KEYWORDS,
      "run(program, *, device=None, kernels=None, budgets=None, scale=None, "
-     "unknown_as_touch=False, policy=None, loaders=None)\n--\n\nRuns a plan as `fheplan run` "
-     "does (device None: FHEPLAN_DEVICE, else auto; scale None: automatic on the emulated "
-     "device). kernels/loaders: {name: callable}, each called with a record (fheplan-python(7)"
+     "unknown_as_touch=False, policy=None, loaders=None, objective=None, prefetch=None)\n--"
+     "\n\nRuns a plan as `fheplan run` does (device None: FHEPLAN_DEVICE, else auto; scale "
+     "None: automatic on the emulated device; policy, objective and prefetch as --policy, "
+     "--objective and --prefetch, prefetch 0 serial). kernels/loaders: {name: callable}, each called with a record (fheplan-python(7)"
      " KERNELS AND LOADERS). Returns the report as a dict. A kernel's or loader's exception is"
      " the __cause__ of the ResidencyError raised; a KeyboardInterrupt or SystemExit (also "
      "Ctrl-C) stops the run and propagates unchanged. Raises ResidencyError subclasses as the "

@@ -21,9 +21,10 @@ int fhpy_stream_native(PyObject *o, void **native, int *given)
     else if (PyObject_HasAttrString(o, "ptr"))
         v = PyObject_GetAttrString(o, "ptr");
     else {
-        PyErr_Format(PyExc_TypeError, "a stream is an int, or an object with .cuda_stream "
-                                      "(torch) or .ptr (CuPy, fheplan.Stream), not %.80s",
-                     Py_TYPE(o)->tp_name);
+        PyErr_Format(PyExc_TypeError, "a stream (stream, consumer_stream, a streams dict's "
+                                      "value) must be None, an int or an object with "
+                                      ".cuda_stream (PyTorch) or .ptr (CuPy, fheplan.Stream), "
+                                      "not %.80s", Py_TYPE(o)->tp_name);
         return 0;
     }
     if (!v)
