@@ -140,6 +140,13 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
         Py_DECREF(fs);
         return NULL;
     }
+    if (bytecode && nb) {
+        PyMem_Free(b);
+        Py_DECREF(fs);
+        return fhpy_raise_msg(FHR_E_INVALID, "budgets: a .rpb file is compiled already (its "
+                                             "budgets are in it); give budgets= to check or "
+                                             "run instead");
+    }
     rplan_compile_opts o = {0};
     o.filename = filename ? filename : is_path ? t : "<python>";
     o.budget_override = b;

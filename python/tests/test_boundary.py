@@ -228,3 +228,17 @@ def test_run_takes_the_cli_options_by_their_names():
     refused(ResidencyValueError, ["prefetch"], fheplan.run, path, prefetch=-1)
     refused(ResidencyValueError, ["policy", "tiered_lru, lookahead or as-written"],
             fheplan.check, path, policy="mru")
+
+
+def test_a_bytecode_file_is_read_as_the_cli_reads_it(tmp_path):
+    import subprocess
+    cli = os.environ.get("FHEPLAN_CLI")
+    if not cli:
+        pytest.skip("FHEPLAN_CLI names the fheplan binary (make test-python sets it)")
+    src = os.path.join(REPO, "plans", "attention-tile.rplan")
+    rpb = tmp_path / "tile.rpb"
+    subprocess.run([cli, "compile", src, "-o", str(rpb)], check=True)
+    assert fheplan.check(str(rpb))["ok"]
+    assert fheplan.check(rpb)["ok"]  # a path-like object
+    refused(ResidencyValueError, ["budgets", ".rpb"], fheplan.compile, str(rpb),
+            budgets={cuda0: 1 << 20})
