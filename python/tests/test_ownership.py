@@ -237,7 +237,7 @@ def test_base_exceptions_propagate_unchanged(exc):
 LONG = """rplan 1
 budget cuda:0 64 KiB
 value x = 16 KiB replicable at host init synth(3)
-for i in 0..<20000 {
+for i in 0..<50000 {
   plan "tile" {
     enter { ensure x @ cuda:0 }
     body { run touch(x) }
