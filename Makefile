@@ -115,6 +115,8 @@ test-run: all $(UNIT) $(TEST_EXTRA_DEPS)
 .PHONY: test-layers
 test-layers: $(LIB_OBJS) $(CLI_OBJS)
 	@tests/tools/layers.sh $(BUILD)/obj $^
+	@if [ -f "$(PY_INC)/Python.h" ]; then tests/tools/pylayers.sh '$(CC)' '$(PY_INC)'; \
+	  else echo "layers: no Python.h for $(PYTHON): python/src not checked"; fi
 	@for f in $(sort $(wildcard base/*.c cuda/*.c cuda/*.cu runtime/*/*.c compiler/*.c cli/*.c python/src/*.c)); do \
 	  d=$${f%/*}; grep "^| [^|]* | [^|]*\`$$d/\`" README.md | grep -q "\`$${f##*/}\`" || \
 	  { echo "layers: README's Layout table does not name $$f in its row for $$d/"; exit 1; }; done

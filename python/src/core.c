@@ -1,6 +1,8 @@
 /* python/src/core.c — what every other file of the extension stands on: the ownership rule,
- * the one liveness check and the argument converters. It calls no function of another file
- * of python/src/ except the error helpers of fhpy.h (module.c builds the exception objects).
+ * the one liveness check, the exceptions of fhr_error, the argument converters, locations
+ * and handles, JSON and records, and the holds of exported views. It calls no other file of
+ * python/src/ (tests/tools/pylayers.sh proves it, and the order of the files above it:
+ * core, stream, value, lease plan program, manager, controller timing, module).
  *
  * OWNERSHIP (the one rule; fheplan-python(7) says the same to users)
  *
@@ -38,7 +40,374 @@
  */
 #include "fhpy.h"
 
+#include <stdarg.h>
 #include <string.h>
+
+PyObject *fhpy_exc[FHR_STATUS_COUNT_];
+static PyObject *json_loads, *namespace_type;
+
+/* ---- errors ------------------------------------------------------------------------- */
+
+
+
+static int set_attr(PyObject *o, const char *name, PyObject *v)
+{
+    if (!v)
+        return -1;
+    int r = PyObject_SetAttrString(o, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
+PyObject *fhpy_error_object(const fhr_error *err)
+{
+    fhr_status st = err->status > 0 && err->status < FHR_STATUS_COUNT_ ? err->status : 0;
+    PyObject *exc = PyObject_CallFunction(fhpy_exc[st], "s", err->message);
+    if (!exc)
+        return NULL;
+    int bad = set_attr(exc, "status", PyUnicode_FromString(fhr_status_name(err->status))) ||
+              set_attr(exc, "message", PyUnicode_FromString(err->message));
+    if (!bad && err->phase != FHR_PHASE_NONE)
+        bad = set_attr(exc, "phase", PyUnicode_FromString(fhr_phase_name(err->phase)));
+    else if (!bad)
+        bad = PyObject_SetAttrString(exc, "phase", Py_None);
+    if (!bad)
+        bad = set_attr(exc, "action_index", PyLong_FromLong(err->action_index)) ||
+              set_attr(exc, "cause", PyUnicode_FromString(fhr_status_name(err->cause))) ||
+              set_attr(exc, "bytes_short", PyLong_FromUnsignedLongLong(err->bytes_short)) ||
+              set_attr(exc, "handle", err->handle.serial ? fhpy_handle_new(err->handle)
+                                                         : Py_NewRef(Py_None)) ||
+              set_attr(exc, "location", err->loc.kind != FHR_LOC_INVALID
+                                            ? fhpy_loc_new(err->loc) : Py_NewRef(Py_None)) ||
+              set_attr(exc, "partial_report", fhpy_report(err->partial_report)) ||
+              PyObject_SetAttrString(exc, "action", Py_None);
+    if (bad) {
+        Py_DECREF(exc);
+        return NULL;
+    }
+    return exc;
+}
+
+PyObject *fhpy_raise(const fhr_error *err)
+{
+    PyObject *exc = fhpy_error_object(err);
+    if (exc) {
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+        Py_DECREF(exc);
+    }
+    return NULL;
+}
+
+PyObject *fhpy_fail(fhr_error *err)
+{
+    fhpy_raise(err);
+    fhr_error_clear(err);
+    return NULL;
+}
+
+void fhpy_exc_set_attr(const char *name, PyObject *value)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    if (v && PyObject_SetAttrString(v, name, value) < 0)
+        PyErr_Clear(); /* the pending exception stays the one raised */
+    PyErr_Restore(t, v, tb);
+}
+
+PyObject *fhpy_take_exception(fhr_error *err, fhr_status st, const char *prefix)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyObject *msg = v ? PyObject_Str(v) : NULL;
+    const char *text = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    if (err) {
+        err->status = st;
+        snprintf(err->message, sizeof err->message, "%s %s: %s", prefix,
+                 t ? ((PyTypeObject *)t)->tp_name : "an error", text ? text : "");
+    }
+    PyErr_Clear(); /* what str() may have raised */
+    Py_XDECREF(msg);
+    if (v && tb)
+        PyException_SetTraceback(v, tb);
+    Py_XDECREF(t);
+    Py_XDECREF(tb);
+    return v;
+}
+
+PyObject *fhpy_raise_msg(fhr_status st, const char *fmt, ...)
+{
+    fhr_error e;
+    fhr_error_init(&e);
+    e.status = st;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.message, sizeof e.message, fmt, ap);
+    va_end(ap);
+    return fhpy_raise(&e);
+}
+
+/* ---- locations ---------------------------------------------------------------------- */
+
+PyObject *fhpy_loc_new(fhr_location loc)
+{
+    fhpy_location *o = PyObject_New(fhpy_location, &fhpy_location_type);
+    if (o)
+        o->loc = loc;
+    return (PyObject *)o;
+}
+
+
+static PyObject *loc_repr(PyObject *self)
+{
+    char buf[24];
+    fhr_loc_format(((fhpy_location *)self)->loc, buf, sizeof buf);
+    return PyUnicode_FromString(buf);
+}
+
+static Py_hash_t loc_hash(PyObject *self)
+{
+    return 1000003 + fhr_loc_slot(((fhpy_location *)self)->loc);
+}
+
+static PyObject *loc_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!PyObject_TypeCheck(b, &fhpy_location_type) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = fhr_loc_equal(((fhpy_location *)a)->loc, ((fhpy_location *)b)->loc);
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *loc_get_kind(PyObject *self, void *c)
+{
+    (void)c;
+    static const char *const k[] = {"invalid", "host", "pinned", "cuda"};
+    return PyUnicode_FromString(k[((fhpy_location *)self)->loc.kind]);
+}
+
+static PyObject *loc_get_index(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromLong(((fhpy_location *)self)->loc.index);
+}
+
+static PyGetSetDef loc_getset[] = {
+    {"kind", loc_get_kind, NULL, "host, pinned or cuda", NULL},
+    {"index", loc_get_index, NULL, "the CUDA device index (0 otherwise)", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+static PyObject *loc_reduce(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    PyObject *s = loc_repr(self);
+    return s ? Py_BuildValue("(O(N))", (PyObject *)&fhpy_location_type, s) : NULL;
+}
+
+static PyObject *loc_new(PyTypeObject *t, PyObject *args, PyObject *kw)
+{
+    (void)t;
+    PyObject *text;
+    static char *kwl[] = {"text", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O", kwl, &text))
+        return NULL;
+    fhr_location loc;
+    return fhpy_to_loc(text, &loc) ? fhpy_loc_new(loc) : NULL;
+}
+
+static PyMethodDef loc_methods[] = {{"__reduce__", loc_reduce, METH_NOARGS,
+     "__reduce__($self, /)\n--\n\nPickles a Location as its text."},
+                                    {NULL, NULL, 0, NULL}};
+
+PyTypeObject fhpy_location_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.Location",
+    .tp_basicsize = sizeof(fhpy_location),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Location(text)\n--\n\nA local memory location: pageable host, pinned host or a "
+              "CUDA device; text: 'host', 'pinned' or 'cuda:N'.",
+    .tp_repr = loc_repr,
+    .tp_hash = loc_hash,
+    .tp_richcompare = loc_richcompare,
+    .tp_getset = loc_getset,
+    .tp_methods = loc_methods,
+    .tp_new = loc_new,
+};
+
+/* ---- handles -------------------------------------------------------------------------- */
+
+PyObject *fhpy_handle_new(fhr_handle h)
+{
+    fhpy_handle *o = PyObject_New(fhpy_handle, &fhpy_handle_type);
+    if (o)
+        o->h = h;
+    return (PyObject *)o;
+}
+
+int fhpy_layout_of(fhpy_manager *m, PyObject *handle, PyObject **out)
+{
+    *out = PyDict_GetItemWithError(m->layouts, handle);
+    return *out || !PyErr_Occurred();
+}
+
+static PyObject *handle_repr(PyObject *self)
+{
+    fhr_handle h = ((fhpy_handle *)self)->h;
+    return PyUnicode_FromFormat("ResidencyHandle(manager=%llu, serial=%llu)",
+                                (unsigned long long)h.manager_id, (unsigned long long)h.serial);
+}
+
+static Py_hash_t handle_hash(PyObject *self)
+{
+    Py_hash_t x = (Py_hash_t)fhr_handle_hash(((fhpy_handle *)self)->h);
+    return x == -1 ? -2 : x;
+}
+
+static PyObject *handle_richcompare(PyObject *a, PyObject *b, int op)
+{
+    if (!PyObject_TypeCheck(b, &fhpy_handle_type) || (op != Py_EQ && op != Py_NE))
+        Py_RETURN_NOTIMPLEMENTED;
+    int eq = fhr_handle_equal(((fhpy_handle *)a)->h, ((fhpy_handle *)b)->h);
+    return PyBool_FromLong(op == Py_EQ ? eq : !eq);
+}
+
+static PyObject *handle_get_serial(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(((fhpy_handle *)self)->h.serial);
+}
+
+static PyObject *handle_get_manager(PyObject *self, void *c)
+{
+    (void)c;
+    return PyLong_FromUnsignedLongLong(((fhpy_handle *)self)->h.manager_id);
+}
+
+static PyGetSetDef handle_getset[] = {
+    {"serial", handle_get_serial, NULL, "the manager's serial number of the value", NULL},
+    {"manager_id", handle_get_manager, NULL, "the issuing manager's id", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject fhpy_handle_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyHandle",
+    .tp_basicsize = sizeof(fhpy_handle),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "An immutable, hashable, tensor-free token issued by one manager.",
+    .tp_repr = handle_repr,
+    .tp_hash = handle_hash,
+    .tp_richcompare = handle_richcompare,
+    .tp_getset = handle_getset,
+};
+
+/* ---- shared converters ---------------------------------------------------------------- */
+
+PyObject *fhpy_json(char *text)
+{
+    if (!text)
+        return PyErr_NoMemory();
+    PyObject *r = PyObject_CallFunction(json_loads, "s", text);
+    free(text);
+    return r;
+}
+
+PyObject *fhpy_report(const fhr_report *r)
+{
+    if (!r)
+        Py_RETURN_NONE;
+    return fhpy_json(fhr_report_json(r));
+}
+
+PyObject *fhpy_record(const char *kind, PyObject *dict)
+{
+    (void)kind;
+    if (!dict)
+        return NULL;
+    PyObject *args = PyTuple_New(0);
+    PyObject *r = args ? PyObject_Call(namespace_type, args, dict) : NULL;
+    Py_XDECREF(args);
+    return r;
+}
+
+PyObject *fhpy_explanation(const fhr_explanation *e)
+{
+    PyObject *peaks = PyDict_New(), *pred = PyDict_New();
+    if (!peaks || !pred)
+        goto fail;
+    for (size_t i = 0; i < e->npeaks; i++) {
+        const fhr_loc_peak *p = &e->peaks[i];
+        PyObject *k = fhpy_loc_new(p->loc);
+        PyObject *d = Py_BuildValue("{s:K,s:K,s:O}", "peak_used_bytes",
+                                    (unsigned long long)p->peak_used_bytes,
+                                    "peak_charged_bytes",
+                                    (unsigned long long)p->peak_charged_bytes, "budget_bytes",
+                                    Py_None);
+        PyObject *c = PyLong_FromUnsignedLongLong(p->peak_charged_bytes);
+        int bad = !k || !d || !c;
+        if (!bad && p->has_budget) {
+            PyObject *bb = PyLong_FromUnsignedLongLong(p->budget_bytes);
+            bad = !bb || PyDict_SetItemString(d, "budget_bytes", bb) < 0;
+            Py_XDECREF(bb);
+        }
+        PyObject *rec = bad ? NULL : fhpy_record("peak", d);
+        bad = bad || !rec || PyDict_SetItem(peaks, k, rec) < 0 || PyDict_SetItem(pred, k, c) < 0;
+        Py_XDECREF(k);
+        Py_XDECREF(d);
+        Py_XDECREF(c);
+        Py_XDECREF(rec);
+        if (bad)
+            goto fail;
+    }
+    PyObject *d = Py_BuildValue(
+        "{s:O,s:s,s:s,s:s,s:l,s:N,s:N,s:K,s:N,s:N,s:K,s:K,s:K,s:K}", "feasible",
+        e->feasible ? Py_True : Py_False, "reason", e->reason, "status",
+        e->feasible ? "ok" : fhr_status_name(e->status), "phase", fhr_phase_name(e->phase),
+        "action_index", e->action_index, "handle",
+        e->handle.serial ? fhpy_handle_new(e->handle) : Py_NewRef(Py_None), "location",
+        e->loc.kind != FHR_LOC_INVALID ? fhpy_loc_new(e->loc) : Py_NewRef(Py_None),
+        "bytes_short", (unsigned long long)e->bytes_short, "peaks", peaks,
+        "predicted_peak_bytes", pred, "bytes_moved", (unsigned long long)e->bytes_moved,
+        "bytes_regenerated", (unsigned long long)e->bytes_regenerated, "bytes_peer",
+        (unsigned long long)e->bytes_peer, "state_version",
+        (unsigned long long)e->state_version);
+    PyObject *r = fhpy_record("explanation", d);
+    Py_XDECREF(d);
+    return r;
+fail:
+    Py_XDECREF(peaks);
+    Py_XDECREF(pred);
+    return NULL;
+}
+
+
+/* ---- the core's share of the module's init ---------------------------------------------- */
+
+int fhpy_core_init(void)
+{
+    PyObject *json = PyImport_ImportModule("json");
+    PyObject *types = json ? PyImport_ImportModule("types") : NULL;
+    if (types) {
+        json_loads = PyObject_GetAttrString(json, "loads");
+        namespace_type = PyObject_GetAttrString(types, "SimpleNamespace");
+    }
+    Py_XDECREF(json);
+    Py_XDECREF(types);
+    return json_loads && namespace_type ? 0 : -1;
+}
+
+/* Readies each type and adds it to mod under its name. -1 and an exception on failure. */
+int fhpy_add_types(PyObject *mod, PyTypeObject *const *types, const char *const *names,
+                   size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (PyType_Ready(types[i]) < 0)
+            return -1;
+        Py_INCREF(types[i]);
+        if (PyModule_AddObject(mod, names[i], (PyObject *)types[i]) < 0) {
+            Py_DECREF(types[i]);
+            return -1;
+        }
+    }
+    return 0;
+}
 
 int fhpy_alive(PyObject *owner, const fhpy_owner_ops *ops)
 {
@@ -188,6 +557,17 @@ int fhpy_to_loc(PyObject *o, fhr_location *out)
                                   "cuda_location(...)) or its text, not %.80s",
                  Py_TYPE(o)->tp_name);
     return 0;
+}
+
+int fhpy_handle_item(PyObject *o, const char *param, Py_ssize_t i, fhr_handle *out)
+{
+    if (PyObject_TypeCheck(o, &fhpy_handle_type)) {
+        *out = ((fhpy_handle *)o)->h;
+        return 1;
+    }
+    char what[80];
+    snprintf(what, sizeof what, "%.60s[%zd]", param, i);
+    return fhpy_handle_arg_of(o, what, out);
 }
 
 int fhpy_to_handle(PyObject *o, fhr_handle *out) { return fhpy_handle_arg_of(o, "handle", out); }

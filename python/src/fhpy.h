@@ -172,6 +172,8 @@ int fhpy_priority(PyObject *o, const char *param, int32_t *out);       /* int32 
 int fhpy_text(PyObject *o, const char *param, int allow_none, const char **out);
 int fhpy_location_arg(PyObject *o, const char *param, fhr_location *out);
 int fhpy_handle_arg_of(PyObject *o, const char *param, fhr_handle *out);
+/* The same for item i of a sequence parameter (named "param[i]" in errors). */
+int fhpy_handle_item(PyObject *o, const char *param, Py_ssize_t i, fhr_handle *out);
 /* A hold on (handle, at) for one export (counted in m->exports): *token for
  * fhpy_unprotect. The hold is taken without the interpreter lock. 0 and an exception. */
 int fhpy_protect(fhpy_manager *m, PyObject *handle, fhr_location at, void **token);
@@ -248,6 +250,7 @@ PyObject *fhpy_meta_object(const fhr_ckks_meta *meta);
 PyObject *fhpy_leased_new(PyObject *owner, const fhpy_owner_ops *ops, const fhr_value *v,
                           PyObject *layout, PyObject *handle);
 extern const fhpy_owner_ops fhpy_lease_ops;
+extern const fhpy_owner_ops fhpy_value_ops; /* a Value's views */
 int fhpy_parse_dtype(PyObject *o, fhpy_dl_dtype *out);
 /* Drops the producers whose buffers the library released since the last call. */
 void fhpy_release_drain(void);
@@ -265,10 +268,12 @@ PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw);
 /* timing.c */
 PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
-/* value.c */
+/* manager.c */
 PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw);
 
 int fhpy_add_types_controller(PyObject *mod);
+/* The json and types modules the core's helpers use. -1 and an exception on failure. */
+int fhpy_core_init(void);
 /* Readies each type and adds it to mod under its name. -1 and an exception on failure. */
 int fhpy_add_types(PyObject *mod, PyTypeObject *const *types, const char *const *names,
                    size_t n);

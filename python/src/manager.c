@@ -1,7 +1,7 @@
 /* python/src/manager.c — ResidencyManager: budgets, adopt (no copy), register_source with a
  * Python load, the strict primitives, acquire and hold, snapshots, the trace, explain,
- * scopes and execute_actions. Every call that may wait or copy runs without the
- * interpreter lock; a Python load takes it back. */
+ * scopes and execute_actions; fheplan.to (a copy by a manager's backend). Every call that
+ * may wait or copy runs without the interpreter lock; a Python load takes it back. */
 #include "fhpy.h"
 
 #include <string.h>
@@ -12,11 +12,18 @@
         Py_END_ALLOW_THREADS                                                                 \
     } while (0)
 
-/* Raises err, chaining the exception a Python load raised (when that made the call fail). */
+/* Raises err, chaining the exception a Python load raised (when that made the call fail);
+ * one that is not an Exception (KeyboardInterrupt, SystemExit) is raised unchanged. */
 static PyObject *raise_mgr(fhpy_manager *m, fhr_error *e)
 {
     PyObject *cause = m->load_exc;
     m->load_exc = NULL;
+    if (cause && !PyObject_TypeCheck(cause, (PyTypeObject *)PyExc_Exception)) {
+        PyErr_SetObject((PyObject *)Py_TYPE(cause), cause);
+        Py_DECREF(cause);
+        fhr_error_clear(e);
+        return NULL;
+    }
     fhpy_raise(e);
     fhr_error_clear(e);
     if (cause) {
@@ -265,6 +272,131 @@ static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
     }
     Py_DECREF(layout);
     return ho;
+}
+
+/* ---- fheplan.to ------------------------------------------------------------------------- */
+
+/* fheplan.to(value, location, *, stream=None, manager=None) */
+PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    PyObject *value, *stream = Py_None, *mgr = Py_None;
+    fhr_location to;
+    static char *kwl[] = {"value", "location", "stream", "manager", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OO", kwl, &value, fhpy_loc_conv_location, &to,
+                                     &stream, &mgr))
+        return NULL;
+    const fhr_value *src = NULL;
+    fhr_value *tmp = NULL;
+    PyObject *layout = NULL, *keep = NULL;
+    fhpy_manager *m = NULL;
+    if (PyObject_TypeCheck(value, &fhpy_leased_type)) {
+        fhpy_leased *l = (fhpy_leased *)value;
+        if (!fhpy_alive(l->owner, l->ops))
+            return NULL;
+        src = l->v;
+        layout = Py_NewRef(l->layout);
+        if (PyObject_TypeCheck(l->owner, &fhpy_lease_type))
+            m = ((fhpy_lease *)l->owner)->mgr;
+        else if (PyObject_TypeCheck(l->owner, &fhpy_value_type))
+            keep = ((fhpy_value *)l->owner)->keep;
+    } else if (PyObject_TypeCheck(value, &fhpy_value_type)) {
+        fhpy_value *v = (fhpy_value *)value;
+        if (!v->v)
+            return fhpy_raise_msg(FHR_E_STATE, "to: the value was adopted");
+        src = v->v;
+        layout = Py_NewRef(v->layout);
+        keep = v->keep;
+    }
+    if (mgr != Py_None) {
+        if (!PyObject_TypeCheck(mgr, &fhpy_manager_type)) {
+            Py_XDECREF(layout);
+            PyErr_SetString(PyExc_TypeError, "to: manager= takes a ResidencyManager");
+            return NULL;
+        }
+        m = (fhpy_manager *)mgr;
+    }
+    if (!m && keep && PyObject_TypeCheck(keep, &fhpy_manager_type))
+        m = (fhpy_manager *)keep;
+    if (!m) {
+        Py_XDECREF(layout);
+        return fhpy_raise_msg(FHR_E_INVALID, "to: an application array needs manager= (whose "
+                                             "backend copies it)");
+    }
+    if (!src) { /* application arrays: a temporary value over their memory */
+        fhr_location at = fhr_loc_host();
+        PyObject *dev = PyObject_HasAttrString(value, "__dlpack_device__")
+                            ? PyObject_CallMethod(value, "__dlpack_device__", NULL) : NULL;
+        int dt = FHPY_DL_CPU, di = 0;
+        if (dev && PyArg_ParseTuple(dev, "ii", &dt, &di) && dt == FHPY_DL_CUDA)
+            at = fhr_loc_cuda(di);
+        Py_XDECREF(dev);
+        PyErr_Clear();
+        if (!fhpy_build_value(m, value, NULL, at, NULL, &tmp, &layout))
+            return NULL;
+        src = tmp;
+    }
+    fhr_stream *view = NULL;
+    if (!fhpy_stream_view(m, stream, to.kind == FHR_LOC_CUDA ? to : fhr_value_location(src),
+                          &view, NULL)) {
+        fhr_value_destroy(tmp);
+        Py_XDECREF(layout);
+        return NULL;
+    }
+    /* The source stays valid while the copy runs without the lock (core.c, rule 5); a
+     * source whose owner cannot promise it (a kernel call's value) is copied with it. */
+    const fhpy_owner_ops *pops = NULL;
+    PyObject *powner = NULL;
+    void *token = NULL;
+    if (!tmp && PyObject_TypeCheck(value, &fhpy_leased_type)) {
+        fhpy_leased *l = (fhpy_leased *)value;
+        pops = l->ops;
+        powner = l->owner;
+        if (pops->export_begin && !pops->export_begin(powner, l->handle, l->loc, &token)) {
+            if (view)
+                fhr_stream_destroy(m->backend, view);
+            Py_XDECREF(layout);
+            return NULL;
+        }
+    } else if (!tmp) {
+        pops = &fhpy_value_ops;
+        powner = value;
+        pops->export_begin(powner, NULL, to, &token);
+    }
+    FHPY_ERR_INIT(e);
+    fhr_value *out = NULL;
+    fhr_status st;
+    if (pops && !pops->export_begin) {
+        st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
+        if (view)
+            fhr_stream_destroy(m->backend, view);
+        fhr_value_destroy(tmp);
+        Py_END_ALLOW_THREADS
+    }
+    if (pops && pops->export_end)
+        pops->export_end(powner, token);
+    fhpy_release_drain();
+    if (st != FHR_OK) {
+        Py_XDECREF(layout);
+        return fhpy_fail(&e);
+    }
+    fhpy_value *r = PyObject_New(fhpy_value, &fhpy_value_type);
+    if (!r) {
+        fhr_value_destroy(out);
+        Py_XDECREF(layout);
+        return NULL;
+    }
+    r->v = out;
+    r->nexports = 0;
+    r->b = m->backend;
+    r->keep = Py_NewRef((PyObject *)m);
+    r->layout = layout ? layout : Py_NewRef(Py_None);
+    return (PyObject *)r;
 }
 
 /* ---- sources ------------------------------------------------------------------------------- */
@@ -625,10 +757,8 @@ static int handle_list(PyObject *o, fhr_handle **out, size_t *n, PyObject **tupl
         PyErr_NoMemory();
         return 0;
     }
-    char what[40];
     for (Py_ssize_t i = 0; i < cnt; i++)
-        if (snprintf(what, sizeof what, "handles[%zd]", i) < 0 ||
-            !fhpy_handle_arg_of(PyTuple_GET_ITEM(t, i), what, &hs[i])) {
+        if (!fhpy_handle_item(PyTuple_GET_ITEM(t, i), "handles", i, &hs[i])) {
             PyMem_Free(hs);
             Py_DECREF(t);
             return 0;
@@ -931,22 +1061,6 @@ static PyObject *mgr_explain(PyObject *self, PyObject *plan)
     return r;
 }
 
-/* Sets .action on a plan failure from the action list it ran. */
-void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e)
-{
-    if (e->status != FHR_E_PLAN || e->action_index < 0)
-        return;
-    PyObject *list = NULL;
-    if (PyObject_TypeCheck(seq_or_plan, &fhpy_plan_type)) {
-        fhpy_plan *p = (fhpy_plan *)seq_or_plan;
-        list = e->phase == FHR_PHASE_RECLAIM ? p->reclaim
-               : e->phase == FHR_PHASE_ENTER ? p->enter
-               : e->phase == FHR_PHASE_EXIT  ? p->exit : NULL;
-    } else
-        list = seq_or_plan;
-    if (list && PyTuple_Check(list) && e->action_index < PyTuple_GET_SIZE(list))
-        fhpy_exc_set_attr("action", PyTuple_GET_ITEM(list, e->action_index));
-}
 
 static PyObject *mgr_execute_actions(PyObject *self, PyObject *args, PyObject *kw)
 {

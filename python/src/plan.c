@@ -173,6 +173,23 @@ PyObject *fhpy_action_object(const fhr_action *a, uint64_t manager_id)
     }
 }
 
+/* Sets .action on a plan failure from the action list it ran. */
+void fhpy_set_failed_action(PyObject *seq_or_plan, const fhr_error *e)
+{
+    if (e->status != FHR_E_PLAN || e->action_index < 0)
+        return;
+    PyObject *list = NULL;
+    if (PyObject_TypeCheck(seq_or_plan, &fhpy_plan_type)) {
+        fhpy_plan *p = (fhpy_plan *)seq_or_plan;
+        list = e->phase == FHR_PHASE_RECLAIM ? p->reclaim
+               : e->phase == FHR_PHASE_ENTER ? p->enter
+               : e->phase == FHR_PHASE_EXIT  ? p->exit : NULL;
+    } else
+        list = seq_or_plan;
+    if (list && PyTuple_Check(list) && e->action_index < PyTuple_GET_SIZE(list))
+        fhpy_exc_set_attr("action", PyTuple_GET_ITEM(list, e->action_index));
+}
+
 /* ---- plans -------------------------------------------------------------------------------- */
 
 static PyObject *plan_new(PyTypeObject *type, PyObject *args, PyObject *kw)

@@ -140,6 +140,13 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
         Py_DECREF(fs);
         return NULL;
     }
+    if (bytecode && nb) {
+        PyMem_Free(b);
+        Py_DECREF(fs);
+        return fhpy_raise_msg(FHR_E_INVALID, "budgets: a .rpb file is compiled already (its "
+                                             "budgets are in it); give budgets= to check or "
+                                             "run instead");
+    }
     rplan_compile_opts o = {0};
     o.filename = filename ? filename : is_path ? t : "<python>";
     o.budget_override = b;
@@ -617,7 +624,9 @@ static fhr_status give_streams(rplan_vm *vm, fhr_backend *b, const rplan_program
 typedef struct run_args {
     PyObject *budgets, *kernels, *loaders;
     const char *device;
-    int explain, touch, policy;
+    int explain, touch, policy, objective;
+    int has_prefetch;
+    size_t prefetch;
     int has_scale;
     uint64_t scale;
 } run_args;
@@ -656,6 +665,9 @@ static PyObject *vm_go(PyObject *src, const run_args *a)
     o.nbudget_override = nb;
     o.unknown_as_touch = a->explain || a->touch;
     o.policy_override = a->policy;
+    o.objective = a->objective;
+    o.prefetch_depth = (unsigned)a->prefetch;
+    o.serial = a->has_prefetch && a->prefetch == 0;
     o.interrupt = run_interrupt;
     o.interrupt_ctx = &rc;
     FHPY_ERR_INIT(e);
@@ -711,17 +723,38 @@ out:
     return r;
 }
 
+/* --policy and --objective of the CLI, by the same names. */
 static int parse_policy(const char *p, int *out)
 {
     *out = 0;
-    if (!p)
+    if (!p || strcmp(p, "as-written") == 0)
         return 1;
-    if (strcmp(p, "tiered_lru") == 0)
+    if (strcmp(p, "tiered_lru") == 0 || strcmp(p, "lru") == 0)
         *out = RPLAN_POLICY_TIERED_LRU;
     else if (strcmp(p, "lookahead") == 0)
         *out = RPLAN_POLICY_LOOKAHEAD;
     else {
-        fhpy_raise_msg(FHR_E_INVALID, "policy '%s': tiered_lru or lookahead", p);
+        fhpy_raise_msg(FHR_E_INVALID, "policy must be tiered_lru, lookahead or as-written, "
+                                      "not '%.60s'", p);
+        return 0;
+    }
+    return 1;
+}
+
+static int parse_objective(PyObject *o, int *out)
+{
+    const char *t = NULL;
+    *out = RPLAN_OBJECTIVE_BYTES;
+    if (!fhpy_text(o, "objective", 1, &t))
+        return 0;
+    if (!t || strcmp(t, "bytes") == 0)
+        return 1;
+    if (strcmp(t, "time") == 0)
+        *out = RPLAN_OBJECTIVE_TIME;
+    else if (strcmp(t, "auto") == 0)
+        *out = RPLAN_OBJECTIVE_AUTO;
+    else {
+        fhpy_raise_msg(FHR_E_INVALID, "objective must be bytes, time or auto, not '%.60s'", t);
         return 0;
     }
     return 1;
@@ -730,12 +763,14 @@ static int parse_policy(const char *p, int *out)
 PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
-    PyObject *src, *budgets = Py_None, *policy = Py_None;
-    static char *kwl[] = {"program", "budgets", "policy", NULL};
+    PyObject *src, *budgets = Py_None, *policy = Py_None, *objective = Py_None;
+    static char *kwl[] = {"program", "budgets", "policy", "objective", NULL};
     run_args a = {0};
     const char *pol = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OO", kwl, &src, &budgets, &policy) ||
-        !fhpy_text(policy, "policy", 1, &pol) || !parse_policy(pol, &a.policy))
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOO", kwl, &src, &budgets, &policy,
+                                     &objective) ||
+        !fhpy_text(policy, "policy", 1, &pol) || !parse_policy(pol, &a.policy) ||
+        !parse_objective(objective, &a.objective))
         return NULL;
     a.budgets = budgets;
     a.explain = 1;
@@ -747,17 +782,25 @@ PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
     PyObject *src, *budgets = Py_None, *kernels = Py_None, *loaders = Py_None;
-    PyObject *device = Py_None, *policy = Py_None, *scale = Py_None;
+    PyObject *device = Py_None, *policy = Py_None, *scale = Py_None, *objective = Py_None;
+    PyObject *prefetch = Py_None;
     int touch = 0;
     static char *kwl[] = {"program", "device", "kernels", "budgets", "scale",
-                          "unknown_as_touch", "policy", "loaders", NULL};
+                          "unknown_as_touch", "policy", "loaders", "objective", "prefetch",
+                          NULL};
     run_args a = {0};
     const char *pol = NULL;
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOpOO", kwl, &src, &device, &kernels,
-                                     &budgets, &scale, &touch, &policy, &loaders) ||
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOpOOOO", kwl, &src, &device, &kernels,
+                                     &budgets, &scale, &touch, &policy, &loaders, &objective,
+                                     &prefetch) ||
         !fhpy_text(device, "device", 1, &a.device) || !fhpy_text(policy, "policy", 1, &pol) ||
-        !parse_policy(pol, &a.policy))
+        !parse_policy(pol, &a.policy) || !parse_objective(objective, &a.objective))
         return NULL;
+    if (prefetch != Py_None) {
+        if (!fhpy_count(prefetch, "prefetch", 1u << 20, &a.prefetch))
+            return NULL;
+        a.has_prefetch = 1;
+    }
     if (scale != Py_None) {
         if (!fhpy_bytes(scale, "scale", &a.scale))
             return NULL;

@@ -1,9 +1,12 @@
 /* python/src/value.c — values without copies: DLPack producers adopted as the buffers of an
  * fhr_value (each buffer's release drops its producers), CKKS metadata, and the views a
  * lease hands out (__dlpack__, __dlpack_device__, __cuda_array_interface__,
- * __array_interface__); fheplan.to, the functional copy. */
+ * __array_interface__), application-owned Values, and the queue of released producers.
+ * Calls core.c and stream.c only. */
 #include "fhpy.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -1007,7 +1010,7 @@ static void value_export_end(PyObject *o, void *token)
     ((fhpy_value *)o)->nexports--;
 }
 
-static const fhpy_owner_ops value_ops = {
+const fhpy_owner_ops fhpy_value_ops = {
     .alive = value_alive,
     .backend = value_backend,
     .export_begin = value_export_begin,
@@ -1033,7 +1036,7 @@ static PyObject *value_view(fhpy_value *o)
 {
     if (!o->v)
         return fhpy_raise_msg(FHR_E_STATE, "the value was adopted: the manager owns it now");
-    return fhpy_leased_new((PyObject *)o, &value_ops, o->v, o->layout, NULL);
+    return fhpy_leased_new((PyObject *)o, &fhpy_value_ops, o->v, o->layout, NULL);
 }
 
 static PyObject *value_getitem(PyObject *self, PyObject *key)
@@ -1047,7 +1050,7 @@ static PyObject *value_getitem(PyObject *self, PyObject *key)
 static Py_ssize_t value_len(PyObject *self)
 {
     fhpy_value *o = (fhpy_value *)self;
-    if (!fhpy_alive(self, &value_ops))
+    if (!fhpy_alive(self, &fhpy_value_ops))
         return -1;
     return (Py_ssize_t)fhr_value_nfields(o->v);
 }
@@ -1124,125 +1127,76 @@ PyTypeObject fhpy_value_type = {
     .tp_getset = value_getset,
 };
 
-/* fheplan.to(value, location, *, stream=None, manager=None) */
-PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
+
+/* ---- released foreign buffers -------------------------------------------------------------
+ * The library may release an adopted buffer on any thread (a stream's host function, the
+ * emulated device's worker) and must not wait there for the interpreter lock: the release
+ * only queues the producer, and the queue is emptied under the lock at the next call into
+ * the binding or by a pending call the interpreter runs soon. */
+
+typedef struct rel_node {
+    struct rel_node *next;
+    void (*fn)(void *ctx);
+    void *ctx;
+} rel_node;
+
+static pthread_mutex_t rel_lock = PTHREAD_MUTEX_INITIALIZER;
+static rel_node *rel_head;
+static atomic_int rel_pending;
+static int rel_scheduled;
+
+static int rel_pending_call(void *arg)
 {
-    (void)self;
-    PyObject *value, *stream = Py_None, *mgr = Py_None;
-    fhr_location to;
-    static char *kwl[] = {"value", "location", "stream", "manager", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OO", kwl, &value, fhpy_loc_conv_location, &to,
-                                     &stream, &mgr))
-        return NULL;
-    const fhr_value *src = NULL;
-    fhr_value *tmp = NULL;
-    PyObject *layout = NULL, *keep = NULL;
-    fhpy_manager *m = NULL;
-    if (PyObject_TypeCheck(value, &fhpy_leased_type)) {
-        fhpy_leased *l = (fhpy_leased *)value;
-        if (!leased_check(l))
-            return NULL;
-        src = l->v;
-        layout = Py_NewRef(l->layout);
-        if (PyObject_TypeCheck(l->owner, &fhpy_lease_type))
-            m = ((fhpy_lease *)l->owner)->mgr;
-        else if (PyObject_TypeCheck(l->owner, &fhpy_value_type))
-            keep = ((fhpy_value *)l->owner)->keep;
-    } else if (PyObject_TypeCheck(value, &fhpy_value_type)) {
-        fhpy_value *v = (fhpy_value *)value;
-        if (!v->v)
-            return fhpy_raise_msg(FHR_E_STATE, "to: the value was adopted");
-        src = v->v;
-        layout = Py_NewRef(v->layout);
-        keep = v->keep;
-    }
-    if (mgr != Py_None) {
-        if (!PyObject_TypeCheck(mgr, &fhpy_manager_type)) {
-            Py_XDECREF(layout);
-            PyErr_SetString(PyExc_TypeError, "to: manager= takes a ResidencyManager");
-            return NULL;
-        }
-        m = (fhpy_manager *)mgr;
-    }
-    if (!m && keep && PyObject_TypeCheck(keep, &fhpy_manager_type))
-        m = (fhpy_manager *)keep;
-    if (!m) {
-        Py_XDECREF(layout);
-        return fhpy_raise_msg(FHR_E_INVALID, "to: an application array needs manager= (whose "
-                                             "backend copies it)");
-    }
-    if (!src) { /* application arrays: a temporary value over their memory */
-        fhr_location at = fhr_loc_host();
-        PyObject *dev = PyObject_HasAttrString(value, "__dlpack_device__")
-                            ? PyObject_CallMethod(value, "__dlpack_device__", NULL) : NULL;
-        int dt = FHPY_DL_CPU, di = 0;
-        if (dev && PyArg_ParseTuple(dev, "ii", &dt, &di) && dt == FHPY_DL_CUDA)
-            at = fhr_loc_cuda(di);
-        Py_XDECREF(dev);
-        PyErr_Clear();
-        if (!fhpy_build_value(m, value, NULL, at, NULL, &tmp, &layout))
-            return NULL;
-        src = tmp;
-    }
-    fhr_stream *view = NULL;
-    if (!fhpy_stream_view(m, stream, to.kind == FHR_LOC_CUDA ? to : fhr_value_location(src),
-                          &view, NULL)) {
-        fhr_value_destroy(tmp);
-        Py_XDECREF(layout);
-        return NULL;
-    }
-    /* The source stays valid while the copy runs without the lock (core.c, rule 5); a
-     * source whose owner cannot promise it (a kernel call's value) is copied with it. */
-    const fhpy_owner_ops *pops = NULL;
-    PyObject *powner = NULL;
-    void *token = NULL;
-    if (!tmp && PyObject_TypeCheck(value, &fhpy_leased_type)) {
-        fhpy_leased *l = (fhpy_leased *)value;
-        pops = l->ops;
-        powner = l->owner;
-        if (pops->export_begin && !pops->export_begin(powner, l->handle, l->loc, &token)) {
-            if (view)
-                fhr_stream_destroy(m->backend, view);
-            Py_XDECREF(layout);
-            return NULL;
-        }
-    } else if (!tmp) {
-        pops = &value_ops;
-        powner = value;
-        value_export_begin(powner, NULL, to, &token);
-    }
-    FHPY_ERR_INIT(e);
-    fhr_value *out = NULL;
-    fhr_status st;
-    if (pops && !pops->export_begin) {
-        st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
-        if (view)
-            fhr_stream_destroy(m->backend, view);
-    } else {
-        Py_BEGIN_ALLOW_THREADS
-        st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
-        if (view)
-            fhr_stream_destroy(m->backend, view);
-        fhr_value_destroy(tmp);
-        Py_END_ALLOW_THREADS
-    }
-    if (pops && pops->export_end)
-        pops->export_end(powner, token);
+    (void)arg;
     fhpy_release_drain();
-    if (st != FHR_OK) {
-        Py_XDECREF(layout);
-        return fhpy_fail(&e);
-    }
-    fhpy_value *r = PyObject_New(fhpy_value, &fhpy_value_type);
-    if (!r) {
-        fhr_value_destroy(out);
-        Py_XDECREF(layout);
-        return NULL;
-    }
-    r->v = out;
-    r->nexports = 0;
-    r->b = m->backend;
-    r->keep = Py_NewRef((PyObject *)m);
-    r->layout = layout ? layout : Py_NewRef(Py_None);
-    return (PyObject *)r;
+    return 0;
 }
+
+void fhpy_foreign_release_ctx(void *ctx); /* value.c: drops the producers of one buffer */
+
+void fhpy_foreign_free(void *ctx, void *ptr, size_t nbytes)
+{
+    (void)ptr;
+    (void)nbytes;
+    fhpy_defer(fhpy_foreign_release_ctx, ctx);
+}
+
+void fhpy_defer(void (*fn)(void *), void *ctx)
+{
+    rel_node *n = malloc(sizeof *n);
+    if (!n)
+        return; /* the object leaks rather than being released without the lock */
+    n->fn = fn;
+    n->ctx = ctx;
+    pthread_mutex_lock(&rel_lock);
+    n->next = rel_head;
+    rel_head = n;
+    atomic_store(&rel_pending, 1);
+    int schedule = !rel_scheduled;
+    rel_scheduled = 1;
+    pthread_mutex_unlock(&rel_lock);
+    if (schedule && Py_AddPendingCall(rel_pending_call, NULL) != 0) {
+        pthread_mutex_lock(&rel_lock);
+        rel_scheduled = 0; /* the next call into the binding drains it */
+        pthread_mutex_unlock(&rel_lock);
+    }
+}
+
+void fhpy_release_drain(void)
+{
+    if (!atomic_load(&rel_pending))
+        return;
+    pthread_mutex_lock(&rel_lock);
+    rel_node *list = rel_head;
+    rel_head = NULL;
+    rel_scheduled = 0;
+    atomic_store(&rel_pending, 0);
+    pthread_mutex_unlock(&rel_lock);
+    while (list) {
+        rel_node *n = list;
+        list = n->next;
+        n->fn(n->ctx);
+        free(n);
+    }
+}
+

@@ -207,3 +207,40 @@ def test_every_function_and_method_has_a_signature_and_says_what_it_returns() ->
             assert "return" in (f.__doc__ or "").lower(), f
             seen += 1
     assert seen > 40
+
+
+OPTS = """rplan 1
+budget cuda:0 40 KiB
+value k[3] = 16 KiB replicable at host init synth(1)
+policy p = lookahead(cuda:0 -> pinned -> host)
+for r in 0..<2 { for i in 0..<3 {
+  request "use" using p { require k[i] @ cuda:0  body { run touch(k[i]) } }
+} }
+"""
+
+
+def test_run_takes_the_cli_options_by_their_names():
+    path = OPTS
+    for kw in (dict(objective="time"), dict(objective="auto"), dict(prefetch=0),
+               dict(prefetch=2), dict(policy="as-written"), dict(policy="lru")):
+        assert fheplan.run(path, unknown_as_touch=True, **kw)["ok"], kw
+    assert fheplan.check(path, objective="time")["ok"]
+    refused(ResidencyValueError, ["objective", "bytes, time or auto"], fheplan.run, path,
+            objective="fast")
+    refused(ResidencyValueError, ["prefetch"], fheplan.run, path, prefetch=-1)
+    refused(ResidencyValueError, ["policy", "tiered_lru, lookahead or as-written"],
+            fheplan.check, path, policy="mru")
+
+
+def test_a_bytecode_file_is_read_as_the_cli_reads_it(tmp_path):
+    import subprocess
+    cli = os.environ.get("FHEPLAN_CLI")
+    if not cli:
+        pytest.skip("FHEPLAN_CLI names the fheplan binary (make test-python sets it)")
+    src = os.path.join(REPO, "plans", "attention-tile.rplan")
+    rpb = tmp_path / "tile.rpb"
+    subprocess.run([cli, "compile", src, "-o", str(rpb)], check=True)
+    assert fheplan.check(str(rpb))["ok"]
+    assert fheplan.check(rpb)["ok"]  # a path-like object
+    refused(ResidencyValueError, ["budgets", ".rpb"], fheplan.compile, str(rpb),
+            budgets={cuda0: 1 << 20})

@@ -327,3 +327,22 @@ def test_to_from_a_lease_another_thread_releases() -> None:
             assert int(np.from_dlpack(out).sum()) == int(data.sum())
         assert lease.released
     assert m.snapshot()  # the manager is intact
+
+
+def test_a_source_load_exception_is_the_cause_and_base_exceptions_propagate():
+    m = ResidencyManager(device="emu")
+
+    def bad(at):
+        raise ValueError("no bytes")
+    h = m.register_source(bad, {"data": 64})
+    with pytest.raises(fheplan.ResidencySourceError) as e:
+        m.ensure(h, PAGEABLE_HOST)
+    assert isinstance(e.value.__cause__, ValueError)
+
+    def stop(at):
+        raise KeyboardInterrupt
+    h2 = m.register_source(stop, {"data": 64})
+    with pytest.raises(KeyboardInterrupt):
+        m.ensure(h2, PAGEABLE_HOST)
+    assert not m.is_resident(h2, PAGEABLE_HOST)
+    m.ensure(m.adopt(np.arange(4.0)), cuda0)  # the manager goes on
