@@ -221,9 +221,10 @@ for r in 0..<2 { for i in 0..<3 {
 
 def test_run_takes_the_cli_options_by_their_names() -> None:
     path = OPTS
-    kw: Dict[str, Any]
-    for kw in (dict(objective="time"), dict(objective="auto"), dict(prefetch=0),
-               dict(prefetch=2), dict(policy="as-written"), dict(policy="lru")):
+    options: List[Dict[str, Any]] = [dict(objective="time"), dict(objective="auto"),
+                                     dict(prefetch=0), dict(prefetch=2),
+                                     dict(policy="as-written"), dict(policy="lru")]
+    for kw in options:
         assert fheplan.run(path, unknown_as_touch=True, **kw)["ok"], kw
     assert fheplan.check(path, objective="time")["ok"]
     refused(ResidencyValueError, ["objective", "bytes, time or auto"], fheplan.run, path,
