@@ -4,7 +4,7 @@ a ResidencyValueError naming the parameter and the range; nothing changes on ref
 the CLI's reading of plan arguments (a path or text) and its default scale."""
 
 import os
-from typing import Any, Iterable, List
+from typing import Any, Dict, Iterable, List
 
 import numpy as np
 import pytest
@@ -219,10 +219,12 @@ for r in 0..<2 { for i in 0..<3 {
 """
 
 
-def test_run_takes_the_cli_options_by_their_names():
+def test_run_takes_the_cli_options_by_their_names() -> None:
     path = OPTS
-    for kw in (dict(objective="time"), dict(objective="auto"), dict(prefetch=0),
-               dict(prefetch=2), dict(policy="as-written"), dict(policy="lru")):
+    options: List[Dict[str, Any]] = [dict(objective="time"), dict(objective="auto"),
+                                     dict(prefetch=0), dict(prefetch=2),
+                                     dict(policy="as-written"), dict(policy="lru")]
+    for kw in options:
         assert fheplan.run(path, unknown_as_touch=True, **kw)["ok"], kw
     assert fheplan.check(path, objective="time")["ok"]
     refused(ResidencyValueError, ["objective", "bytes, time or auto"], fheplan.run, path,
@@ -232,7 +234,7 @@ def test_run_takes_the_cli_options_by_their_names():
             fheplan.check, path, policy="mru")
 
 
-def test_a_bytecode_file_is_read_as_the_cli_reads_it(tmp_path):
+def test_a_bytecode_file_is_read_as_the_cli_reads_it(tmp_path: Any) -> None:
     import subprocess
     cli = os.environ.get("FHEPLAN_CLI")
     if not cli:

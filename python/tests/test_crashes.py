@@ -14,6 +14,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 PRELUDE = """
 import gc
 import threading
@@ -308,4 +310,36 @@ def test_an_application_value_forwards_without_leaking() -> None:
             v.__dlpack_device__()
         after = sys.getrefcount(())
         assert after - before < 100, (before, after)
+    """)
+
+
+# ResidencyScope keeps its exit's error, whose __context__ is the body's exception, whose
+# traceback holds the frame that holds the scope: a cycle through an object the collector
+# cannot see (the scope type has no GC support), so the manager and its device live on.
+@pytest.mark.xfail(strict=True, reason="ResidencyScope is not collected through exit_error")
+def test_a_scope_whose_body_and_exit_fail_is_collected() -> None:
+    run_child("""
+        import weakref
+        PINNED = fheplan.PINNED_HOST
+        h = m.adopt(np.arange(64, dtype=np.uint64), at=PAGEABLE_HOST)
+        gone = weakref.ref(m)
+
+        def body():
+            plan = fheplan.ResidencyPlan(name="x", enter=(fheplan.EnsureResident(h, PINNED),),
+                                         exit=(fheplan.DropResident(h, PINNED),))
+            scope = m.scope(plan)
+            try:
+                with scope:
+                    with m.acquire(h, at=PINNED) as values:
+                        export = np.from_dlpack(values[h])  # the exit's drop is refused
+                    raise ValueError("the body failed")
+            except ValueError:
+                pass
+            assert scope.exit_error is not None, "the exit's drop was not refused"
+            return export
+
+        export = body()
+        del export, m
+        gc.collect()
+        assert gone() is None, "the manager outlived its last user"
     """)

@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 
 import fheplan
-from fheplan import PAGEABLE_HOST, ResidencyLeaseError, ResidencyManager, cuda_location
+from fheplan import (PAGEABLE_HOST, Location, ResidencyLeaseError, ResidencyManager,
+                     cuda_location)
 
 cuda0 = cuda_location("cuda:0")
 
@@ -329,17 +330,17 @@ def test_to_from_a_lease_another_thread_releases() -> None:
     assert m.snapshot()  # the manager is intact
 
 
-def test_a_source_load_exception_is_the_cause_and_base_exceptions_propagate():
+def test_a_source_load_exception_is_the_cause_and_base_exceptions_propagate() -> None:
     m = ResidencyManager(device="emu")
 
-    def bad(at):
+    def bad(at: Location) -> None:
         raise ValueError("no bytes")
     h = m.register_source(bad, {"data": 64})
     with pytest.raises(fheplan.ResidencySourceError) as e:
         m.ensure(h, PAGEABLE_HOST)
     assert isinstance(e.value.__cause__, ValueError)
 
-    def stop(at):
+    def stop(at: Location) -> None:
         raise KeyboardInterrupt
     h2 = m.register_source(stop, {"data": 64})
     with pytest.raises(KeyboardInterrupt):
