@@ -450,8 +450,8 @@ static void gen_values(gen *g)
         v->prio = chance(g->s, 20) ? (int)rnd(g->s, 10) : 0;
         /* an exclusive value of the requests that starts on a device: a request elsewhere
          * takes it away while the verifier keeps it charged there */
-        if (v->excl && v->group == 0 && !v->count && chance(g->s2, 35))
-            v->at = g->ndev == 2 && chance(g->s2, 50) ? L_CUDA1 : L_CUDA0;
+        if (v->excl && v->group == 0 && !v->count && chance(g->s2, g->ndev == 2 ? 70 : 35))
+            v->at = g->ndev == 2 && chance(g->s2, 25) ? L_CUDA1 : L_CUDA0;
         v->fields = v->seeded && chance(g->s2, 30);
         snprintf(v->name, sizeof v->name, "%c%u", v->excl ? 'c' : v->source ? 'k' : 'w', g->nv);
         v->first = g->ne;
@@ -484,6 +484,32 @@ static void gen_values(gen *g)
                                   v->count ? " + i" : "", chance(g->s, 15) ? " keep pinned" : "");
         line(g, "%s", decl);
         g->nv++;
+    }
+}
+
+/* An exclusive value that starts on a device, required by a request on the other one,
+ * then room needed on the first: the verifier keeps the value charged where it started
+ * (requests change nothing in its view), so the plan needs more there than the run's peak
+ * (check --min-budget's search must start above both). */
+static void gen_moved_away(gen *g)
+{
+    char nb[16];
+    for (unsigned i = 0; i < g->nv; i++) {
+        const gval *v = &g->v[i];
+        if (!v->excl || v->count || (v->at != L_CUDA0 && v->at != L_CUDA1))
+            continue;
+        int other = v->at == L_CUDA0 ? L_CUDA1 : L_CUDA0;
+        line(g, "request \"away%u\" using p%u { require %s @ %s }", g->serial++,
+             rnd(g->s2, (unsigned)g->npol), v->name, loc_name[other]);
+        for (unsigned t = 0; t < 8; t++) {
+            int e = pick(g, 1, 0);
+            if (e >= 0 && !(g->where[e] & (1u << v->at))) {
+                line(g, "ensure %s @ %s", ename(g, (unsigned)e, nb, sizeof nb), loc_name[v->at]);
+                g->where[e] |= (unsigned char)(1u << v->at);
+                break;
+            }
+        }
+        return;
     }
 }
 
@@ -526,6 +552,8 @@ char *oracle_generate(uint64_t seed, int *ndev_out)
     }
     g.steps = 4 + rnd(g.s, 14);
     gen_block(&g, 0);
+    if (g.ndev == 2 && chance(g.s2, 60))
+        gen_moved_away(&g);
     *ndev_out = g.ndev;
     return g.buf;
 }

@@ -148,6 +148,7 @@ typedef struct config {
     int prefetch;       /* -1: not given */
     char gbps[16];      /* --pinned-gbps for both ("": the run measures it) */
     int expect;         /* check's feasibility by --min-budget's intervals (-1: unknown) */
+    char minb_fault[160]; /* check --min-budget gave no answer: what it said instead */
 } config;
 
 typedef struct argv_b {
@@ -445,6 +446,8 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
         if (cJSON_IsNumber(rsc) && rsc->valuedouble >= 1)
             scale = rsc->valuedouble;
         cmp_reports(o, &d, cf, run, scale, "check", "run");
+        if (c->minb_fault[0])
+            dprintf_(&d, K_MINB, "%s", c->minb_fault);
         if (c->expect >= 0 && c->expect != jbool(cf, "feasible"))
             dprintf_(&d, K_MINB, "check --min-budget's intervals say %s at this budget, check "
                      "says %s", c->expect ? "feasible" : "infeasible",
@@ -533,6 +536,9 @@ static uint64_t choose_budget(oracle *o, config *c, const char *file, const char
     c->expect = -1;
     cJSON *chk = do_check(o, c, file, loc);
     const cJSON *mb = cJSON_GetObjectItem(check_file(chk), "min_budget");
+    if (!mb) /* every generated plan parses: the search answers, found or not */
+        snprintf(c->minb_fault, sizeof c->minb_fault, "check --min-budget %s gave no answer%s",
+                 loc, chk ? " (no min_budget in its document)" : " (no JSON document)");
     uint64_t b = 0;
     if (jbool(mb, "found")) {
         double th = jnum(mb, "threshold_bytes");
