@@ -9,7 +9,12 @@
  * schedule (the search over eviction decisions with the time objective). The time
  * objective's bytes are checked against its explain run (check's prediction). --trace
  * also reports the link's idle stretches from each run's trace. Needs a CUDA device (exit
- * 77 without one); `--device emu` runs it scaled down on the emulated device. */
+ * 77 without one); `--device emu` runs it scaled down on the emulated device.
+ * --spin US makes every key use one spin of US x batch microseconds (a modelled compute
+ * the same for every key, as bench/torch_streamer.py's peer spins), --objective keeps
+ * the lookahead rows of bytes and that objective, each row gives its time over its own
+ * compute and the host's waits for bodies (those for the newest body: the device
+ * drained), and --key-trace prints the key sequence the streamer replays. */
 #include <cjson/cJSON.h>
 #include "bench/plan_runner.h"
 #include "bench/schedule.h"
