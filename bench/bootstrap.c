@@ -9,7 +9,12 @@
  * schedule (the search over eviction decisions with the time objective). The time
  * objective's bytes are checked against its explain run (check's prediction). --trace
  * also reports the link's idle stretches from each run's trace. Needs a CUDA device (exit
- * 77 without one); `--device emu` runs it scaled down on the emulated device. */
+ * 77 without one); `--device emu` runs it scaled down on the emulated device.
+ * --spin US makes every key use one spin of US x batch microseconds (a modelled compute
+ * the same for every key, as bench/torch_streamer.py's peer spins), --objective keeps
+ * the lookahead rows of bytes and that objective, each row gives its time over its own
+ * compute and the host's waits for bodies (those for the newest body: the device
+ * drained), and --key-trace prints the key sequence the streamer replays. */
 #include <cjson/cJSON.h>
 #include "bench/plan_runner.h"
 #include "bench/schedule.h"
@@ -51,11 +56,12 @@ static char *with_spin(const char *src, uint64_t ns)
         size_t len = eol ? (size_t)(eol - l + 1) : strlen(l);
         const char *ks = strstr(l, "run ckks.keyswitch(");
         const char *vf = strstr(l, "run verify(");
+        const char *cc = strstr(l, "check-ciphertext");
         if (ks && ks < l + len) {
             const char *close = strchr(ks, ')');
             o += sprintf(o, "%.*srun spin(%llu ns)%.*s", (int)(ks - l), l, (unsigned long long)ns,
                          (int)(l + len - close - 1), close + 1);
-        } else if (!(vf && vf < l + len && !strstr(l, "check-ciphertext"))) {
+        } else if (!(vf && vf < l + len && !(cc && cc < l + len))) {
             memcpy(o, l, len);
             o += len;
         }
@@ -445,6 +451,7 @@ static int cell_list(const char *v, int on[4])
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
+    int only_objective = -1; /* --objective: the lookahead rows of bytes and that one */
     int json = 0, trace = 0, model = 0, key_trace = 0, lookahead_only = 0, reps = 1;
     double mprofile[2] = {55.5, 3000};
     for (int i = 1; i < argc; i++) {
@@ -457,6 +464,12 @@ int main(int argc, char **argv)
         else if ((!strcmp(argv[i], "--pinned-gbps") || !strcmp(argv[i], "--device-gbps")) &&
                  i + 1 < argc && atof(argv[i + 1]) > 0)
             mprofile[argv[i][2] == 'd'] = atof(argv[i + 1]), i++;
+        else if (!strcmp(argv[i], "--objective") && i + 1 < argc &&
+                 (only_objective = !strcmp(argv[i + 1], "bytes") ? RPLAN_OBJECTIVE_BYTES
+                                   : !strcmp(argv[i + 1], "time") ? RPLAN_OBJECTIVE_TIME
+                                   : !strcmp(argv[i + 1], "auto") ? RPLAN_OBJECTIVE_AUTO
+                                                                  : -1) >= 0)
+            i++;
         else if (!strcmp(argv[i], "--lookahead-only"))
             lookahead_only = 1;
         else if (!strcmp(argv[i], "--reps") && i + 1 < argc && atoi(argv[i + 1]) >= 1 &&
@@ -482,7 +495,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "usage: bootstrap [--device cuda|emu] [--plan FILE] [--trace] [--json]\n"
                             "                 [--lookahead-only] [--reps N (1..9)]\n"
                             "                 [--keys P[,P...] (of 25,50,75,100)] [--batch 1|16]\n"
-                            "                 [--sequence once|twice] [--spin US]\n"
+                            "                 [--sequence once|twice] [--spin US] [--objective bytes|time|auto]\n"
                             "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n"
                             "       bootstrap --key-trace [--batch 1|16] [--plan FILE]\n");
             return 2;
@@ -560,6 +573,12 @@ int main(int argc, char **argv)
                 /* time and auto: both follow the model, and check predicts their bytes */
                 int timeobj = modes[mi].objective != RPLAN_OBJECTIVE_BYTES;
                 if (lookahead_only && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD || modes[mi].serial))
+                    continue;
+                /* --objective: its lookahead row, after the bytes one (the profile's) */
+                if (only_objective >= 0 && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD ||
+                                            modes[mi].serial ||
+                                            (modes[mi].objective != only_objective &&
+                                             modes[mi].objective != RPLAN_OBJECTIVE_BYTES)))
                     continue;
                 if (timeobj && (profile[0] <= 0 || profile[1] <= 0 ||
                                 run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0,

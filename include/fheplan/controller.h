@@ -127,8 +127,9 @@ typedef struct fhr_future_use {
  * tiered LRU, but victims are ranked by their next use in the known future: a copy
  * never used again first, then the one used farthest from the request's position
  * (Belady's MIN, optimal in the number of loads when sizes are equal); ties by larger
- * size (fewer evictions), then priority, then handle serial. A request without a
- * position (0) ranks as if nothing were used again. The future is copied. */
+ * size (fewer evictions), then older last use (whose readers are likeliest to have
+ * ended), then priority, then handle serial. A request without a position (0) ranks as
+ * if nothing were used again. The future is copied. */
 FHR_API fhr_status fhr_policy_lookahead_create(const fhr_tier_chain *chains, size_t n,
                                                const fhr_future_use *future, size_t nfuture,
                                                fhr_policy **out, fhr_error *err);

@@ -44,7 +44,7 @@ enum { RPLAN_WAIT_BOUND, RPLAN_WAIT_REGRET, RPLAN_WAIT_ROOM, RPLAN_WAIT_SETTLED,
 #define RPLAN_KEYSWITCH_MAX_BATCH 100000u
 
 typedef enum rplan_vm_objective {
-    RPLAN_OBJECTIVE_BYTES = 0, /* Belady's MIN: the fewest bytes over the link */
+    RPLAN_OBJECTIVE_BYTES = 0, /* Belady's MIN, double-buffered: near the fewest bytes */
     RPLAN_OBJECTIVE_TIME = 1,  /* the modelled makespan: trade bytes for link idle time */
     RPLAN_OBJECTIVE_AUTO = 2   /* whichever of the two the model finds faster by a margin */
 } rplan_vm_objective;
@@ -95,8 +95,10 @@ typedef struct rplan_vm_opts {
     unsigned prefetch_depth;
     int serial;
     /* What the lookahead policy's run-ahead optimises (rplan_vm_objective): 0 bytes, the
-     * default: every decision waits for the work in flight that keeps MIN's victim, so a
-     * run moves Belady's MIN (plus the loads of double buffering). RPLAN_OBJECTIVE_TIME:
+     * default: Belady's MIN beside the copies the previous request at each device read
+     * (held while deciding, in check and run alike; MIN alone where that does not fit),
+     * so a load runs beside the newest body instead of waiting for it; every decision
+     * waits for the work in flight that keeps its victim. RPLAN_OBJECTIVE_TIME:
      * the VM keeps a modelled timeline (one link at the bandwidth profile, pinned_gbps or
      * FHEPLAN_PINNED_GBPS or 55.5, never a measured one; bodies by the kernel model) and
      * waits for MIN's victim only when that idles the modelled link for less than

@@ -772,10 +772,11 @@ static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_
  * cross the link. A copy never used again ranks first; then the largest distance to the
  * next use weighted by the bytes it frees per unit of restore cost (Belady's order when
  * that ratio is the same for all, e.g. equal sizes or all keys seeded alike); then larger
- * size, then lower priority, then the older last use: of copies equal in all that (those
- * never used again, above all) the one read longest ago goes, whose readers are the
- * likeliest to have ended, so a run need not wait for the newest body to evict. Without
- * a position everything ranks as never used again. */
+ * size, then the older last use, then lower priority: of copies equal in next use and
+ * size (those never used again, above all) the one read longest ago goes, whose readers
+ * are the likeliest to have ended, so a run need not wait for the newest body to evict
+ * (priority orders copies read at the same clock). Without a position everything ranks as
+ * never used again. */
 static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
                            const fhr_copy_info *ci, uint64_t k[RANK_KEYS])
 {

@@ -207,6 +207,10 @@ struct rplan_vm {
      * the request being run: 1 + the latest body mark it waited for room behind */
     size_t *last_read;
     size_t ready_after;
+    /* double buffering (request.c): per location slot, the copies the last request
+     * whose bodies ran there read */
+    struct vm_prev { fhr_requirement *rq; size_t n, cap; } prev[FHR_LOC_SLOTS];
+    size_t nprev;              /* their total */
     uint64_t waits[RPLAN_WAITS];   /* host waits for bodies, by reason (RPLAN_WAIT_*) */
     uint64_t wait_ns[RPLAN_WAITS];
     /* of those waits, the ones for the newest body in flight: nothing issued after it,

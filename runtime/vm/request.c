@@ -10,7 +10,10 @@
  * the model backend. A run decides on check's view, as if every body in flight (of
  * requests and plans alike) had ended (fhr_decide_settled), and when the decision evicts
  * a copy a real body still reads it waits for that body (in issue order) and applies the
- * same decision. Waiting changes when things happen, never what.
+ * same decision. Waiting changes when things happen, never what. Under objective bytes
+ * the decision holds the copies the previous request at each device read (double
+ * buffering, in check and run alike): MIN would often evict exactly those and the run
+ * would then wait for the newest body, leaving the device idle while the load runs.
  *
  * Prefetch is the host running ahead: a request's transfers are issued on the transfer
  * streams while earlier bodies still run on the compute streams, which wait for the
@@ -140,6 +143,11 @@ void vm_requests_teardown(rplan_vm *vm)
     free(vm->inflight);
     free(vm->future);
     vm->future = NULL;
+    for (int s = 0; s < FHR_LOC_SLOTS; s++) {
+        free(vm->prev[s].rq);
+        vm->prev[s] = (struct vm_prev){NULL, 0, 0};
+    }
+    vm->nprev = 0;
     vm_model_free(vm);
     vm->ctls = NULL;
     vm->pols = NULL;
@@ -476,6 +484,90 @@ static int waiting_helps(const fhr_decision *d)
     return ex && !ex->feasible && ex->status == FHR_E_PROTECTED;
 }
 
+/* ---- double buffering ------------------------------------------------------------------ */
+
+/* Whether a request's decision keeps the copies the request before it read (objective
+ * bytes; the time objective's model holds what its bodies read instead): the link then
+ * loads beside the newest body instead of waiting for it. A property of the schedule, not
+ * of prefetch: check and a serial run hold the same copies, so all make one decision. */
+static int buffers(const rplan_vm *vm, int tobj)
+{
+    return !tobj && vm->nprev;
+}
+
+/* One hold per location over the copies the previous request at each device read, of
+ * values this one does not require (an exclusive one may move away from there) and that
+ * are still there (a plan between them may have moved them). */
+static fhr_status buffer_hold(rplan_vm *vm, const fhr_requirement *rq, size_t nrq,
+                              fhr_hold ***out, size_t *nout, fhr_error *err)
+{
+    *out = NULL;
+    *nout = 0;
+    fhr_hold **holds = calloc(vm->nprev, sizeof *holds);
+    fhr_handle *grp = malloc(vm->nprev * sizeof *grp);
+    fhr_requirement *all = malloc(vm->nprev * sizeof *all);
+    if (!holds || !grp || !all) {
+        free(holds), free(grp), free(all);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    size_t n = 0;
+    for (int s = 0; s < FHR_LOC_SLOTS; s++)
+        for (size_t i = 0; i < vm->prev[s].n; i++)
+            all[n++] = vm->prev[s].rq[i];
+    fhr_status st = FHR_OK;
+    size_t nh = 0;
+    for (size_t i = 0; i < n && st == FHR_OK; i++) {
+        fhr_location at = all[i].at;
+        size_t j = 0; /* the first entry at this location takes every one there */
+        while (j < i && !fhr_loc_equal(all[j].at, at))
+            j++;
+        if (j < i)
+            continue;
+        size_t ng = 0;
+        for (size_t k = i; k < n && st == FHR_OK; k++) {
+            fhr_handle h = all[k].handle;
+            int skip = !fhr_loc_equal(all[k].at, at), res = 0;
+            for (size_t r = 0; r < nrq && !skip; r++) /* anywhere: it may move from here */
+                skip = fhr_handle_equal(rq[r].handle, h);
+            for (size_t g = 0; g < ng && !skip; g++)
+                skip = fhr_handle_equal(grp[g], h);
+            if (!skip && (st = fhr_is_resident(vm->m, h, at, &res, err)) == FHR_OK && res)
+                grp[ng++] = h;
+        }
+        if (st == FHR_OK && ng && (st = fhr_hold_acquire(vm->m, grp, ng, at, &holds[nh], err)) ==
+                                      FHR_OK)
+            nh++;
+    }
+    free(grp);
+    free(all);
+    if (st != FHR_OK) {
+        vm_model_unhold(holds, nh);
+        return st;
+    }
+    *out = holds;
+    *nout = nh;
+    return FHR_OK;
+}
+
+/* After a request with bodies: its copies are the next decisions' to keep, in place of
+ * those of the request before it at each device its bodies ran at. */
+static fhr_status buffer_remember(rplan_vm *vm, const req_parts *q, fhr_error *err)
+{
+    for (size_t k = 0; k < q->nruns; k++) {
+        int s = fhr_loc_slot(q->at[k]);
+        if (s < 0)
+            continue;
+        struct vm_prev *p = &vm->prev[s];
+        if (!fhr_grow((void **)&p->rq, &p->cap, q->nrq ? q->nrq - 1 : 0, sizeof *p->rq, 16))
+            return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+        vm->nprev -= p->n;
+        memcpy(p->rq, q->rq, q->nrq * sizeof *q->rq);
+        p->n = q->nrq;
+        vm->nprev += p->n;
+    }
+    return FHR_OK;
+}
+
 /* ---- one request ----------------------------------------------------------------------- */
 
 
@@ -631,6 +723,8 @@ static fhr_status request_done(rplan_vm *vm, size_t pc, const req_parts *q, fhr_
                 err->action_index = (long)pc;
         }
     }
+    if (st == FHR_OK)
+        st = buffer_remember(vm, q, err);
     return st;
 }
 
@@ -661,6 +755,7 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
     double t_issue = vm_model_issue(vm);
     fhr_hold **holds = NULL;
     size_t nholds = 0;
+    int buffered = buffers(vm, tobj);
     for (int attempt = 0;; attempt++) {
         vm_model_unhold(holds, nholds);
         holds = NULL;
@@ -677,7 +772,8 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             if ((st = settled_copies(vm, q.rq, q.nrq, tobj, &settled, &nsettled, err)) != FHR_OK)
                 break;
         }
-        if (tobj && (st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK) {
+        if ((tobj && (st = vm_model_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK) ||
+            (buffered && (st = buffer_hold(vm, q.rq, q.nrq, &holds, &nholds, err)) != FHR_OK)) {
             free(settled);
             break;
         }
@@ -688,6 +784,14 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             continue;
         if (st)
             break;
+        if (buffered && !fhr_decision_feasible(d) && (vm->explain || !waiting_helps(d))) {
+            /* no room beside the previous request's copies in check's view (real
+             * protection is waited for below first): MIN's decision */
+            buffered = 0;
+            fhr_decision_destroy(d);
+            attempt--;
+            continue;
+        }
         if (nsettled && attempt < 64 && settled_evicted(vm, d)) {
             /* the decision evicts a copy a real body still reads: wait for the newest
              * body that reads one, then decide again on the same view */

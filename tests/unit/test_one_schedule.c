@@ -370,3 +370,33 @@ Test(one_schedule, time_objective_on_two_gpus_copies_what_check_predicts, .timeo
     rplan_vm_report_free(one_schedule(src, len, &so, "2-GPU bootstrap, objective time, serial"));
     free(src);
 }
+
+/* 11. Double buffering under objective bytes: with two slots and the keys a, b, c, a,
+ * MIN evicts b, the previous request's key (never used again), where the run would wait
+ * for b's body with nothing queued behind it. The decision keeps b in check and run
+ * alike and evicts a (loaded again: four loads, one over MIN), so the run, every
+ * prefetch mode agreeing with check, never waits for the newest body. */
+Test(one_schedule, objective_bytes_keeps_the_previous_request_copies)
+{
+    const char *src = "rplan 1\n"
+                      "budget cuda:0 2 KiB\n"
+                      "value k[3] = 1 KiB replicable source synth(1 + i)\n"
+                      "policy p = lookahead(cuda:0 -> pinned -> host)\n"
+                      "request \"a\" using p { require k[0] @ cuda:0  body { run spin(20 ms) } }\n"
+                      "request \"b\" using p { require k[1] @ cuda:0  body { run spin(20 ms) } }\n"
+                      "request \"c\" using p { require k[2] @ cuda:0  body { run spin(20 ms) } }\n"
+                      "request \"d\" using p { require k[0] @ cuda:0  body { run spin(20 ms) } }\n";
+    sched_opts so = {.device = "emu", .scale = 1};
+    every_prefetch(src, so, "double buffering");
+    rplan_vm_report *c = one_schedule_str(src, &so, "double buffering");
+    cr_assert(c->ok, "%s", c->message);
+    cr_assert_eq(c->total.loads, 4, "b kept beside c, a loaded again");
+    rplan_vm_report_free(c);
+    rplan_program *p = compile_text(src, strlen(src), &so);
+    rplan_vm_report *r = vm_report(p, "emu", 0, &so);
+    cr_assert(r->ok, "%s", r->message);
+    cr_assert_eq(r->host_waits_drained, 0, "%llu waits for the newest body",
+                 (unsigned long long)r->host_waits_drained);
+    rplan_vm_report_free(r);
+    rplan_program_free(p);
+}
