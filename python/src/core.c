@@ -34,9 +34,12 @@
  *     (Py_BEGIN_ALLOW_THREADS) touches only C state that no other thread can change
  *     meanwhile; state another thread may change under the lock (a lease's list of
  *     consumer stream views) is taken out under the lock before it is let go.
- *  5. A lease that another thread is reading through without the lock (fheplan.to, an
- *     export taking its hold) is pinned: its release lets no new read start at once, and
- *     the library's release happens when the last pinned read ends.
+ *  5. A lease that is read without the lock (fheplan.to; an export taking its hold; an
+ *     export made inside a source load, where no hold can be taken, for its whole life)
+ *     is pinned: its release lets no new read start at once, and the library's release
+ *     happens when the last pin ends. fheplan.to makes no call on the manager (a source
+ *     load may copy); an owner that cannot be pinned (a use, a call) is read with the
+ *     lock held.
  */
 #include "fhpy.h"
 

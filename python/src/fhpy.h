@@ -64,6 +64,9 @@ typedef struct fhpy_owner_ops {
      * 0 and an exception on failure. NULL: the memory cannot outlive the owner. */
     int (*export_begin)(PyObject *owner, PyObject *handle, fhr_location at, void **token);
     void (*export_end)(PyObject *owner, void *token); /* with the interpreter lock */
+    /* +1: a read without the lock begins (the owner must not end the memory meanwhile);
+     * -1: it ended. NULL: the owner cannot be pinned (read with the lock held). */
+    void (*pin)(PyObject *owner, int delta);
     const char *ended;              /* the ResidencyLeaseError's message once ended */
 } fhpy_owner_ops;
 

@@ -45,8 +45,13 @@ static int lease_add_consumer(PyObject *o, fhr_location at, PyObject *stream)
 
 static void lease_unpin(fhpy_lease *l);
 
-/* An export (or fheplan.to) of a leased copy: a hold on it, taken while the lease is
- * pinned so that a release from another thread cannot end it meanwhile. */
+/* An export's token when no hold could be taken (inside a source load on the manager,
+ * where every call on it is refused): the lease itself stays pinned until the export
+ * dies, so its release in the library waits for that. */
+static char pinned_export;
+
+/* An export of a leased copy: a hold on it, taken while the lease is pinned so that a
+ * release from another thread cannot end it meanwhile. */
 static int lease_export_begin(PyObject *o, PyObject *handle, fhr_location at, void **token)
 {
     fhpy_lease *l = (fhpy_lease *)o;
@@ -55,14 +60,30 @@ static int lease_export_begin(PyObject *o, PyObject *handle, fhr_location at, vo
         return 1;
     l->pins++;
     int ok = fhpy_protect(l->mgr, handle, at, token);
+    if (!ok && PyErr_ExceptionMatches(fhpy_exc[FHR_E_REENTRANT])) {
+        PyErr_Clear();
+        *token = &pinned_export;
+        return 1; /* the pin stays: lease_export_end ends it */
+    }
     lease_unpin(l);
     return ok;
 }
 
 static void lease_export_end(PyObject *o, void *token)
 {
-    (void)o;
-    fhpy_unprotect(token);
+    if (token == &pinned_export)
+        lease_unpin((fhpy_lease *)o);
+    else
+        fhpy_unprotect(token);
+}
+
+static void lease_pin(PyObject *o, int delta)
+{
+    fhpy_lease *l = (fhpy_lease *)o;
+    if (delta > 0)
+        l->pins++;
+    else
+        lease_unpin(l);
 }
 
 const fhpy_owner_ops fhpy_lease_ops = {
@@ -71,6 +92,7 @@ const fhpy_owner_ops fhpy_lease_ops = {
     .backend = lease_backend,
     .export_begin = lease_export_begin,
     .export_end = lease_export_end,
+    .pin = lease_pin,
     .ended = "the lease was released: its values must not be read (arrays exported from "
              "them stay valid until they are deleted)",
 };

@@ -343,30 +343,24 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(layout);
         return NULL;
     }
-    /* The source stays valid while the copy runs without the lock (core.c, rule 5); a
-     * source whose owner cannot promise it (a kernel call's value) is copied with it. */
+    /* The source stays valid while the copy runs without the lock: its owner is pinned
+     * (core.c, rule 5; no call on the manager, so a source load may copy too); a source
+     * whose owner cannot be pinned (a use's, a kernel call's value) is copied with it. */
     const fhpy_owner_ops *pops = NULL;
     PyObject *powner = NULL;
-    void *token = NULL;
     if (!tmp && PyObject_TypeCheck(value, &fhpy_leased_type)) {
-        fhpy_leased *l = (fhpy_leased *)value;
-        pops = l->ops;
-        powner = l->owner;
-        if (pops->export_begin && !pops->export_begin(powner, l->handle, l->loc, &token)) {
-            if (view)
-                fhr_stream_destroy(m->backend, view);
-            Py_XDECREF(layout);
-            return NULL;
-        }
+        pops = ((fhpy_leased *)value)->ops;
+        powner = ((fhpy_leased *)value)->owner;
     } else if (!tmp) {
         pops = &fhpy_value_ops;
         powner = value;
-        pops->export_begin(powner, NULL, to, &token);
     }
+    if (pops && pops->pin)
+        pops->pin(powner, 1);
     FHPY_ERR_INIT(e);
     fhr_value *out = NULL;
     fhr_status st;
-    if (pops && !pops->export_begin) {
+    if (pops && !pops->pin) {
         st = fhr_manager_value_to(m->m, src, to, view, &out, &e);
         if (view)
             fhr_stream_destroy(m->backend, view);
@@ -378,8 +372,8 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
         fhr_value_destroy(tmp);
         Py_END_ALLOW_THREADS
     }
-    if (pops && pops->export_end)
-        pops->export_end(powner, token);
+    if (pops && pops->pin)
+        pops->pin(powner, -1);
     fhpy_release_drain();
     if (st != FHR_OK) {
         Py_XDECREF(layout);

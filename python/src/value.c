@@ -1010,11 +1010,14 @@ static void value_export_end(PyObject *o, void *token)
     ((fhpy_value *)o)->nexports--;
 }
 
+static void value_pin(PyObject *o, int delta) { ((fhpy_value *)o)->nexports += delta; }
+
 const fhpy_owner_ops fhpy_value_ops = {
     .alive = value_alive,
     .backend = value_backend,
     .export_begin = value_export_begin,
     .export_end = value_export_end,
+    .pin = value_pin,
     .ended = "the Value was adopted: the manager owns its memory now (acquire it)",
 };
 

@@ -241,7 +241,7 @@ def test_base_exceptions_propagate_unchanged(exc: Type[BaseException]) -> None:
 LONG = """rplan 1
 budget cuda:0 64 KiB
 value x = 16 KiB replicable at host init synth(3)
-for i in 0..<20000 {
+for i in 0..<50000 {
   plan "tile" {
     enter { ensure x @ cuda:0 }
     body { run touch(x) }
@@ -347,3 +347,45 @@ def test_a_source_load_exception_is_the_cause_and_base_exceptions_propagate() ->
         m.ensure(h2, PAGEABLE_HOST)
     assert not m.is_resident(h2, PAGEABLE_HOST)
     m.ensure(m.adopt(np.arange(4.0)), cuda0)  # the manager goes on
+
+
+def test_to_from_a_lease_inside_a_source_load_needs_no_manager_call():
+    """fheplan.to pins the lease it reads (no call on the manager), so a source load may
+    copy a value leased from its own manager, as fhr_manager_value_to allows."""
+    m = ResidencyManager(device="emu")
+    base = m.adopt(np.arange(256, dtype=np.int64), at=PAGEABLE_HOST)
+    lease = m.acquire(base, at=PAGEABLE_HOST)
+
+    def load(at):
+        copy = fheplan.to(lease[base], PAGEABLE_HOST)
+        return {"data": np.from_dlpack(copy).copy()}
+    h = m.register_source(load, {"data": 256 * 8})
+    m.ensure(h, PAGEABLE_HOST)
+    lease.release()
+    with m.acquire(h, at=PAGEABLE_HOST) as values:
+        assert int(np.from_dlpack(values[h]).view(np.int64).sum()) == sum(range(256))
+
+
+def test_an_export_inside_a_source_load_keeps_its_lease():
+    """Inside a source load no hold can be taken on the manager: the export keeps its
+    lease instead, whose release waits for the export's end."""
+    m = ResidencyManager(device="emu")
+    base = m.adopt(np.arange(256, dtype=np.int64), at=PAGEABLE_HOST)
+    m.ensure(base, fheplan.PINNED_HOST)  # the host copy is not the last one
+    lease = m.acquire(base, at=PAGEABLE_HOST)
+    kept = []
+
+    def load(at):
+        arr = np.from_dlpack(lease[base])
+        kept.append(arr)
+        return {"data": arr.copy()}
+    h = m.register_source(load, {"data": 256 * 8})
+    m.ensure(h, PAGEABLE_HOST)
+    lease.release()
+    assert lease.released
+    with pytest.raises(fheplan.ResidencyProtectedError):
+        m.drop(base, PAGEABLE_HOST)  # the library's lease waits for the export
+    assert int(kept[0].sum()) == sum(range(256))
+    kept.clear()
+    gc.collect()
+    m.drop(base, PAGEABLE_HOST)
