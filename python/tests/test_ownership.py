@@ -349,14 +349,14 @@ def test_a_source_load_exception_is_the_cause_and_base_exceptions_propagate() ->
     m.ensure(m.adopt(np.arange(4.0)), cuda0)  # the manager goes on
 
 
-def test_to_from_a_lease_inside_a_source_load_needs_no_manager_call():
+def test_to_from_a_lease_inside_a_source_load_needs_no_manager_call() -> None:
     """fheplan.to pins the lease it reads (no call on the manager), so a source load may
     copy a value leased from its own manager, as fhr_manager_value_to allows."""
     m = ResidencyManager(device="emu")
     base = m.adopt(np.arange(256, dtype=np.int64), at=PAGEABLE_HOST)
     lease = m.acquire(base, at=PAGEABLE_HOST)
 
-    def load(at):
+    def load(at: Location) -> Any:
         copy = fheplan.to(lease[base], PAGEABLE_HOST)
         return {"data": np.from_dlpack(copy).copy()}
     h = m.register_source(load, {"data": 256 * 8})
@@ -366,16 +366,16 @@ def test_to_from_a_lease_inside_a_source_load_needs_no_manager_call():
         assert int(np.from_dlpack(values[h]).view(np.int64).sum()) == sum(range(256))
 
 
-def test_an_export_inside_a_source_load_keeps_its_lease():
+def test_an_export_inside_a_source_load_keeps_its_lease() -> None:
     """Inside a source load no hold can be taken on the manager: the export keeps its
     lease instead, whose release waits for the export's end."""
     m = ResidencyManager(device="emu")
     base = m.adopt(np.arange(256, dtype=np.int64), at=PAGEABLE_HOST)
     m.ensure(base, fheplan.PINNED_HOST)  # the host copy is not the last one
     lease = m.acquire(base, at=PAGEABLE_HOST)
-    kept = []
+    kept: List[Any] = []
 
-    def load(at):
+    def load(at: Location) -> Any:
         arr = np.from_dlpack(lease[base])
         kept.append(arr)
         return {"data": arr.copy()}
