@@ -217,6 +217,7 @@ static void min_budget_json(cJSON *mo, const rplan_min_budget_result *r)
     cJSON_AddNumberToObject(mo, "predicted_s_at_within_5pct", r->near_s);
     cJSON_AddNumberToObject(mo, "unbounded_predicted_s", r->unbounded_s);
     cJSON_AddNumberToObject(mo, "unbounded_peak_bytes", (double)r->peak);
+    cJSON_AddNumberToObject(mo, "dry_run_peak_bytes", (double)r->floor);
     cJSON_AddBoolToObject(mo, "exact", r->exact);
     cJSON_AddNumberToObject(mo, "candidates", (double)r->candidates);
     cJSON_AddNumberToObject(mo, "probes", (double)r->probes);
@@ -264,8 +265,9 @@ static void min_budget_print(fhr_location loc, const rplan_min_budget_result *r)
         intervals_print(lb, r);
     if (r->exact)
         printf("  exact: every budget decided by %zu probes, one per distinct sum of the sizes "
-               "charged at %s up to the unbounded peak %s\n",
-               r->probes, lb, fmt_bytes(r->peak, b1, sizeof b1));
+               "charged at %s from the dry run's peak %s (below it the dry run refuses) up to "
+               "the unbounded peak %s\n",
+               r->probes, lb, fmt_bytes(r->floor, b2, sizeof b2), fmt_bytes(r->peak, b1, sizeof b1));
     else
         printf("  not exact: %zu probes; below the lowest budget probed feasibility was taken as "
                "monotonic (more than %d candidate budgets)\n",

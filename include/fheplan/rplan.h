@@ -294,10 +294,12 @@ typedef struct rplan_min_budget_result {
     uint64_t threshold; /* every budget from it on is feasible; one byte less is not */
     uint64_t near;      /* the smallest from the threshold on within 5% of unbounded_s */
     uint64_t peak;      /* the highest charge the unbounded runs set against the location */
+    uint64_t floor;     /* the dry run's highest charge there: every budget below it is
+                           refused by the dry run, without a probe */
     uint64_t grain;     /* the common divisor of what can be charged there */
     size_t candidates;  /* distinct sums of those charges up to the peak (0: too many) */
     size_t probes;      /* budgets probed to decide feasibility (a probe: the dry run and
-                           the explain run at one budget) */
+                           the explain run at one budget): the sums from the floor up */
     size_t nint;        /* intervals in iv (the last is the threshold's) */
     size_t nint_all;    /* feasible intervals found (1: monotonic) */
     rplan_budget_interval iv[RPLAN_MIN_BUDGET_INTERVALS];

@@ -18,7 +18,13 @@
  * feasible there exactly when it is feasible at all. Probing every distinct sum of the
  * items up to the top (a subset-sum set over the items' common divisor) therefore
  * decides every budget; past RPLAN_MIN_BUDGET_PROBES sums the scan probes the highest
- * ones and finds the rest by bisection, and says that the result is not exact. */
+ * ones and finds the rest by bisection, and says that the result is not exact.
+ *
+ * The dry run decides nothing by its budget: the charges it sets against LOC are the same
+ * at every budget, so it refuses exactly the budgets below the highest of them (its peak,
+ * the floor). Every sum below the floor is infeasible without a probe: the probes grow
+ * with the sums between the floor and the top, where the explain run's decisions differ
+ * from budget to budget. */
 #include "fheplan/vm.h"
 #include "runtime/program/program.h"
 #include "base/error.h"
@@ -167,13 +173,13 @@ static int charge_items(const rplan_program *p, fhr_location loc, mb_items *it)
     return 0;
 }
 
-/* The distinct sums of the items up to top, and top itself, ascending, into *out (0
- * first). The count, or (size_t)-1 when the set would be too large or on allocation
+/* The distinct sums of the items up to top, and top and floor themselves, ascending,
+ * into *out (0 first). The count, or (size_t)-1 when the set would be too large or on allocation
  * failure (*nomem says which). */
-static size_t candidate_sums(const mb_items *it, uint64_t top, uint64_t *grain, uint64_t **out,
-                             int *nomem)
+static size_t candidate_sums(const mb_items *it, uint64_t top, uint64_t fl, uint64_t *grain,
+                             uint64_t **out, int *nomem)
 {
-    uint64_t g = top;
+    uint64_t g = gcd64(top, fl);
     for (size_t i = 0; i < it->n; i++)
         g = gcd64(g, it->v[i]);
     if (!g)
@@ -205,6 +211,8 @@ static size_t candidate_sums(const mb_items *it, uint64_t top, uint64_t *grain, 
     if (k % 64)
         set[words - 1] &= ((uint64_t)1 << (k % 64)) - 1;
     set[(k - 1) / 64] |= (uint64_t)1 << ((k - 1) % 64); /* top: feasible when any is */
+    if (fl <= top) /* the floor: where the dry run starts to pass */
+        set[fl / g / 64] |= (uint64_t)1 << (fl / g % 64);
     size_t n = 0;
     for (size_t w = 0; w < words; w++)
         n += (size_t)__builtin_popcountll(set[w]);
@@ -233,13 +241,17 @@ static void add_interval(rplan_min_budget_result *r, uint64_t from, uint64_t to)
     r->nint_all++;
 }
 
-/* The smallest feasible budget in [0, hi] by bisection, hi feasible: exact only where
- * feasibility is monotonic below hi. 0, or -1 on a probe's error. */
-static int bisect_below(mb_ctx *m, uint64_t hi, uint64_t *out)
+/* The smallest feasible budget in [fl, hi] by bisection, hi feasible, every budget
+ * below fl infeasible: exact only where feasibility is monotonic below hi. 0, or -1 on
+ * a probe's error. */
+static int bisect_below(mb_ctx *m, uint64_t fl, uint64_t hi, uint64_t *out)
 {
-    uint64_t lo = 0;
-    int o = probe(m, 0, NULL);
-    m->r->probes++;
+    uint64_t lo = fl ? fl - 1 : 0; /* infeasible, or 0 to be probed */
+    int o = 0;
+    if (!fl) {
+        o = probe(m, 0, NULL);
+        m->r->probes++;
+    }
     if (o < 0)
         return -1;
     if (o)
@@ -268,8 +280,11 @@ static int scan(mb_ctx *m, const uint64_t *cand, size_t n)
         fhr_fail(m->err, FHR_E_NOMEM, "min budget: out of host memory (%zu candidates)", n);
         return -1;
     }
+    size_t first = 0; /* the candidates below the floor: infeasible, by the dry run */
+    while (first < n && cand[first] < r->floor)
+        ok[first++] = 0;
     size_t lowest = n, probes0 = r->probes; /* candidates lowest..n-1 are probed */
-    while (lowest > 0 && r->probes - probes0 < RPLAN_MIN_BUDGET_PROBES) {
+    while (lowest > first && r->probes - probes0 < RPLAN_MIN_BUDGET_PROBES) {
         lowest--;
         r->probes++;
         if ((ok[lowest] = probe(m, cand[lowest], NULL)) < 0) {
@@ -277,7 +292,7 @@ static int scan(mb_ctx *m, const uint64_t *cand, size_t n)
             return -1;
         }
     }
-    r->exact = lowest == 0;
+    r->exact = lowest == first;
     /* feasibility holds from a candidate up to one byte below the next candidate */
     for (size_t i = lowest; i < n; i++) {
         if (ok[i] != 1)
@@ -291,7 +306,8 @@ static int scan(mb_ctx *m, const uint64_t *cand, size_t n)
     /* not exact: below what was probed, one bisection, as if feasibility were monotonic */
     int err = 0;
     uint64_t h;
-    if (!r->exact && ok[lowest] == 1 && r->nint && !(err = bisect_below(m, cand[lowest], &h)))
+    if (!r->exact && ok[lowest] == 1 && r->nint &&
+        !(err = bisect_below(m, r->floor, cand[lowest], &h)))
         r->iv[0].from = h;
     free(ok);
     return err;
@@ -343,7 +359,8 @@ static int search(mb_ctx *m, uint64_t top)
     }
     uint64_t *cand = NULL;
     int nomem = 0;
-    size_t n = top < MB_CEIL ? candidate_sums(&it, top, &r->grain, &cand, &nomem) : (size_t)-1;
+    size_t n = top < MB_CEIL ? candidate_sums(&it, top, r->floor, &r->grain, &cand, &nomem)
+                             : (size_t)-1;
     free(it.v);
     if (nomem) {
         fhr_fail(m->err, FHR_E_NOMEM, "min budget: out of host memory");
@@ -353,7 +370,7 @@ static int search(mb_ctx *m, uint64_t top)
     int st = 0;
     uint64_t h;
     if (n == (size_t)-1) { /* too many sums to hold: bisection below the top */
-        if (!(st = bisect_below(m, top < MB_CEIL ? top : MB_CEIL, &h)))
+        if (!(st = bisect_below(m, r->floor, top < MB_CEIL ? top : MB_CEIL, &h)))
             add_interval(r, h, UINT64_MAX);
     } else {
         st = scan(m, cand, n);
@@ -413,6 +430,7 @@ fhr_status rplan_min_budget(const rplan_program *p, fhr_location loc, const rpla
     /* the top: where both runs compare as the unbounded ones did */
     uint64_t top = s.vm_peak > s.ver_peak ? s.vm_peak : s.ver_peak;
     out->peak = top == UINT64_MAX ? s.ver_peak : top;
+    out->floor = s.ver_peak;
     if (search(&m, top) < 0) {
         out->found = 0;
         return err ? err->status : FHR_E_BACKEND;
