@@ -53,6 +53,7 @@ from ._fheplan import (  # noqa: F401  (re-exported)
     check,
     compile,
     cuda_location,
+    min_budget,
     run,
     to,
 )

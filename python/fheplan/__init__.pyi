@@ -46,6 +46,7 @@ from ._fheplan import (
     check as check,
     compile as compile,
     cuda_location as cuda_location,
+    min_budget as min_budget,
     run as run,
     to as to,
 )

@@ -316,6 +316,29 @@ class _LoadRecord:
     data: Optional[LeasedValue]  # None in the size probe
 
 
+class _MinBudgetRecord:
+    """What fheplan.min_budget returns (fheplan-python(7) MINIMUM BUDGET)."""
+    location: Location
+    found: bool
+    unused: bool
+    exact: bool
+    monotonic: bool
+    threshold: int
+    feasible: int
+    near: int
+    peak: int
+    grain: int
+    candidates: int
+    probes: int
+    intervals: List[Tuple[int, Optional[int]]]
+    intervals_found: int
+    unbounded_s: float
+    threshold_s: float
+    feasible_s: float
+    near_s: float
+    reason: str
+
+
 _Kernel = Callable[[_KernelCallRecord], object]
 _Loader = Callable[[_LoadRecord], Optional[int]]
 
@@ -451,6 +474,9 @@ def compile(text_or_path: _Source, *, filename: Optional[str] = None,
             budgets: Optional[_Budgets] = None) -> Program: ...
 def check(program: _Source, *, budgets: Optional[_Budgets] = None,
           policy: Optional[str] = None, objective: Optional[str] = None) -> _Report: ...
+def min_budget(program: _Source, location: _Loc, *, budgets: Optional[_Budgets] = None,
+               policy: Optional[str] = None,
+               objective: Optional[str] = None) -> _MinBudgetRecord: ...
 def run(program: _Source, *, device: Optional[str] = None,
         kernels: Optional[Mapping[str, _Kernel]] = None, budgets: Optional[_Budgets] = None,
         scale: Optional[int] = None, unknown_as_touch: bool = False, policy: Optional[str] = None,

@@ -269,6 +269,7 @@ PyObject *fhpy_lease_make(fhpy_manager *m, fhr_lease *l, fhr_location at, PyObje
 PyObject *fhpy_compile(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw);
+PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw);
 /* timing.c */
 PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
 /* manager.c */

@@ -57,6 +57,14 @@ static PyMethodDef mod_methods[] = {
      "compile reads it). Returns the report as a dict. Raises ResidencyError subclasses as the"
      " C status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "
      "argument, naming it."},
+    {"min_budget", (PyCFunction)(void (*)(void))fhpy_min_budget, METH_VARARGS | METH_KEYWORDS,
+     "min_budget(program, location, *, budgets=None, policy=None, objective=None)\n--\n\n"
+     "The budgets at location under which the plan is feasible, as `fheplan check "
+     "--min-budget` searches them (rplan_min_budget): found, threshold, feasible, near, "
+     "intervals, probes, exact, reason and the rest (fheplan-python(7) MINIMUM BUDGET). "
+     "program: a Program, plan text or a path; budgets' entry at location is ignored. "
+     "Returns a record. Raises TypeError or ResidencyValueError for a bad argument, naming "
+     "it; ResidencyBackendError when a probe cannot run."},
     {"run", (PyCFunction)(void (*)(void))fhpy_run, METH_VARARGS | METH_KEYWORDS,
      "run(program, *, device=None, kernels=None, budgets=None, scale=None, "
      "unknown_as_touch=False, policy=None, loaders=None, objective=None, prefetch=None)\n--"

@@ -108,8 +108,10 @@ static int ends_with(const char *s, const char *suffix)
     return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
-/* text_or_path -> a program (a Program passes through, new reference). */
-static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budgets)
+/* text_or_path -> a program compiled with the budget overrides b (a Program passes
+ * through, new reference). */
+static PyObject *compile_with(PyObject *src, const char *filename, const fhr_budget *b,
+                              size_t nb)
 {
     if (PyObject_TypeCheck(src, &fhpy_program_type))
         return Py_NewRef(src);
@@ -134,14 +136,7 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
                   (one_line && (access(t, F_OK) == 0 || ends_with(t, ".rplan") ||
                                 ends_with(t, ".rpb")));
     int bytecode = is_path && ends_with(t, ".rpb");
-    fhr_budget *b;
-    size_t nb;
-    if (!budget_overrides(budgets, &b, &nb)) {
-        Py_DECREF(fs);
-        return NULL;
-    }
     if (bytecode && nb) {
-        PyMem_Free(b);
         Py_DECREF(fs);
         return fhpy_raise_msg(FHR_E_INVALID, "budgets: a .rpb file is compiled already (its "
                                              "budgets are in it); give budgets= to check or "
@@ -161,7 +156,6 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
                        : rplan_compile(t, (size_t)len, &o, &p, d);
         Py_END_ALLOW_THREADS
     }
-    PyMem_Free(b);
     Py_DECREF(fs);
     if (st != FHR_OK) {
         char *text = d ? rplan_diags_render_string(d) : NULL;
@@ -198,6 +192,20 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
     }
     o2->p = p;
     return (PyObject *)o2;
+}
+
+/* text_or_path -> a program, budgets a {location: bytes} dict or None. */
+static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budgets)
+{
+    if (PyObject_TypeCheck(src, &fhpy_program_type))
+        return Py_NewRef(src);
+    fhr_budget *b;
+    size_t nb;
+    if (!budget_overrides(budgets, &b, &nb))
+        return NULL;
+    PyObject *r = compile_with(src, filename, b, nb);
+    PyMem_Free(b);
+    return r;
 }
 
 PyObject *fhpy_compile(PyObject *self, PyObject *args, PyObject *kw)
@@ -814,4 +822,147 @@ PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw)
     a.loaders = loaders;
     a.touch = touch;
     return vm_go(src, &a);
+}
+
+/* ---- min_budget: rplan_min_budget, as `fheplan check --min-budget` searches ------------- */
+
+#define MIN_BUDGET_CEIL ((uint64_t)1 << 44) /* 16 TiB stands for "unbounded", as the CLI's */
+
+/* A compile that the verifier refused (ResidencyInfeasibleError): its first error as the
+ * reason of a search that found nothing, as the CLI reports it. 1 and the exception
+ * cleared; 0 and the exception left for any other failure. */
+static int refused_reason(char *reason, size_t cap)
+{
+    if (!PyErr_ExceptionMatches(fhpy_exc[FHR_E_INFEASIBLE]))
+        return 0;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    PyErr_NormalizeException(&t, &v, &tb);
+    PyObject *diags = v ? PyObject_GetAttrString(v, "diagnostics") : NULL;
+    PyErr_Clear();
+    snprintf(reason, cap, "the plan is refused");
+    for (Py_ssize_t i = 0; diags && PyList_Check(diags) && i < PyList_GET_SIZE(diags); i++) {
+        PyObject *d = PyList_GET_ITEM(diags, i);
+        PyObject *sev = PyDict_GetItemString(d, "severity");
+        PyObject *msg = PyDict_GetItemString(d, "message");
+        const char *s = sev ? PyUnicode_AsUTF8(sev) : NULL, *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+        if (s && m && strcmp(s, "error") == 0) {
+            snprintf(reason, cap, "%s", m);
+            break;
+        }
+    }
+    PyErr_Clear();
+    Py_XDECREF(diags);
+    Py_XDECREF(t);
+    Py_XDECREF(v);
+    Py_XDECREF(tb);
+    return 1;
+}
+
+/* The result as a record (fheplan-python(7) MINIMUM BUDGET). */
+static PyObject *min_budget_record(fhr_location loc, const rplan_min_budget_result *r)
+{
+    PyObject *iv = PyList_New((Py_ssize_t)r->nint);
+    for (size_t i = 0; iv && i < r->nint; i++) {
+        PyObject *x = r->iv[i].to == UINT64_MAX
+                          ? Py_BuildValue("(KO)", (unsigned long long)r->iv[i].from, Py_None)
+                          : Py_BuildValue("(KK)", (unsigned long long)r->iv[i].from,
+                                          (unsigned long long)r->iv[i].to);
+        if (!x)
+            Py_CLEAR(iv);
+        else
+            PyList_SET_ITEM(iv, (Py_ssize_t)i, x);
+    }
+    if (!iv)
+        return NULL;
+    PyObject *d = Py_BuildValue(
+        "{s:N,s:O,s:O,s:O,s:O,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:N,s:n,s:d,s:d,s:d,s:d,s:s}",
+        "location", fhpy_loc_new(loc), "found", r->found ? Py_True : Py_False, "unused",
+        r->unused ? Py_True : Py_False, "exact", r->exact ? Py_True : Py_False, "monotonic",
+        r->nint_all == 1 ? Py_True : Py_False, "threshold", (unsigned long long)r->threshold,
+        "feasible", (unsigned long long)r->feasible, "near", (unsigned long long)r->near,
+        "peak", (unsigned long long)r->peak, "grain", (unsigned long long)r->grain,
+        "candidates", (Py_ssize_t)r->candidates, "probes", (Py_ssize_t)r->probes, "intervals",
+        iv, "intervals_found", (Py_ssize_t)r->nint_all, "unbounded_s", r->unbounded_s,
+        "threshold_s", r->threshold_s, "feasible_s", r->feasible_s, "near_s", r->near_s,
+        "reason", r->reason);
+    PyObject *rec = fhpy_record("min_budget", d);
+    Py_XDECREF(d);
+    return rec;
+}
+
+/* Compiles src as the CLI does for the search: the overrides b but the one at loc, and loc
+ * unbounded, so that a plan its own budget at loc rejects gets its answer too (a Program
+ * is searched as it was compiled). NULL with r->reason set and no exception when the
+ * verifier refuses it at every budget at loc. */
+static PyObject *min_budget_program(PyObject *src, fhr_location loc, const fhr_budget *b,
+                                    size_t nb, rplan_min_budget_result *r)
+{
+    if (PyObject_TypeCheck(src, &fhpy_program_type))
+        return Py_NewRef(src);
+    fhr_budget *all = PyMem_Calloc(nb + 1, sizeof *all);
+    if (!all)
+        return PyErr_NoMemory();
+    size_t n = 0;
+    for (size_t i = 0; i < nb; i++)
+        if (!fhr_loc_equal(b[i].loc, loc))
+            all[n++] = b[i];
+    all[n++] = (fhr_budget){loc, MIN_BUDGET_CEIL};
+    PyObject *prog = compile_with(src, NULL, all, n);
+    PyMem_Free(all);
+    if (!prog)
+        refused_reason(r->reason, sizeof r->reason);
+    return prog;
+}
+
+PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw)
+{
+    (void)self;
+    PyObject *src, *budgets = Py_None, *policy = Py_None, *objective = Py_None;
+    fhr_location loc;
+    static char *kwl[] = {"program", "location", "budgets", "policy", "objective", NULL};
+    int pol = 0, obj = 0;
+    const char *pt = NULL;
+    fhr_budget *b = NULL;
+    size_t nb = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO&|$OOO", kwl, &src, fhpy_loc_conv_location,
+                                     &loc, &budgets, &policy, &objective) ||
+        !fhpy_text(policy, "policy", 1, &pt) || !parse_policy(pt, &pol) ||
+        !parse_objective(objective, &obj) || !budget_overrides(budgets, &b, &nb))
+        return NULL;
+    rplan_min_budget_result *r = PyMem_Calloc(1, sizeof *r);
+    PyObject *prog = r ? min_budget_program(src, loc, b, nb, r) : PyErr_NoMemory();
+    PyObject *out = NULL;
+    if (!prog) {
+        if (r && !PyErr_Occurred())
+            out = min_budget_record(loc, r); /* refused at every budget: found False */
+        PyMem_Free(r);
+        PyMem_Free(b);
+        return out;
+    }
+    /* the explain run's overrides: all but loc's (the search sets it) */
+    size_t n = 0;
+    for (size_t i = 0; i < nb; i++)
+        if (!fhr_loc_equal(b[i].loc, loc))
+            b[n++] = b[i];
+    rplan_vm_opts o;
+    memset(&o, 0, sizeof o);
+    o.mode = RPLAN_VM_EXPLAIN;
+    o.budget_override = b;
+    o.nbudget_override = n;
+    o.unknown_as_touch = 1;
+    o.policy_override = pol;
+    o.objective = obj;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    const rplan_program *p = ((fhpy_program *)prog)->p;
+    Py_BEGIN_ALLOW_THREADS
+    st = rplan_min_budget(p, loc, &o, r, &e);
+    Py_END_ALLOW_THREADS
+    out = st == FHR_OK ? min_budget_record(loc, r) : fhpy_fail(&e);
+    fhr_error_clear(&e);
+    PyMem_Free(r);
+    PyMem_Free(b);
+    Py_DECREF(prog);
+    return out;
 }
