@@ -17,7 +17,7 @@ import fheplan
 from fheplan import PAGEABLE_HOST, ResidencyManager
 
 BATCHES, PER = 101, 2000
-RUNS = 101
+RUNS = int(os.environ.get("FHEPLAN_BENCH_RUNS", "101"))
 
 # 32 bodies over 8 keys loaded from a source and one ciphertext the engine adopts; unknown
 # kernels and loaders run as touch in every column (the C run's way)
