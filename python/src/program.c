@@ -760,8 +760,11 @@ static int adopt_all(rplan_vm *vm, fhr_backend *be, PyObject *adopt)
 }
 
 /* One VM over s: created, given the streams, callables and adopted values, run and
- * destroyed. Returns the report, or NULL and the run's exception. */
-static PyObject *run_once(run_setup *s, PyObject *kernels, PyObject *loaders, PyObject *adopt)
+ * destroyed. keep_probe: the pinned bandwidth the run measured for its report (a probe of
+ * tens of MiB of copies, never used for a decision) is kept in s->o for the next runs.
+ * Returns the report, or NULL and the run's exception. */
+static PyObject *run_once(run_setup *s, PyObject *kernels, PyObject *loaders, PyObject *adopt,
+                          int keep_probe)
 {
     run_ctx rc = {NULL, 0};
     rplan_vm_opts o = s->o;
@@ -792,6 +795,8 @@ static PyObject *run_once(run_setup *s, PyObject *kernels, PyObject *loaders, Py
         st = rplan_vm_run(vm, &rep, &e);
         Py_END_ALLOW_THREADS
     }
+    if (st == FHR_OK && keep_probe && rep && s->o.pinned_gbps <= 0 && rep->pinned_gbps > 0)
+        s->o.pinned_gbps = rep->pinned_gbps;
     if (rep && !(r = fhpy_json(rplan_vm_report_json(rep))))
         goto out;
     if (st != FHR_OK) {
@@ -818,7 +823,7 @@ static PyObject *vm_go(PyObject *src, const run_args *a)
     run_setup s;
     if (!setup_open(src, a, &s))
         return NULL;
-    PyObject *r = run_once(&s, a->kernels, a->loaders, NULL);
+    PyObject *r = run_once(&s, a->kernels, a->loaders, NULL, 0);
     setup_close(&s);
     fhpy_release_drain();
     return r;
@@ -1226,7 +1231,7 @@ static PyObject *runner_run(PyObject *self, PyObject *unused)
         return fhpy_raise_msg(FHR_E_REENTRANT, "Runner.run: this runner is running already "
                                                "(called from one of its kernels or loaders?)");
     r->running = 1;
-    PyObject *rep = run_once(&r->s, r->kernels, r->loaders, r->adopt);
+    PyObject *rep = run_once(&r->s, r->kernels, r->loaders, r->adopt, 1);
     r->running = 0;
     return rep;
 }

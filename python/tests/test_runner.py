@@ -64,6 +64,9 @@ def test_runs_repeat_with_identical_results() -> None:
     assert all(rep["ok"] for rep in reports) and seen.loads == 4
     for key in ("bytes", "copies", "bodies", "requests", "plans"):
         assert all(rep["totals"][key] == reports[0]["totals"][key] for rep in reports), key
+    # the bandwidth the first run probed for its report is kept, not probed again
+    assert all(rep["totals"]["pinned_gbps"] == reports[0]["totals"]["pinned_gbps"]
+               for rep in reports)
     contents = [{k: v[1] for k, v in c.items()} for c in seen.calls]
     assert all(c == contents[0] for c in contents) and len(contents) == 4
 
