@@ -48,6 +48,7 @@ from ._fheplan import (  # noqa: F401  (re-exported)
     ResidencyUnsupportedError,
     ResidencyUse,
     ResidencyValueError,
+    Runner,
     Stream,
     Value,
     check,

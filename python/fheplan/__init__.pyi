@@ -41,6 +41,7 @@ from ._fheplan import (
     ResidencyUnsupportedError as ResidencyUnsupportedError,
     ResidencyUse as ResidencyUse,
     ResidencyValueError as ResidencyValueError,
+    Runner as Runner,
     Stream as Stream,
     Value as Value,
     check as check,

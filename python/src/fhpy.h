@@ -141,7 +141,7 @@ typedef struct {
 extern PyTypeObject fhpy_location_type, fhpy_handle_type, fhpy_manager_type, fhpy_lease_type,
     fhpy_leased_type, fhpy_view_type, fhpy_hold_type, fhpy_plan_type, fhpy_scope_type,
     fhpy_stream_type, fhpy_value_type, fhpy_policy_type, fhpy_controller_type,
-    fhpy_decision_type, fhpy_use_type, fhpy_program_type, fhpy_kcall_type;
+    fhpy_decision_type, fhpy_use_type, fhpy_program_type, fhpy_kcall_type, fhpy_runner_type;
 
 /* ---- errors ------------------------------------------------------------------------- */
 
@@ -244,7 +244,7 @@ PyObject *fhpy_record(const char *kind, PyObject *dict);
  * no copy: each buffer's release drops its producer. meta: a CKKS metadata object or
  * None. stream: where CUDA producers order their work (NULL: synchronised here).
  * layout receives the fields' dtypes and shapes. */
-int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_location at,
+int fhpy_build_value(fhr_backend *be, PyObject *value, PyObject *meta_obj, fhr_location at,
                      fhr_stream *order, fhr_value **out, PyObject **layout);
 int fhpy_meta(PyObject *o, fhr_ckks_meta *out);
 PyObject *fhpy_meta_object(const fhr_ckks_meta *meta);
@@ -272,6 +272,7 @@ PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw);
 PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw);
 /* timing.c */
 PyObject *fhpy_c_timing(PyObject *self, PyObject *args);
+PyObject *fhpy_c_run_timing(PyObject *self, PyObject *args);
 /* manager.c */
 PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw);
 

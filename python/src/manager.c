@@ -239,7 +239,7 @@ static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
         fhr_stream *order = adopt_stream(m, at);
         if (PyErr_Occurred())
             return NULL;
-        if (!fhpy_build_value(m, value, meta, at, order, &v, &layout))
+        if (!fhpy_build_value(m->backend, value, meta, at, order, &v, &layout))
             return NULL;
         if (order) {
             FHPY_ERR_INIT(e);
@@ -332,7 +332,7 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
             at = fhr_loc_cuda(di);
         Py_XDECREF(dev);
         PyErr_Clear();
-        if (!fhpy_build_value(m, value, NULL, at, NULL, &tmp, &layout))
+        if (!fhpy_build_value(m->backend, value, NULL, at, NULL, &tmp, &layout))
             return NULL;
         src = tmp;
     }
@@ -421,7 +421,7 @@ static fhr_status source_load(void *ctx, const fhr_value_spec *spec, fhr_locatio
     Py_XDECREF(loc);
     PyObject *meta = res ? fhpy_meta_object(&spec->meta) : NULL;
     PyObject *layout = NULL;
-    if (!meta || !fhpy_build_value(src->m, res, meta, at, s, out, &layout)) {
+    if (!meta || !fhpy_build_value(src->m->backend, res, meta, at, s, out, &layout)) {
         /* kept to become the cause of the call's exception (raise_mgr) */
         Py_XSETREF(src->m->load_exc, fhpy_take_exception(err, FHR_E_SOURCE, "source load raised"));
         st = FHR_E_SOURCE;

@@ -88,6 +88,9 @@ static PyMethodDef mod_methods[] = {
     {"_c_timing", fhpy_c_timing, METH_VARARGS,
      "_c_timing(manager, op, handle, at, batches, per_batch, /)\n--\n\nReturns the median ns "
      "per C call of op (ensure, acquire, is_resident) timed in C."},
+    {"_c_run_timing", fhpy_c_run_timing, METH_VARARGS,
+     "_c_run_timing(text, device, runs, /)\n--\n\nReturns (median ns per C run with the "
+     "program and backend kept, median ns per C run compiling and opening each time)."},
     {"_drain_releases", mod_drain, METH_NOARGS,
      "_drain_releases()\n--\n\nDrops the producers the library released. Returns None."},
     {NULL, NULL, 0, NULL}};
@@ -108,11 +111,11 @@ PyMODINIT_FUNC PyInit__fheplan(void)
         &fhpy_location_type, &fhpy_handle_type, &fhpy_stream_type, &fhpy_manager_type,
         &fhpy_lease_type,    &fhpy_leased_type, &fhpy_view_type,   &fhpy_value_type,
         &fhpy_hold_type,     &fhpy_plan_type,   &fhpy_scope_type,  &fhpy_program_type,
-        &fhpy_kcall_type};
+        &fhpy_kcall_type,    &fhpy_runner_type};
     static const char *const names[] = {
         "Location",      "ResidencyHandle", "Stream",         "ResidencyManager", "ResidencyLease",
         "LeasedValue",   "FieldView",       "Value",          "ResidencyHold",    "ResidencyPlan",
-        "ResidencyScope", "Program",        "_KernelCall"};
+        "ResidencyScope", "Program",        "_KernelCall",     "Runner"};
     if (fhpy_add_types(mod, ts, names, sizeof ts / sizeof ts[0]) < 0 ||
         fhpy_add_types_controller(mod) < 0)
         goto fail;

@@ -652,61 +652,151 @@ static int emu_memory_ok(void)
     return 0;
 }
 
-static PyObject *vm_go(PyObject *src, const run_args *a)
-{
-    if (!a->explain && !a->has_scale && !emu_memory_ok())
-        return NULL;
-    PyObject *prog = compile_obj(src, NULL, Py_None);
-    if (!prog)
-        return NULL;
-    fhr_budget *b;
+/* What a run needs besides its callables: made once per fheplan.run, once per Runner. */
+typedef struct run_setup {
+    PyObject *prog;  /* the Program (strong) */
+    fhr_budget *b;   /* the budget overrides (PyMem) */
     size_t nb;
-    if (!budget_overrides(a->budgets, &b, &nb)) {
-        Py_DECREF(prog);
-        return NULL;
+    rplan_vm_opts o; /* interrupt and interrupt_ctx are set per run */
+    fhr_backend *be;
+} run_setup;
+
+static void setup_close(run_setup *s)
+{
+    if (s->be) {
+        Py_BEGIN_ALLOW_THREADS
+        fhr_backend_destroy(s->be);
+        Py_END_ALLOW_THREADS
     }
+    PyMem_Free(s->b);
+    Py_XDECREF(s->prog);
+    memset(s, 0, sizeof *s);
+}
+
+/* Compiles src, converts the budgets and opens the backend. 0 and an exception. */
+static int setup_open(PyObject *src, const run_args *a, run_setup *s)
+{
+    memset(s, 0, sizeof *s);
+    if (!a->explain && !a->has_scale && !emu_memory_ok())
+        return 0;
+    if (!(s->prog = compile_obj(src, NULL, Py_None)) ||
+        !budget_overrides(a->budgets, &s->b, &s->nb)) {
+        setup_close(s);
+        return 0;
+    }
+    rplan_vm_opts *o = &s->o;
+    o->mode = a->explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
+    o->budget_override = s->b;
+    o->nbudget_override = s->nb;
+    o->unknown_as_touch = a->explain || a->touch;
+    o->policy_override = a->policy;
+    o->objective = a->objective;
+    o->prefetch_depth = (unsigned)a->prefetch;
+    o->serial = a->has_prefetch && a->prefetch == 0;
+    const rplan_program *p = ((fhpy_program *)s->prog)->p;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = fhr_backend_open(a->explain ? "model:62" : a->device, &s->be, &e);
+    if (st == FHR_OK)
+        o->scale = a->has_scale ? a->scale
+                   : !a->explain && strcmp(s->be->ops->name, "emu") == 0 ? auto_scale(p) : 1;
+    Py_END_ALLOW_THREADS
+    if (st != FHR_OK) {
+        s->be = NULL;
+        fhpy_fail(&e);
+        setup_close(s);
+        return 0;
+    }
+    return 1;
+}
+
+/* Prefixes the message of the exception being raised with "values['NAME']: " (its type
+ * and other attributes stay). */
+static void name_the_value(PyObject *name)
+{
+    PyObject *et, *ev, *etb;
+    PyErr_Fetch(&et, &ev, &etb);
+    PyErr_NormalizeException(&et, &ev, &etb);
+    PyObject *m = ev ? PyObject_Str(ev) : NULL;
+    PyObject *msg = m ? PyUnicode_FromFormat("values['%U']: %U", name, m) : NULL;
+    PyObject *args = msg ? PyTuple_Pack(1, msg) : NULL;
+    if (args && PyObject_SetAttrString(ev, "args", args) == 0 &&
+        PyObject_HasAttrString(ev, "message"))
+        PyObject_SetAttrString(ev, "message", msg);
+    PyErr_Clear();
+    Py_XDECREF(args);
+    Py_XDECREF(msg);
+    Py_XDECREF(m);
+    PyErr_Restore(et, ev, etb);
+}
+
+/* Hands each (index, name, location, producer) of adopt (a list, or NULL) to the VM
+ * without a copy (fhpy_build_value: each buffer keeps its producer's DLPack tensor until
+ * the VM's manager frees it). 0 and an exception naming the value. */
+static int adopt_all(rplan_vm *vm, fhr_backend *be, PyObject *adopt)
+{
+    for (Py_ssize_t i = 0; adopt && i < PyList_GET_SIZE(adopt); i++) {
+        PyObject *t = PyList_GET_ITEM(adopt, i);
+        Py_ssize_t idx = PyLong_AsSsize_t(PyTuple_GET_ITEM(t, 0));
+        PyObject *name = PyTuple_GET_ITEM(t, 1);
+        fhr_location at = ((fhpy_location *)PyTuple_GET_ITEM(t, 2))->loc;
+        fhr_value *v = NULL;
+        PyObject *layout = NULL;
+        FHPY_ERR_INIT(e);
+        int ok = fhpy_build_value(be, PyTuple_GET_ITEM(t, 3), NULL, at, NULL, &v, &layout);
+        Py_XDECREF(layout);
+        if (ok && rplan_vm_adopt(vm, (size_t)idx, &v, &e) != FHR_OK) {
+            fhpy_fail(&e);
+            ok = 0;
+        }
+        fhr_value_destroy(v); /* NULL once adopted */
+        if (!ok) {
+            name_the_value(name);
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* One VM over s: created, given the streams, callables and adopted values, run and
+ * destroyed. keep_probe: the pinned bandwidth the run measured for its report (a probe of
+ * tens of MiB of copies, never used for a decision) is kept in s->o for the next runs.
+ * Returns the report, or NULL and the run's exception. */
+static PyObject *run_once(run_setup *s, PyObject *kernels, PyObject *loaders, PyObject *adopt,
+                          int keep_probe)
+{
     run_ctx rc = {NULL, 0};
-    rplan_vm_opts o;
-    memset(&o, 0, sizeof o);
-    o.mode = a->explain ? RPLAN_VM_EXPLAIN : RPLAN_VM_RUN;
-    o.budget_override = b;
-    o.nbudget_override = nb;
-    o.unknown_as_touch = a->explain || a->touch;
-    o.policy_override = a->policy;
-    o.objective = a->objective;
-    o.prefetch_depth = (unsigned)a->prefetch;
-    o.serial = a->has_prefetch && a->prefetch == 0;
+    rplan_vm_opts o = s->o;
     o.interrupt = run_interrupt;
     o.interrupt_ctx = &rc;
     FHPY_ERR_INIT(e);
-    fhr_backend *be = NULL;
     rplan_vm *vm = NULL;
     rplan_vm_report *rep = NULL;
     callables ks = {NULL, 0}, ls = {NULL, 0};
-    const rplan_program *p = ((fhpy_program *)prog)->p;
+    const rplan_program *p = ((fhpy_program *)s->prog)->p;
+    fhr_backend *be = s->be;
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = fhr_backend_open(a->explain ? "model:62" : a->device, &be, &e);
-    if (st == FHR_OK) {
-        o.scale = a->has_scale ? a->scale
-                  : !a->explain && strcmp(be->ops->name, "emu") == 0 ? auto_scale(p) : 1;
-        st = rplan_vm_create(p, be, &o, &vm, &e);
-    }
+    st = rplan_vm_create(p, be, &o, &vm, &e);
     Py_END_ALLOW_THREADS
     fhr_stream *views[2 * FHR_MAX_CUDA_DEVICES];
     size_t nviews = 0;
     if (st == FHR_OK && fhpy_backend_is_cuda(be))
-        st = give_streams(vm, be, p, b, nb, views, &nviews, &e);
+        st = give_streams(vm, be, p, s->b, s->nb, views, &nviews, &e);
     PyObject *r = NULL;
     if (st == FHR_OK &&
-        (!register_all(vm, a->kernels, "kernels", register_kernel, &rc, &ks, &st, &e) ||
-         !register_all(vm, a->loaders, "loaders", register_loader, &rc, &ls, &st, &e)))
+        (!register_all(vm, kernels, "kernels", register_kernel, &rc, &ks, &st, &e) ||
+         !register_all(vm, loaders, "loaders", register_loader, &rc, &ls, &st, &e) ||
+         (st == FHR_OK && !adopt_all(vm, be, adopt))))
         goto out;
     if (st == FHR_OK) {
         Py_BEGIN_ALLOW_THREADS
         st = rplan_vm_run(vm, &rep, &e);
         Py_END_ALLOW_THREADS
     }
+    if (st == FHR_OK && keep_probe && rep && s->o.pinned_gbps <= 0 && rep->pinned_gbps > 0)
+        s->o.pinned_gbps = rep->pinned_gbps;
     if (rep && !(r = fhpy_json(rplan_vm_report_json(rep))))
         goto out;
     if (st != FHR_OK) {
@@ -719,14 +809,22 @@ out:
     rplan_vm_destroy(vm);
     for (size_t i = 0; i < nviews; i++)
         fhr_stream_destroy(be, views[i]); /* views: the process's streams stay */
-    fhr_backend_destroy(be);
     Py_END_ALLOW_THREADS
     fhr_error_clear(&e);
     callables_free(&ks); /* after the VM: it calls them no more */
     callables_free(&ls);
     Py_XDECREF(rc.exc);
-    PyMem_Free(b);
-    Py_DECREF(prog);
+    fhpy_release_drain();
+    return r;
+}
+
+static PyObject *vm_go(PyObject *src, const run_args *a)
+{
+    run_setup s;
+    if (!setup_open(src, a, &s))
+        return NULL;
+    PyObject *r = run_once(&s, a->kernels, a->loaders, NULL, 0);
+    setup_close(&s);
     fhpy_release_drain();
     return r;
 }
@@ -966,3 +1064,221 @@ PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw)
     Py_DECREF(prog);
     return out;
 }
+
+/* ---- Runner: compile, verify and open the backend once; a VM per run --------------------
+ * The VM runs once (rplan_vm_run after rplan_vm_create), so each run() creates one over
+ * the kept program and backend, registers the kept kernels and loaders, adopts the kept
+ * producers' memory without a copy and runs it. Ownership (core.c): the Runner holds the
+ * program, the backend, each callable and each producer for its whole life; each run's
+ * VM holds a DLPack tensor of each producer (its own reference) until its manager frees
+ * the adopted value, at the latest when the VM is destroyed at the end of run(). */
+typedef struct {
+    PyObject_HEAD
+    run_setup s;
+    PyObject *kernels, *loaders; /* dicts (copies), or None */
+    PyObject *adopt;             /* list of (index, name, Location, producer) */
+    int running;
+} fhpy_runner;
+
+static void runner_dealloc(PyObject *self)
+{
+    fhpy_runner *r = (fhpy_runner *)self;
+    setup_close(&r->s);
+    Py_XDECREF(r->kernels);
+    Py_XDECREF(r->loaders);
+    Py_XDECREF(r->adopt);
+    Py_TYPE(self)->tp_free(self);
+    fhpy_release_drain();
+}
+
+/* A {name: callable} dict (copied: later changes to the caller's do not reach the runs). */
+static int callables_arg(PyObject *o, const char *what, PyObject **out)
+{
+    if (o == Py_None) {
+        *out = Py_NewRef(Py_None);
+        return 1;
+    }
+    if (!PyDict_Check(o)) {
+        PyErr_Format(PyExc_TypeError, "%s must be a dict {name (str): callable}, not %.80s",
+                     what, Py_TYPE(o)->tp_name);
+        return 0;
+    }
+    return (*out = PyDict_Copy(o)) != NULL;
+}
+
+/* The program's value `name`: an `at LOC` value the VM can adopt. -1 and an exception. */
+static Py_ssize_t adoptable(const rplan_program *p, const char *name, fhr_location *at,
+                            uint64_t *nbytes)
+{
+    rplan_value_info vi;
+    for (size_t i = 0; i < rplan_nvalues(p); i++) {
+        if (rplan_value(p, i, &vi) != FHR_OK || strcmp(vi.name, name) != 0)
+            continue;
+        if (vi.recoverability != FHR_MUST_PRESERVE || vi.seeded) {
+            fhpy_raise_msg(FHR_E_INVALID, "values['%s']: the value declared at line %u is %s",
+                           name, vi.line, vi.seeded ? "seeded: the run lays out its halves itself"
+                                                    : "a source: give its loader instead");
+            return -1;
+        }
+        *at = vi.has_initial ? vi.initial : fhr_loc_host();
+        *nbytes = vi.nbytes;
+        return (Py_ssize_t)i;
+    }
+    fhpy_raise_msg(FHR_E_INVALID, "values['%s']: the plan declares no value of that name", name);
+    return -1;
+}
+
+/* values {name: DLPack producer (or a mapping of fields, or an object with .fields)}:
+ * each checked now (its location, device, layout and size, by importing it once) and kept. */
+static int adopt_arg(fhpy_runner *r, PyObject *values)
+{
+    if (!(r->adopt = PyList_New(0)))
+        return 0;
+    if (values == Py_None)
+        return 1;
+    if (!PyDict_Check(values)) {
+        PyErr_Format(PyExc_TypeError, "values must be a dict {value name (str): array}, not "
+                                      "%.80s", Py_TYPE(values)->tp_name);
+        return 0;
+    }
+    const rplan_program *p = ((fhpy_program *)r->s.prog)->p;
+    Py_ssize_t pos = 0;
+    PyObject *k, *v;
+    while (PyDict_Next(values, &pos, &k, &v)) {
+        const char *name;
+        fhr_location at;
+        uint64_t nbytes;
+        Py_ssize_t i;
+        if (!fhpy_text(k, "a name in values", 0, &name) ||
+            (i = adoptable(p, name, &at, &nbytes)) < 0)
+            return 0;
+        fhr_value *trial = NULL;
+        PyObject *layout = NULL;
+        int ok = fhpy_build_value(r->s.be, v, NULL, at, NULL, &trial, &layout);
+        uint64_t has = ok ? fhr_value_storage_nbytes(trial) : 0;
+        fhr_value_destroy(trial);
+        Py_XDECREF(layout);
+        fhpy_release_drain();
+        if (!ok) {
+            name_the_value(k);
+            return 0;
+        }
+        if (r->s.o.scale <= 1 && has != nbytes) {
+            fhpy_raise_msg(FHR_E_INVALID, "values['%s']: the plan declares %llu bytes, the "
+                           "array holds %llu", name, (unsigned long long)nbytes,
+                           (unsigned long long)has);
+            return 0;
+        }
+        PyObject *t = Py_BuildValue("(nONO)", i, k, fhpy_loc_new(at), v);
+        if (!t || PyList_Append(r->adopt, t) < 0) {
+            Py_XDECREF(t);
+            return 0;
+        }
+        Py_DECREF(t);
+    }
+    return 1;
+}
+
+static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kw)
+{
+    PyObject *src, *budgets = Py_None, *kernels = Py_None, *loaders = Py_None;
+    PyObject *device = Py_None, *policy = Py_None, *scale = Py_None, *objective = Py_None;
+    PyObject *prefetch = Py_None, *values = Py_None;
+    int touch = 0;
+    static char *kwl[] = {"program", "values", "device", "kernels", "budgets", "scale",
+                          "unknown_as_touch", "policy", "loaders", "objective", "prefetch",
+                          NULL};
+    run_args a = {0};
+    const char *pol = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOpOOOO", kwl, &src, &values, &device,
+                                     &kernels, &budgets, &scale, &touch, &policy, &loaders,
+                                     &objective, &prefetch) ||
+        !fhpy_text(device, "device", 1, &a.device) || !fhpy_text(policy, "policy", 1, &pol) ||
+        !parse_policy(pol, &a.policy) || !parse_objective(objective, &a.objective))
+        return NULL;
+    if (prefetch != Py_None) {
+        if (!fhpy_count(prefetch, "prefetch", 1u << 20, &a.prefetch))
+            return NULL;
+        a.has_prefetch = 1;
+    }
+    if (scale != Py_None) {
+        if (!fhpy_bytes(scale, "scale", &a.scale))
+            return NULL;
+        if (a.scale == 0)
+            return fhpy_raise_msg(FHR_E_INVALID, "scale must be in 1..2**64-1 (None: as "
+                                                 "fheplan run chooses it), not 0");
+        a.has_scale = 1;
+    }
+    a.budgets = budgets;
+    a.touch = touch;
+    fhpy_runner *r = (fhpy_runner *)type->tp_alloc(type, 0);
+    if (!r)
+        return NULL;
+    if (!callables_arg(kernels, "kernels", &r->kernels) ||
+        !callables_arg(loaders, "loaders", &r->loaders) || !setup_open(src, &a, &r->s) ||
+        !adopt_arg(r, values)) {
+        Py_DECREF(r);
+        return NULL;
+    }
+    return (PyObject *)r;
+}
+
+static PyObject *runner_run(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    fhpy_runner *r = (fhpy_runner *)self;
+    if (r->running) /* a kernel or loader calling run() again */
+        return fhpy_raise_msg(FHR_E_REENTRANT, "Runner.run: this runner is running already "
+                                               "(called from one of its kernels or loaders?)");
+    r->running = 1;
+    PyObject *rep = run_once(&r->s, r->kernels, r->loaders, r->adopt, 1);
+    r->running = 0;
+    return rep;
+}
+
+static PyObject *runner_get_program(PyObject *self, void *c)
+{
+    (void)c;
+    return Py_NewRef(((fhpy_runner *)self)->s.prog);
+}
+
+static PyObject *runner_get_values(PyObject *self, void *c)
+{
+    (void)c;
+    PyObject *d = PyDict_New();
+    PyObject *l = ((fhpy_runner *)self)->adopt;
+    for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(l); i++) {
+        PyObject *t = PyList_GET_ITEM(l, i);
+        if (PyDict_SetItem(d, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 3)) < 0)
+            Py_CLEAR(d);
+    }
+    return d;
+}
+
+static PyMethodDef runner_methods[] = {
+    {"run", runner_run, METH_NOARGS,
+     "run($self, /)\n--\n\nRuns the plan once more (a new VM over the kept program, backend, "
+     "kernels, loaders and adopted values). Returns the report as a dict; raises as "
+     "fheplan.run does."},
+    {NULL, NULL, 0, NULL}};
+
+static PyGetSetDef runner_getset[] = {
+    {"program", runner_get_program, NULL, "the compiled Program", NULL},
+    {"values", runner_get_values, NULL, "the adopted producers, {value name: producer}", NULL},
+    {NULL, NULL, NULL, NULL, NULL}};
+
+PyTypeObject fhpy_runner_type = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.Runner",
+    .tp_basicsize = sizeof(fhpy_runner),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Runner(program, *, values=None, device=None, kernels=None, budgets=None, "
+              "scale=None, unknown_as_touch=False, policy=None, loaders=None, objective=None, "
+              "prefetch=None)\n--\n\nA plan compiled, verified and bound to its backend, "
+              "kernels, loaders and adopted values once, run by run() many times "
+              "(fheplan-python(7) RUNNER). values: {name: DLPack producer} for `at LOC` "
+              "values, read in place (no copy).",
+    .tp_dealloc = runner_dealloc,
+    .tp_methods = runner_methods,
+    .tp_getset = runner_getset,
+    .tp_new = runner_new,
+};

@@ -286,7 +286,7 @@ static PyObject *value_items(PyObject *value, PyObject **meta_default)
 }
 
 /* Imports one producer: its managed tensor (owned by the caller on success). */
-static int import_one(fhpy_manager *m, PyObject *name, PyObject *arr, fhr_location at,
+static int import_one(fhr_backend *be, PyObject *name, PyObject *arr, fhr_location at,
                       fhr_stream *order, field_in *f, fhpy_dl_dtype *dt, PyObject **shape)
 {
     if (!PyObject_HasAttrString(arr, "__dlpack__")) {
@@ -301,7 +301,7 @@ static int import_one(fhpy_manager *m, PyObject *name, PyObject *arr, fhr_locati
         return 0;
     }
     Py_DECREF(dev);
-    int real_cuda = fhpy_backend_is_cuda(m->backend);
+    int real_cuda = fhpy_backend_is_cuda(be);
     char lb[24];
     fhr_loc_format(at, lb, sizeof lb);
     int ok;
@@ -322,7 +322,7 @@ static int import_one(fhpy_manager *m, PyObject *name, PyObject *arr, fhr_locati
     if (dtype_ == FHPY_DL_CUDA && order) {
         void *native = NULL;
         FHPY_ERR_INIT(e);
-        if (fhr_stream_native(m->backend, order, &native, NULL, &e) != FHR_OK) {
+        if (fhr_stream_native(be, order, &native, NULL, &e) != FHR_OK) {
             fhpy_fail(&e);
             return 0;
         }
@@ -385,7 +385,7 @@ static int import_one(fhpy_manager *m, PyObject *name, PyObject *arr, fhr_locati
     return 1;
 }
 
-int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_location at,
+int fhpy_build_value(fhr_backend *be, PyObject *value, PyObject *meta_obj, fhr_location at,
                      fhr_stream *order, fhr_value **out, PyObject **layout)
 {
     *out = NULL;
@@ -420,7 +420,7 @@ int fhpy_build_value(fhpy_manager *m, PyObject *value, PyObject *meta_obj, fhr_l
         }
         fhpy_dl_dtype dt;
         PyObject *shape = NULL;
-        ok = import_one(m, name, PyTuple_GET_ITEM(it, 1), at, order, &fs[i], &dt, &shape);
+        ok = import_one(be, name, PyTuple_GET_ITEM(it, 1), at, order, &fs[i], &dt, &shape);
         if (ok) {
             PyObject *e = Py_BuildValue("(O(iii)N)", name, dt.code, dt.bits, dt.lanes, shape);
             ok = e != NULL;
