@@ -276,6 +276,20 @@ static PyObject *mgr_adopt(PyObject *self, PyObject *args, PyObject *kw)
 
 /* ---- fheplan.to ------------------------------------------------------------------------- */
 
+/* The memory fheplan.to reads from value (a leased view or a Value), or NULL with the
+ * exception set when it is no longer there (released, adopted). */
+static const fhr_value *to_source(PyObject *value)
+{
+    if (PyObject_TypeCheck(value, &fhpy_leased_type)) {
+        fhpy_leased *l = (fhpy_leased *)value;
+        return fhpy_alive(l->owner, l->ops) ? l->v : NULL;
+    }
+    fhpy_value *v = (fhpy_value *)value;
+    if (!v->v)
+        fhpy_raise_msg(FHR_E_STATE, "to: the value was adopted");
+    return v->v;
+}
+
 /* fheplan.to(value, location, *, stream=None, manager=None) */
 PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
 {
@@ -340,6 +354,15 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
     if (!fhpy_stream_view(m, stream, to.kind == FHR_LOC_CUDA ? to : fhr_value_location(src),
                           &view, NULL)) {
         fhr_value_destroy(tmp);
+        Py_XDECREF(layout);
+        return NULL;
+    }
+    /* Converting the stream ran Python code (a ptr property, a __cuda_stream__), which may
+     * have released the lease or adopted the value: look again before pinning, with no
+     * Python code between the check and the pin. */
+    if (!tmp && !(src = to_source(value))) {
+        if (view)
+            fhr_stream_destroy(m->backend, view);
         Py_XDECREF(layout);
         return NULL;
     }
