@@ -357,6 +357,18 @@ PyObject *fhpy_to(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(layout);
         return NULL;
     }
+    /* A copy queued on a stream of the caller's reads the leased copy after this call
+     * returns: the stream becomes a consumer of the lease (as __dlpack__(stream=) makes
+     * it), so the copy stays protected after a release until that stream passes it. */
+    if (!tmp && view && PyObject_TypeCheck(value, &fhpy_leased_type)) {
+        fhpy_leased *l = (fhpy_leased *)value;
+        if (l->loc.kind == FHR_LOC_CUDA && l->ops->add_consumer &&
+            l->ops->add_consumer(l->owner, l->loc, stream) < 0) {
+            fhr_stream_destroy(m->backend, view);
+            Py_XDECREF(layout);
+            return NULL;
+        }
+    }
     /* Converting the stream ran Python code (a ptr property, a __cuda_stream__), which may
      * have released the lease or adopted the value: look again before pinning, with no
      * Python code between the check and the pin. */

@@ -345,11 +345,9 @@ def test_a_scope_whose_body_and_exit_fail_is_collected() -> None:
     """)
 
 
-# fheplan.to(leased, ..., stream=s2) queues its copy on s2, which is no consumer of the lease:
-# once the lease is released the copy's source may be dropped while the copy still waits on
-# s2, and the copy reads freed memory (a crash on the emulated device, in about half the runs:
-# not strict until the fix, when the marker goes).
-@pytest.mark.xfail(reason="to(stream=) does not protect its source until the copy is done")
+# fheplan.to(leased, ..., stream=s2) queues its copy on s2: s2 becomes a consumer of the
+# lease, so after the release the copy's source stays protected until s2 passes the copy
+# (before, a drop freed it while the copy waited on s2: a crash in about half the runs).
 def test_a_copy_queued_on_another_stream_keeps_its_source() -> None:
     run_child("""
         n = 1 << 20
