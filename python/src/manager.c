@@ -1160,7 +1160,7 @@ static PyObject *mgr_scope(PyObject *self, PyObject *args, PyObject *kw)
         Py_XDECREF(keep);
         return finish(m, e.status, &e);
     }
-    fhpy_scope *o = PyObject_New(fhpy_scope, &fhpy_scope_type);
+    fhpy_scope *o = PyObject_GC_New(fhpy_scope, &fhpy_scope_type);
     if (!o) {
         fhr_scope_destroy(sc);
         fhpy_stream_maps_free(m, maps, ns);
@@ -1180,6 +1180,7 @@ static PyObject *mgr_scope(PyObject *self, PyObject *args, PyObject *kw)
     o->state = 0;
     o->report = Py_NewRef(Py_None);
     o->exit_error = Py_NewRef(Py_None);
+    PyObject_GC_Track((PyObject *)o);
     return (PyObject *)o;
 }
 

@@ -345,7 +345,7 @@ static PyObject *scope_finish(fhpy_scope *s, int body_failed)
     }
     if (!body_failed && st != FHR_OK) {
         fhr_error_clear(&e);
-        if (s->exit_error != Py_None) {
+        if (s->exit_error && s->exit_error != Py_None) {
             PyErr_SetObject((PyObject *)Py_TYPE(s->exit_error), s->exit_error);
             return NULL;
         }
@@ -381,9 +381,32 @@ static PyObject *scope_close(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* The collector sees a scope: its exit_error's __context__ is the body's exception, whose
+ * traceback holds the frame that holds the scope. Clearing drops the Python results only;
+ * the library scope, its streams and the manager go in dealloc. */
+static int scope_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    fhpy_scope *s = (fhpy_scope *)self;
+    Py_VISIT(s->exit_error);
+    Py_VISIT(s->report);
+    Py_VISIT(s->plan);
+    Py_VISIT(s->keep);
+    Py_VISIT(s->mgr);
+    return 0;
+}
+
+static int scope_clear(PyObject *self)
+{
+    fhpy_scope *s = (fhpy_scope *)self;
+    Py_CLEAR(s->exit_error);
+    Py_CLEAR(s->report);
+    return 0;
+}
+
 static void scope_dealloc(PyObject *self)
 {
     fhpy_scope *s = (fhpy_scope *)self;
+    PyObject_GC_UnTrack(self);
     Py_BEGIN_ALLOW_THREADS
     fhr_scope_destroy(s->sc);
     if (s->mgr)
@@ -446,7 +469,9 @@ static PyGetSetDef scope_getset[] = {
 PyTypeObject fhpy_scope_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.ResidencyScope",
     .tp_basicsize = sizeof(fhpy_scope),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = scope_traverse,
+    .tp_clear = scope_clear,
     .tp_doc = "The placement and reservation lifetime of a plan (a single-use context manager).",
     .tp_dealloc = scope_dealloc,
     .tp_methods = scope_methods,

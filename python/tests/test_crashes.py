@@ -314,9 +314,8 @@ def test_an_application_value_forwards_without_leaking() -> None:
 
 
 # ResidencyScope keeps its exit's error, whose __context__ is the body's exception, whose
-# traceback holds the frame that holds the scope: a cycle through an object the collector
-# cannot see (the scope type has no GC support), so the manager and its device live on.
-@pytest.mark.xfail(strict=True, reason="ResidencyScope is not collected through exit_error")
+# traceback holds the frame that holds the scope: a cycle the collector must see through
+# the scope (it had no GC support, and the manager and its device lived on).
 def test_a_scope_whose_body_and_exit_fail_is_collected() -> None:
     run_child("""
         import weakref

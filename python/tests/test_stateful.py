@@ -138,7 +138,6 @@ if CHILD:
             self.leases: List[Tuple[ResidencyLease, ResidencyHandle]] = []
             self.kept: List[Kept] = []
             self.runs = 0
-            self.uncollectable = False
             self.seed = 0
 
         # ---- adoption ---------------------------------------------------------------------
@@ -348,8 +347,6 @@ if CHILD:
                     raise BodyError("the body failed")
             except BodyError:
                 assert scope.closed, "a scope whose body raised is still open"
-                # known: such a scope is never collected (test_crashes.py, the xfail case)
-                self.uncollectable = self.uncollectable or scope.exit_error is not None
             except ResidencyError:
                 assert scope.closed or not scope.entered  # the entry failed
 
@@ -488,7 +485,7 @@ if CHILD:
             manager = weakref.ref(self.m)
             del self.m
             gc.collect()
-            assert manager() is None or self.uncollectable, \
+            assert manager() is None, \
                 "the manager outlived everything that refers to it"
 
     ResidencyMachine.TestCase.settings = settings(
