@@ -384,3 +384,40 @@ Test(min_budget, library_says_why_no_budget_helps)
                  FHR_E_INVALID);
     rplan_program_free(p);
 }
+
+/* A reservation's size is one of the sums the search probes: with 1000 B reserved in each
+ * request the keys kept after the last one change at 6 KiB + 1000 B, 9 KiB + 1000 B and
+ * 12 KiB + 1000 B, so the feasible intervals end one byte below those budgets, which no
+ * sum of the values' sizes reaches. */
+Test(min_budget, reservations_set_the_interval_ends)
+{
+    const char *file = plan_file("reserve8.rplan",
+                                 "rplan 1\n"
+                                 "budget cuda:0 16 KiB\n"
+                                 "value k[4] = 3 KiB source synth(1 + i)\n"
+                                 "value x = 2 KiB exclusive at pinned init synth(9)\n"
+                                 "policy p = lookahead(cuda:0 -> pinned -> host)\n"
+                                 "for i in 0..<4 {\n"
+                                 "  request \"key-{i}\" using p { require k[i] @ cuda:0\n"
+                                 "    reserve cuda:0 1000 B \"ws\" }\n"
+                                 "}\n"
+                                 "move x -> cuda:0\n");
+    static const double want[4][2] = {{5120, 7143}, {8192, 10215}, {11264, 13287}, {14336, -1}};
+    cJSON *doc;
+    cJSON *mb = min_budget_json("cuda:0", file, &doc);
+    cr_assert(cJSON_IsTrue(cJSON_GetObjectItem(mb, "exact")));
+    cr_assert_eq(num(mb, "threshold_bytes"), 14336);
+    cJSON *iv = cJSON_GetObjectItem(mb, "intervals");
+    cr_assert_eq(cJSON_GetArraySize(iv), 4);
+    for (int i = 0; i < 4; i++) {
+        cJSON *o = cJSON_GetArrayItem(iv, i);
+        cr_assert_eq(num(o, "from"), want[i][0], "interval %d", i);
+        if (want[i][1] < 0)
+            cr_assert(cJSON_IsNull(cJSON_GetObjectItem(o, "to")), "interval %d", i);
+        else
+            cr_assert_eq(num(o, "to"), want[i][1], "interval %d", i);
+    }
+    cJSON_Delete(doc);
+    cr_assert(feasible_at(file, 7143));
+    cr_assert(!feasible_at(file, 7144));
+}
