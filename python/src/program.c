@@ -884,6 +884,32 @@ PyObject *fhpy_check(PyObject *self, PyObject *args, PyObject *kw)
     return vm_go(src, &a);
 }
 
+/* The options run() and Runner() share with `fheplan run`, checked into a. */
+static int run_options(PyObject *device, PyObject *policy, PyObject *objective,
+                       PyObject *prefetch, PyObject *scale, run_args *a)
+{
+    const char *pol = NULL;
+    if (!fhpy_text(device, "device", 1, &a->device) || !fhpy_text(policy, "policy", 1, &pol) ||
+        !parse_policy(pol, &a->policy) || !parse_objective(objective, &a->objective))
+        return 0;
+    if (prefetch != Py_None) {
+        if (!fhpy_count(prefetch, "prefetch", 1u << 20, &a->prefetch))
+            return 0;
+        a->has_prefetch = 1;
+    }
+    if (scale != Py_None) {
+        if (!fhpy_bytes(scale, "scale", &a->scale))
+            return 0;
+        if (a->scale == 0) {
+            fhpy_raise_msg(FHR_E_INVALID, "scale must be in 1..2**64-1 (None: as fheplan run "
+                                          "chooses it), not 0");
+            return 0;
+        }
+        a->has_scale = 1;
+    }
+    return 1;
+}
+
 PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw)
 {
     (void)self;
@@ -895,26 +921,11 @@ PyObject *fhpy_run(PyObject *self, PyObject *args, PyObject *kw)
                           "unknown_as_touch", "policy", "loaders", "objective", "prefetch",
                           NULL};
     run_args a = {0};
-    const char *pol = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOpOOOO", kwl, &src, &device, &kernels,
                                      &budgets, &scale, &touch, &policy, &loaders, &objective,
                                      &prefetch) ||
-        !fhpy_text(device, "device", 1, &a.device) || !fhpy_text(policy, "policy", 1, &pol) ||
-        !parse_policy(pol, &a.policy) || !parse_objective(objective, &a.objective))
+        !run_options(device, policy, objective, prefetch, scale, &a))
         return NULL;
-    if (prefetch != Py_None) {
-        if (!fhpy_count(prefetch, "prefetch", 1u << 20, &a.prefetch))
-            return NULL;
-        a.has_prefetch = 1;
-    }
-    if (scale != Py_None) {
-        if (!fhpy_bytes(scale, "scale", &a.scale))
-            return NULL;
-        if (a.scale == 0)
-            return fhpy_raise_msg(FHR_E_INVALID, "scale must be in 1..2**64-1 (None: as "
-                                                 "fheplan run chooses it), not 0");
-        a.has_scale = 1;
-    }
     a.budgets = budgets;
     a.kernels = kernels;
     a.loaders = loaders;
@@ -1189,26 +1200,11 @@ static PyObject *runner_new(PyTypeObject *type, PyObject *args, PyObject *kw)
                           "unknown_as_touch", "policy", "loaders", "objective", "prefetch",
                           NULL};
     run_args a = {0};
-    const char *pol = NULL;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|$OOOOOpOOOO", kwl, &src, &values, &device,
                                      &kernels, &budgets, &scale, &touch, &policy, &loaders,
                                      &objective, &prefetch) ||
-        !fhpy_text(device, "device", 1, &a.device) || !fhpy_text(policy, "policy", 1, &pol) ||
-        !parse_policy(pol, &a.policy) || !parse_objective(objective, &a.objective))
+        !run_options(device, policy, objective, prefetch, scale, &a))
         return NULL;
-    if (prefetch != Py_None) {
-        if (!fhpy_count(prefetch, "prefetch", 1u << 20, &a.prefetch))
-            return NULL;
-        a.has_prefetch = 1;
-    }
-    if (scale != Py_None) {
-        if (!fhpy_bytes(scale, "scale", &a.scale))
-            return NULL;
-        if (a.scale == 0)
-            return fhpy_raise_msg(FHR_E_INVALID, "scale must be in 1..2**64-1 (None: as "
-                                                 "fheplan run chooses it), not 0");
-        a.has_scale = 1;
-    }
     a.budgets = budgets;
     a.touch = touch;
     fhpy_runner *r = (fhpy_runner *)type->tp_alloc(type, 0);
