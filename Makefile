@@ -108,9 +108,12 @@ UNIT_ARGS ?= --jobs=2
 TEST_EXTRA += test-layers test-install
 # tests/tools/stages.sh builds, runs the unit suite and each TEST_EXTRA target in turn, and
 # prints the seconds each stage took.
+# The build stage uses every core unless make was given its own -j.
+NPROC ?= $(shell nproc 2>/dev/null || echo 1)
+TEST_BUILD_JOBS = $(if $(findstring jobserver,$(MAKEFLAGS)),,-j$(NPROC))
 test-run:
-	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(TEST_EXTRA_DEPS)" \
-	  "$(UNIT) $(UNIT_ARGS)" $(TEST_EXTRA)
+	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" \
+	  "$(TEST_BUILD_JOBS) all $(UNIT) $(TEST_EXTRA_DEPS)" "$(UNIT) $(UNIT_ARGS)" $(TEST_EXTRA)
 
 # The layering of README's Layout table, proved on the objects: every call and every
 # internal include points down the layers, and no two files call each other in a circle.
@@ -159,13 +162,13 @@ test-build: $(BUILD_ONLY)
 .PHONY: test-mutants test-mutants-all
 MUTANT_SAMPLE ?= 6
 TEST_EXTRA += $(if $(SAN),,test-mutants)
-MUTANT_SEED = $(if $(filter 0,$(CUDA)),$(if $(SAN),,$(BUILD)))
+MUTANT_ENV = MUTANT_SEED=$(if $(SAN),,$(BUILD)) MUTANT_CUDA=$(CUDA) MUTANT_MPI=$(MPI)
 test-mutants:
 	@sh tests/mutants/test-copy.sh
-	MUTANT_SAMPLE=$(MUTANT_SAMPLE) MUTANT_SEED=$(MUTANT_SEED) sh tests/mutants/run.sh $(BUILD)/mutants
+	MUTANT_SAMPLE=$(MUTANT_SAMPLE) $(MUTANT_ENV) sh tests/mutants/run.sh $(BUILD)/mutants
 test-mutants-all:
 	@sh tests/mutants/test-copy.sh
-	MUTANT_SAMPLE=all MUTANT_SEED=$(MUTANT_SEED) sh tests/mutants/run.sh $(BUILD)/mutants
+	MUTANT_SAMPLE=all $(MUTANT_ENV) sh tests/mutants/run.sh $(BUILD)/mutants
 
 # The exhaustive sweeps that make test leaves out, for CI (.ci/run) and before a release:
 # every mutant, each fuzz target for FUZZ_LONG_RUNS mutations, the oracle over
@@ -174,7 +177,7 @@ test-mutants-all:
 FUZZ_LONG_RUNS    ?= 30000
 ORACLE_LONG_SEEDS ?= 2 3 4
 test-long: deps
-	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "all $(UNIT) $(ORACLE)" - \
+	@sh tests/tools/stages.sh "$(MAKE) --no-print-directory" "$(TEST_BUILD_JOBS) all $(UNIT) $(ORACLE)" - \
 	  test-mutants-all fuzz-long $(addprefix oracle-seed-,$(ORACLE_LONG_SEEDS))
 .PHONY: fuzz-long
 fuzz-long:

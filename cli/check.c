@@ -219,9 +219,11 @@ static void min_budget_json(cJSON *mo, const rplan_min_budget_result *r)
     cJSON_AddNumberToObject(mo, "unbounded_peak_bytes", (double)r->peak);
     cJSON_AddNumberToObject(mo, "dry_run_peak_bytes", (double)r->floor);
     cJSON_AddBoolToObject(mo, "exact", r->exact);
-    cJSON_AddNumberToObject(mo, "candidates", (double)r->candidates);
     cJSON_AddNumberToObject(mo, "probes", (double)r->probes);
-    cJSON_AddNumberToObject(mo, "grain_bytes", (double)r->grain);
+    if (!r->exact) {
+        cJSON_AddNumberToObject(mo, "undecided_from_bytes", (double)r->undecided_from);
+        cJSON_AddNumberToObject(mo, "undecided_to_bytes", (double)r->undecided_to);
+    }
 }
 
 /* The feasible intervals of a search that found more than one. */
@@ -264,14 +266,15 @@ static void min_budget_print(fhr_location loc, const rplan_min_budget_result *r)
     if (r->nint_all > 1)
         intervals_print(lb, r);
     if (r->exact)
-        printf("  exact: every budget decided by %zu probes, one per distinct sum of the sizes "
-               "charged at %s from the dry run's peak %s (below it the dry run refuses) up to "
-               "the unbounded peak %s\n",
-               r->probes, lb, fmt_bytes(r->floor, b2, sizeof b2), fmt_bytes(r->peak, b1, sizeof b1));
+        printf("  exact: every budget decided by %zu probe%s, one per window of budgets at %s "
+               "over which the run takes one course, from the dry run's peak %s (below it the "
+               "dry run refuses) up\n",
+               r->probes, r->probes == 1 ? "" : "s", lb, fmt_bytes(r->floor, b2, sizeof b2));
     else
-        printf("  not exact: %zu probes; below the lowest budget probed feasibility was taken as "
-               "monotonic (more than %d candidate budgets)\n",
-               r->probes, RPLAN_MIN_BUDGET_PROBES);
+        printf("  not exact: after %zu probes the budgets %llu-%llu were left undecided; from "
+               "%llu on the unbounded run's course holds\n",
+               r->probes, (unsigned long long)r->undecided_from,
+               (unsigned long long)r->undecided_to, (unsigned long long)r->undecided_to + 1);
     printf("  within 5%% of the unbounded predicted time (%s) from %s (%llu bytes), predicted %s\n",
            fmt_time(r->unbounded_s, a, sizeof a), fmt_bytes(r->near, b2, sizeof b2),
            (unsigned long long)r->near, fmt_time(r->near_s, t, sizeof t));

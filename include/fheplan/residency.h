@@ -321,6 +321,7 @@ typedef struct fhr_loc_stats {
     uint64_t reserved_bytes;     /* sum of active reservations */
     uint64_t inflight_bytes;     /* charges of copies being made (admitted, not yet copies):
                                     counted as taken, neither evictable nor waitable yet */
+    uint64_t temporary_bytes;    /* a source's temporary copies during its loads */
     uint64_t peak_used_bytes;
     uint64_t peak_charged_bytes; /* used + reserved + temporaries, highest seen */
     int has_budget;

@@ -280,7 +280,7 @@ FHR_API const char *rplan_opcode_name(int op); /* "ensure"; "?" when out of rang
 /* ---- the minimum budget (rplan_vm(3), MINIMUM BUDGET) ------------------------------- */
 
 #define RPLAN_MIN_BUDGET_INTERVALS 64 /* feasible intervals kept (the rest are counted) */
-#define RPLAN_MIN_BUDGET_PROBES 20000 /* candidate budgets probed before the search bisects */
+#define RPLAN_MIN_BUDGET_PROBES 20000 /* windows probed before the walk stops */
 
 typedef struct rplan_budget_interval {
     uint64_t from, to; /* feasible from..to bytes, inclusive; to UINT64_MAX: and above */
@@ -289,17 +289,18 @@ typedef struct rplan_budget_interval {
 typedef struct rplan_min_budget_result {
     int found;          /* 0: no budget at the location makes the program feasible */
     int unused;         /* nothing there needs bytes: every budget, 0 included */
-    int exact;          /* every candidate budget was probed */
+    int exact;          /* every budget was decided */
     uint64_t feasible;  /* the smallest feasible budget */
     uint64_t threshold; /* every budget from it on is feasible; one byte less is not */
     uint64_t near;      /* the smallest from the threshold on within 5% of unbounded_s */
     uint64_t peak;      /* the highest charge the unbounded runs set against the location */
     uint64_t floor;     /* the dry run's highest charge there: every budget below it is
                            refused by the dry run, without a probe */
-    uint64_t grain;     /* the common divisor of what can be charged there */
-    size_t candidates;  /* distinct sums of those charges up to the peak (0: too many) */
     size_t probes;      /* budgets probed to decide feasibility (a probe: the dry run and
-                           the explain run at one budget): the sums from the floor up */
+                           the explain run at one budget), one per window of budgets over
+                           which the run takes one course, from the floor up */
+    uint64_t undecided_from, undecided_to; /* exact 0: the budgets left undecided after
+                           RPLAN_MIN_BUDGET_PROBES probes (from > to: none) */
     size_t nint;        /* intervals in iv (the last is the threshold's) */
     size_t nint_all;    /* feasible intervals found (1: monotonic) */
     rplan_budget_interval iv[RPLAN_MIN_BUDGET_INTERVALS];

@@ -213,6 +213,7 @@ class _LocationRecord:
     used_bytes: int
     reserved_bytes: int
     inflight_bytes: int
+    temporary_bytes: int
     peak_used_bytes: int
     peak_charged_bytes: int
     budget_bytes: Optional[int]
@@ -327,8 +328,6 @@ class _MinBudgetRecord:
     feasible: int
     near: int
     peak: int
-    grain: int
-    candidates: int
     probes: int
     intervals: List[Tuple[int, Optional[int]]]
     intervals_found: int

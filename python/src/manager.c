@@ -930,10 +930,11 @@ static PyObject *snapshot_object(const fhr_snapshot *s)
     for (size_t i = 0; i < s->nlocs; i++) {
         const fhr_loc_stats *l = &s->locs[i];
         PyObject *d = Py_BuildValue(
-            "{s:N,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:N}", "location", fhpy_loc_new(l->loc), "used_bytes",
-            (unsigned long long)l->used_bytes, "reserved_bytes",
+            "{s:N,s:K,s:K,s:K,s:K,s:K,s:K,s:N,s:N,s:N}", "location", fhpy_loc_new(l->loc),
+            "used_bytes", (unsigned long long)l->used_bytes, "reserved_bytes",
             (unsigned long long)l->reserved_bytes, "inflight_bytes",
-            (unsigned long long)l->inflight_bytes, "peak_used_bytes",
+            (unsigned long long)l->inflight_bytes, "temporary_bytes",
+            (unsigned long long)l->temporary_bytes, "peak_used_bytes",
             (unsigned long long)l->peak_used_bytes, "peak_charged_bytes",
             (unsigned long long)l->peak_charged_bytes, "budget_bytes",
             opt_u64(l->has_budget, l->budget_bytes), "remaining_budget_bytes",

@@ -985,13 +985,12 @@ static PyObject *min_budget_record(fhr_location loc, const rplan_min_budget_resu
     if (!iv)
         return NULL;
     PyObject *d = Py_BuildValue(
-        "{s:N,s:O,s:O,s:O,s:O,s:K,s:K,s:K,s:K,s:K,s:n,s:n,s:N,s:n,s:d,s:d,s:d,s:d,s:s}",
+        "{s:N,s:O,s:O,s:O,s:O,s:K,s:K,s:K,s:K,s:n,s:N,s:n,s:d,s:d,s:d,s:d,s:s}",
         "location", fhpy_loc_new(loc), "found", r->found ? Py_True : Py_False, "unused",
         r->unused ? Py_True : Py_False, "exact", r->exact ? Py_True : Py_False, "monotonic",
         r->nint_all == 1 ? Py_True : Py_False, "threshold", (unsigned long long)r->threshold,
         "feasible", (unsigned long long)r->feasible, "near", (unsigned long long)r->near,
-        "peak", (unsigned long long)r->peak, "grain", (unsigned long long)r->grain,
-        "candidates", (Py_ssize_t)r->candidates, "probes", (Py_ssize_t)r->probes, "intervals",
+        "peak", (unsigned long long)r->peak, "probes", (Py_ssize_t)r->probes, "intervals",
         iv, "intervals_found", (Py_ssize_t)r->nint_all, "unbounded_s", r->unbounded_s,
         "threshold_s", r->threshold_s, "feasible_s", r->feasible_s, "near_s", r->near_s,
         "reason", r->reason);

@@ -17,7 +17,7 @@ DESIGN = os.path.join(REPO, "plans", "design-example.rplan")
 CLI_NAMES = {
     "found": "found", "unused": "unused", "exact": "exact", "monotonic": "monotonic",
     "threshold": "threshold_bytes", "feasible": "feasible_bytes", "near": "within_5pct_bytes",
-    "peak": "unbounded_peak_bytes", "grain": "grain_bytes", "candidates": "candidates",
+    "peak": "unbounded_peak_bytes",
     "probes": "probes", "intervals_found": "intervals_found",
     "unbounded_s": "unbounded_predicted_s", "threshold_s": "predicted_s_at_threshold",
     "feasible_s": "predicted_s_at_feasible", "near_s": "predicted_s_at_within_5pct",

@@ -9,6 +9,7 @@
 #include "runtime/control/policy.h"
 #include "runtime/control/victim_index.h"
 #include "runtime/manager/query.h"
+#include "runtime/manager/manager.h"
 #include "runtime/manager/snapshot_cache.h"
 #include "runtime/control/use.h"
 #include "runtime/manager/report.h"
@@ -314,17 +315,15 @@ fhr_status fhr_decide_settled(fhr_controller *c, const fhr_request *req,
             goto fail;
         }
         uint64_t scanned = 0;
-        if (saved) { /* settled copies are not in the victim index: the full pass */
+        int wslot;
+        bwin *win = mgr_watched(c->m, &wslot);
+        if (saved) /* settled copies are not in the victim index: the full pass */
             settle(view, settled, nsettled, saved);
-            scanned = view->nvalues;
-            st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
+        st = policy_decide_indexed(c->p, view, cached && !saved ? c->index : NULL, &clean,
+                                   &scanned, &d->out, win, wslot, err);
+        if (saved) {
             unsettle(view, settled, nsettled, saved);
             free(saved);
-        } else if (cached) {
-            st = policy_decide_indexed(c->p, view, c->index, &clean, &scanned, &d->out, err);
-        } else {
-            scanned = view->nvalues;
-            st = fhr_policy_decide(c->p, view, &clean, &d->out, err);
         }
         mgr_count_reads(c->m, scanned);
         if (st != FHR_OK)

@@ -7,6 +7,7 @@
 #include "fheplan/controller.h"
 #include "runtime/control/policy.h"
 #include "runtime/control/victim_index.h"
+#include "runtime/manager/manager.h"
 #include "base/error.h"
 
 #include <stdarg.h>
@@ -179,17 +180,30 @@ static inline vstate *vref(vstate *vs, uint32_t epoch, const fhr_snapshot *snap,
 typedef struct model {
     int has_budget[FHR_LOC_SLOTS];
     uint64_t budget[FHR_LOC_SLOTS];
-    uint64_t committed[FHR_LOC_SLOTS]; /* used + reserved, after modelled evictions */
+    uint64_t committed[FHR_LOC_SLOTS]; /* every charge taken, after modelled evictions */
     uint64_t need[FHR_LOC_SLOTS];      /* the request: new copies + reservations */
+    bwin *win;                         /* the watched budget's window (NULL: none) */
+    int wslot;                         /* and its slot */
 } model;
+
+/* Whether x bytes fit the budget at slot: every comparison the policy makes against a
+ * budget, noted in the watched window. */
+static int md_fits(const model *md, int slot, uint64_t x)
+{
+    return !md->has_budget[slot] ||
+           bwin_fits(slot == md->wslot ? md->win : NULL, x, md->budget[slot]);
+}
+
+/* What the request wants at slot: what is committed there and what it adds. */
+static uint64_t md_want(const model *md, int slot)
+{
+    return sat_add(md->committed[slot], md->need[slot]);
+}
 
 /* Room for n more bytes at slot without eating into what the request needs there. */
 static int has_room(const model *md, int slot, uint64_t n)
 {
-    if (!md->has_budget[slot])
-        return 1;
-    uint64_t want = md->committed[slot] + md->need[slot];
-    return want <= md->budget[slot] && n <= md->budget[slot] - want;
+    return md_fits(md, slot, sat_add(md_want(md, slot), n));
 }
 
 /* fhr_loc_equal, inlined: the candidate scan asks it once per copy of every value. */
@@ -309,6 +323,7 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
         return 0;
     md->committed[slot] -= n;
     *shortb = n >= *shortb ? 0 : *shortb - n;
+    (void)md_fits(md, slot, md_want(md, slot)); /* noted: fits exactly when !*shortb */
     if (fhr_policy_out_evict(out, &ev) != FHR_OK)
         *st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
     return 1;
@@ -380,10 +395,8 @@ static void model_init(model *md, const fhr_snapshot *snap)
             continue;
         md->has_budget[s] = l->has_budget;
         md->budget[s] = l->budget_bytes;
-        uint64_t c = l->used_bytes + l->reserved_bytes;
-        if (l->has_budget && l->budget_bytes - l->remaining_budget_bytes > c)
-            c = l->budget_bytes - l->remaining_budget_bytes; /* temporaries */
-        md->committed[s] = c;
+        md->committed[s] = sat_add(sat_add(l->used_bytes, l->reserved_bytes),
+                                   sat_add(l->temporary_bytes, l->inflight_bytes));
     }
 }
 
@@ -601,7 +614,8 @@ static int decide_slot(decide *d, int slot, uint64_t shortb)
 static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx,
                                 const char *name, const fhr_snapshot *snap,
                                 const fhr_request *req, vix *ix, int *fallback,
-                                uint64_t *scanned, fhr_policy_out *out, fhr_error *err)
+                                uint64_t *scanned, fhr_policy_out *out, bwin *win, int wslot,
+                                fhr_error *err)
 {
     decide d;
     memset(&d, 0, sizeof d);
@@ -616,6 +630,8 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
     d.out = out;
     d.err = err;
     model_init(&d.md, snap);
+    d.md.win = win;
+    d.md.wslot = wslot;
     d.nv = snap->nvalues;
     d.epoch = 1;
     vstate *own = NULL;
@@ -640,8 +656,8 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
     for (int slot = 0; slot < FHR_LOC_SLOTS && d.st == FHR_OK && out->feasible; slot++) {
         if (!d.md.has_budget[slot])
             continue;
-        uint64_t want = d.md.committed[slot] + d.md.need[slot];
-        if (want <= d.md.budget[slot])
+        uint64_t want = md_want(&d.md, slot);
+        if (md_fits(&d.md, slot, want))
             continue;
         if (decide_slot(&d, slot, want - d.md.budget[slot])) {
             *fallback = 1;
@@ -688,7 +704,7 @@ static fhr_status tlru_decide(void *ctx, const fhr_snapshot *snap, const fhr_req
                               fhr_policy_out *out, fhr_error *err)
 {
     return tiered_decide(ctx, lru_rank, NULL, "tiered_lru", snap, req, NULL, NULL, NULL, out,
-                         err);
+                         NULL, -1, err);
 }
 
 static void tlru_destroy(void *ctx) { free(ctx); }
@@ -809,7 +825,7 @@ static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fh
 {
     const lookahead *la = ctx;
     return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, NULL, NULL, NULL,
-                         out, err);
+                         out, NULL, -1, err);
 }
 
 int fhr_policy_is_tiered(const fhr_policy *p)
@@ -819,35 +835,57 @@ int fhr_policy_is_tiered(const fhr_policy *p)
 
 int policy_uses_victim_index(const fhr_policy *p) { return fhr_policy_is_tiered(p); }
 
-fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
-                                 const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
-                                 fhr_error *err)
+/* A built-in policy's decision into a cleared out, over ix when it is not NULL. */
+static fhr_status builtin_decide(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
+                                 const fhr_request *req, int *fallback, uint64_t *scanned,
+                                 fhr_policy_out *out, bwin *win, int wslot, fhr_error *err)
 {
-    if (!policy_uses_victim_index(p) || !vix_valid(ix)) {
-        *scanned += snap ? snap->nvalues : 0; /* the full path reads every value */
-        return fhr_policy_decide(p, snap, req, out, err);
-    }
-    if (!snap || !req || !out)
-        return fhr_fail(err, FHR_E_INVALID, "policy_decide: NULL argument");
     memset(out, 0, sizeof *out);
     out->feasible = 1;
-    int fallback = 0;
-    fhr_status st;
-    if (p->ops.decide == tlru_decide) {
-        st = tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, &fallback,
-                           scanned, out, err);
-    } else {
-        const lookahead *la = p->ctx;
-        st = tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, ix, &fallback,
-                           scanned, out, err);
-    }
-    if (st != FHR_OK || fallback) {
-        fhr_policy_out_clear(out);
-        if (st == FHR_OK) { /* infeasible over the index: the full path explains it */
-            *scanned += snap->nvalues;
-            return fhr_policy_decide(p, snap, req, out, err);
+    if (p->ops.decide == tlru_decide)
+        return tiered_decide(p->ctx, lru_rank, NULL, "tiered_lru", snap, req, ix, fallback,
+                             scanned, out, win, wslot, err);
+    const lookahead *la = p->ctx;
+    return tiered_decide(&la->t, lookahead_rank, la, "lookahead", snap, req, ix, fallback,
+                         scanned, out, win, wslot, err);
+}
+
+/* A custom policy may compare anything with a budget: its decision holds at this budget
+ * only. */
+static void pin_window(const fhr_snapshot *snap, bwin *win, int wslot)
+{
+    for (size_t i = 0; win && i < snap->nlocs; i++)
+        if (fhr_loc_slot(snap->locs[i].loc) == wslot && snap->locs[i].has_budget) {
+            uint64_t b = snap->locs[i].budget_bytes;
+            win->lo = win->lo > b ? win->lo : b;
+            win->hi = win->hi < b ? win->hi : b;
         }
+}
+
+fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
+                                 const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
+                                 bwin *win, int wslot, fhr_error *err)
+{
+    if (!p || !snap || !req || !out)
+        return fhr_fail(err, FHR_E_INVALID, "policy_decide: NULL argument");
+    if (!policy_uses_victim_index(p)) {
+        *scanned += snap->nvalues; /* the full path reads every value */
+        pin_window(snap, win, wslot);
+        return fhr_policy_decide(p, snap, req, out, err);
     }
+    if (ix && !vix_valid(ix))
+        ix = NULL;
+    if (!ix)
+        *scanned += snap->nvalues;
+    int fallback = 0;
+    fhr_status st = builtin_decide(p, snap, ix, req, &fallback, scanned, out, win, wslot, err);
+    if (st == FHR_OK && fallback) { /* infeasible over the index: the full path explains it */
+        fhr_policy_out_clear(out);
+        *scanned += snap->nvalues;
+        st = builtin_decide(p, snap, NULL, req, NULL, NULL, out, win, wslot, err);
+    }
+    if (st != FHR_OK)
+        fhr_policy_out_clear(out);
     return st;
 }
 

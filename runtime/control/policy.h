@@ -19,13 +19,16 @@ typedef struct vix vix;
  * it ranks the index's copies at each short location instead of scanning every value. */
 int policy_uses_victim_index(const fhr_policy *p);
 
+typedef struct bwin bwin;
+
 /* fhr_policy_decide, with the victims of a tiered LRU or lookahead policy taken from ix,
  * which must follow snap (vix_update): the same output byte for byte, without scanning
- * every value at each short location. Any other policy, or an invalid ix:
- * fhr_policy_decide. *scanned grows by the index entries walked, or by every value when
- * the full path decides. */
+ * every value at each short location. Any other policy, or a NULL or invalid ix: the
+ * full path. *scanned grows by the index entries walked, or by every value when the full
+ * path decides. win (NULL: none) notes every comparison the decision makes against the
+ * budget at wslot; a custom policy's decision is taken to hold at that budget alone. */
 fhr_status policy_decide_indexed(const fhr_policy *p, const fhr_snapshot *snap, vix *ix,
                                  const fhr_request *req, uint64_t *scanned, fhr_policy_out *out,
-                                 fhr_error *err);
+                                 bwin *win, int wslot, fhr_error *err);
 
 #endif

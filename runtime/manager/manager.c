@@ -35,6 +35,7 @@ fhr_status fhr_manager_create(const fhr_manager_config *cfg, fhr_manager **out, 
         m->ndev = 0;
     m->id = fresh_id(m);
     m->next_serial = 1;
+    m->watch_slot = -1;
     links_fill(NULL, &m->links);
     pthread_mutex_init(&m->lock, NULL);
     pthread_cond_init(&m->claims_cv, NULL);
@@ -445,6 +446,25 @@ fhr_status fhr_set_budget(fhr_manager *m, fhr_location loc, uint64_t nbytes, fhr
     }
     mgr_leave(m);
     return st;
+}
+
+bwin *mgr_watch_budget(fhr_manager *m, int slot)
+{
+    pthread_mutex_lock(&m->lock);
+    if (m->watch_slot >= 0)
+        m->loc[m->watch_slot].win = NULL;
+    m->watch_slot = slot >= 0 && slot < FHR_LOC_SLOTS ? slot : -1;
+    m->watch = (bwin){0, UINT64_MAX};
+    if (m->watch_slot >= 0)
+        m->loc[slot].win = &m->watch;
+    pthread_mutex_unlock(&m->lock);
+    return m->watch_slot >= 0 ? &m->watch : NULL;
+}
+
+bwin *mgr_watched(const fhr_manager *m, int *slot)
+{
+    *slot = m->watch_slot;
+    return m->watch_slot >= 0 ? (bwin *)&m->watch : NULL;
 }
 
 /* ---- events ------------------------------------------------------------------------ */

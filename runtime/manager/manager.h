@@ -131,8 +131,31 @@ static inline mat *val_take_mat(val *v, int slot)
     return NULL;
 }
 
+/* The budgets B at one watched location over which every comparison "x <= B" made so far
+ * came out as it did: lo <= B <= hi (rplan_min_budget, runtime/vm/min_budget.c). Every
+ * decision that depends on a budget asks bwin_fits, so a run's whole course — what it
+ * moves, evicts and refuses — is the same at every budget in its window. */
+typedef struct bwin {
+    uint64_t lo, hi;
+} bwin;
+
+/* x <= b, noted in w (NULL: not watched). */
+static inline int bwin_fits(bwin *w, uint64_t x, uint64_t b)
+{
+    int ok = x <= b;
+    if (w && ok && x > w->lo)
+        w->lo = x;
+    else if (w && !ok && x - 1 < w->hi)
+        w->hi = x - 1;
+    return ok;
+}
+
+/* a + b, or UINT64_MAX where it would wrap (a charge that can never fit). */
+static inline uint64_t sat_add(uint64_t a, uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
+
 /* Per-location accounting; the same struct backs explain's model. */
 typedef struct locacct {
+    bwin *win;          /* the watched location's window (mgr_watch_budget), else NULL */
     int present;
     int has_budget;
     uint64_t budget;
@@ -180,6 +203,8 @@ struct fhr_manager {
     uint64_t next_serial;     /* serials [1, next_serial) were issued */
     size_t nlive;
     locacct loc[FHR_LOC_SLOTS];
+    bwin watch;               /* the watched budget's window (mgr_watch_budget) */
+    int watch_slot;           /* -1: none */
     fhr_link_rates links;     /* the cost model's rates (cost.c), defaults filled in */
     fhr_stream *streams[FHR_LOC_SLOTS]; /* the manager's own stream per location */
     pending_ref *pend;
@@ -305,6 +330,18 @@ void acct_unreserve(locacct *a, uint64_t n);
 /* FHR_E_BUDGET (filling err, loc and bytes_short) if n more bytes do not fit. */
 fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char *what,
                       fhr_error *err);
+/* Whether committed + n fits a's budget (noted in a's window). */
+int acct_fits(const locacct *a, uint64_t n);
+/* The committed charge at a: used, reserved, temporaries and copies in flight. */
+static inline uint64_t acct_committed(const locacct *a)
+{
+    return a->used + a->reserved + a->temp + a->inflight;
+}
+/* Watches the budget at slot from now on (each watch starts a new window, 0..UINT64_MAX);
+ * slot -1 stops watching. Returns the window's storage, or NULL for -1. */
+bwin *mgr_watch_budget(fhr_manager *m, int slot);
+/* The watched window, or NULL when none is watched; *slot says where. */
+bwin *mgr_watched(const fhr_manager *m, int *slot);
 
 /* The rule core shared by the primitives and explain's model. */
 typedef struct rule_view {

@@ -31,15 +31,11 @@ static int reservations_fit(const fhr_manager *m, const fhr_reservation *res, si
             continue;
         uint64_t need = 0; /* every reservation at this location, counted once per location */
         for (size_t k = 0; k < nres; k++)
-            if (fhr_loc_equal(res[k].at, res[i].at)) {
-                if (res[k].nbytes > UINT64_MAX - need)
-                    return 0;
-                need += res[k].nbytes;
-            }
+            if (fhr_loc_equal(res[k].at, res[i].at))
+                need = sat_add(need, res[k].nbytes);
         /* copies still being made hold their admitted charge (inflight) as the full path
          * and preflight count it */
-        uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
-        if (committed > a->budget || need > a->budget - committed)
+        if (!acct_fits(a, need))
             return 0;
     }
     return 1;
@@ -50,8 +46,7 @@ static int none_over(const fhr_manager *m)
 {
     for (int i = 0; i < FHR_LOC_SLOTS; i++) {
         const locacct *a = &m->loc[i];
-        if (a->present && a->has_budget &&
-            a->used + a->reserved + a->temp + a->inflight > a->budget)
+        if (a->present && a->has_budget && !acct_fits(a, 0))
             return 0;
     }
     return 1;

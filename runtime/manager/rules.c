@@ -38,14 +38,9 @@ const char *rules_name(uint64_t serial, const char *label, char *buf, size_t cap
 }
 
 /* Whether n more bytes fit at a (acct_admit's test, without the message). */
-static int acct_fits(const locacct *a, uint64_t n)
+int acct_fits(const locacct *a, uint64_t n)
 {
-    if (!a->has_budget)
-        return 1;
-    uint64_t committed = a->used + a->reserved + a->temp + a->inflight;
-    if (committed <= a->budget && n <= a->budget - committed)
-        return 1;
-    return 0;
+    return !a->has_budget || bwin_fits(a->win, sat_add(acct_committed(a), n), a->budget);
 }
 
 fhr_status acct_admit(const locacct *a, fhr_location loc, uint64_t n, const char *what,

@@ -63,6 +63,7 @@ size_t snap_fill_locs(const fhr_manager *m, fhr_loc_stats *locs)
         ls->used_bytes = a->used;
         ls->reserved_bytes = a->reserved;
         ls->inflight_bytes = a->inflight;
+        ls->temporary_bytes = a->temp;
         ls->peak_used_bytes = a->peak_used;
         ls->peak_charged_bytes = a->peak_charged;
         ls->has_budget = a->has_budget;
@@ -303,6 +304,7 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
         add_u64(o, "used_bytes", l->used_bytes);
         add_u64(o, "reserved_bytes", l->reserved_bytes);
         add_u64(o, "inflight_bytes", l->inflight_bytes);
+        add_u64(o, "temporary_bytes", l->temporary_bytes);
         add_u64(o, "peak_used_bytes", l->peak_used_bytes);
         add_u64(o, "peak_charged_bytes", l->peak_charged_bytes);
         if (l->has_budget) {

@@ -110,7 +110,8 @@ Test(min_budget, not_monotonic_intervals_exact_in_json)
     cr_assert_eq(num(mb, "threshold_bytes"), 14336);
     cr_assert_eq(num(mb, "feasible_bytes"), 5120);
     cr_assert_eq(num(mb, "unbounded_peak_bytes"), 14336);
-    cr_assert_eq(num(mb, "grain_bytes"), 1024);
+    /* one probe per window: four feasible intervals, three gaps, one more course change */
+    cr_assert_eq(num(mb, "probes"), 8);
     static const double want[4][2] = {{5120, 6143}, {8192, 9215}, {11264, 12287}, {14336, -1}};
     cJSON *iv = cJSON_GetObjectItem(mb, "intervals");
     cr_assert_eq(cJSON_GetArraySize(iv), 4);
@@ -316,7 +317,34 @@ Test(min_budget, library_finds_every_interval)
     cr_assert_gt(r.probes, 0);
     /* the dry run refuses every budget below its peak, a key's 3 KiB: no probe there */
     cr_assert_eq(r.floor, 3072);
-    cr_assert_lt(r.probes, r.candidates, "probes %zu, candidates %zu", r.probes, r.candidates);
+    /* at least one probe per interval and per gap between them, and no more than the
+     * courses the run takes (the sums search made 12) */
+    cr_assert(r.probes >= 7 && r.probes <= 8, "probes %zu", r.probes);
+    cr_assert_gt(r.undecided_from, r.undecided_to, "nothing left undecided");
+}
+
+/* Sizes that are odd byte counts make thousands of distinct sums (the sums search probed
+ * 2301 of them here); the walk probes only where the run's course changes. */
+Test(min_budget, probes_follow_the_courses_not_the_sums)
+{
+    char src[4096];
+    size_t n = (size_t)snprintf(src, sizeof src, "rplan 1\n");
+    for (int i = 0; i < 24; i++)
+        n += (size_t)snprintf(src + n, sizeof src - n, "value v%d = %d B source synth(%d)\n",
+                              i, 1001 + 38 * i, i);
+    n += (size_t)snprintf(src + n, sizeof src - n, "policy p = tiered_lru(cuda:0 -> host)\n");
+    for (int i = 0; i < 24; i++)
+        n += (size_t)snprintf(src + n, sizeof src - n,
+                              "request \"r%d\" using p { require v%d @ cuda:0 }\n", i, i);
+    cr_assert_lt(n, sizeof src);
+    rplan_min_budget_result r = lib_search(src, "cuda:0");
+    cr_assert(r.found && r.exact);
+    cr_assert_eq(r.threshold, 1875, "threshold %llu", (unsigned long long)r.threshold);
+    cr_assert_lt(r.probes, 400, "probes %zu", r.probes);
+    /* every window's verdict is check's at both of its ends */
+    const char *file = plan_file("odd-sizes.rplan", src);
+    cr_assert_not(feasible_at(file, 1874));
+    cr_assert(feasible_at(file, 1875));
 }
 
 /* A request moves an exclusive value away from the location and a later action needs room
