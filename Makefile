@@ -162,7 +162,9 @@ test-build: $(BUILD_ONLY)
 .PHONY: test-mutants test-mutants-all
 MUTANT_SAMPLE ?= 6
 TEST_EXTRA += $(if $(SAN),,test-mutants)
-MUTANT_ENV = MUTANT_SEED=$(if $(SAN),,$(BUILD)) MUTANT_CUDA=$(CUDA) MUTANT_MPI=$(MPI)
+# The copy builds with CUDA=0 and MPI=0 (a CUDA build's emulated device times some events
+# differently, and one break goes unnoticed there); it is seeded from a CUDA=0 build.
+MUTANT_ENV = MUTANT_SEED=$(if $(filter 0,$(CUDA)),$(if $(SAN),,$(BUILD)))
 test-mutants:
 	@sh tests/mutants/test-copy.sh
 	MUTANT_SAMPLE=$(MUTANT_SAMPLE) $(MUTANT_ENV) sh tests/mutants/run.sh $(BUILD)/mutants
