@@ -1371,7 +1371,8 @@ static PyMethodDef runner_methods[] = {
      "raises afterwards. Idempotent; the Runner's end does the same."},
     {"__enter__", runner_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
     {"__exit__", runner_exit, METH_VARARGS,
-     "__exit__($self, *exc_info, /)\n--\n\nCloses the Runner."},
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nCloses the Runner. "
+     "Returns False: exceptions propagate."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef runner_getset[] = {
