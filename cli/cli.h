@@ -48,6 +48,7 @@ typedef struct cli {
     int sarif;                 /* check --sarif */
     const char *timeline;      /* run --timeline FILE.html */
     const char *profile_out;   /* run --profile-out FILE */
+    unsigned repeat;           /* run --repeat N (0, 1: once) */
     rplan_kernel_profile *profile; /* check/run --profile FILE, read */
     size_t nprofile;
     const char *warn_off[8];   /* -Wno-NAME: warnings not reported (rplan_compile_opts) */

@@ -201,6 +201,9 @@ static int run_option(cli *c, const char *a, int argc, char **argv, int *i, int 
         c->timeline = v;
     } else if (opt_value(a, "--profile-out", argc, argv, i, &v, rc)) {
         c->profile_out = v;
+    } else if (opt_value(a, "--repeat", argc, argv, i, &v, rc)) {
+        if (v && (*rc = parse_uint(v, "--repeat", &c->repeat)) == 0 && c->repeat == 0)
+            *rc = usage("bad --repeat '%s' (want 1 or more runs)", v);
     } else if (opt_value(a, "--prefetch", argc, argv, i, &v, rc)) {
         if (v)
             *rc = parse_uint(v, "--prefetch", &c->prefetch);

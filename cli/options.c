@@ -1,6 +1,6 @@
 /* cli/options.c — the words of the fheplan command line: the usage text, colour on stderr,
- * sizes, and the values of --budget, --scale, --policy, --objective, --prefetch and
- * --world-size. */
+ * sizes, and the values of --budget, --scale, --policy, --objective, --prefetch, --repeat
+ * and --world-size. */
 #include "cli/cli.h"
 #include "base/units.h"
 
@@ -21,7 +21,8 @@ static const char usage_run[] =
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
-    "                   [--profile-out FILE] [--json] [--quiet] [-Werror] [-Wno-NAME] FILE\n";
+    "                   [--profile-out FILE] [--repeat N] [--json] [--quiet] [-Werror]\n"
+    "                   [-Wno-NAME] FILE\n";
 static const char usage_compile[] = "usage: fheplan compile [-Werror] [-Wno-NAME] FILE -o OUT\n";
 static const char usage_disasm[] = "usage: fheplan disasm [--no-source] FILE\n";
 static const char usage_fmt[] = "usage: fheplan fmt [--check | -w] FILE...\n";
@@ -35,7 +36,8 @@ const char usage_text[] =
     "                   [--policy KIND] [--objective bytes|time|auto] [--prefetch N]\n"
     "                   [--pinned-gbps X] [--peer-gbps X] [--device-gbps X] [--gen-gbps X]\n"
     "                   [--trace FILE] [--timeline FILE.html] [--profile FILE]\n"
-    "                   [--profile-out FILE] [--json] [--quiet] [-Werror] [-Wno-NAME] FILE\n"
+    "                   [--profile-out FILE] [--repeat N] [--json] [--quiet] [-Werror]\n"
+    "                   [-Wno-NAME] FILE\n"
     "       fheplan compile [-Werror] [-Wno-NAME] FILE -o OUT\n"
     "       fheplan disasm [--no-source] FILE\n"
     "       fheplan fmt [--check | -w] FILE...\n"

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 typedef struct prog_state {
@@ -344,13 +345,20 @@ static void print_run(const cli *c, const rplan_vm_report *rep, uint64_t scale)
 }
 
 /* --json: the report as one document, with the file named. */
-static void print_run_json(const cli *c, const rplan_vm_report *rep)
+static void print_run_json(const cli *c, const rplan_vm_report *rep, const double *t)
 {
     char *s = rplan_vm_report_json(rep);
     cJSON *o = s ? cJSON_Parse(s) : NULL;
     free(s);
     if (o) {
         cJSON_AddStringToObject(o, "file", c->files[0]);
+        cJSON *r = t ? cJSON_AddObjectToObject(o, "repeat") : NULL;
+        if (r) { /* --repeat N: runs 2..N's wall times */
+            cJSON_AddNumberToObject(r, "runs", c->repeat);
+            cJSON_AddNumberToObject(r, "median_s", t[0]);
+            cJSON_AddNumberToObject(r, "min_s", t[1]);
+            cJSON_AddNumberToObject(r, "max_s", t[2]);
+        }
         print_json(o);
         cJSON_Delete(o);
     }
@@ -365,6 +373,96 @@ static void print_unloaded_json(const cli *c, input *in)
     cJSON_AddItemToObject(o, "diagnostics", input_diags_json(in));
     print_json(o);
     cJSON_Delete(o);
+}
+
+/* ---- --repeat N ---------------------------------------------------------------------- */
+
+/* What a run decided, stage by stage: the same in every run of one VM (rplan_vm(3)). */
+static int same_record(const rplan_stage_report *a, const rplan_stage_report *b)
+{
+    int same = a->load_bytes == b->load_bytes && a->loads == b->loads &&
+               a->load_h2d_bytes == b->load_h2d_bytes && a->regen_bytes == b->regen_bytes &&
+               a->evictions == b->evictions && a->plans == b->plans &&
+               a->requests == b->requests && a->bodies == b->bodies &&
+               a->checks == b->checks && a->check_failures == b->check_failures &&
+               a->npeaks == b->npeaks;
+    for (int d = 0; same && d < FHR_DIR_COUNT_; d++)
+        same = a->bytes[d] == b->bytes[d] && a->copies[d] == b->copies[d];
+    for (size_t k = 0; same && k < a->npeaks; k++)
+        same = a->peaks[k].peak_bytes == b->peaks[k].peak_bytes;
+    return same;
+}
+
+static int same_schedule(const rplan_vm_report *a, const rplan_vm_report *b)
+{
+    int same = a->ok == b->ok && a->status == b->status && a->nstages == b->nstages &&
+               a->objective == b->objective && same_record(&a->total, &b->total);
+    for (size_t s = 0; same && s < a->nstages; s++)
+        same = same_record(&a->stages[s], &b->stages[s]);
+    return same;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Runs 2..N of --repeat on the VM of the first: each must make the first one's schedule
+ * (else EX_FAIL, said); *rep becomes the last run's report; t[0..2] the median, least and
+ * most wall time of runs 2..N. */
+static int repeat_runs(const cli *c, rplan_vm *vm, rplan_vm_report **rep, double t[3])
+{
+    size_t n = c->repeat - 1;
+    double *w = calloc(n + 1, sizeof *w);
+    rplan_vm_report *first = *rep, *last = NULL;
+    int rc = w ? EX_OK : EX_SOFTWARE_;
+    for (size_t r = 0; r < n && rc == EX_OK; r++) {
+        struct timespec t0, t1;
+        fhr_error e;
+        fhr_error_init(&e);
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        rplan_vm_run(vm, &last, &e);
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        w[r] = (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-9;
+        if (!last) {
+            fprintf(stderr, "fheplan: run %zu of %u: %s\n", r + 2, c->repeat, e.message);
+            rc = EX_FAIL;
+        } else if (!last->ok) {
+            fprintf(stderr, "fheplan: run %zu of %u failed: %s\n", r + 2, c->repeat,
+                    last->message);
+            rc = EX_FAIL;
+        } else if (!same_schedule(first, last)) {
+            fprintf(stderr, "fheplan: run %zu of %u made another schedule than the first "
+                            "(bytes, loads, evictions or peaks differ)\n", r + 2, c->repeat);
+            rc = EX_FAIL;
+        }
+        fhr_error_clear(&e);
+        if (last && r + 1 < n && rc == EX_OK) {
+            rplan_vm_report_free(last);
+            last = NULL;
+        }
+    }
+    if (last) {
+        rplan_vm_report_free(first);
+        *rep = last;
+    }
+    if (w && rc == EX_OK) {
+        qsort(w, n, sizeof *w, cmp_double);
+        t[0] = n % 2 ? w[n / 2] : (w[n / 2 - 1] + w[n / 2]) / 2;
+        t[1] = w[0];
+        t[2] = w[n - 1];
+    }
+    free(w);
+    return rc;
+}
+
+static void print_repeat(const cli *c, const double t[3])
+{
+    char a[32], b[32], d[32];
+    printf("repeat: %u runs on one VM, the same schedule each; runs 2..%u: median %s per run "
+           "(%s .. %s)\n", c->repeat, c->repeat, fmt_time(t[0], a, sizeof a),
+           fmt_time(t[1], b, sizeof b), fmt_time(t[2], d, sizeof d));
 }
 
 int cmd_run(cli *c)
@@ -403,12 +501,18 @@ int cmd_run(cli *c)
     /* a run refused before its first statement prints its error only (above, or as the
      * JSON document): no report, no trace, no timeline, and files already there stay */
     int ran = vm && rep && !rep->refused;
+    double t[3] = {0, 0, 0};
+    int repeated = ran && rc == EX_OK && c->repeat > 1;
+    if (repeated && (rc = repeat_runs(c, vm, &rep, t)) != EX_OK)
+        repeated = 0;
     if (ran && write_outputs(c, vm, rep) != 0 && rc == EX_OK)
         rc = EX_FAIL;
     if (rep && c->json)
-        print_run_json(c, rep);
+        print_run_json(c, rep, repeated ? t : NULL);
     else if (ran)
         print_run(c, rep, scale);
+    if (repeated && !c->json)
+        print_repeat(c, t);
     rplan_vm_report_free(rep);
     rplan_vm_destroy(vm);
     fhr_backend_destroy(b);

@@ -89,8 +89,10 @@ static PyMethodDef mod_methods[] = {
      "_c_timing(manager, op, handle, at, batches, per_batch, /)\n--\n\nReturns the median ns "
      "per C call of op (ensure, acquire, is_resident) timed in C."},
     {"_c_run_timing", fhpy_c_run_timing, METH_VARARGS,
-     "_c_run_timing(text, device, runs, /)\n--\n\nReturns (median ns per C run with the "
-     "program and backend kept, median ns per C run compiling and opening each time)."},
+     "_c_run_timing(text, device, runs, kind, /)\n--\n\nThe median ns per run of the plan "
+     "run from C: kind 'kept' (one VM run again, as a Runner's), 'json' (the same, each "
+     "report made into JSON text) or 'each' (compiled, opened and run afresh, as "
+     "fheplan.run). bench/python_overhead.py's reference."},
     {"_drain_releases", mod_drain, METH_NOARGS,
      "_drain_releases()\n--\n\nDrops the producers the library released. Returns None."},
     {NULL, NULL, 0, NULL}};

@@ -759,61 +759,88 @@ static int adopt_all(rplan_vm *vm, fhr_backend *be, PyObject *adopt)
     return 1;
 }
 
-/* One VM over s: created, given the streams, callables and adopted values, run and
- * destroyed. keep_probe: the pinned bandwidth the run measured for its report (a probe of
- * tens of MiB of copies, never used for a decision) is kept in s->o for the next runs.
- * Returns the report, or NULL and the run's exception. */
-static PyObject *run_once(run_setup *s, PyObject *kernels, PyObject *loaders, PyObject *adopt,
-                          int keep_probe)
+/* A VM bound to its callbacks: created over a run_setup, given the streams, callables and
+ * adopted values once, then run any number of times (rplan_vm(3): each run starts from the
+ * created state). rc is the callbacks' and the interrupt's context, so it lives as long as
+ * the VM: fheplan.run's on the C stack, a Runner's in the Runner. */
+typedef struct vm_bound {
+    rplan_vm *vm;
+    run_ctx rc;
+    callables ks, ls;
+    fhr_stream *views[2 * FHR_MAX_CUDA_DEVICES];
+    size_t nviews;
+} vm_bound;
+
+/* Destroys the VM, then the stream views and callables it used (it calls them no more). */
+static void vm_unbind(vm_bound *vb, fhr_backend *be)
 {
-    run_ctx rc = {NULL, 0};
+    rplan_vm *vm = vb->vm;
+    vb->vm = NULL;
+    Py_BEGIN_ALLOW_THREADS
+    rplan_vm_destroy(vm);
+    for (size_t i = 0; i < vb->nviews; i++)
+        fhr_stream_destroy(be, vb->views[i]); /* views: the process's streams stay */
+    Py_END_ALLOW_THREADS
+    vb->nviews = 0;
+    callables_free(&vb->ks);
+    callables_free(&vb->ls);
+    Py_CLEAR(vb->rc.exc);
+    fhpy_release_drain();
+}
+
+/* Creates vb's VM over s with the callables and adopted values. 0 and the exception (vb
+ * then holds no VM). */
+static int vm_bind(vm_bound *vb, run_setup *s, PyObject *kernels, PyObject *loaders,
+                   PyObject *adopt)
+{
+    memset(vb, 0, sizeof *vb);
     rplan_vm_opts o = s->o;
     o.interrupt = run_interrupt;
-    o.interrupt_ctx = &rc;
+    o.interrupt_ctx = &vb->rc;
     FHPY_ERR_INIT(e);
-    rplan_vm *vm = NULL;
-    rplan_vm_report *rep = NULL;
-    callables ks = {NULL, 0}, ls = {NULL, 0};
     const rplan_program *p = ((fhpy_program *)s->prog)->p;
     fhr_backend *be = s->be;
     fhr_status st;
+    rplan_vm *vm = NULL;
     Py_BEGIN_ALLOW_THREADS
     st = rplan_vm_create(p, be, &o, &vm, &e);
     Py_END_ALLOW_THREADS
-    fhr_stream *views[2 * FHR_MAX_CUDA_DEVICES];
-    size_t nviews = 0;
+    vb->vm = vm;
     if (st == FHR_OK && fhpy_backend_is_cuda(be))
-        st = give_streams(vm, be, p, s->b, s->nb, views, &nviews, &e);
-    PyObject *r = NULL;
-    if (st == FHR_OK &&
-        (!register_all(vm, kernels, "kernels", register_kernel, &rc, &ks, &st, &e) ||
-         !register_all(vm, loaders, "loaders", register_loader, &rc, &ls, &st, &e) ||
-         (st == FHR_OK && !adopt_all(vm, be, adopt))))
-        goto out;
-    if (st == FHR_OK) {
-        Py_BEGIN_ALLOW_THREADS
-        st = rplan_vm_run(vm, &rep, &e);
-        Py_END_ALLOW_THREADS
-    }
-    if (st == FHR_OK && keep_probe && rep && s->o.pinned_gbps <= 0 && rep->pinned_gbps > 0)
-        s->o.pinned_gbps = rep->pinned_gbps;
-    if (rep && !(r = fhpy_json(rplan_vm_report_json(rep))))
-        goto out;
-    if (st != FHR_OK) {
-        raise_run_error(&e, &rc, r);
+        st = give_streams(vm, be, p, s->b, s->nb, vb->views, &vb->nviews, &e);
+    int ok = st == FHR_OK &&
+             register_all(vm, kernels, "kernels", register_kernel, &vb->rc, &vb->ks, &st, &e) &&
+             register_all(vm, loaders, "loaders", register_loader, &vb->rc, &vb->ls, &st, &e) &&
+             st == FHR_OK && adopt_all(vm, be, adopt);
+    if (!ok && st != FHR_OK)
+        raise_run_error(&e, &vb->rc, NULL);
+    fhr_error_clear(&e);
+    if (!ok)
+        vm_unbind(vb, be);
+    return ok;
+}
+
+/* One run of vb's VM: the report, or NULL and the run's exception (the VM stays able to
+ * run again either way). */
+static PyObject *vm_bound_run(vm_bound *vb)
+{
+    vb->rc.last_signal_ns = 0;
+    Py_CLEAR(vb->rc.exc);
+    FHPY_ERR_INIT(e);
+    rplan_vm_report *rep = NULL;
+    rplan_vm *vm = vb->vm;
+    fhr_status st;
+    Py_BEGIN_ALLOW_THREADS
+    st = rplan_vm_run(vm, &rep, &e);
+    Py_END_ALLOW_THREADS
+    PyObject *r = rep ? fhpy_json(rplan_vm_report_json(rep)) : NULL;
+    if (st != FHR_OK && (r || !rep)) {
+        raise_run_error(&e, &vb->rc, r);
         Py_CLEAR(r);
     }
-out:
     rplan_vm_report_free(rep);
-    Py_BEGIN_ALLOW_THREADS
-    rplan_vm_destroy(vm);
-    for (size_t i = 0; i < nviews; i++)
-        fhr_stream_destroy(be, views[i]); /* views: the process's streams stay */
-    Py_END_ALLOW_THREADS
     fhr_error_clear(&e);
-    callables_free(&ks); /* after the VM: it calls them no more */
-    callables_free(&ls);
-    Py_XDECREF(rc.exc);
+    Py_CLEAR(vb->rc.exc);
     fhpy_release_drain();
     return r;
 }
@@ -823,7 +850,12 @@ static PyObject *vm_go(PyObject *src, const run_args *a)
     run_setup s;
     if (!setup_open(src, a, &s))
         return NULL;
-    PyObject *r = run_once(&s, a->kernels, a->loaders, NULL, 0);
+    vm_bound vb;
+    PyObject *r = NULL;
+    if (vm_bind(&vb, &s, a->kernels, a->loaders, NULL)) {
+        r = vm_bound_run(&vb);
+        vm_unbind(&vb, s.be);
+    }
     setup_close(&s);
     fhpy_release_drain();
     return r;
@@ -1075,28 +1107,68 @@ PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw)
     return out;
 }
 
-/* ---- Runner: compile, verify and open the backend once; a VM per run --------------------
- * The VM runs once (rplan_vm_run after rplan_vm_create), so each run() creates one over
- * the kept program and backend, registers the kept kernels and loaders, adopts the kept
- * producers' memory without a copy and runs it. Ownership (core.c): the Runner holds the
- * program, the backend, each callable and each producer for its whole life; each run's
- * VM holds a DLPack tensor of each producer (its own reference) until its manager frees
- * the adopted value, at the latest when the VM is destroyed at the end of run(). */
+/* ---- Runner: compile, verify, open the backend and make the VM once; run it many times --
+ * The first run() creates the VM over the kept program and backend, registers the kept
+ * kernels and loaders and adopts the kept producers' memory without a copy; every run()
+ * runs that VM again (each run starts from the program's initial state, rplan_vm(3)): the
+ * loaders' size probe and the pinned bandwidth probe happen once. A run that fails leaves
+ * the VM able to run again; one whose VM could not be made leaves none (the next run tries
+ * again). Ownership (core.c): the Runner holds the program, the backend, each callable and
+ * each producer for its whole life; its VM holds a DLPack tensor of each producer (its own
+ * reference) until close() or the Runner's end destroys the VM (the VM keeps adopted
+ * buffers across runs, even where a run moves the value off them). */
 typedef struct {
     PyObject_HEAD
     run_setup s;
     PyObject *kernels, *loaders; /* dicts (copies), or None */
     PyObject *adopt;             /* list of (index, name, Location, producer) */
     int running;
+    int closed;
+    vm_bound vb;                 /* vb.vm NULL until the first run made it */
 } fhpy_runner;
+
+/* Releases the VM, the backend and every reference (close(), the collector, the end). */
+static void runner_release(fhpy_runner *r)
+{
+    if (r->vb.vm)
+        vm_unbind(&r->vb, r->s.be);
+    setup_close(&r->s);
+    Py_CLEAR(r->kernels);
+    Py_CLEAR(r->loaders);
+    Py_CLEAR(r->adopt);
+}
+
+static int runner_traverse(PyObject *self, visitproc visit, void *arg)
+{
+    fhpy_runner *r = (fhpy_runner *)self;
+    Py_VISIT(r->s.prog);
+    Py_VISIT(r->kernels);
+    Py_VISIT(r->loaders);
+    Py_VISIT(r->adopt);
+    Py_VISIT(r->vb.rc.exc);
+    for (size_t i = 0; i < r->vb.ks.n; i++) /* the VM's own references to the callables */
+        Py_VISIT(r->vb.ks.cs[i].fn);
+    for (size_t i = 0; i < r->vb.ls.n; i++)
+        Py_VISIT(r->vb.ls.cs[i].fn);
+    return 0;
+}
+
+/* A cycle through the Runner (a kernel that refers to it) is broken here; a running
+ * Runner is reachable from its caller, so the collector never clears one. */
+static int runner_clear(PyObject *self)
+{
+    fhpy_runner *r = (fhpy_runner *)self;
+    if (!r->running) {
+        runner_release(r);
+        r->closed = 1;
+    }
+    return 0;
+}
 
 static void runner_dealloc(PyObject *self)
 {
-    fhpy_runner *r = (fhpy_runner *)self;
-    setup_close(&r->s);
-    Py_XDECREF(r->kernels);
-    Py_XDECREF(r->loaders);
-    Py_XDECREF(r->adopt);
+    PyObject_GC_UnTrack(self);
+    runner_release((fhpy_runner *)self);
     Py_TYPE(self)->tp_free(self);
     fhpy_release_drain();
 }
@@ -1222,27 +1294,64 @@ static PyObject *runner_run(PyObject *self, PyObject *unused)
 {
     (void)unused;
     fhpy_runner *r = (fhpy_runner *)self;
-    if (r->running) /* a kernel or loader calling run() again */
+    if (r->running) /* a kernel or loader calling run() again, or another thread */
         return fhpy_raise_msg(FHR_E_REENTRANT, "Runner.run: this runner is running already "
-                                               "(called from one of its kernels or loaders?)");
+                                               "(called from one of its kernels or loaders, "
+                                               "or from another thread?)");
+    if (r->closed)
+        return fhpy_raise_msg(FHR_E_STATE, "Runner.run: the runner is closed");
     r->running = 1;
-    PyObject *rep = run_once(&r->s, r->kernels, r->loaders, r->adopt, 1);
+    PyObject *rep = NULL;
+    if (r->vb.vm || vm_bind(&r->vb, &r->s, r->kernels, r->loaders, r->adopt))
+        rep = vm_bound_run(&r->vb);
     r->running = 0;
     return rep;
+}
+
+static PyObject *runner_close(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    fhpy_runner *r = (fhpy_runner *)self;
+    if (r->running)
+        return fhpy_raise_msg(FHR_E_REENTRANT, "Runner.close: this runner is running (called "
+                                               "from one of its kernels or loaders, or from "
+                                               "another thread?)");
+    runner_release(r);
+    r->closed = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *runner_enter(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    if (((fhpy_runner *)self)->closed)
+        return fhpy_raise_msg(FHR_E_STATE, "Runner: the runner is closed");
+    return Py_NewRef(self);
+}
+
+static PyObject *runner_exit(PyObject *self, PyObject *args)
+{
+    (void)args;
+    PyObject *r = runner_close(self, NULL);
+    if (!r)
+        return NULL;
+    Py_DECREF(r);
+    Py_RETURN_FALSE;
 }
 
 static PyObject *runner_get_program(PyObject *self, void *c)
 {
     (void)c;
-    return Py_NewRef(((fhpy_runner *)self)->s.prog);
+    PyObject *prog = ((fhpy_runner *)self)->s.prog;
+    return prog ? Py_NewRef(prog) : fhpy_raise_msg(FHR_E_STATE, "Runner: the runner is closed");
 }
 
 static PyObject *runner_get_values(PyObject *self, void *c)
 {
     (void)c;
     PyObject *d = PyDict_New();
-    PyObject *l = ((fhpy_runner *)self)->adopt;
-    for (Py_ssize_t i = 0; d && i < PyList_GET_SIZE(l); i++) {
+    PyObject *l = ((fhpy_runner *)self)->adopt; /* NULL once closed: none */
+    for (Py_ssize_t i = 0; d && l && i < PyList_GET_SIZE(l); i++) {
         PyObject *t = PyList_GET_ITEM(l, i);
         if (PyDict_SetItem(d, PyTuple_GET_ITEM(t, 1), PyTuple_GET_ITEM(t, 3)) < 0)
             Py_CLEAR(d);
@@ -1252,9 +1361,17 @@ static PyObject *runner_get_values(PyObject *self, void *c)
 
 static PyMethodDef runner_methods[] = {
     {"run", runner_run, METH_NOARGS,
-     "run($self, /)\n--\n\nRuns the plan once more (a new VM over the kept program, backend, "
-     "kernels, loaders and adopted values). Returns the report as a dict; raises as "
-     "fheplan.run does."},
+     "run($self, /)\n--\n\nRuns the plan once more on the Runner's VM (made by the first "
+     "run, with the kept kernels, loaders and adopted values; each run starts from the "
+     "program's initial state). Returns the report as a dict; raises as fheplan.run does, "
+     "and a failed run leaves the Runner able to run again."},
+    {"close", runner_close, METH_NOARGS,
+     "close($self, /)\n--\n\nReleases the VM, its adopted values and the backend; run() "
+     "raises afterwards. Idempotent; the Runner's end does the same."},
+    {"__enter__", runner_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
+    {"__exit__", runner_exit, METH_VARARGS,
+     "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nCloses the Runner. "
+     "Returns False: exceptions propagate."},
     {NULL, NULL, 0, NULL}};
 
 static PyGetSetDef runner_getset[] = {
@@ -1265,7 +1382,7 @@ static PyGetSetDef runner_getset[] = {
 PyTypeObject fhpy_runner_type = {
     PyVarObject_HEAD_INIT(NULL, 0).tp_name = "fheplan.Runner",
     .tp_basicsize = sizeof(fhpy_runner),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "Runner(program, *, values=None, device=None, kernels=None, budgets=None, "
               "scale=None, unknown_as_touch=False, policy=None, loaders=None, objective=None, "
               "prefetch=None)\n--\n\nA plan compiled, verified and bound to its backend, "
@@ -1273,6 +1390,8 @@ PyTypeObject fhpy_runner_type = {
               "(fheplan-python(7) RUNNER). values: {name: DLPack producer} for `at LOC` "
               "values, read in place (no copy).",
     .tp_dealloc = runner_dealloc,
+    .tp_traverse = runner_traverse,
+    .tp_clear = runner_clear,
     .tp_methods = runner_methods,
     .tp_getset = runner_getset,
     .tp_new = runner_new,

@@ -76,44 +76,92 @@ PyObject *fhpy_c_timing(PyObject *self, PyObject *args)
     return PyFloat_FromDouble(med);
 }
 
-/* One run of p on b as an engine in C makes it: a VM, unknown kernels and loaders as
- * touch, run, report freed, VM destroyed. *gbps: the pinned bandwidth of the report, kept
- * from the first run as Runner.run keeps it (0: measured by the run). */
-static fhr_status c_run(const rplan_program *p, fhr_backend *b, double *gbps)
+/* A VM over p on b as an engine in C makes it: unknown kernels and loaders as touch, scale
+ * 1. 0: none (the caller fails). */
+static rplan_vm *c_vm(const rplan_program *p, fhr_backend *b)
 {
     rplan_vm_opts o;
     memset(&o, 0, sizeof o);
     o.mode = RPLAN_VM_RUN;
     o.unknown_as_touch = 1;
     o.scale = 1;
-    o.pinned_gbps = *gbps;
     rplan_vm *vm = NULL;
+    return rplan_vm_create(p, b, &o, &vm, NULL) == FHR_OK ? vm : NULL;
+}
+
+/* One run of vm, its report freed. */
+static fhr_status c_run(rplan_vm *vm)
+{
     rplan_vm_report *rep = NULL;
-    fhr_status st = rplan_vm_create(p, b, &o, &vm, NULL);
-    if (st == FHR_OK)
-        st = rplan_vm_run(vm, &rep, NULL);
-    if (st == FHR_OK && *gbps <= 0)
-        *gbps = rep->pinned_gbps;
+    fhr_status st = rplan_vm_run(vm, &rep, NULL);
     rplan_vm_report_free(rep);
+    return st;
+}
+
+/* One VM over p on b run `runs` times after a first run (which probes the bandwidth, as a
+ * Runner's); json: each run's report also made into JSON text, as the binding does. */
+static fhr_status c_kept(const rplan_program *p, fhr_backend *b, int runs, int json, double *t)
+{
+    rplan_vm *vm = c_vm(p, b);
+    fhr_status st = vm ? c_run(vm) : FHR_E_NOMEM;
+    for (int r = 0; r < runs && st == FHR_OK; r++) {
+        uint64_t t0 = now_ns();
+        rplan_vm_report *rep = NULL;
+        st = rplan_vm_run(vm, &rep, NULL);
+        if (json)
+            free(rplan_vm_report_json(rep));
+        rplan_vm_report_free(rep);
+        t[r] = (double)(now_ns() - t0);
+    }
     rplan_vm_destroy(vm);
     return st;
 }
 
-/* _c_run_timing(text, device, runs) -> (median ns per run with the program compiled, the
- * backend opened and the bandwidth probed once, median ns per run doing all each time): the same plan
- * run from C, for Runner.run and fheplan.run (scale 1, unknown kernels and loaders as
- * touch). */
+/* Compiles, opens the backend, makes a VM and runs it once, `runs` times (fheplan.run). */
+static fhr_status c_each(const char *text, size_t len, const char *device, int runs, double *t)
+{
+    rplan_compile_opts co = {0};
+    co.filename = "<timing>";
+    fhr_status st = FHR_OK;
+    for (int r = 0; r < runs && st == FHR_OK; r++) {
+        uint64_t t0 = now_ns();
+        rplan_program *q = NULL;
+        fhr_backend *c = NULL;
+        rplan_vm *w = NULL;
+        st = rplan_compile(text, len, &co, &q, NULL);
+        if (st == FHR_OK)
+            st = fhr_backend_open(device, &c, NULL);
+        if (st == FHR_OK && !(w = c_vm(q, c)))
+            st = FHR_E_NOMEM;
+        if (st == FHR_OK)
+            st = c_run(w); /* measures the bandwidth, as fheplan.run's */
+        rplan_vm_destroy(w);
+        rplan_program_free(q);
+        fhr_backend_destroy(c);
+        t[r] = (double)(now_ns() - t0);
+    }
+    return st;
+}
+
+/* _c_run_timing(text, device, runs, kind) -> the median ns per run of the same plan run
+ * from C (scale 1, unknown kernels and loaders as touch): kind "kept", one VM run again as
+ * a Runner's (the program compiled, the backend opened, the VM made and its bandwidth
+ * probed once); "json", the same with each report made into JSON text as the binding
+ * does; "each", all of it each run, as fheplan.run. */
 PyObject *fhpy_c_run_timing(PyObject *self, PyObject *args)
 {
     (void)self;
-    const char *text, *device;
+    const char *text, *device, *kind;
     Py_ssize_t len;
     int runs;
-    if (!PyArg_ParseTuple(args, "s#si", &text, &len, &device, &runs))
+    if (!PyArg_ParseTuple(args, "s#sis", &text, &len, &device, &runs, &kind))
         return NULL;
     if (runs < 1)
         return fhpy_raise_msg(FHR_E_INVALID, "runs must be positive");
-    double *t = malloc(2 * (size_t)runs * sizeof *t);
+    int k = !strcmp(kind, "kept") ? 0 : !strcmp(kind, "json") ? 1 : !strcmp(kind, "each") ? 2 : -1;
+    if (k < 0)
+        return fhpy_raise_msg(FHR_E_INVALID, "kind must be kept, json or each, not '%.40s'", kind);
+    double *t = malloc((size_t)runs * sizeof *t);
     if (!t)
         return PyErr_NoMemory();
     rplan_program *p = NULL;
@@ -122,41 +170,24 @@ PyObject *fhpy_c_run_timing(PyObject *self, PyObject *args)
     co.filename = "<timing>";
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = rplan_compile(text, (size_t)len, &co, &p, NULL);
-    if (st == FHR_OK)
-        st = fhr_backend_open(device, &b, NULL);
-    double kept = 0;
-    if (st == FHR_OK)
-        st = c_run(p, b, &kept); /* the first run measures the bandwidth, as Runner's */
-    for (int r = 0; r < runs && st == FHR_OK; r++) { /* persistent */
-        uint64_t t0 = now_ns();
-        st = c_run(p, b, &kept);
-        t[r] = (double)(now_ns() - t0);
-    }
-    for (int r = 0; r < runs && st == FHR_OK; r++) { /* all again each time */
-        uint64_t t0 = now_ns();
-        rplan_program *q = NULL;
-        fhr_backend *c = NULL;
-        st = rplan_compile(text, (size_t)len, &co, &q, NULL);
+    if (k == 2) {
+        st = c_each(text, (size_t)len, device, runs, t);
+    } else {
+        st = rplan_compile(text, (size_t)len, &co, &p, NULL);
         if (st == FHR_OK)
-            st = fhr_backend_open(device, &c, NULL);
-        double each = 0; /* measured by each run, as fheplan.run's */
+            st = fhr_backend_open(device, &b, NULL);
         if (st == FHR_OK)
-            st = c_run(q, c, &each);
-        rplan_program_free(q);
-        fhr_backend_destroy(c);
-        t[runs + r] = (double)(now_ns() - t0);
+            st = c_kept(p, b, runs, k == 1, t);
+        fhr_backend_destroy(b);
+        rplan_program_free(p);
     }
-    fhr_backend_destroy(b);
-    rplan_program_free(p);
     Py_END_ALLOW_THREADS
     if (st != FHR_OK) {
         free(t);
         return fhpy_raise_msg(st, "the C run failed in the timing loop");
     }
     qsort(t, (size_t)runs, sizeof *t, cmp_d);
-    qsort(t + runs, (size_t)runs, sizeof *t, cmp_d);
-    PyObject *r = Py_BuildValue("(dd)", t[runs / 2], t[runs + runs / 2]);
+    PyObject *r = PyFloat_FromDouble(t[runs / 2]);
     free(t);
     return r;
 }

@@ -144,12 +144,117 @@ def test_a_dead_producer_fails_the_run_naming_the_value() -> None:
     seen = Seen()
     p = Producer(np.zeros(512, dtype=np.uint64))
     r = make(seen, acc=p, ct=arrays()["ct"])
-    r.run()
-    p.dead = True
+    p.dead = True  # the first run imports the producers into its VM
     with pytest.raises(RuntimeError, match=r"values\['acc'\]: the producer was released"):
         r.run()
-    p.dead = False  # the runner is unchanged by the failed run
+    p.dead = False  # the runner is unchanged by the failed run: the next one makes the VM
+    assert r.run()["ok"] and len(seen.calls) == 1
+    p.dead = True  # imported once: later runs read the memory the VM holds
     assert r.run()["ok"] and len(seen.calls) == 2
+
+
+class Counting(Seen):
+    def __init__(self) -> None:
+        super().__init__()
+        self.probes = 0
+        self.fail_at = -1
+        self.interrupt_at = -1
+
+    def load(self, rec: Any) -> Any:
+        if rec.data is None:
+            self.probes += 1
+        return super().load(rec)
+
+    def add(self, call: Any) -> None:
+        n = len(self.calls)
+        self.calls.append({})
+        if n == self.fail_at:
+            raise ValueError("kernel failed on purpose")
+        if n == self.interrupt_at:
+            raise KeyboardInterrupt
+        call.stream.synchronize()
+
+
+def totals(rep: Dict[str, Any]) -> Any:
+    t = rep["totals"]
+    return [t[k] for k in ("bytes", "bytes_moved", "copies", "bodies", "plans", "requests",
+                            "evictions", "peaks")]
+
+
+def test_one_vm_serves_every_run_and_a_failed_run_does_not_poison_the_next() -> None:
+    seen = Counting()
+    r = fheplan.Runner(PLAN, device="emu", kernels={"add": seen.add},
+                       loaders={"key": seen.load}, values=arrays())
+    first = r.run()
+    seen.fail_at = 1
+    with pytest.raises(fheplan.ResidencyError) as e:
+        r.run()
+    assert isinstance(e.value.__cause__, ValueError)
+    assert e.value.report["ok"] is False
+    seen.interrupt_at = 2
+    with pytest.raises(KeyboardInterrupt):  # raised unchanged, as fheplan.run does
+        r.run()
+    for _ in range(3):
+        rep = r.run()
+        assert rep["ok"] and totals(rep) == totals(first)
+    assert seen.probes == 1, "the loaders' size probe runs once per Runner, not per run"
+    assert seen.loads == 6 and len(seen.calls) == 6
+
+
+def test_close_releases_the_vm_and_refuses_later_runs() -> None:
+    seen = Seen()
+    p = Producer(np.full(512, 9, dtype=np.uint64))
+    alive = weakref.ref(p)
+    with make(seen, acc=p, ct=arrays()["ct"]) as r:
+        r.run()
+        del p
+        gc.collect()
+        assert alive() is not None  # the Runner and its VM hold it
+    fheplan._fheplan._drain_releases()
+    assert alive() is None, "close() released the producer (the VM's DLPack tensor too)"
+    with pytest.raises(fheplan.ResidencyStateError, match="closed"):
+        r.run()
+    r.close()  # idempotent
+    assert r.values == {}
+    with pytest.raises(fheplan.ResidencyStateError, match="closed"):
+        r.program
+
+
+def test_close_inside_a_run_is_refused() -> None:
+    box: List[Any] = []
+    seen = Seen()
+
+    def close_me(call: Any) -> None:
+        box[0].close()
+
+    r = fheplan.Runner(PLAN, device="emu", kernels={"add": close_me},
+                       loaders={"key": seen.load}, values=arrays())
+    box.append(r)
+    with pytest.raises(fheplan.ResidencyError) as e:
+        r.run()
+    assert isinstance(e.value.__cause__, fheplan.ResidencyReentrancyError)
+    box.clear()
+    r.close()
+
+
+def test_the_collector_frees_a_runner_its_kernel_refers_to() -> None:
+    seen = Seen()
+    p = Producer(np.full(512, 9, dtype=np.uint64))
+    alive = weakref.ref(p)
+    box: List[Any] = []
+
+    def kernel(call: Any) -> None:  # refers to the runner: a cycle through its VM
+        seen.add(call)
+        assert box[0] is not None
+
+    r = fheplan.Runner(PLAN, device="emu", kernels={"add": kernel},
+                       loaders={"key": seen.load}, values={"acc": p, "ct": arrays()["ct"]})
+    box.append(r)
+    r.run()
+    del r, p, kernel, box  # the cycle alone keeps the Runner now
+    gc.collect()
+    fheplan._fheplan._drain_releases()
+    assert alive() is None, "the cycle was collected: the Runner, its VM and the producer"
 
 
 class OnDevice(Producer):

@@ -146,7 +146,10 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
             bcol[i] = bcol[nbud];
             i--;
         }
-    fhr_manager_config cfg = {backend, bud, nbud, vm->o.trace ? 4096 : 0};
+    memcpy(vm->mbud, bud, nbud * sizeof *bud); /* a later run's manager: the same */
+    vm->nmbud = nbud;
+    vm->trace_cap = vm->o.trace ? 4096 : 0;
+    fhr_manager_config cfg = {backend, vm->mbud, nbud, vm->trace_cap};
     if ((st = fhr_manager_create(&cfg, &vm->m, err)) != FHR_OK ||
         (st = vm_register_builtins(vm, err)) != FHR_OK) {
         rplan_vm_destroy(vm);
@@ -217,8 +220,132 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->srcs);
     free(vm->backing);
     free(vm->ins);
+    for (size_t i = 0; i < vm->ngens; i++)
+        free(vm->gens[i].name);
+    free(vm->gens);
     vm_engine_free(vm);
     free(vm);
+}
+
+/* ---- running again ------------------------------------------------------------------ */
+
+/* Frees what one run made besides its manager, holds and requests: the backing store,
+ * the report's records, the trace, the verify counters (warm-up makes them again, zero). */
+static void free_run_state(rplan_vm *vm)
+{
+    for (size_t i = 0; i < vm->nvals; i++)
+        if (vm->backing[i])
+            vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i],
+                             (size_t)vm_backing_nbytes(&vm->vinfo[i]), NULL);
+    for (int i = 0; i < FHR_LOC_SLOTS; i++)
+        if (vm->counter[i])
+            vm->b->ops->free(vm->b, fhr_loc_from_slot(i), vm->counter[i], 16, vm->compute[i]);
+    for (size_t i = 1; i < vm->ntally_blocks; i++) /* the first block serves the next run */
+        vm->b->ops->free(vm->b, fhr_loc_pinned(), vm->tally_blocks[i], VM_TALLY_BLOCK * 32, NULL);
+    for (size_t i = 0; i < vm->nmarks; i++) {
+        if (vm->marks[i]->ev0)
+            vm->b->ops->event_destroy(vm->b, vm->marks[i]->ev0);
+        if (vm->marks[i]->ev1)
+            vm->b->ops->event_destroy(vm->b, vm->marks[i]->ev1);
+        free(vm->marks[i]);
+    }
+    free(vm->marks);
+    free(vm->holds);
+    free(vm->tallies);
+    free(vm->stage_t0);
+    free(vm->stage_t1);
+    free(vm->stages);
+    free(vm->last_read);
+    free(vm->slices);
+    free(vm->resid);
+    free(vm->resid_at);
+    free(vm->samples);
+}
+
+/* Copies field f of the old state into the new one (scalars and arrays alike). */
+#define KEEP(to, from, f) memcpy(&(to)->f, &(from)->f, sizeof (from)->f)
+
+fhr_status vm_rerun_reset(rplan_vm *vm, fhr_error *err)
+{
+    fhr_manager_config cfg = {vm->b, vm->mbud, vm->nmbud, vm->trace_cap};
+    fhr_manager *m = NULL;
+    fhr_status st = fhr_manager_create(&cfg, &m, err);
+    for (size_t i = 0; st == FHR_OK && i < vm->ngens; i++)
+        st = fhr_generator_register(m, vm->gens[i].name, vm->gens[i].fn, vm->gens[i].ctx, err);
+    if (st != FHR_OK) { /* the previous run's state stays: the next run tries again */
+        if (m)
+            fhr_manager_destroy(m);
+        return st;
+    }
+    rplan_vm *n = calloc(1, sizeof *n);
+    if (!n) {
+        fhr_manager_destroy(m);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    vm_sync_all(vm, NULL);
+    vm_requests_teardown(vm);
+    fhr_value_destroy(vm->meta_like);
+    for (size_t i = 0; i < vm->nholds; i++) /* before their manager goes */
+        fhr_hold_destroy(vm->holds[i].hd);
+    fhr_manager_destroy(vm->m); /* every copy; adopted buffers are borrowed: they stay */
+    free_run_state(vm);
+    /* What the VM keeps across runs; every other field starts as rplan_vm_create left it
+     * (zero), so a run after the first starts where the first did. */
+    KEEP(n, vm, bad_budget);
+    KEEP(n, vm, bad_budget_line);
+    KEEP(n, vm, bad_budget_col);
+    KEEP(n, vm, p);
+    KEEP(n, vm, b);
+    KEEP(n, vm, o); /* objective auto: the first run's choice, with auto_s */
+    KEEP(n, vm, auto_s);
+    KEEP(n, vm, explain);
+    KEEP(n, vm, is_cuda);
+    KEEP(n, vm, ran);
+    KEEP(n, vm, device);
+    KEEP(n, vm, nvals);
+    KEEP(n, vm, vinfo);
+    KEEP(n, vm, h);
+    KEEP(n, vm, srcs);
+    KEEP(n, vm, backing);
+    KEEP(n, vm, backing_loc);
+    KEEP(n, vm, ninstr);
+    KEEP(n, vm, ins);
+    KEEP(n, vm, kerns);
+    KEEP(n, vm, nkerns);
+    KEEP(n, vm, capkerns);
+    KEEP(n, vm, compute);
+    KEEP(n, vm, xfer);
+    KEEP(n, vm, scratch);
+    KEEP(n, vm, tref);
+    KEEP(n, vm, tref_ns);
+    KEEP(n, vm, scratch_nbytes);
+    KEEP(n, vm, scopes_total);
+    KEEP(n, vm, tally_blocks);
+    n->ntally_blocks = vm->ntally_blocks ? 1 : 0;
+    KEEP(n, vm, loaders);
+    KEEP(n, vm, nloaders);
+    KEEP(n, vm, caploaders);
+    KEEP(n, vm, adopted);
+    KEEP(n, vm, engine_stream);
+    KEEP(n, vm, xfer_given);
+    KEEP(n, vm, flds);
+    KEEP(n, vm, fld0);
+    KEEP(n, vm, kcost);
+    KEEP(n, vm, kcost_cap);
+    KEEP(n, vm, mbud);
+    KEEP(n, vm, nmbud);
+    KEEP(n, vm, trace_cap);
+    KEEP(n, vm, gens);
+    KEEP(n, vm, ngens);
+    KEEP(n, vm, probed);
+    KEEP(n, vm, pinned_kept);
+    KEEP(n, vm, nruns);
+    memset(n->h, 0, n->nvals * sizeof *n->h);
+    memset(n->backing, 0, n->nvals * sizeof *n->backing);
+    n->m = m;
+    *vm = *n;
+    free(n);
+    return FHR_OK;
 }
 
 fhr_manager *rplan_vm_manager(rplan_vm *vm) { return vm ? vm->m : NULL; }
@@ -234,5 +361,25 @@ fhr_status rplan_generator_register(rplan_vm *vm, const char *name, fhr_generato
 {
     if (!vm)
         return fhr_fail(err, FHR_E_INVALID, "generator_register: vm is NULL");
-    return fhr_generator_register(vm->m, name, fn, ctx, err);
+    size_t k = 0; /* kept for the managers of later runs (vm_rerun_reset) */
+    while (name && k < vm->ngens && strcmp(vm->gens[k].name, name) != 0)
+        k++;
+    char *copy = name && k == vm->ngens ? strdup(name) : NULL;
+    struct vm_gen *g = copy ? realloc(vm->gens, (vm->ngens + 1) * sizeof *g) : NULL;
+    if (name && k == vm->ngens && !g) {
+        free(copy);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    fhr_status st = fhr_generator_register(vm->m, name, fn, ctx, err);
+    if (g)
+        vm->gens = g;
+    if (st != FHR_OK) {
+        free(copy);
+        return st;
+    }
+    if (copy)
+        vm->gens[vm->ngens++] = (struct vm_gen){copy, fn, ctx};
+    else if (name)
+        vm->gens[k].fn = fn, vm->gens[k].ctx = ctx;
+    return FHR_OK;
 }

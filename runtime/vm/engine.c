@@ -399,13 +399,45 @@ long rplan_vm_value_index(const rplan_vm *vm, const char *name)
     return -1;
 }
 
-fhr_value *vm_take_adopted(rplan_vm *vm, size_t i)
+/* The regenerable declaration of field f of v, or NULL. */
+static const vregen *field_regen(const fhr_value *v, size_t f)
 {
+    for (size_t r = 0; r < v->nregens; r++)
+        if (v->regens[r].field == f)
+            return &v->regens[r];
+    return NULL;
+}
+
+fhr_status vm_adopted_view(rplan_vm *vm, size_t i, fhr_value **out, fhr_error *err)
+{
+    *out = NULL;
     if (!vm->adopted || !vm->adopted[i])
-        return NULL;
-    fhr_value *v = vm->adopted[i];
-    vm->adopted[i] = NULL;
-    return v;
+        return FHR_OK;
+    const fhr_value *a = vm->adopted[i];
+    fhr_value *v = NULL;
+    size_t bi;
+    fhr_status st = value_create_like(a->loc, a, &v, err);
+    /* the same buffers, borrowed (no free function: the adopted value keeps them), the
+     * same fields in the same order, regenerable where the engine's are */
+    for (size_t k = 0; st == FHR_OK && k < a->nbufs; k++)
+        st = fhr_value_add_buffer(v, a->bufs[k].ptr, a->bufs[k].nbytes, NULL, NULL, &bi, err);
+    for (size_t f = 0; st == FHR_OK && f < a->nfields; f++) {
+        const vfield *x = &a->fields[f];
+        const vregen *r = field_regen(a, f);
+        if (x->buf == VFIELD_OMITTED && r)
+            st = fhr_value_add_regenerable(v, x->name, x->nbytes, r->gen, r->seed, r->seed_len,
+                                           r->keep, err);
+        else if ((st = fhr_value_add_field(v, x->name, x->buf, x->off, x->nbytes, err)) ==
+                     FHR_OK && r)
+            st = fhr_value_set_regenerable(v, x->name, r->gen, r->seed, r->seed_len, r->keep,
+                                           err);
+    }
+    if (st != FHR_OK) {
+        fhr_value_destroy(v);
+        return st;
+    }
+    *out = v;
+    return FHR_OK;
 }
 
 /* ---- the engine's stream ------------------------------------------------------------- */

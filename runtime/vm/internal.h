@@ -239,6 +239,16 @@ struct rplan_vm {
     size_t *fld0;                  /* per value: its first field in flds */
     struct vm_kcost *kcost;        /* kernel costs by name: an open-addressed table */
     size_t kcost_cap;              /* its slots (a power of two; 0: no kernel costs) */
+    /* create.c: what a later run keeps or replays (vm_rerun_reset): the manager's budgets
+     * and trace size, the generators registered, the loaders' size probe passed, and the
+     * first run's pinned bandwidth (the report's, never a decision's) */
+    fhr_budget mbud[FHR_LOC_SLOTS];
+    size_t nmbud, trace_cap;
+    struct vm_gen { char *name; fhr_generator_fn fn; void *ctx; } *gens;
+    size_t ngens;
+    int probed;
+    double pinned_kept;
+    unsigned long nruns;           /* runs started (rplan_vm_run) */
 };
 
 /* engine.c: fields, loaders, adopted values, the engine's body stream, kernel costs. */
@@ -253,12 +263,17 @@ fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, f
 fhr_status vm_engine_load_stored(rplan_vm *vm, size_t i, void *base, fhr_location at,
                                  fhr_stream *s, fhr_error *err);
 fhr_status vm_engine_check(rplan_vm *vm, long *bad, fhr_error *err);
-fhr_value *vm_take_adopted(rplan_vm *vm, size_t i);
+/* A value over the buffers of rplan_vm_adopt's value i, borrowed (*out NULL: none
+ * adopted): what each run hands its manager, so the VM keeps the engine's buffers. */
+fhr_status vm_adopted_view(rplan_vm *vm, size_t i, fhr_value **out, fhr_error *err);
 fhr_status vm_kernel_costs_setup(rplan_vm *vm, fhr_error *err);
 double vm_kernel_cost(const rplan_vm *vm, const char *name, double device_gbps);
 void vm_engine_free(rplan_vm *vm);
 void vm_profile_build(rplan_vm *vm, rplan_vm_report *rep);
 uint64_t vm_scale_up8(uint64_t x, uint64_t scale); /* create.c */
+/* create.c: before a run after the first, the state rplan_vm_create left (a new manager
+ * with the same budgets and generators) with what runs keep; a failure changes nothing. */
+fhr_status vm_rerun_reset(rplan_vm *vm, fhr_error *err);
 
 /* streams.c: the clock; compute and transfer streams per location, made on first use;
  * synchronising all of them (and reaping); pinned -> device GB/s at the start of a run

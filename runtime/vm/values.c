@@ -220,9 +220,10 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 fhr_value_destroy(v);
         } else if (vi->recoverability == FHR_MUST_PRESERVE) {
             fhr_location at = vi->has_initial ? vi->initial : fhr_loc_host();
-            fhr_value *v = vm_take_adopted(vm, i); /* the engine's own (rplan_vm_adopt) */
-            if (!v && (st = vm_value_new(vm, i, at, &meta, NULL, &v, err)) == FHR_OK &&
-                !vm->explain) {
+            fhr_value *v = NULL; /* the engine's own buffers (rplan_vm_adopt), borrowed */
+            st = vm_adopted_view(vm, i, &v, err);
+            if (st == FHR_OK && !v &&
+                (st = vm_value_new(vm, i, at, &meta, NULL, &v, err)) == FHR_OK && !vm->explain) {
                 void *p;
                 size_t pn;
                 fhr_value_field_at(v, 0, &p, &pn);

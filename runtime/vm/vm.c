@@ -354,9 +354,11 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     if (!vm || !report)
         return fhr_fail(err, FHR_E_INVALID, "vm: NULL vm or report pointer");
     *report = NULL;
-    if (vm->ran)
-        return fhr_fail(err, FHR_E_INVALID, "vm: a VM runs once");
+    fhr_status st;
+    if (vm->ran && (st = vm_rerun_reset(vm, err)) != FHR_OK)
+        return st; /* nothing ran: the VM is as the last run left it */
     vm->ran = 1;
+    vm->nruns++;
     rplan_vm_report *rep = calloc(1, sizeof *rep);
     if (!rep)
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
@@ -371,8 +373,11 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
     vm->setup_value = -1;
     if (!vm->bad_budget[0])
         objective_auto(vm); /* before any decision: it sets the objective */
-    fhr_status st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
-                                      : vm_engine_check(vm, &vm->setup_value, &e);
+    /* the loaders' size probe and the adopted values' check: once, while they pass */
+    st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
+         : vm->probed      ? FHR_OK
+                           : vm_engine_check(vm, &vm->setup_value, &e);
+    vm->probed = st == FHR_OK;
     if (st == FHR_OK)
         st = vm_setup_values(vm, &e);
     if (st == FHR_OK)
@@ -391,7 +396,9 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
             rep->col = vm->vinfo[vm->setup_value].col;
         }
     } else {
-        rep->pinned_gbps = vm->pinned_gbps = vm_pinned_bandwidth(vm);
+        if (vm->pinned_kept <= 0) /* measured (or configured) once: the report's */
+            vm->pinned_kept = vm_pinned_bandwidth(vm);
+        rep->pinned_gbps = vm->pinned_gbps = vm->pinned_kept;
         /* the manager chooses sources by the declared rates, in check and in a run alike:
          * a rate measured during the run would make the schedule depend on the machine */
         fhr_link_rates lr = {vm_profile_gbps(vm), 0, vm_peer_rate(vm), vm_gen_rate(vm)};

@@ -385,6 +385,84 @@ Test(embed, adopted_value_must_match_its_declaration)
     rplan_program_free(p);
 }
 
+/* ---- one VM, many runs ------------------------------------------------------------------ */
+
+static int acc_frees;
+
+static void count_free(void *ctx, void *ptr, size_t nbytes)
+{
+    (void)nbytes;
+    acc_frees++;
+    fhr_backend *b = ctx;
+    b->ops->free(b, fhr_loc_pinned(), ptr, 8192, NULL);
+}
+
+/* The engine's runs on one VM: the loaders probed once, every run's kernel reads the same
+ * bytes, the same schedule each run, the adopted buffer neither copied nor freed before the
+ * VM is (though each run moves acc off pinned), a failed run followed by good ones. */
+Test(embed, one_vm_runs_the_plan_many_times)
+{
+    static engine E;
+    engine_init(&E);
+    rplan_program *p = compile_plan();
+    rplan_vm_opts o = {0};
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_vm_create(p, E.b, &o, &vm, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(rplan_loader_register(vm, "key", load_key, &E, &e), FHR_OK);
+    cr_assert_eq(rplan_loader_register(vm, "ct", load_ct, &E, &e), FHR_OK);
+    cr_assert_eq(rplan_kernel_register(vm, "mix", mix_kernel, &E, &e), FHR_OK);
+    cr_assert_eq(rplan_vm_body_stream(vm, fhr_loc_cuda(0), E.view, &e), FHR_OK);
+    fhr_ckks_meta meta = {0};
+    meta.context_id = 1;
+    fhr_value *v = NULL;
+    void *buf = NULL;
+    size_t bi;
+    acc_frees = 0;
+    cr_assert_eq(E.b->ops->alloc(E.b, fhr_loc_pinned(), 8192, NULL, &buf, NULL), FHR_OK);
+    cr_assert_eq(fhr_value_create(fhr_loc_pinned(), &meta, &v, NULL), FHR_OK);
+    cr_assert_eq(fhr_value_add_buffer(v, buf, 8192, count_free, E.b, &bi, NULL), FHR_OK);
+    cr_assert_eq(fhr_value_add_field(v, "data", bi, 0, 8192, NULL), FHR_OK);
+    cr_assert_eq(rplan_vm_adopt(vm, (size_t)rplan_vm_value_index(vm, "acc"), &v, &e), FHR_OK);
+    rplan_vm_report *first = NULL, *r = NULL;
+    E.fail_key = 2; /* the first run fails at key[2]'s load */
+    cr_assert_eq(rplan_vm_run(vm, &r, &e), FHR_E_PLAN);
+    cr_assert_not(r->ok);
+    rplan_vm_report_free(r);
+    fhr_error_clear(&e);
+    E.fail_key = -1;
+    for (int run = 0; run < 3; run++) {
+        E.calls = 0;
+        E.loads = 0;
+        rplan_vm_report *x = NULL;
+        cr_assert_eq(rplan_vm_run(vm, &x, &e), FHR_OK, "run %d: %s", run + 2, e.message);
+        cr_assert_eq(E.calls, 8, "run %d", run + 2);
+        for (int k = 0; k < 8; k++)
+            cr_assert_eq(E.sums[k], expected_sum(&E, k % NKEYS), "run %d, call %d", run + 2, k);
+        cr_assert_eq(x->total.loads, (uint64_t)E.loads);
+        if (!first) {
+            first = x;
+            continue;
+        }
+        for (int d = 0; d < FHR_DIR_COUNT_; d++)
+            cr_assert_eq(x->total.bytes[d], first->total.bytes[d], "run %d, direction %d",
+                         run + 2, d);
+        cr_assert_eq(x->total.loads, first->total.loads);
+        cr_assert_eq(x->total.evictions, first->total.evictions);
+        cr_assert_eq(x->total.peaks[0].peak_bytes, first->total.peaks[0].peak_bytes);
+        rplan_vm_report_free(x);
+    }
+    cr_assert_eq(E.probes, NKEYS, "the loaders' size probe runs once, not per run");
+    cr_assert_eq(E.wrong_stream, 0);
+    cr_assert_eq(acc_frees, 0, "a run freed the engine's adopted buffer");
+    rplan_vm_report_free(first);
+    rplan_vm_destroy(vm);
+    cr_assert_eq(acc_frees, 1, "the VM frees the adopted buffer once, when destroyed");
+    rplan_program_free(p);
+    engine_fini(&E);
+}
+
 /* ---- the language side: located errors, the bytecode round trip ----------------------- */
 
 int rp_bytecode_restamp(void *buf, size_t len); /* runtime/program: the checksum rewritten */
