@@ -452,7 +452,7 @@ int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
     int only_objective = -1; /* --objective: the lookahead rows of bytes and that one */
-    int json = 0, trace = 0, model = 0, key_trace = 0, lookahead_only = 0, reps = 1;
+    int json = 0, trace = 0, model = 0, key_trace = 0, print_plan = 0, lookahead_only = 0, reps = 1;
     double mprofile[2] = {55.5, 3000};
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json"))
@@ -461,6 +461,8 @@ int main(int argc, char **argv)
             model = 1;
         else if (!strcmp(argv[i], "--key-trace"))
             key_trace = 1;
+        else if (!strcmp(argv[i], "--print-plan"))
+            print_plan = 1;
         else if ((!strcmp(argv[i], "--pinned-gbps") || !strcmp(argv[i], "--device-gbps")) &&
                  i + 1 < argc && atof(argv[i + 1]) > 0)
             mprofile[argv[i][2] == 'd'] = atof(argv[i + 1]), i++;
@@ -497,7 +499,8 @@ int main(int argc, char **argv)
                             "                 [--keys P[,P...] (of 25,50,75,100)] [--batch 1|16]\n"
                             "                 [--sequence once|twice] [--spin US] [--objective bytes|time|auto]\n"
                             "       bootstrap --model [--pinned-gbps X] [--device-gbps X] [--plan FILE]\n"
-                            "       bootstrap --key-trace [--batch 1|16] [--plan FILE]\n");
+                            "       bootstrap --key-trace [--batch 1|16] [--plan FILE]\n"
+                            "       bootstrap --print-plan [--batch 1|16] [--spin US] [--plan FILE]\n");
             return 2;
         }
     }
@@ -505,6 +508,14 @@ int main(int argc, char **argv)
     if (!src) {
         fprintf(stderr, "bootstrap: cannot read %s\n", plan);
         return 2;
+    }
+    if (print_plan) { /* the plan a cell runs, for a peer that runs it itself */
+        char *s = part_plan(src, batch_on[0] ? 0 : 1, batch_on[0] ? 1 : 16, 1);
+        if (s)
+            fputs(s, stdout);
+        free(s);
+        free(src);
+        return s ? 0 : 1;
     }
     if (key_trace) {
         char *s = part_plan(src, batch_on[0] ? 0 : 1, batch_on[0] ? 1 : 16, 1);

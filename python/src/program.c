@@ -1367,7 +1367,7 @@ static PyMethodDef runner_methods[] = {
      "and a failed run leaves the Runner able to run again."},
     {"close", runner_close, METH_NOARGS,
      "close($self, /)\n--\n\nReleases the VM, its adopted values and the backend; run() "
-     "raises afterwards. Idempotent; the Runner's end does the same."},
+     "raises afterwards. Idempotent; the Runner's end does the same. Returns None."},
     {"__enter__", runner_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nReturns self."},
     {"__exit__", runner_exit, METH_VARARGS,
      "__exit__($self, exc_type, exc_value, traceback, /)\n--\n\nCloses the Runner. "
