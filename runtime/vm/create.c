@@ -229,14 +229,25 @@ void rplan_vm_destroy(rplan_vm *vm)
 
 /* ---- running again ------------------------------------------------------------------ */
 
-/* Frees what one run made besides its manager, holds and requests: the backing store,
- * the report's records, the trace, the verify counters (warm-up makes them again, zero). */
+/* Whether value i's backing store outlives a run: a source's data (synth, counter, file)
+ * is the same every run and nothing writes it, so it is made once; an engine's is its
+ * loader's to fill, each run. */
+static int backing_kept(const rplan_vm *vm, size_t i)
+{
+    return vm->vinfo[i].data != RPLAN_DATA_ENGINE;
+}
+
+/* Frees what one run made besides its manager, holds and requests: the engine's backing
+ * stores, the report's records, the trace, the verify counters (warm-up makes them
+ * again, zero). */
 static void free_run_state(rplan_vm *vm)
 {
     for (size_t i = 0; i < vm->nvals; i++)
-        if (vm->backing[i])
+        if (vm->backing[i] && !backing_kept(vm, i)) {
             vm->b->ops->free(vm->b, vm->backing_loc, vm->backing[i],
                              (size_t)vm_backing_nbytes(&vm->vinfo[i]), NULL);
+            vm->backing[i] = NULL;
+        }
     for (int i = 0; i < FHR_LOC_SLOTS; i++)
         if (vm->counter[i])
             vm->b->ops->free(vm->b, fhr_loc_from_slot(i), vm->counter[i], 16, vm->compute[i]);
@@ -341,7 +352,6 @@ fhr_status vm_rerun_reset(rplan_vm *vm, fhr_error *err)
     KEEP(n, vm, pinned_kept);
     KEEP(n, vm, nruns);
     memset(n->h, 0, n->nvals * sizeof *n->h);
-    memset(n->backing, 0, n->nvals * sizeof *n->backing);
     n->m = m;
     *vm = *n;
     free(n);

@@ -188,7 +188,8 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
         fhr_adopt_opts ao = {vi->mode, vi->name, vi->priority};
         size_t n = (size_t)vi->nbytes;
         void *filebuf = NULL;
-        if (vi->data == RPLAN_DATA_FILE && !vm->explain) {
+        int kept = vm->backing[i] != NULL; /* an earlier run's backing store (vm_rerun_reset) */
+        if (vi->data == RPLAN_DATA_FILE && !vm->explain && !kept) {
             filebuf = malloc(n);
             if (!filebuf)
                 return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
@@ -244,7 +245,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
         } else if (vi->data == RPLAN_DATA_ENGINE && !vi->seeded) { /* no backing store */
             st = register_fields(vm, i, &meta, &ao, err);
         } else {
-            if (!vm->explain || vi->seeded) { /* model memory for a seeded value's borrow */
+            if (!kept && (!vm->explain || vi->seeded)) { /* model memory: a seeded borrow */
                 size_t nb = (size_t)vm_backing_nbytes(vi);
                 if ((st = vm->b->ops->alloc(vm->b, vm->backing_loc, nb, NULL, &vm->backing[i],
                                             err)) != FHR_OK) {
@@ -252,7 +253,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                     return name_value(vm, st, vi, err);
                 }
             }
-            if (!vm->explain) {
+            if (!vm->explain && !kept) {
                 fhr_stream *s = NULL;
                 if (vm->backing_loc.kind == FHR_LOC_CUDA)
                     st = vm_compute_stream(vm, vm->backing_loc, &s, err);
