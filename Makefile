@@ -161,7 +161,7 @@ test-build: $(BUILD_ONLY)
 # per folder); make test-long runs every line. Not under SAN.
 .PHONY: test-mutants test-mutants-all
 MUTANT_SAMPLE ?= 6
-TEST_EXTRA += $(if $(SAN),,test-mutants)
+TEST_EXTRA += $(if $(SAN),,bg:test-mutants)
 # The copy builds with CUDA=0 and MPI=0 (a CUDA build's emulated device times some events
 # differently, and one break goes unnoticed there); it is seeded from a CUDA=0 build.
 MUTANT_ENV = MUTANT_SEED=$(if $(filter 0,$(CUDA)),$(if $(SAN),,$(BUILD)))

@@ -50,6 +50,7 @@ complete -c fheplan -n "__fish_seen_subcommand_from check" -l sarif -d 'SARIF 2.
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l device -x -a "auto cuda emu emu:1 emu:2 emu:4 emu:8" -d 'the device'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l scale -x -a "1 2 4 8 16 32 64 128" -d 'divide every size by N'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l prefetch -x -a "0 1 2 4 8" -d 'requests run ahead of the bodies'
+complete -c fheplan -n "__fish_seen_subcommand_from run" -l repeat -x -a "2 5 10 20" -d 'runs on one VM, the median printed'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l trace -r -k -a "(__fish_complete_suffix .json)" -d 'write a Chrome trace'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l timeline -r -k -a "(__fish_complete_suffix .html)" -d 'write an HTML timeline'
 complete -c fheplan -n "__fish_seen_subcommand_from run" -l profile-out -r -k -a "(__fish_complete_suffix .json)" -d 'write the kernel times measured'
