@@ -71,8 +71,9 @@ fhr_status rplan_vm_create(const rplan_program *p, fhr_backend *backend, const r
     vm->h = calloc(vm->nvals + 1, sizeof *vm->h);
     vm->srcs = calloc(vm->nvals + 1, sizeof *vm->srcs);
     vm->backing = calloc(vm->nvals + 1, sizeof *vm->backing);
+    vm->pristine = calloc(vm->nvals + 1, sizeof *vm->pristine);
     vm->ins = calloc(vm->ninstr + 1, sizeof *vm->ins);
-    if (!vm->vinfo || !vm->h || !vm->srcs || !vm->backing || !vm->ins) {
+    if (!vm->vinfo || !vm->h || !vm->srcs || !vm->backing || !vm->pristine || !vm->ins) {
         rplan_vm_destroy(vm);
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
@@ -219,6 +220,9 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->h);
     free(vm->srcs);
     free(vm->backing);
+    for (size_t i = 0; vm->pristine && i < vm->nvals; i++)
+        free(vm->pristine[i]);
+    free(vm->pristine);
     free(vm->ins);
     for (size_t i = 0; i < vm->ngens; i++)
         free(vm->gens[i].name);
@@ -319,6 +323,7 @@ fhr_status vm_rerun_reset(rplan_vm *vm, fhr_error *err)
     KEEP(n, vm, srcs);
     KEEP(n, vm, backing);
     KEEP(n, vm, backing_loc);
+    KEEP(n, vm, pristine);
     KEEP(n, vm, ninstr);
     KEEP(n, vm, ins);
     KEEP(n, vm, kerns);

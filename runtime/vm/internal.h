@@ -129,6 +129,8 @@ struct rplan_vm {
     fhr_handle *h;
     vm_src *srcs;
     void **backing;            /* reconstructible values: their content, in pinned memory */
+    void **pristine;           /* init values of synth or file data: their first content,
+                                  kept by the first run for the next (host memory) */
     fhr_location backing_loc;
     size_t ninstr;
     rplan_instr *ins;

@@ -177,6 +177,26 @@ static fhr_status register_fields(rplan_vm *vm, size_t i, const fhr_ckks_meta *m
     return fhr_register_source(vm->m, &spec, &src, ao, &vm->h[i], err);
 }
 
+/* An init value's first content at p (n bytes at host or pinned memory, or on a device):
+ * synth or file data is made once, by the first run, and copied from the VM's host copy
+ * by later runs (generating it took most of a run's setup); anything else is filled as
+ * vm_fill does. */
+static fhr_status init_fill(rplan_vm *vm, size_t i, void *p, fhr_location at, size_t n,
+                            const void *filebuf, fhr_stream *s, fhr_error *err)
+{
+    const rplan_value_info *vi = &vm->vinfo[i];
+    int keep = at.kind != FHR_LOC_CUDA &&
+               (vi->data == RPLAN_DATA_SYNTH || vi->data == RPLAN_DATA_FILE);
+    if (keep && vm->pristine[i]) {
+        memcpy(p, vm->pristine[i], n);
+        return FHR_OK;
+    }
+    fhr_status st = vm_fill(vm, p, at, n, vi, filebuf, s, err);
+    if (st == FHR_OK && keep && (vm->pristine[i] = malloc(n ? n : 1)) != NULL)
+        memcpy(vm->pristine[i], p, n); /* no memory for it: later runs generate again */
+    return st;
+}
+
 /* Adopts every MUST_PRESERVE value and registers every source. */
 fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
 {
@@ -188,7 +208,8 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
         fhr_adopt_opts ao = {vi->mode, vi->name, vi->priority};
         size_t n = (size_t)vi->nbytes;
         void *filebuf = NULL;
-        int kept = vm->backing[i] != NULL; /* an earlier run's backing store (vm_rerun_reset) */
+        /* an earlier run's backing store or first content (vm_rerun_reset) */
+        int kept = vm->backing[i] != NULL || vm->pristine[i] != NULL;
         if (vi->data == RPLAN_DATA_FILE && !vm->explain && !kept) {
             filebuf = malloc(n);
             if (!filebuf)
@@ -235,8 +256,9 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                     st = vm_engine_load(vm, i, v, s, err);
                     if (st == FHR_OK && s)
                         st = vm->b->ops->stream_sync(vm->b, s, err);
-                } else if (st == FHR_OK)
-                    st = vm_fill(vm, p, at, n, vi, filebuf, s, err);
+                } else if (st == FHR_OK) {
+                    st = init_fill(vm, i, p, at, n, filebuf, s, err);
+                }
             }
             if (st == FHR_OK)
                 st = fhr_adopt(vm->m, &v, &ao, &vm->h[i], err);

@@ -259,7 +259,8 @@ Test(rerun, generators_manager_failures_and_interrupts)
 /* A source's backing store holds the same bytes every run and nothing writes it: the first
  * run makes it, later runs load from it again (four keys: four allocations fewer than when
  * each run made them, 17 then; the same schedule; the keys verified after their loads
- * prove the bytes are still there). */
+ * prove the bytes are still there). The ciphertext's first content is copied from the
+ * VM's copy of it, and verified too. */
 Test(rerun, a_sources_backing_store_is_made_once)
 {
     static const char src[] = "rplan 1\n"
@@ -269,7 +270,8 @@ Test(rerun, a_sources_backing_store_is_made_once)
                               "policy p = lookahead(cuda:0 -> pinned -> host)\n"
                               "for r in 0..<2 { for i in 0..<4 {\n"
                               "  request \"use\" using p { require ct @ cuda:0\n"
-                              "    require k[i] @ cuda:0  body { run verify(k[i]) } }\n"
+                              "    require k[i] @ cuda:0\n"
+                              "    body { run verify(k[i])\n run verify(ct) } }\n"
                               "} }\n";
     rplan_diags *dg = rplan_diags_new();
     rplan_program *p = NULL;
