@@ -349,43 +349,25 @@ static void objective_auto(rplan_vm *vm)
         vm->o.objective = RPLAN_OBJECTIVE_TIME;
 }
 
-fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
+/* A run's setup: the objective, the engine's check (once), the values and requests, the
+ * link rates and the devices' timing references. A failure refuses the run (rep). */
+static fhr_status run_setup(rplan_vm *vm, rplan_vm_report *rep, fhr_error *e)
 {
-    if (!vm || !report)
-        return fhr_fail(err, FHR_E_INVALID, "vm: NULL vm or report pointer");
-    *report = NULL;
     fhr_status st;
-    if (vm->ran && (st = vm_rerun_reset(vm, err)) != FHR_OK)
-        return st; /* nothing ran: the VM is as the last run left it */
-    vm->ran = 1;
-    vm->nruns++;
-    rplan_vm_report *rep = calloc(1, sizeof *rep);
-    if (!rep)
-        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
-    rep->ok = 1;
-    rep->instr = -1;
-    rep->explain = vm->explain;
-    rep->scale = vm->o.scale;
-    snprintf(rep->device, sizeof rep->device, "%s", vm->device);
-    snprintf(vm->total.name, sizeof vm->total.name, "total");
-    fhr_error e;
-    fhr_error_init(&e);
     vm->setup_value = -1;
     if (!vm->bad_budget[0])
         objective_auto(vm); /* before any decision: it sets the objective */
     /* the loaders' size probe and the adopted values' check: once, while they pass */
-    st = vm->bad_budget[0] ? fhr_fail(&e, FHR_E_LOCATION, "%s", vm->bad_budget)
+    st = vm->bad_budget[0] ? fhr_fail(e, FHR_E_LOCATION, "%s", vm->bad_budget)
          : vm->probed      ? FHR_OK
-                           : vm_engine_check(vm, &vm->setup_value, &e);
+                           : vm_engine_check(vm, &vm->setup_value, e);
     vm->probed = st == FHR_OK;
     if (st == FHR_OK)
-        st = vm_setup_values(vm, &e);
+        st = vm_setup_values(vm, e);
     if (st == FHR_OK)
-        st = vm_requests_setup(vm, &e);
-    long fail_pc = -1;
-    const char *fail_scope = NULL;
+        st = vm_requests_setup(vm, e);
     if (st) {
-        set_failure(vm, rep, st, -1, &e, NULL);
+        set_failure(vm, rep, st, -1, e, NULL);
         rep->refused = 1;
         if (vm->bad_budget[0]) {
             rep->line = vm->bad_budget_line; /* at the budget's declaration */
@@ -402,32 +384,40 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         /* the manager chooses sources by the declared rates, in check and in a run alike:
          * a rate measured during the run would make the schedule depend on the machine */
         fhr_link_rates lr = {vm_profile_gbps(vm), 0, vm_peer_rate(vm), vm_gen_rate(vm)};
-        st = fhr_manager_set_links(vm->m, &lr, &e);
+        st = fhr_manager_set_links(vm->m, &lr, e);
         if (st) {
-            set_failure(vm, rep, st, -1, &e, NULL);
+            set_failure(vm, rep, st, -1, e, NULL);
             rep->refused = 1;
         }
         if (!vm->explain && st == FHR_OK) {
             /* the timing reference of each device (its event record can fail) */
-            if ((st = vm_warm_up(vm, &e)) != FHR_OK) {
-                set_failure(vm, rep, st, -1, &e, NULL);
+            if ((st = vm_warm_up(vm, e)) != FHR_OK) {
+                set_failure(vm, rep, st, -1, e, NULL);
                 rep->refused = 1; /* nothing of the plan ran: no report to print */
             }
             vm_sync_all(vm, NULL);
         }
         vm->t_begin = vm_now_ns(vm);
     }
+    return st;
+}
+
+/* The interpreter: every instruction in order until one fails (rep says where). */
+static void run_dispatch(rplan_vm *vm, rplan_vm_report *rep, fhr_status st, fhr_error *e)
+{
+    long fail_pc = -1;
+    const char *fail_scope = NULL;
     for (size_t pc = 0; pc < vm->ninstr && st == FHR_OK; pc++) {
         const rplan_instr *in = &vm->ins[pc];
         if (vm->o.interrupt && vm->o.interrupt(vm->o.interrupt_ctx)) {
-            st = fhr_fail(&e, FHR_E_PLAN, "interrupted");
+            st = fhr_fail(e, FHR_E_PLAN, "interrupted");
             fail_pc = (long)pc;
         } else if (in->op < 0 || in->op >= RPLAN_OP_COUNT_) {
-            st = fhr_fail(&e, FHR_E_INVALID, "unknown opcode %d", in->op);
+            st = fhr_fail(e, FHR_E_INVALID, "unknown opcode %d", in->op);
             fail_pc = (long)pc;
         } else if (op_class[in->op] == VM_CLASS_ACTION) {
             if ((st = vm_ensure_record(vm)) == FHR_OK)
-                st = exec_action(vm, pc, &e);
+                st = exec_action(vm, pc, e);
             fail_pc = (long)pc;
         } else switch (in->op) {
         case RPLAN_OP_STAGE:
@@ -435,7 +425,7 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
                 vm_stage_close(vm);
             st = vm_stage_open(vm, in->str, 0);
             if (st)
-                fhr_fail(&e, st, "stages nested too deeply");
+                fhr_fail(e, st, "stages nested too deeply");
             break;
         case RPLAN_OP_ENDSTAGE:
             if (vm->top_open)
@@ -448,12 +438,12 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
             if ((st = vm_ensure_record(vm)) != FHR_OK)
                 break;
             if (in->op == RPLAN_OP_PLAN) {
-                st = exec_plan(vm, pc, end, &fail_pc, &e);
+                st = exec_plan(vm, pc, end, &fail_pc, e);
             } else {
-                st = vm_exec_request(vm, pc, end, &e);
+                st = vm_exec_request(vm, pc, end, e);
                 if (st)
-                    fail_pc = e.action_index >= (long)pc && e.action_index < (long)end
-                                  ? e.action_index
+                    fail_pc = e->action_index >= (long)pc && e->action_index < (long)end
+                                  ? e->action_index
                                   : (long)pc;
             }
             if (st)
@@ -465,16 +455,21 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
         }
         case RPLAN_OP_HOLD:
         case RPLAN_OP_RELEASE:
-            st = exec_hold(vm, pc, &e);
+            st = exec_hold(vm, pc, e);
             fail_pc = (long)pc;
             break;
         default:
             break;
         }
         if (st && rep->ok)
-            set_failure(vm, rep, st, fail_pc, &e, fail_scope);
+            set_failure(vm, rep, st, fail_pc, e, fail_scope);
     }
-    fhr_error_clear(&e);
+}
+
+/* After the last instruction: stages closed, devices synchronised, the times, peaks,
+ * link and wait figures into rep, and an integrity failure made the run's. */
+static void run_finish(rplan_vm *vm, rplan_vm_report *rep)
+{
     while (vm->depth)
         vm_stage_close(vm);
     if (!vm->explain)
@@ -543,6 +538,33 @@ fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
                  "integrity: %llu of %llu verified values differ from their synthetic content",
                  (unsigned long long)t->check_failures, (unsigned long long)t->checks);
     }
+}
+
+fhr_status rplan_vm_run(rplan_vm *vm, rplan_vm_report **report, fhr_error *err)
+{
+    if (!vm || !report)
+        return fhr_fail(err, FHR_E_INVALID, "vm: NULL vm or report pointer");
+    *report = NULL;
+    fhr_status st;
+    if (vm->ran && (st = vm_rerun_reset(vm, err)) != FHR_OK)
+        return st; /* nothing ran: the VM is as the last run left it */
+    vm->ran = 1;
+    vm->nruns++;
+    rplan_vm_report *rep = calloc(1, sizeof *rep);
+    if (!rep)
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    rep->ok = 1;
+    rep->instr = -1;
+    rep->explain = vm->explain;
+    rep->scale = vm->o.scale;
+    snprintf(rep->device, sizeof rep->device, "%s", vm->device);
+    snprintf(vm->total.name, sizeof vm->total.name, "total");
+    fhr_error e;
+    fhr_error_init(&e);
+    st = run_setup(vm, rep, &e);
+    run_dispatch(vm, rep, st, &e);
+    fhr_error_clear(&e);
+    run_finish(vm, rep);
     *report = rep;
     if (!rep->ok)
         fhr_fail(err, rep->status, "%s", rep->message);
