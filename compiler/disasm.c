@@ -49,7 +49,8 @@ static const char *locs(uint8_t slot, char *buf)
     return fhr_loc_format(fhr_loc_from_slot(slot), buf, 24);
 }
 
-static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
+/* The header: the version the program is written as, the counts and the budgets. */
+static void disasm_header(const rplan_program *p, rp_out *o)
 {
     char b1[40], b2[40];
     const char *S = p->strs;
@@ -75,6 +76,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
                   p->ncons, p->ncons == 1 ? "" : "s");
     for (uint32_t i = 0; i < p->nbuds; i++)
         rp_out_printf(o, "budget  %-8s %s\n", locs(p->buds[i].slot, b1), size_text(p->buds[i].nbytes, b2));
+}
+
+/* One line per value, as declared. */
+static void disasm_values(const rplan_program *p, rp_out *o)
+{
+    char b1[40], b2[40];
+    const char *S = p->strs;
     for (uint32_t i = 0; i < p->nvals; i++) {
         const rp_value *v = &p->vals[i];
         rp_out_printf(o, "value   %-4u %-12s %-10s %-10s", i, S + v->name, size_text(v->nbytes, b1),
@@ -113,6 +121,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
         }
         rp_out_printf(o, "  ; %u:%u\n", v->line, v->col);
     }
+}
+
+/* The kernels' costs and the policies' chains. */
+static void disasm_kernels_policies(const rplan_program *p, rp_out *o)
+{
+    char b1[40];
+    const char *S = p->strs;
     for (uint32_t i = 0; i < p->nkerns; i++) {
         const rp_kernrec *k = &p->kerns[i];
         if (k->kind == RPLAN_COST_READS)
@@ -131,6 +146,79 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
         }
         rp_out_printf(o, ")\n");
     }
+}
+
+/* The source line `line` (starting at byte a of the embedded source) as a comment. */
+static void echo_line(const rplan_program *p, rp_out *o, size_t a, uint32_t line)
+{
+    size_t e = a;
+    while (e < p->srclen && p->src[e] != '\n' && p->src[e] != '\r')
+        e++;
+    while (a < e && (p->src[a] == ' ' || p->src[a] == '\t'))
+        a++;
+    /* the source as text: a comment may hold any byte, and bytecode any source */
+    char *ex = malloc(e - a + 1);
+    if (ex) {
+        memcpy(ex, p->src + a, e - a);
+        rp_text_clean(ex, e - a);
+        rp_out_printf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), ex);
+        free(ex);
+    }
+}
+
+/* An instruction's operands as text into ops (cap bytes). */
+static void operands(const rplan_program *p, const rp_ins *in, const rp_opinfo *oi, char *ops,
+                     size_t cap)
+{
+    size_t n = 0;
+    ops[0] = '\0';
+    char b1[40], b2[40];
+    const char *S = p->strs;
+#define ADD(...) n += (size_t)snprintf(ops + n, n < cap ? cap - n : 0, __VA_ARGS__)
+    uint32_t xy[2] = {in->x, in->y};
+    uint8_t kxy[2] = {oi->x, oi->y};
+    for (int k = 0; k < 2 && n < cap; k++) {
+        switch (kxy[k]) {
+        case RPLAN_OPD_VAL: ADD("%s", S + p->vals[xy[k]].name); break;
+        case RPLAN_OPD_STR: {
+            rp_out t = {0};
+            pstr(&t, S + xy[k]);
+            ADD("%s%s", k ? " " : "", t.s ? t.s : "\"\"");
+            free(t.s);
+            break;
+        }
+        case RPLAN_OPD_CONST: {
+            uint64_t v = p->cons[xy[k]];
+            if (in->op == RPLAN_OP_ARGDUR)
+                ADD("%s", dur_text(v, b1));
+            else if (in->op == RPLAN_OP_ARGINT)
+                ADD("%" PRIu64, v);
+            else
+                ADD("%s", size_text(v, b1));
+            break;
+        }
+        case RPLAN_OPD_POL: ADD(" using %s", S + p->pols[xy[k]].name); break;
+        case RPLAN_OPD_COUNT: ADD("/%u", xy[k]); break;
+        default: break;
+        }
+        if (k == 0 && n < cap) {
+            if (oi->a == RPLAN_OPD_LOC)
+                ADD(" %s %s", in->op == RPLAN_OP_MOVE ? "->" : in->op == RPLAN_OP_RESERVE
+                                                                   ? "at"
+                                                                   : "@",
+                    locs(in->a, b2));
+            else if (oi->a == RPLAN_OPD_PHASE)
+                ADD("%s", fhr_phase_name((fhr_phase)in->a));
+            if (oi->b == RPLAN_OPD_LOCOPT && in->b != RP_NOLOC && n < cap)
+                ADD(" from %s", locs(in->b, b2));
+        }
+    }
+#undef ADD
+}
+
+/* The instructions, each under the source line it came from (unless flags leave it out). */
+static void disasm_code(const rplan_program *p, rp_out *o, unsigned flags)
+{
     /* line starts of the embedded source */
     size_t *ls = NULL, nls = 0;
     if (p->src && !(flags & RPLAN_DISASM_NOSOURCE)) {
@@ -152,67 +240,13 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
         const rp_opinfo *oi = &rp_ops[in->op];
         uint32_t line = p->lines[pc].line;
         if (ls && line && line != last_line && line <= nls && in->op != RPLAN_OP_END &&
-            in->op != RPLAN_OP_ENDSTAGE) {
-            size_t a = ls[line - 1], e = a;
-            while (e < p->srclen && p->src[e] != '\n' && p->src[e] != '\r')
-                e++;
-            while (a < e && (p->src[a] == ' ' || p->src[a] == '\t'))
-                a++;
-            /* the source as text: a comment may hold any byte, and bytecode any source */
-            char *ex = malloc(e - a + 1);
-            if (ex) {
-                memcpy(ex, p->src + a, e - a);
-                rp_text_clean(ex, e - a);
-                rp_out_printf(o, "%30s; %u: %.*s\n", "", line, (int)(e - a), ex);
-                free(ex);
-            }
-        }
+            in->op != RPLAN_OP_ENDSTAGE)
+            echo_line(p, o, ls[line - 1], line);
         last_line = line;
         if (in->op == RPLAN_OP_ENDSTAGE || in->op == RPLAN_OP_END)
             depth--;
         char ops[600];
-        size_t n = 0;
-        ops[0] = '\0';
-#define ADD(...) n += (size_t)snprintf(ops + n, n < sizeof ops ? sizeof ops - n : 0, __VA_ARGS__)
-        uint32_t xy[2] = {in->x, in->y};
-        uint8_t kxy[2] = {oi->x, oi->y};
-        for (int k = 0; k < 2 && n < sizeof ops; k++) {
-            switch (kxy[k]) {
-            case RPLAN_OPD_VAL: ADD("%s", S + p->vals[xy[k]].name); break;
-            case RPLAN_OPD_STR: {
-                rp_out t = {0};
-                pstr(&t, S + xy[k]);
-                ADD("%s%s", k ? " " : "", t.s ? t.s : "\"\"");
-                free(t.s);
-                break;
-            }
-            case RPLAN_OPD_CONST: {
-                uint64_t v = p->cons[xy[k]];
-                if (in->op == RPLAN_OP_ARGDUR)
-                    ADD("%s", dur_text(v, b1));
-                else if (in->op == RPLAN_OP_ARGINT)
-                    ADD("%" PRIu64, v);
-                else
-                    ADD("%s", size_text(v, b1));
-                break;
-            }
-            case RPLAN_OPD_POL: ADD(" using %s", S + p->pols[xy[k]].name); break;
-            case RPLAN_OPD_COUNT: ADD("/%u", xy[k]); break;
-            default: break;
-            }
-            if (k == 0 && n < sizeof ops) {
-                if (oi->a == RPLAN_OPD_LOC)
-                    ADD(" %s %s", in->op == RPLAN_OP_MOVE ? "->" : in->op == RPLAN_OP_RESERVE
-                                                                       ? "at"
-                                                                       : "@",
-                        locs(in->a, b2));
-                else if (oi->a == RPLAN_OPD_PHASE)
-                    ADD("%s", fhr_phase_name((fhr_phase)in->a));
-                if (oi->b == RPLAN_OPD_LOCOPT && in->b != RP_NOLOC && n < sizeof ops)
-                    ADD(" from %s", locs(in->b, b2));
-            }
-        }
-#undef ADD
+        operands(p, in, oi, ops, sizeof ops);
         char mn[64];
         snprintf(mn, sizeof mn, "%*s%s", 2 * (depth > 0 ? depth : 0), "", oi->name);
         rp_out_printf(o, "%6u  %-16s %-40s ; %u:%u\n", pc, mn, ops, line, p->lines[pc].col);
@@ -220,6 +254,14 @@ static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
             depth++;
     }
     free(ls);
+}
+
+static void disasm(const rplan_program *p, rp_out *o, unsigned flags)
+{
+    disasm_header(p, o);
+    disasm_values(p, o);
+    disasm_kernels_policies(p, o);
+    disasm_code(p, o, flags);
 }
 
 int rplan_disasm(const rplan_program *p, FILE *f, unsigned flags)
