@@ -448,6 +448,93 @@ static int cell_list(const char *v, int on[4])
     return 1;
 }
 
+/* One row of the table: its cell, mode and figures. */
+typedef struct row_ctx {
+    int pct, batch;
+    const char *mode;
+    int objective, timeobj, predicts, same;
+    const result *r, *min, *pred;
+    double bound, ratio, over;
+    const double *profile;
+    const char *seq;
+} row_ctx;
+
+static void print_row_json(const row_ctx *c, int first)
+{
+    const result *r = c->r;
+    double best = r->y.search_s < r->y.best_s ? r->y.search_s : r->y.best_s;
+    char wt[96];
+    double best_l = r->yl.search_s < r->yl.best_s ? r->yl.search_s : r->yl.best_s;
+    double over_l = r->has_yl && best_l > 0 ? r->time_s / best_l : 0;
+    printf("%s\n {\"key_set_pct\": %d, \"batch\": %d, \"policy\": \"%s\", "
+           "\"objective\": \"%s\", "
+           "\"time_s\": %.6f, \"compute_s\": %.6f, \"bound_s\": %.6f, "
+           "\"ratio\": %.4f, \"bytes_moved\": %llu, \"min_bytes\": %llu, "
+           "\"bytes_over_min\": %.4f, \"predicted_bytes\": %llu, "
+           "\"pinned_gbps\": %.2f, "
+           "\"lower_bound_s\": %.6f, \"lower_bound_exact\": %s, "
+           "\"schedule_s\": %.6f, \"best_known_s\": %.6f, \"search_exact\": %s, "
+           "\"search_loads\": %llu, \"min_loads\": %llu, "
+           "\"schedule_idle_s\": %.6f, \"best_known_idle_s\": %.6f, "
+           "\"time_over_lower\": %.4f, \"time_over_schedule\": %.4f, "
+           "\"time_over_best_known\": %.4f, \"link_idle_max_s\": %.6f, "
+           "\"link_idle_sum_s\": %.6f, \"timeline_s\": %.6f, "
+           "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
+           "\"model_device_gbps\": %.1f, \"link_busy_s\": %.6f, "
+           "\"link_idle_s\": %.6f, \"link_ready_idle_s\": %.6f, "
+           "\"link_busy_gbps\": %.2f, \"best_known_at_link_s\": %.6f, "
+           "\"time_over_best_known_at_link\": %.4f, \"time_over_compute\": %.4f, "
+           "\"spin_us\": %.3f, \"host_waits\": \"%s\", \"sequence\": \"%s\"}",
+           first ? "" : ",", c->pct, c->batch, c->mode,
+           c->objective == RPLAN_OBJECTIVE_AUTO
+               ? (r->objective == RPLAN_OBJECTIVE_TIME ? "auto: time" : "auto: bytes")
+           : c->timeobj ? "time" : "bytes", r->time_s,
+           r->body_s, c->bound, c->ratio, (unsigned long long)r->moved,
+           (unsigned long long)c->min->moved, c->over,
+           (unsigned long long)(c->timeobj ? c->pred->moved : c->min->moved), r->pinned_gbps,
+           r->y.bound_s, r->y.exact ? "true" : "false", r->y.best_s, best,
+           r->y.search_exact ? "true" : "false",
+           (unsigned long long)r->y.search_loads, (unsigned long long)r->y.min_loads,
+           r->y.min_idle_s, r->y.search_idle_s,
+           r->has_y ? r->time_s / r->y.bound_s : 0,
+           r->has_y ? r->time_s / r->y.best_s : 0, r->has_y ? r->time_s / best : 0,
+           r->has_idle ? r->idle_max_s : -1, r->has_idle ? r->idle_sum_s : -1,
+           r->timeline_s, r->timeline_idle_s, c->timeobj ? c->profile[0] : 0,
+           c->timeobj ? c->profile[1] : 0, r->link_busy_s, r->link_idle_s, r->link_ready_s,
+           r->link_gbps,
+           r->has_yl ? best_l : 0, over_l,
+           r->body_s > 0 ? r->time_s / r->body_s : 0, spin_us,
+           waits_text(r, wt, sizeof wt), c->seq);
+}
+
+static void print_row_text(const row_ctx *c)
+{
+    const result *r = c->r;
+    double best = r->y.search_s < r->y.best_s ? r->y.search_s : r->y.best_s;
+    char wt[96];
+    double best_l = r->yl.search_s < r->yl.best_s ? r->yl.search_s : r->yl.best_s;
+    double over_l = r->has_yl && best_l > 0 ? r->time_s / best_l : 0;
+    char nm[40];
+    snprintf(nm, sizeof nm, "%s%s", c->mode,
+             c->objective != RPLAN_OBJECTIVE_AUTO ? ""
+             : r->objective == RPLAN_OBJECTIVE_TIME       ? ": time"
+                                                         : ": bytes");
+    printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
+           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %7.3f %6.3f %s %s\n", c->pct,
+           c->batch, nm, r->time_s * 1e3, r->body_s * 1e3,
+           c->bound * 1e3, c->ratio, (double)r->moved / (1 << 30), c->over,
+           r->y.bound_s * 1e3, r->y.exact ? "=" : " ", r->y.best_s * 1e3,
+           best * 1e3, r->y.search_exact ? "=" : " ",
+           r->has_y ? r->time_s / r->y.bound_s : 0,
+           r->has_y ? r->time_s / r->y.best_s : 0, r->has_y ? r->time_s / best : 0,
+           c->predicts ? (c->same ? "yes" : "NO") : "-",
+           r->has_idle ? r->idle_max_s * 1e3 : -1,
+           c->timeobj ? r->timeline_s * 1e3 : -1,
+           r->time_s > 0 ? 100 * r->link_ready_s / r->time_s : 0,
+           r->link_gbps, over_l, r->body_s > 0 ? r->time_s / r->body_s : 0,
+           c->seq, waits_text(r, wt, sizeof wt));
+}
+
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
@@ -630,71 +717,13 @@ int main(int argc, char **argv)
                             (unsigned long long)r.moved, (unsigned long long)pred.moved);
                     fails++;
                 }
-                double best = r.y.search_s < r.y.best_s ? r.y.search_s : r.y.best_s;
-                char wt[96];
-                double best_l = r.yl.search_s < r.yl.best_s ? r.yl.search_s : r.yl.best_s;
-                double over_l = r.has_yl && best_l > 0 ? r.time_s / best_l : 0;
+                row_ctx rc = {pct[pi], batch[bi % 2], modes[mi].name, modes[mi].objective,
+                              timeobj, predicts, same, &r, &min, &pred, bound, ratio, over,
+                              profile, seq};
                 if (json)
-                    printf("%s\n {\"key_set_pct\": %d, \"batch\": %d, \"policy\": \"%s\", "
-                           "\"objective\": \"%s\", "
-                           "\"time_s\": %.6f, \"compute_s\": %.6f, \"bound_s\": %.6f, "
-                           "\"ratio\": %.4f, \"bytes_moved\": %llu, \"min_bytes\": %llu, "
-                           "\"bytes_over_min\": %.4f, \"predicted_bytes\": %llu, "
-                           "\"pinned_gbps\": %.2f, "
-                           "\"lower_bound_s\": %.6f, \"lower_bound_exact\": %s, "
-                           "\"schedule_s\": %.6f, \"best_known_s\": %.6f, \"search_exact\": %s, "
-                           "\"search_loads\": %llu, \"min_loads\": %llu, "
-                           "\"schedule_idle_s\": %.6f, \"best_known_idle_s\": %.6f, "
-                           "\"time_over_lower\": %.4f, \"time_over_schedule\": %.4f, "
-                           "\"time_over_best_known\": %.4f, \"link_idle_max_s\": %.6f, "
-                           "\"link_idle_sum_s\": %.6f, \"timeline_s\": %.6f, "
-                           "\"timeline_idle_s\": %.6f, \"model_pinned_gbps\": %.2f, "
-                           "\"model_device_gbps\": %.1f, \"link_busy_s\": %.6f, "
-                           "\"link_idle_s\": %.6f, \"link_ready_idle_s\": %.6f, "
-                           "\"link_busy_gbps\": %.2f, \"best_known_at_link_s\": %.6f, "
-                           "\"time_over_best_known_at_link\": %.4f, \"time_over_compute\": %.4f, "
-                           "\"spin_us\": %.3f, \"host_waits\": \"%s\", \"sequence\": \"%s\"}",
-                           first ? "" : ",", pct[pi], batch[bi % 2], modes[mi].name,
-                           modes[mi].objective == RPLAN_OBJECTIVE_AUTO
-                               ? (r.objective == RPLAN_OBJECTIVE_TIME ? "auto: time" : "auto: bytes")
-                           : timeobj ? "time" : "bytes", r.time_s,
-                           r.body_s, bound, ratio, (unsigned long long)r.moved,
-                           (unsigned long long)min.moved, over,
-                           (unsigned long long)(timeobj ? pred.moved : min.moved), r.pinned_gbps,
-                           r.y.bound_s, r.y.exact ? "true" : "false", r.y.best_s, best,
-                           r.y.search_exact ? "true" : "false",
-                           (unsigned long long)r.y.search_loads, (unsigned long long)r.y.min_loads,
-                           r.y.min_idle_s, r.y.search_idle_s,
-                           r.has_y ? r.time_s / r.y.bound_s : 0,
-                           r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
-                           r.has_idle ? r.idle_max_s : -1, r.has_idle ? r.idle_sum_s : -1,
-                           r.timeline_s, r.timeline_idle_s, timeobj ? profile[0] : 0,
-                           timeobj ? profile[1] : 0, r.link_busy_s, r.link_idle_s, r.link_ready_s,
-                           r.link_gbps,
-                           r.has_yl ? best_l : 0, over_l,
-                           r.body_s > 0 ? r.time_s / r.body_s : 0, spin_us,
-                           waits_text(&r, wt, sizeof wt), seq);
-                else {
-                    char nm[40];
-                    snprintf(nm, sizeof nm, "%s%s", modes[mi].name,
-                             modes[mi].objective != RPLAN_OBJECTIVE_AUTO ? ""
-                             : r.objective == RPLAN_OBJECTIVE_TIME       ? ": time"
-                                                                         : ": bytes");
-                    printf("%3d%% %5d %-22s %9.2f %9.2f %9.2f %7.3f %9.2f %7.3f %8.2f%s %9.2f "
-                           "%8.2f%s %7.3f %7.3f %7.3f %7s %8.2f %8.2f %6.2f %6.1f %7.3f %6.3f %s %s\n", pct[pi],
-                           batch[bi % 2], nm, r.time_s * 1e3, r.body_s * 1e3,
-                           bound * 1e3, ratio, (double)r.moved / (1 << 30), over,
-                           r.y.bound_s * 1e3, r.y.exact ? "=" : " ", r.y.best_s * 1e3,
-                           best * 1e3, r.y.search_exact ? "=" : " ",
-                           r.has_y ? r.time_s / r.y.bound_s : 0,
-                           r.has_y ? r.time_s / r.y.best_s : 0, r.has_y ? r.time_s / best : 0,
-                           predicts ? (same ? "yes" : "NO") : "-",
-                           r.has_idle ? r.idle_max_s * 1e3 : -1,
-                           timeobj ? r.timeline_s * 1e3 : -1,
-                           r.time_s > 0 ? 100 * r.link_ready_s / r.time_s : 0,
-                           r.link_gbps, over_l, r.body_s > 0 ? r.time_s / r.body_s : 0,
-                           seq, waits_text(&r, wt, sizeof wt));
-                }
+                    print_row_json(&rc, first);
+                else
+                    print_row_text(&rc);
                 fflush(stdout);
                 first = 0;
             }
