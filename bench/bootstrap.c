@@ -535,6 +535,96 @@ static void print_row_text(const row_ctx *c)
            c->seq, waits_text(r, wt, sizeof wt));
 }
 
+/* What main's options ask of each cell. */
+typedef struct bench_opts {
+    const char *dev;
+    int json, trace, reps, lookahead_only, only_objective;
+} bench_opts;
+
+/* The rows of one cell (a key budget and batch): every policy and objective asked for,
+ * each the median of bo->reps runs, beside min (the explain run's MIN). The failures. */
+static int run_modes(const bench_opts *bo, fhr_backend *b, const char *s, uint64_t budget,
+                     uint64_t scale, const result *min, int pct, int batch, const char *seq,
+                     int *first)
+{
+    struct { int policy, serial, objective; const char *name; } modes[] = {
+        {RPLAN_POLICY_TIERED_LRU, 0, RPLAN_OBJECTIVE_BYTES, "tiered_lru"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, "lookahead"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_TIME, "lookahead, time"},
+        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_AUTO, "lookahead, auto"},
+        {RPLAN_POLICY_LOOKAHEAD, 1, RPLAN_OBJECTIVE_BYTES, "lookahead, no prefetch"},
+    };
+    const size_t nmodes = sizeof modes / sizeof modes[0];
+    int fails = 0;
+    result pred;
+    /* the time objective's profile, from this cell's lookahead run (bytes): its
+     * measured pinned bandwidth, and the kernel model's device rate scaled so that
+     * the modelled bodies take the measured body time */
+    double profile[2] = {0, 0};
+    for (size_t mi = 0; mi < nmodes; mi++) {
+        result r;
+        /* time and auto: both follow the model, and check predicts their bytes */
+        int timeobj = modes[mi].objective != RPLAN_OBJECTIVE_BYTES;
+        if (bo->lookahead_only && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD || modes[mi].serial))
+            continue;
+        /* --objective: its lookahead row, after the bytes one (the profile's) */
+        if (bo->only_objective >= 0 && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD ||
+                                    modes[mi].serial ||
+                                    (modes[mi].objective != bo->only_objective &&
+                                     modes[mi].objective != RPLAN_OBJECTIVE_BYTES)))
+            continue;
+        if (timeobj && (profile[0] <= 0 || profile[1] <= 0 ||
+                        run_one(s, b, bo->dev, budget, RPLAN_POLICY_LOOKAHEAD, 0,
+                                modes[mi].objective, 1, 0, scale, profile, &pred) != 0)) {
+            fails++;
+            continue;
+        }
+        /* --bo->reps N: the row is the run of median time among N in a row (its own
+         * bodies, bandwidth and yardsticks) */
+        static result rr[MAX_REPS];
+        int bad = 0;
+        for (int k = 0; k < bo->reps && !bad; k++)
+            bad = run_one(s, b, bo->dev, budget, modes[mi].policy, modes[mi].serial,
+                          modes[mi].objective, 0, bo->trace, scale, timeobj ? profile : NULL,
+                          &rr[k]) != 0;
+        if (bad) {
+            fails++;
+            continue;
+        }
+        r = rr[median_run(rr, bo->reps)];
+        if (modes[mi].policy == RPLAN_POLICY_LOOKAHEAD && !timeobj && !modes[mi].serial &&
+            r.body_s > 0 && r.model_body_s > 0) {
+            profile[0] = r.pinned_gbps;
+            profile[1] = bench_device_gbps(r.body_s, r.model_body_s);
+        }
+        double tb = r.pinned_gbps > 0 ? (double)min->moved / (r.pinned_gbps * 1e9) : 0;
+        double bound = r.body_s > tb ? r.body_s : tb;
+        double ratio = bound > 0 ? r.time_s / bound : 0;
+        double over = min->moved ? (double)r.moved / (double)min->moved : 0;
+        /* the time objective's bytes equal its explain run's (check's prediction) */
+        /* (auto that kept bytes: MIN's prediction, which prefetch's double
+         * buffering may exceed by a few loads, as for the bytes objective) */
+        int predicts = timeobj && r.objective == RPLAN_OBJECTIVE_TIME;
+        int same = !predicts || r.moved == pred.moved;
+        if (!same) {
+            fprintf(stderr, "bootstrap bench: %d%% batch %d %s: the run moved %llu bytes, "
+                    "check predicted %llu\n", pct, batch, seq,
+                    (unsigned long long)r.moved, (unsigned long long)pred.moved);
+            fails++;
+        }
+        row_ctx rc = {pct, batch, modes[mi].name, modes[mi].objective,
+                      timeobj, predicts, same, &r, min, &pred, bound, ratio, over,
+                      profile, seq};
+        if (bo->json)
+            print_row_json(&rc, *first);
+        else
+            print_row_text(&rc);
+        fflush(stdout);
+        *first = 0;
+    }
+    return fails;
+}
+
 int main(int argc, char **argv)
 {
     const char *plan = "plans/ckks-bootstrap.rplan", *dev = "cuda";
@@ -629,14 +719,7 @@ int main(int argc, char **argv)
     }
     uint64_t scale = strcmp(b->ops->name, "cuda") == 0 ? 1 : 64;
     const int pct[] = {25, 50, 75, 100}, batch[] = {1, 16};
-    struct { int policy, serial, objective; const char *name; } modes[] = {
-        {RPLAN_POLICY_TIERED_LRU, 0, RPLAN_OBJECTIVE_BYTES, "tiered_lru"},
-        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, "lookahead"},
-        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_TIME, "lookahead, time"},
-        {RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_AUTO, "lookahead, auto"},
-        {RPLAN_POLICY_LOOKAHEAD, 1, RPLAN_OBJECTIVE_BYTES, "lookahead, no prefetch"},
-    };
-    const size_t nmodes = sizeof modes / sizeof modes[0];
+    bench_opts bo = {dev, json, trace, reps, lookahead_only, only_objective};
     if (!json)
         printf("%-4s %-5s %-22s %9s %9s %9s %7s %9s %7s %9s %9s %9s %7s %7s %7s %7s %8s %8s "
                "%6s %6s %7s %6s %s %s\n",
@@ -656,77 +739,14 @@ int main(int argc, char **argv)
             if (!keys_on[pi])
                 continue;
             uint64_t budget = (uint64_t)KEYS * KEY_BYTES * (uint64_t)pct[pi] / 100 + CT_BYTES + WS_BYTES;
-            result min, pred; /* the explain runs: MIN's bytes, the time objective's */
+            result min; /* the explain run: MIN's bytes */
             if (run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0, RPLAN_OBJECTIVE_BYTES, 1, 0,
                         scale, NULL, &min) != 0) {
                 fails++;
                 continue;
             }
-            /* the time objective's profile, from this cell's lookahead run (bytes): its
-             * measured pinned bandwidth, and the kernel model's device rate scaled so that
-             * the modelled bodies take the measured body time */
-            double profile[2] = {0, 0};
-            for (size_t mi = 0; mi < nmodes; mi++) {
-                result r;
-                /* time and auto: both follow the model, and check predicts their bytes */
-                int timeobj = modes[mi].objective != RPLAN_OBJECTIVE_BYTES;
-                if (lookahead_only && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD || modes[mi].serial))
-                    continue;
-                /* --objective: its lookahead row, after the bytes one (the profile's) */
-                if (only_objective >= 0 && (modes[mi].policy != RPLAN_POLICY_LOOKAHEAD ||
-                                            modes[mi].serial ||
-                                            (modes[mi].objective != only_objective &&
-                                             modes[mi].objective != RPLAN_OBJECTIVE_BYTES)))
-                    continue;
-                if (timeobj && (profile[0] <= 0 || profile[1] <= 0 ||
-                                run_one(s, b, dev, budget, RPLAN_POLICY_LOOKAHEAD, 0,
-                                        modes[mi].objective, 1, 0, scale, profile, &pred) != 0)) {
-                    fails++;
-                    continue;
-                }
-                /* --reps N: the row is the run of median time among N in a row (its own
-                 * bodies, bandwidth and yardsticks) */
-                static result rr[MAX_REPS];
-                int bad = 0;
-                for (int k = 0; k < reps && !bad; k++)
-                    bad = run_one(s, b, dev, budget, modes[mi].policy, modes[mi].serial,
-                                  modes[mi].objective, 0, trace, scale, timeobj ? profile : NULL,
-                                  &rr[k]) != 0;
-                if (bad) {
-                    fails++;
-                    continue;
-                }
-                r = rr[median_run(rr, reps)];
-                if (modes[mi].policy == RPLAN_POLICY_LOOKAHEAD && !timeobj && !modes[mi].serial &&
-                    r.body_s > 0 && r.model_body_s > 0) {
-                    profile[0] = r.pinned_gbps;
-                    profile[1] = bench_device_gbps(r.body_s, r.model_body_s);
-                }
-                double tb = r.pinned_gbps > 0 ? (double)min.moved / (r.pinned_gbps * 1e9) : 0;
-                double bound = r.body_s > tb ? r.body_s : tb;
-                double ratio = bound > 0 ? r.time_s / bound : 0;
-                double over = min.moved ? (double)r.moved / (double)min.moved : 0;
-                /* the time objective's bytes equal its explain run's (check's prediction) */
-                /* (auto that kept bytes: MIN's prediction, which prefetch's double
-                 * buffering may exceed by a few loads, as for the bytes objective) */
-                int predicts = timeobj && r.objective == RPLAN_OBJECTIVE_TIME;
-                int same = !predicts || r.moved == pred.moved;
-                if (!same) {
-                    fprintf(stderr, "bootstrap bench: %d%% batch %d %s: the run moved %llu bytes, "
-                            "check predicted %llu\n", pct[pi], batch[bi % 2], seq,
-                            (unsigned long long)r.moved, (unsigned long long)pred.moved);
-                    fails++;
-                }
-                row_ctx rc = {pct[pi], batch[bi % 2], modes[mi].name, modes[mi].objective,
-                              timeobj, predicts, same, &r, &min, &pred, bound, ratio, over,
-                              profile, seq};
-                if (json)
-                    print_row_json(&rc, first);
-                else
-                    print_row_text(&rc);
-                fflush(stdout);
-                first = 0;
-            }
+            fails += run_modes(&bo, b, s, budget, scale, &min, pct[pi], batch[bi % 2], seq,
+                               &first);
         }
         free(s);
     }
