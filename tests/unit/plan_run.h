@@ -73,8 +73,11 @@ static int plan_run_open(plan_run *r, const char *path, int ndev, int trace)
     for (size_t i = 0; i < rplan_nvalues(r->p); i++) {
         rplan_value_info vi;
         cr_assert_eq(rplan_value(r->p, i, &vi), FHR_OK);
-        if (vi.data == RPLAN_DATA_FILE || (vi.seeded && vi.generator && strcmp(vi.generator, "counter")))
+        if (vi.data == RPLAN_DATA_FILE || (vi.seeded && vi.generator && strcmp(vi.generator, "counter"))) {
+            rplan_program_free(r->p); /* not one this helper runs */
+            r->p = NULL;
             return 0;
+        }
         total += vi.nbytes;
     }
     while (total / scale > (4u << 20))
