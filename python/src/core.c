@@ -736,7 +736,8 @@ int fhpy_budgets(PyObject *o, const char *param, fhr_budget **out, size_t *n)
                      Py_TYPE(o)->tp_name);
         return 0;
     }
-    fhr_budget *b = PyMem_Calloc((size_t)PyDict_Size(o) + 1, sizeof *b);
+    /* C memory: the library reads it without the interpreter lock (caller: free) */
+    fhr_budget *b = calloc((size_t)PyDict_Size(o) + 1, sizeof *b);
     if (!b) {
         PyErr_NoMemory();
         return 0;
@@ -753,7 +754,7 @@ int fhpy_budgets(PyObject *o, const char *param, fhr_budget **out, size_t *n)
             ok = fhpy_bytes(v, what, &b[*n].nbytes);
         }
         if (!ok) {
-            PyMem_Free(b);
+            free(b);
             *n = 0;
             return 0;
         }

@@ -186,7 +186,8 @@ long fhpy_exports_of(fhpy_manager *m, PyObject *handle, fhr_location at);
 long fhpy_exports_any(fhpy_manager *m, PyObject *handle);
 /* Appends to e's message that n exported views protect the copy (n > 0). */
 void fhpy_exports_note(fhr_error *e, long n);
-/* {location: bytes} (None: none) as PyMem memory the caller frees. */
+/* {location: bytes} (None: none) as C memory (calloc) the caller frees: the library reads
+ * it without the interpreter lock. */
 int fhpy_budgets(PyObject *o, const char *param, fhr_budget **out, size_t *n);
 
 /* ---- converters ------------------------------------------------------------------- */

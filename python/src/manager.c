@@ -119,7 +119,7 @@ static int mgr_init(PyObject *self, PyObject *args, PyObject *kw)
             m->backend = NULL;
         }
     }
-    PyMem_Free(bs);
+    free(bs);
     if (st != FHR_OK) {
         fhpy_fail(&e);
         return -1;

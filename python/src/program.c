@@ -142,8 +142,18 @@ static PyObject *compile_with(PyObject *src, const char *filename, const fhr_bud
                                              "budgets are in it); give budgets= to check or "
                                              "run instead");
     }
+    /* the library reads the text and the names without the interpreter lock: C copies */
+    char *tc = malloc((size_t)len + 1), *fc = filename ? strdup(filename) : NULL;
+    if (!tc || (filename && !fc)) {
+        free(tc);
+        free(fc);
+        Py_DECREF(fs);
+        return PyErr_NoMemory();
+    }
+    memcpy(tc, t, (size_t)len + 1);
+    Py_DECREF(fs);
     rplan_compile_opts o = {0};
-    o.filename = filename ? filename : is_path ? t : "<python>";
+    o.filename = fc ? fc : is_path ? tc : "<python>";
     o.budget_override = b;
     o.nbudget_override = nb;
     rplan_diags *d = rplan_diags_new();
@@ -151,12 +161,11 @@ static PyObject *compile_with(PyObject *src, const char *filename, const fhr_bud
     fhr_status st = FHR_E_NOMEM;
     if (d) {
         Py_BEGIN_ALLOW_THREADS
-        st = bytecode  ? rplan_load_file(t, &p, d)
-             : is_path ? rplan_compile_file(t, &o, &p, d)
-                       : rplan_compile(t, (size_t)len, &o, &p, d);
+        st = bytecode  ? rplan_load_file(tc, &p, d)
+             : is_path ? rplan_compile_file(tc, &o, &p, d)
+                       : rplan_compile(tc, (size_t)len, &o, &p, d);
         Py_END_ALLOW_THREADS
     }
-    Py_DECREF(fs);
     if (st != FHR_OK) {
         char *text = d ? rplan_diags_render_string(d) : NULL;
         PyObject *diags = PyList_New(0);
@@ -176,6 +185,8 @@ static PyObject *compile_with(PyObject *src, const char *filename, const fhr_bud
             Py_DECREF(e);
         }
         rplan_diags_free(d);
+        free(tc);
+        free(fc);
         fhpy_raise_msg(st, "%s", text ? text : "compile failed");
         free(text);
         if (diags) {
@@ -185,6 +196,8 @@ static PyObject *compile_with(PyObject *src, const char *filename, const fhr_bud
         return NULL;
     }
     rplan_diags_free(d);
+    free(tc);
+    free(fc);
     fhpy_program *o2 = PyObject_New(fhpy_program, &fhpy_program_type);
     if (!o2) {
         rplan_program_free(p);
@@ -204,7 +217,7 @@ static PyObject *compile_obj(PyObject *src, const char *filename, PyObject *budg
     if (!budget_overrides(budgets, &b, &nb))
         return NULL;
     PyObject *r = compile_with(src, filename, b, nb);
-    PyMem_Free(b);
+    free(b);
     return r;
 }
 
@@ -224,7 +237,6 @@ PyObject *fhpy_compile(PyObject *self, PyObject *args, PyObject *kw)
 /* What the callbacks of one run share (touched under the interpreter lock only). */
 typedef struct run_ctx {
     PyObject *exc;          /* the first exception a kernel, loader or signal handler raised */
-    uint64_t last_signal_ns; /* when pending signals were last looked at */
 } run_ctx;
 
 /* A Python kernel or loader, registered by name (register_all). */
@@ -498,6 +510,10 @@ static int register_all(rplan_vm *vm, PyObject *dict, const char *what, register
     return ok;
 }
 
+/* When this thread's run last looked at pending signals: kept outside the Runner, read
+ * without the interpreter lock. */
+static _Thread_local uint64_t last_signal_ns;
+
 /* Between instructions: pending signals (Ctrl-C) are looked at every 20 ms; a handler's
  * exception stops the run (it is raised unchanged once the run has stopped). */
 static int run_interrupt(void *ctx)
@@ -506,9 +522,9 @@ static int run_interrupt(void *ctx)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     uint64_t now = (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-    if (now - rc->last_signal_ns < 20000000u)
+    if (now - last_signal_ns < 20000000u)
         return 0;
-    rc->last_signal_ns = now;
+    last_signal_ns = now;
     PyGILState_STATE g = PyGILState_Ensure();
     if (!rc->exc && PyErr_CheckSignals() < 0)
         rc->exc = fhpy_take_exception(NULL, FHR_E_PLAN, "");
@@ -655,7 +671,7 @@ static int emu_memory_ok(void)
 /* What a run needs besides its callables: made once per fheplan.run, once per Runner. */
 typedef struct run_setup {
     PyObject *prog;  /* the Program (strong) */
-    fhr_budget *b;   /* the budget overrides (PyMem) */
+    fhr_budget *b;   /* the budget overrides (calloc: read without the lock) */
     size_t nb;
     rplan_vm_opts o; /* interrupt and interrupt_ctx are set per run */
     fhr_backend *be;
@@ -668,7 +684,7 @@ static void setup_close(run_setup *s)
         fhr_backend_destroy(s->be);
         Py_END_ALLOW_THREADS
     }
-    PyMem_Free(s->b);
+    free(s->b);
     Py_XDECREF(s->prog);
     memset(s, 0, sizeof *s);
 }
@@ -776,12 +792,15 @@ static void vm_unbind(vm_bound *vb, fhr_backend *be)
 {
     rplan_vm *vm = vb->vm;
     vb->vm = NULL;
+    fhr_stream *views[2 * FHR_MAX_CUDA_DEVICES]; /* out of the object, for the unlocked part */
+    size_t nviews = vb->nviews;
+    memcpy(views, vb->views, nviews * sizeof *views);
+    vb->nviews = 0;
     Py_BEGIN_ALLOW_THREADS
     rplan_vm_destroy(vm);
-    for (size_t i = 0; i < vb->nviews; i++)
-        fhr_stream_destroy(be, vb->views[i]); /* views: the process's streams stay */
+    for (size_t i = 0; i < nviews; i++)
+        fhr_stream_destroy(be, views[i]); /* views: the process's streams stay */
     Py_END_ALLOW_THREADS
-    vb->nviews = 0;
     callables_free(&vb->ks);
     callables_free(&vb->ls);
     Py_CLEAR(vb->rc.exc);
@@ -824,7 +843,7 @@ static int vm_bind(vm_bound *vb, run_setup *s, PyObject *kernels, PyObject *load
  * run again either way). */
 static PyObject *vm_bound_run(vm_bound *vb)
 {
-    vb->rc.last_signal_ns = 0;
+    last_signal_ns = 0;
     Py_CLEAR(vb->rc.exc);
     FHPY_ERR_INIT(e);
     rplan_vm_report *rep = NULL;
@@ -1040,7 +1059,7 @@ static PyObject *min_budget_program(PyObject *src, fhr_location loc, const fhr_b
 {
     if (PyObject_TypeCheck(src, &fhpy_program_type))
         return Py_NewRef(src);
-    fhr_budget *all = PyMem_Calloc(nb + 1, sizeof *all);
+    fhr_budget *all = calloc(nb + 1, sizeof *all);
     if (!all)
         return PyErr_NoMemory();
     size_t n = 0;
@@ -1049,7 +1068,7 @@ static PyObject *min_budget_program(PyObject *src, fhr_location loc, const fhr_b
             all[n++] = b[i];
     all[n++] = (fhr_budget){loc, MIN_BUDGET_CEIL};
     PyObject *prog = compile_with(src, NULL, all, n);
-    PyMem_Free(all);
+    free(all);
     if (!prog)
         refused_reason(r->reason, sizeof r->reason);
     return prog;
@@ -1070,14 +1089,14 @@ PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw)
         !fhpy_text(policy, "policy", 1, &pt) || !parse_policy(pt, &pol) ||
         !parse_objective(objective, &obj) || !budget_overrides(budgets, &b, &nb))
         return NULL;
-    rplan_min_budget_result *r = PyMem_Calloc(1, sizeof *r);
+    rplan_min_budget_result *r = calloc(1, sizeof *r); /* filled without the lock */
     PyObject *prog = r ? min_budget_program(src, loc, b, nb, r) : PyErr_NoMemory();
     PyObject *out = NULL;
     if (!prog) {
         if (r && !PyErr_Occurred())
             out = min_budget_record(loc, r); /* refused at every budget: found False */
-        PyMem_Free(r);
-        PyMem_Free(b);
+        free(r);
+        free(b);
         return out;
     }
     /* the explain run's overrides: all but loc's (the search sets it) */
@@ -1101,8 +1120,8 @@ PyObject *fhpy_min_budget(PyObject *self, PyObject *args, PyObject *kw)
     Py_END_ALLOW_THREADS
     out = st == FHR_OK ? min_budget_record(loc, r) : fhpy_fail(&e);
     fhr_error_clear(&e);
-    PyMem_Free(r);
-    PyMem_Free(b);
+    free(r);
+    free(b);
     Py_DECREF(prog);
     return out;
 }
