@@ -109,11 +109,12 @@ static void plan_run_close(plan_run *r)
     memset(r, 0, sizeof *r);
 }
 
-/* The .rplan files of plans/, sorted; *n of them (free each and the array). */
-static char **plan_files(size_t *n)
+/* The .rplan files of folder dir, sorted, as "dir/NAME"; *n of them (free each and the
+ * array). */
+static char **plan_files_in(const char *dir, size_t *n)
 {
-    DIR *d = opendir("plans");
-    cr_assert_not_null(d, "plans/ (run from the repository root)");
+    DIR *d = opendir(dir);
+    cr_assert_not_null(d, "%s/ (run from the repository root)", dir);
     char **v = NULL;
     *n = 0;
     struct dirent *e;
@@ -123,8 +124,10 @@ static char **plan_files(size_t *n)
             continue;
         v = realloc(v, (*n + 1) * sizeof *v);
         cr_assert_not_null(v);
-        v[*n] = malloc(l + 8);
-        snprintf(v[*n], l + 8, "plans/%s", e->d_name);
+        size_t m = strlen(dir) + l + 2;
+        v[*n] = malloc(m);
+        cr_assert_not_null(v[*n]);
+        snprintf(v[*n], m, "%s/%s", dir, e->d_name);
         (*n)++;
     }
     closedir(d);
@@ -136,5 +139,8 @@ static char **plan_files(size_t *n)
         }
     return v;
 }
+
+/* The .rplan files of plans/. */
+static char **plan_files(size_t *n) { return plan_files_in("plans", n); }
 
 #endif

@@ -61,28 +61,6 @@ static void rerun(plan_run *r, const char *what, int times)
     }
 }
 
-/* The plans of tests/plans/ok, as plan_files lists plans/. */
-static char **ok_plans(size_t *n)
-{
-    DIR *d = opendir("tests/plans/ok");
-    cr_assert_not_null(d, "tests/plans/ok (run from the repository root)");
-    char **v = NULL;
-    *n = 0;
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        size_t l = strlen(e->d_name);
-        if (l < 7 || strcmp(e->d_name + l - 6, ".rplan"))
-            continue;
-        v = realloc(v, (*n + 1) * sizeof *v);
-        cr_assert_not_null(v);
-        v[*n] = malloc(l + 16);
-        snprintf(v[*n], l + 16, "tests/plans/ok/%s", e->d_name);
-        (*n)++;
-    }
-    closedir(d);
-    return v;
-}
-
 static void rerun_files(char **files, size_t n, int *ran)
 {
     for (size_t i = 0; i < n; i++) {
@@ -103,7 +81,7 @@ Test(rerun, every_plan_on_the_emulated_device_makes_the_first_schedule_again, .t
     int ran = 0;
     char **f = plan_files(&n);
     rerun_files(f, n, &ran);
-    f = ok_plans(&n);
+    f = plan_files_in("tests/plans/ok", &n);
     rerun_files(f, n, &ran);
     cr_assert_geq(ran, 10, "only %d plans could run here", ran);
 }
@@ -157,7 +135,7 @@ Test(rerun, every_plan_in_explain_mode_makes_the_first_schedule_again, .timeout 
     int ran = 0;
     char **f = plan_files(&n);
     explain_files(f, n, RPLAN_OBJECTIVE_BYTES, &ran);
-    f = ok_plans(&n);
+    f = plan_files_in("tests/plans/ok", &n);
     explain_files(f, n, RPLAN_OBJECTIVE_AUTO, &ran);
     cr_assert_geq(ran, 15, "only %d plans compiled", ran);
 }
