@@ -468,15 +468,19 @@ static uint64_t link_bytes(const rplan_stage_report *t)
     return t->bytes[FHR_DIR_H2D] + t->load_h2d_bytes;
 }
 
-/* An infeasible decision that waiting can fix: a short location whose protected copies
- * are only read by work in flight (leases end with the bodies, pending events with
- * their completion). */
+/* An infeasible decision that waiting can fix: a short location with a copy protected
+ * only by work in flight (leases end with the bodies, pending events with their
+ * completion). A copy the request requires, or one a hold keeps, stays where it is
+ * however long the run waits: its pending events do not count (the double buffer of
+ * 'relin' in the 2-GPU bootstrap's SlotToCoeff once waited 64 bodies for the
+ * ciphertext's events, then failed where check dropped the buffer). */
 static int waiting_helps(const fhr_decision *d)
 {
     size_t n = fhr_decision_nprotected(d);
     for (size_t i = 0; i < n; i++) {
         const fhr_protected_copy *p = fhr_decision_protected(d, i);
-        if (p->reasons & (FHR_PROT_PENDING | FHR_PROT_LEASED))
+        if ((p->reasons & (FHR_PROT_PENDING | FHR_PROT_LEASED)) &&
+            !(p->reasons & ~(unsigned)(FHR_PROT_PENDING | FHR_PROT_LEASED)))
             return 1;
     }
     /* the manager's preflight refused a move away from a copy still being read */

@@ -211,6 +211,46 @@ Test(one_schedule, prefetch_leaves_the_room_check_leaves, .timeout = 600)
     free(src);
 }
 
+/* 2b. The same with long bodies (a 1 ms spin before every key switch): many bodies are in
+ * flight when SlotToCoeff's first request finds no room beside the previous request's
+ * 'relin' (the double buffer). The ciphertext it requires is still read by them (a
+ * pending event), which once counted as a reason to wait: the run waited for 64 bodies
+ * and failed where check drops the buffer (half of all runs). Waiting frees nothing the
+ * request itself keeps. */
+Test(one_schedule, waiting_never_frees_what_the_request_keeps, .timeout = 600)
+{
+    size_t len;
+    char *plain = read_text("plans/ckks-bootstrap-2gpu.rplan", &len);
+    const char *kw = "run ckks.keyswitch(", *spin = "run spin(1 ms)\n          ";
+    size_t n = 0;
+    for (const char *p = strstr(plain, kw); p; p = strstr(p + 1, kw))
+        n++;
+    cr_assert_gt(n, 0, "the plan has key switches");
+    char *src = malloc(len + n * strlen(spin) + 1), *o = src;
+    cr_assert_not_null(src);
+    for (const char *p = plain, *q; *p; p = q + strlen(kw)) {
+        if (!(q = strstr(p, kw))) {
+            o += sprintf(o, "%s", p);
+            break;
+        }
+        o += sprintf(o, "%.*s%s%s", (int)(q - p), p, spin, kw);
+    }
+    const uint64_t mib[] = {375, 500};
+    for (int round = 0; round < 3; round++)
+        for (size_t i = 0; i < 2; i++) {
+            fhr_budget b = {fhr_loc_cuda(0), mib[i] << 20};
+            sched_opts so = {.device = "emu:2", .scale = 256, .budgets = &b, .nbudgets = 1};
+            char w[80];
+            snprintf(w, sizeof w, "2-GPU bootstrap, spins, cuda:0 %llu MiB, round %d",
+                     (unsigned long long)mib[i], round);
+            rplan_vm_report *c = one_schedule(src, (size_t)(o - src), &so, w);
+            cr_assert(c->ok, "%s: feasible", w);
+            rplan_vm_report_free(c);
+        }
+    free(src);
+    free(plain);
+}
+
 /* 3. The source of a copy is chosen by the declared rates, never by a bandwidth the run
  * measures: pinned comes from cuda:0 (55.5 GB/s) rather than from pageable host. */
 Test(one_schedule, copy_sources_follow_the_declared_rates)
