@@ -7,10 +7,14 @@ run's stream through PyTorch (a Python engine). Every figure is the median of RE
 after one warm-up run; the table gives each against the C run. The plan is
 `bench/bootstrap --print-plan --spin US` (every key use one spin of US x batch
 microseconds), so the hand-written streamer `bench/torch_streamer.py --spin US` on the
-same trace is its peer (bench/bootstrap-streamer.sh runs both). Run from the repository
+same trace is its peer: --streamer runs it in this process too, cell by cell, and gives
+every column against it as well. The timed plan leaves out the plan's last step, a host
+verify of the ciphertext after its round trip (the streamer checks nothing; ~10 ms of a
+run's host time): each cell first runs the whole text once through the Runner and stops
+unless that run is ok and its verify found every byte intact. Run from the repository
 root on a GPU host:
   PYTHONPATH=build/python python3 bench/runner_bootstrap.py --bootstrap DIR/bootstrap \
-      --fheplan DIR/fheplan [--spin 190] [--reps 5] [--json out.json]
+      --fheplan DIR/fheplan [--spin 190] [--reps 5] [--streamer] [--json out.json]
 """
 
 import argparse
@@ -36,7 +40,59 @@ def budget(pct):
 
 def plan_text(boot, batch, spin):
     return subprocess.check_output([boot, "--print-plan", "--batch", str(batch), "--spin",
-                                    str(spin)], text=True)
+                                    "%g" % spin], text=True)
+
+
+CHECK = re.compile(r'^ *plan "check-ciphertext" \{ body \{ run verify\(ct\) \} \}\n', re.M)
+
+
+def unchecked(text):
+    """The plan without its closing verify of the ciphertext (the timed runs)."""
+    out, n = CHECK.subn("", text)
+    if n != 1:
+        raise SystemExit("the plan has no closing 'check-ciphertext' step to leave out")
+    return out
+
+
+def checked_once(text, kw):
+    """One Runner run of the whole text: ok, and its verify found nothing changed."""
+    with fheplan.Runner(text, **kw) as r:
+        rep = r.run()
+    ig = rep.get("totals", {}).get("integrity", {})
+    if not rep.get("ok") or not ig.get("checks") or ig.get("failures"):
+        raise SystemExit("the checked run failed: %s (integrity %s)" % (rep.get("error"), ig))
+
+
+class Streamer:
+    """bench/torch_streamer.py's loop on the plan's key trace, in this process."""
+
+    def __init__(self, boot, spin):
+        import torch
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import torch_streamer as ts
+        self.ts, self.torch, self.spin = ts, torch, spin
+        out = subprocess.check_output([boot, "--key-trace"], text=True)
+        trace = [int(x) for x in out.split() if x != "-"]
+        index = {k: i for i, k in enumerate(sorted(set(trace)))}
+        self.trace = [index[k] for k in trace]
+        self.host = [torch.empty(ts.KEY_BYTES, dtype=torch.uint8, pin_memory=True)
+                     for _ in index]
+        self.ct_host = torch.empty(ts.CT_BYTES, dtype=torch.uint8, pin_memory=True)
+
+    def median(self, batch, pct, reps):
+        ts, torch = self.ts, self.torch
+        cycles = ts.calibrate(self.spin * batch)
+        room = ts.KEYS * ts.KEY_BYTES * pct // 100
+        nslots = min(len(self.host), room // ts.KEY_BYTES)
+        ct_dev = torch.empty(ts.CT_BYTES, dtype=torch.uint8, device="cuda")
+        ws = torch.empty(ts.WS_BYTES, dtype=torch.uint8, device="cuda")
+        dev = torch.empty((nslots, ts.KEY_BYTES), dtype=torch.uint8, device="cuda")
+        args = (self.trace, nslots, cycles, self.host, dev, self.ct_host, ct_dev, 1)
+        ts.run_once(*args)  # warm-up
+        t = statistics.median(ts.run_once(*args)[0] for _ in range(reps))
+        del dev, ws, ct_dev
+        torch.cuda.empty_cache()
+        return t
 
 
 def with_python_kernel(text):
@@ -99,18 +155,24 @@ def main():
     ap.add_argument("--batch", default="16,1")
     ap.add_argument("--device", default="cuda", help="cuda, or emu to try the script")
     ap.add_argument("--no-python-kernel", action="store_true", help="leave out the PyTorch kernel")
+    ap.add_argument("--streamer", action="store_true",
+                    help="run the hand-written PyTorch streamer in this process too")
     ap.add_argument("--json")
     a = ap.parse_args()
     rows = []
-    print("%5s %5s %10s %10s %8s %10s %8s" % ("batch", "keys", "C ms", "Runner ms", "/C",
-                                             "Py kern ms", "/C"))
+    peer = Streamer(a.bootstrap, a.spin) if a.streamer else None
+    print("%5s %5s %10s %10s %8s %10s %8s %11s %9s %9s" % (
+        "batch", "keys", "C ms", "Runner ms", "/C", "Py kern ms", "/C", "streamer ms",
+        "C/str", "Run/str"))
     for batch in [int(x) for x in a.batch.split(",")]:
-        text = plan_text(a.bootstrap, batch, a.spin)
+        whole = plan_text(a.bootstrap, batch, a.spin)
+        text = unchecked(whole)
         ptext, ns = with_python_kernel(text)
         kernel = None if a.no_python_kernel else spin_kernel(ns)
         for pct in [int(x) for x in a.keys.split(",")]:
             b = budget(pct)
             kw = dict(device=a.device, budgets={"cuda:0": b})
+            checked_once(whole, kw)
             c = c_median(a.fheplan, a.device, text, b, a.reps)
             with fheplan.Runner(text, **kw) as r:
                 py = runner_median(r, a.reps)
@@ -118,10 +180,13 @@ def main():
             if kernel:
                 with fheplan.Runner(ptext, kernels={"pyspin": kernel}, **kw) as r:
                     pk = runner_median(r, a.reps)
-            row = dict(batch=batch, keys_pct=pct, budget=b, c_s=c, runner_s=py, pykernel_s=pk)
+            st = peer.median(batch, pct, a.reps) if peer else float("nan")
+            row = dict(batch=batch, keys_pct=pct, budget=b, c_s=c, runner_s=py, pykernel_s=pk,
+                       streamer_s=st)
             rows.append(row)
-            print("%5d %4d%% %10.2f %10.2f %8.3f %10.2f %8.3f" % (
-                batch, pct, c * 1e3, py * 1e3, py / c, pk * 1e3, pk / c), flush=True)
+            print("%5d %4d%% %10.2f %10.2f %8.3f %10.2f %8.3f %11.2f %9.3f %9.3f" % (
+                batch, pct, c * 1e3, py * 1e3, py / c, pk * 1e3, pk / c, st * 1e3, c / st,
+                py / st), flush=True)
     if a.json:
         with open(a.json, "w") as f:
             json.dump(rows, f, indent=1)

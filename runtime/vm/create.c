@@ -216,13 +216,11 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->kerns);
     free(vm->holds);
     free(vm->stages);
+    vm_pristine_free(vm); /* before vinfo: it has their sizes */
     free(vm->vinfo);
     free(vm->h);
     free(vm->srcs);
     free(vm->backing);
-    for (size_t i = 0; vm->pristine && i < vm->nvals; i++)
-        free(vm->pristine[i]);
-    free(vm->pristine);
     free(vm->ins);
     for (size_t i = 0; i < vm->ngens; i++)
         free(vm->gens[i].name);

@@ -367,6 +367,7 @@ void vm_synth_host(void *p, size_t n, uint64_t seed);
 
 /* values.c: adopts every MUST_PRESERVE value and registers every source. */
 fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err);
+void vm_pristine_free(rplan_vm *vm);
 
 /* body.c: RUN argument lists, bodies run under leases, the kernel model, the warm-up. */
 fhr_status vm_decode_runs(rplan_vm *vm, size_t pc, size_t end, vm_run **out, size_t *n,
