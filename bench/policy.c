@@ -48,7 +48,7 @@ int main(int argc, char **argv)
         check(fhr_policy_tiered_lru_create(&ch, 1, &p, &e), &e, "policy");
         fhr_controller *c;
         check(fhr_controller_create(m, p, &c, &e), &e, "controller");
-        fhr_requirement rq = {w, fhr_loc_cuda(0)};
+        fhr_requirement rq = {w, fhr_loc_cuda(0), 0};
         fhr_reservation res = {fhr_loc_cuda(0), 64, "workspace"};
         fhr_request req = {"bench", &rq, 1, &res, 1, 0};
         int reps = n >= 10000 ? 51 : n >= 1000 ? 501 : 2001;

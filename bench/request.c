@@ -69,7 +69,7 @@ static void bench_close(bench *k)
 /* One use of h at cuda:0 through the controller: begin, end. */
 static void use_once(bench *k, fhr_handle h, fhr_error *e)
 {
-    fhr_requirement rq = {h, fhr_loc_cuda(0)};
+    fhr_requirement rq = {h, fhr_loc_cuda(0), 0};
     fhr_request req = {"bench", &rq, 1, NULL, 0, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), k->s};
     fhr_use *u = NULL;
@@ -91,7 +91,7 @@ static void manual_once(bench *k, fhr_handle h, fhr_error *e)
 /* The loading request in parts, on the same cycle: decide, explain alone, use + end. */
 static void loads_in_parts(bench *k, fhr_handle h, double *dt, fhr_error *e)
 {
-    fhr_requirement rq = {h, fhr_loc_cuda(0)};
+    fhr_requirement rq = {h, fhr_loc_cuda(0), 0};
     fhr_request req = {"bench", &rq, 1, NULL, 0, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), k->s};
     fhr_decision *d = NULL;

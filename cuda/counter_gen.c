@@ -25,13 +25,13 @@ typedef struct part {
     unsigned char *p;
     const unsigned char *q;
     size_t off, end;
-    uint64_t key;
+    uint64_t key, w0; /* w0: the stream's word at byte 0 of p */
     int bad;
 } part;
 
-static void fill_range(unsigned char *p, size_t off, size_t end, uint64_t key)
+static void fill_range(unsigned char *p, size_t off, size_t end, uint64_t key, uint64_t w0)
 {
-    size_t w = off / 8; /* off is a multiple of 8 */
+    uint64_t w = w0 + off / 8; /* off is a multiple of 8 */
     for (; off + 8 <= end; off += 8, w++) {
         uint64_t x = fhr_counter_word(key, w);
         memcpy(p + off, &x, 8);
@@ -43,9 +43,10 @@ static void fill_range(unsigned char *p, size_t off, size_t end, uint64_t key)
     }
 }
 
-static int differs_range(const unsigned char *p, size_t off, size_t end, uint64_t key)
+static int differs_range(const unsigned char *p, size_t off, size_t end, uint64_t key,
+                         uint64_t w0)
 {
-    size_t w = off / 8;
+    uint64_t w = w0 + off / 8;
     for (; off + 8 <= end; off += 8, w++) {
         uint64_t x, want = fhr_counter_word(key, w);
         memcpy(&x, p + off, 8);
@@ -64,20 +65,20 @@ static int differs_range(const unsigned char *p, size_t off, size_t end, uint64_
 static void *fill_thread(void *arg)
 {
     part *t = arg;
-    fill_range(t->p, t->off, t->end, t->key);
+    fill_range(t->p, t->off, t->end, t->key, t->w0);
     return NULL;
 }
 
 static void *differs_thread(void *arg)
 {
     part *t = arg;
-    t->bad = differs_range(t->q, t->off, t->end, t->key);
+    t->bad = differs_range(t->q, t->off, t->end, t->key, t->w0);
     return NULL;
 }
 
 /* Splits [0, n) in 8-byte aligned parts over up to 8 threads (one below 16 MiB). */
 static int split(void *(*fn)(void *), unsigned char *p, const unsigned char *q, size_t n,
-                 uint64_t key)
+                 uint64_t key, uint64_t w0)
 {
     enum { NT = 8 };
     int nt = n < ((size_t)16 << 20) ? 1 : NT, bad = 0;
@@ -87,7 +88,7 @@ static int split(void *(*fn)(void *), unsigned char *p, const unsigned char *q, 
     size_t chunk = (n / (size_t)nt + 7) / 8 * 8;
     for (int i = 0; i < nt; i++) {
         size_t off = (size_t)i * chunk, end = off + chunk < n && i + 1 < nt ? off + chunk : n;
-        parts[i] = (part){p, q, off < n ? off : n, end, key, 0};
+        parts[i] = (part){p, q, off < n ? off : n, end, key, w0, 0};
         if (nt > 1)
             started[i] = pthread_create(&th[i], NULL, fn, &parts[i]) == 0;
         if (!started[i])
@@ -103,41 +104,60 @@ static int split(void *(*fn)(void *), unsigned char *p, const unsigned char *q, 
 
 void fhr_counter_fill_host(void *p, size_t n, uint64_t key)
 {
-    split(fill_thread, p, NULL, n, key);
+    split(fill_thread, p, NULL, n, key, 0);
+}
+
+void fhr_counter_fill_host_at(void *p, size_t n, uint64_t key, uint64_t offset)
+{
+    split(fill_thread, p, NULL, n, key, offset / 8);
 }
 
 int fhr_counter_differs_host(const void *p, size_t n, uint64_t key)
 {
-    return split(differs_thread, NULL, p, n, key);
+    return split(differs_thread, NULL, p, n, key, 0);
+}
+
+int fhr_counter_differs_host_at(const void *p, size_t n, uint64_t key, uint64_t offset)
+{
+    return split(differs_thread, NULL, p, n, key, offset / 8);
 }
 
 typedef struct fill_job {
     void *p;
     size_t n;
-    uint64_t key;
+    uint64_t key, offset;
 } fill_job;
 
 static void run_fill_job(void *arg)
 {
     fill_job *j = arg;
-    fhr_counter_fill_host(j->p, j->n, j->key);
+    fhr_counter_fill_host_at(j->p, j->n, j->key, j->offset);
     free(j);
 }
 
 fhr_status fhr_counter_generate(fhr_backend *b, fhr_location at, fhr_stream *s, void *dst,
                                 size_t n, uint64_t key, fhr_error *err)
 {
+    return fhr_counter_generate_at(b, at, s, dst, n, key, 0, err);
+}
+
+fhr_status fhr_counter_generate_at(fhr_backend *b, fhr_location at, fhr_stream *s, void *dst,
+                                   size_t n, uint64_t key, uint64_t offset, fhr_error *err)
+{
+    if (offset % 8)
+        return fhr_fail(err, FHR_E_INVALID, "counter generator: offset %llu is not a multiple "
+                        "of 8", (unsigned long long)offset);
     if (!b || !s || (!dst && n))
         return fhr_fail(err, FHR_E_INVALID, "counter generator: backend, stream and memory are required");
     const char *kind = fhr_backend_kind(b);
     if (strcmp(kind, "model") == 0 || n == 0)
         return FHR_OK;
     if (at.kind == FHR_LOC_CUDA && strcmp(kind, "cuda") == 0)
-        return fhk_counter_fill(s, dst, n, key, err);
+        return fhk_counter_fill_at(s, dst, n, key, offset / 8, err);
     fill_job *j = malloc(sizeof *j);
     if (!j)
         return fhr_fail(err, FHR_E_NOMEM, "counter generator: out of host memory");
-    *j = (fill_job){dst, n, key};
+    *j = (fill_job){dst, n, key, offset};
     fhr_status st = b->ops->launch_host(b, s, run_fill_job, j, err);
     if (st != FHR_OK)
         free(j);

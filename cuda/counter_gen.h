@@ -36,12 +36,18 @@ uint64_t fhr_counter_key(const void *seed, size_t len);
 void fhr_counter_fill_host(void *p, size_t n, uint64_t key);
 /* 1 when the n bytes at p differ from the stream keyed by `key`. */
 int fhr_counter_differs_host(const void *p, size_t n, uint64_t key);
+/* The same for bytes [offset, offset + n) of the stream (offset a multiple of 8). */
+void fhr_counter_fill_host_at(void *p, size_t n, uint64_t key, uint64_t offset);
+int fhr_counter_differs_host_at(const void *p, size_t n, uint64_t key, uint64_t offset);
 
 /* Enqueues the fill of n bytes at dst (memory at `at` of backend b) on s: a kernel on
  * real CUDA memory, a host function on the emulated device and host memory, nothing on
  * the model backend (its memory is not real). */
 fhr_status fhr_counter_generate(fhr_backend *b, fhr_location at, fhr_stream *s, void *dst,
                                 size_t n, uint64_t key, fhr_error *err);
+/* The same for bytes [offset, offset + n) of the stream (offset a multiple of 8). */
+fhr_status fhr_counter_generate_at(fhr_backend *b, fhr_location at, fhr_stream *s, void *dst,
+                                   size_t n, uint64_t key, uint64_t offset, fhr_error *err);
 /* The name of the backend that owns the memory: a fault decorator answers its inner
  * backend's (fault.c). */
 const char *fhr_backend_kind(fhr_backend *b);

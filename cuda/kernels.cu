@@ -84,16 +84,16 @@ __global__ void k_keyswitch(const uint64_t *ct, size_t nct, const uint64_t *key,
     }
 }
 
-__global__ void k_counter_fill(uint64_t *d, size_t nwords, uint64_t key)
+__global__ void k_counter_fill(uint64_t *d, size_t nwords, uint64_t key, uint64_t w0)
 {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
          i += (size_t)gridDim.x * blockDim.x)
-        d[i] = fhr_counter_word(key, i);
+        d[i] = fhr_counter_word(key, w0 + i);
 }
 
-__global__ void k_counter_tail(unsigned char *d, size_t off, size_t n, uint64_t key)
+__global__ void k_counter_tail(unsigned char *d, size_t off, size_t n, uint64_t key, uint64_t w0)
 {
-    uint64_t w = fhr_counter_word(key, off / 8);
+    uint64_t w = fhr_counter_word(key, w0 + off / 8);
     for (size_t k = 0; k < n; k++)
         d[off + k] = (unsigned char)(w >> (8 * k));
 }
@@ -203,16 +203,22 @@ extern "C" fhr_status fhk_keyswitch(fhr_stream *s, const uint64_t *ct, size_t nc
     return launched(err, "keyswitch");
 }
 
-extern "C" fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key,
-                                       fhr_error *err)
+extern "C" fhr_status fhk_counter_fill_at(fhr_stream *s, void *d, size_t n, uint64_t key,
+                                          uint64_t w0, fhr_error *err)
 {
     cudaStream_t st = native(s);
     size_t nw = n / 8;
     if (nw)
-        k_counter_fill<<<grid_for(nw), 256, 0, st>>>((uint64_t *)d, nw, key);
+        k_counter_fill<<<grid_for(nw), 256, 0, st>>>((uint64_t *)d, nw, key, w0);
     if (n % 8)
-        k_counter_tail<<<1, 1, 0, st>>>((unsigned char *)d, nw * 8, n % 8, key);
+        k_counter_tail<<<1, 1, 0, st>>>((unsigned char *)d, nw * 8, n % 8, key, w0);
     return launched(err, "counter_fill");
+}
+
+extern "C" fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key,
+                                       fhr_error *err)
+{
+    return fhk_counter_fill_at(s, d, n, key, 0, err);
 }
 
 extern "C" fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,

@@ -39,6 +39,9 @@ fhr_status fhk_keyswitch(fhr_stream *s, const uint64_t *ct, size_t nct, const ui
  * keyed by `key`, or compares them against it and adds 1 to *mismatches (device memory,
  * two words as for fhk_verify) when any byte differs. */
 fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key, fhr_error *err);
+/* The same from word w0 of the stream on (bytes 8 * w0 on). */
+fhr_status fhk_counter_fill_at(fhr_stream *s, void *d, size_t n, uint64_t key, uint64_t w0,
+                               fhr_error *err);
 fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
                               unsigned long long *mismatches, fhr_error *err);
 

@@ -44,6 +44,12 @@ fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_t key, fhr_
     (void)s; (void)d; (void)n; (void)key;
     return no_cuda(err);
 }
+fhr_status fhk_counter_fill_at(fhr_stream *s, void *d, size_t n, uint64_t key, uint64_t w0,
+                               fhr_error *err)
+{
+    (void)s; (void)d; (void)n; (void)key; (void)w0;
+    return no_cuda(err);
+}
 fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
                               unsigned long long *mismatches, fhr_error *err)
 {

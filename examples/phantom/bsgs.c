@@ -416,7 +416,7 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
         PH(ph_pass_begin(e, p, msg, sizeof msg));
         for (int u = 0; u < PH_USES; u++) {
             int k = ph_use_key(p, u);
-            fhr_requirement rq = {keys[k], fhr_loc_cuda(0)};
+            fhr_requirement rq = {keys[k], fhr_loc_cuda(0), 0};
             fhr_request req = {"rotation", &rq, 1, NULL, 0, (uint64_t)(p * PH_USES + u + 1)};
             fhr_use *use = NULL;
             ev_rec(pev[p].a[u]);

@@ -18,6 +18,7 @@ extern "C" {
 typedef struct fhr_requirement {
     fhr_handle handle;
     fhr_location at;
+    uint32_t limbs; /* a cut value at a device: the q-limbs needed (fhr_ensure_limbs); 0: whole */
 } fhr_requirement;
 
 /* A REPLICABLE value may appear at several locations; an EXCLUSIVE value at two

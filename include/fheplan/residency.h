@@ -178,6 +178,23 @@ FHR_API void fhr_manager_destroy(fhr_manager *m);
 /* Immutable; callable at any time from any thread, also during a source load. */
 FHR_API uint64_t fhr_manager_id(const fhr_manager *m);
 FHR_API fhr_backend *fhr_manager_backend(const fhr_manager *m);
+/* A generator that writes any part of a field: the nbytes at dst are bytes [offset,
+ * offset + nbytes) of the field it would write whole from the seed (offset a multiple of
+ * 8). The partial copies of a cut value (fhr_value_cut_limbs) regenerate only their limbs
+ * through it. The built-in "counter" has one (fhr_generator_counter_range). */
+typedef fhr_status (*fhr_generator_range_fn)(void *ctx, fhr_backend *b, fhr_location at,
+                                             fhr_stream *s, void *dst, size_t nbytes,
+                                             uint64_t offset, const void *seed,
+                                             size_t seed_len, fhr_error *err);
+FHR_API fhr_status fhr_generator_counter_range(void *ctx, fhr_backend *b, fhr_location at,
+                                               fhr_stream *s, void *dst, size_t nbytes,
+                                               uint64_t offset, const void *seed,
+                                               size_t seed_len, fhr_error *err);
+/* Registers (or replaces) the range function of the generator `name` (beside its
+ * whole-field function, fhr_generator_register). */
+FHR_API fhr_status fhr_generator_register_range(fhr_manager *m, const char *name,
+                                                fhr_generator_range_fn fn, void *ctx,
+                                                fhr_error *err);
 /* Registers (or replaces) a generator for regenerable fields under `name` (copied).
  * "counter" is registered at creation. Callable at any time, also during a load. */
 FHR_API fhr_status fhr_generator_register(fhr_manager *m, const char *name,
@@ -254,6 +271,36 @@ FHR_API fhr_status fhr_register_source(fhr_manager *m, const fhr_value_spec *spe
  * destination). None chooses another placement; a failure changes nothing. */
 FHR_API fhr_status fhr_ensure(fhr_manager *m, fhr_handle h, fhr_location at, fhr_stream *s,
                               fhr_error *err);
+
+/* ---- partial copies (fhr_manager(3), "Partial copies") ------------------------------- */
+/* Cuts a REPLICABLE value into limbs: each of its fields (the spec's, or the adopted
+ * value's) is q q-limbs followed by `special` special limbs of equal size, and the fields
+ * form `parts` equal consecutive groups (parts divides the field count; alpha =
+ * ceil(q / parts)). A device copy may then hold only what a use at level l needs, l + 1
+ * q-limbs: of each part p with p * alpha <= l, q-limbs 0..l and every special limb of
+ * each of its fields, packed in field order (fhr_value_nfields/fhr_value_field_at give
+ * the partial copy's fields, each (l + 1 + special) limbs; an absent part's fields are
+ * not in it). Host and pinned copies are always whole. The fields must all be the same
+ * size (at most 64 fields), limb bytes a multiple of 8, the charge the sum of the fields.
+ * Refused once the value has a partial copy or when it is cut already. */
+typedef struct fhr_limb_cut {
+    uint32_t q, special, parts;
+    /* bit f: field f is regenerated on devices (the value's regenerable fields: their
+     * bytes must be its regenerable bytes; 0 for an adopted value: its own) */
+    uint64_t regen_fields;
+} fhr_limb_cut;
+FHR_API fhr_status fhr_value_cut_limbs(fhr_manager *m, fhr_handle h, const fhr_limb_cut *cut,
+                                       fhr_error *err);
+/* ensure with only `limbs` q-limbs (1..q; q or 0: the whole value) at device `at`: a copy
+ * there holding at least that many is left as it is; a smaller partial copy grows (only
+ * the missing limbs cross the link; the held ones are copied on the device); else a copy
+ * of exactly `limbs` is made from the cheapest copy that holds them, or loaded. Charged
+ * the bytes it holds. */
+FHR_API fhr_status fhr_ensure_limbs(fhr_manager *m, fhr_handle h, fhr_location at,
+                                    uint32_t limbs, fhr_stream *s, fhr_error *err);
+/* *limbs: the q-limbs h's copy at loc holds (0: a whole copy; FHR_E_STATE: none there). */
+FHR_API fhr_status fhr_copy_limbs(fhr_manager *m, fhr_handle h, fhr_location loc,
+                                  uint32_t *limbs, fhr_error *err);
 /* from NULL: the manager picks the source copy by the cost model alone (deterministic:
  * a copy still being filled counts like a complete one, equal costs keep the order
  * pinned, devices by index, host). */
@@ -344,6 +391,7 @@ typedef struct fhr_copy_info {
                                 link), or with none from pinned memory */
     int copied;              /* 1: made by a copy from `source`; 0: adopted or loaded */
     fhr_location source;     /* where it was copied from (when copied) */
+    uint32_t limbs;          /* a partial copy of a cut value: its q-limbs; 0: whole */
 } fhr_copy_info;
 
 typedef struct fhr_value_info {
@@ -358,10 +406,18 @@ typedef struct fhr_value_info {
     const fhr_ckks_meta *meta;  /* NULL in a placement snapshot */
     size_t ncopies;
     fhr_copy_info *copies;
+    /* fhr_value_cut_limbs (all 0: not cut): q, special, parts, the field count, one
+     * limb's bytes and the fields regenerated on devices (bit f: field f) */
+    uint32_t cut_q, cut_special, cut_parts, cut_nfields;
+    uint64_t cut_limb_nbytes, cut_regen_mask;
     uint64_t omitted_nbytes[2]; /* of regen_nbytes, what a copy at host [0] and at pinned
                                  * [1] omits: its charge there is spec_storage_nbytes less
                                  * this, whether or not such a copy exists */
 } fhr_value_info;
+
+/* The bytes a device copy of a cut value holding `limbs` q-limbs (0: whole) is charged
+ * (regen 0), or of them the bytes regenerated on the device (regen 1); 0 when not cut. */
+FHR_API uint64_t fhr_cut_nbytes(const fhr_value_info *vi, uint32_t limbs, int regen);
 
 /* Tensor-free picture of the manager. Caller owns it (fhr_snapshot_free). */
 typedef struct fhr_snapshot {
@@ -433,6 +489,7 @@ typedef struct fhr_action {
     fhr_location at;   /* ENSURE/DROP: the location; MOVE: the destination */
     int has_from;      /* MOVE only */
     fhr_location from;
+    uint32_t limbs;    /* ENSURE of a cut value at a device: the q-limbs it needs; 0: whole */
 } fhr_action;
 
 FHR_API const char *fhr_action_kind_name(fhr_action_kind k);

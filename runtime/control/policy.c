@@ -301,7 +301,8 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
 {
     out->explored_states++;
     uint64_t n = ci->charged_nbytes;
-    fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}}, vi->priority, ci->last_use, n};
+    fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}, 0}, vi->priority, ci->last_use,
+                       n};
     int ok = 0;
     if (v->ncopies > 1 || vi->recoverability == FHR_RECONSTRUCTIBLE) {
         ok = 1;
@@ -313,7 +314,7 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
                 out->explored_states++;
             if (!has_room(md, ts, n))
                 continue;
-            ev.action = (fhr_action){FHR_ACT_MOVE, vi->handle, fhr_loc_from_slot(ts), 1, here};
+            ev.action = (fhr_action){FHR_ACT_MOVE, vi->handle, fhr_loc_from_slot(ts), 1, here, 0};
             md->committed[ts] += n;
             ok = 1;
             break;
@@ -419,12 +420,16 @@ static void model_request(decide *d)
         for (size_t c = 0; c < vi->ncopies; c++)
             if (fhr_loc_equal(vi->copies[c].loc, q->at))
                 have = &vi->copies[c];
-        if (have)
+        /* a cut value's requirement names the q-limbs it needs (all of them: whole) */
+        uint32_t want = q->limbs && q->limbs < vi->cut_q ? q->limbs : 0;
+        if (have && (!have->limbs || (want && have->limbs >= want)))
             continue;
-        /* as the manager will charge it: host and pinned copies omit regenerable fields */
-        d->md.need[slot] += slot < 2 ? vi->spec_storage_nbytes - vi->omitted_nbytes[slot]
-                                     : vi->spec_storage_nbytes;
-        fhr_action a = {FHR_ACT_ENSURE, q->handle, q->at, 0, {0, 0}};
+        /* as the manager will charge it: host and pinned copies omit regenerable fields, a
+         * partial copy holds its limbs (one that grows is charged whole until it is done) */
+        d->md.need[slot] += want            ? fhr_cut_nbytes(vi, want, 0)
+                            : slot < 2      ? vi->spec_storage_nbytes - vi->omitted_nbytes[slot]
+                                            : vi->spec_storage_nbytes;
+        fhr_action a = {FHR_ACT_ENSURE, q->handle, q->at, 0, {0, 0}, want};
         if (vi->mode == FHR_EXCLUSIVE) {
             a.kind = FHR_ACT_MOVE;
             if (vi->ncopies) {

@@ -27,23 +27,59 @@ double links_rate(const fhr_link_rates *l, int from, int to)
     return l->pageable_gbps;
 }
 
+uint64_t cut_bytes(const mgr_cut *c, uint32_t limbs, int regen)
+{
+    uint64_t n = 0, per = cut_field_limbs(c, limbs);
+    for (uint32_t f = 0; f < c->nfields; f++)
+        if (cut_has_field(c, limbs, f) && (!regen || (c->regen_mask >> f & 1)))
+            n += per * c->limb;
+    return n;
+}
+
 uint64_t rules_generated(const rule_view *rv, int from, int to)
 {
+    uint64_t gen, link;
+    rules_copy_bytes(rv, from, to, rv->limbs[to], 0, &link, &gen);
+    return gen;
+}
+
+void rules_copy_bytes(const rule_view *rv, int from, int to, uint32_t want, uint32_t had,
+                      uint64_t *link, uint64_t *gen)
+{
+    uint64_t total = want ? cut_bytes(rv->cut, want, 0) : charge_at(rv->charge, rv->omit, to);
+    uint64_t g;
     if (to >= 2 && from < 2)
-        return rv->regen;
-    uint64_t kept_to = rv->regen - (rv->charge - charge_at(rv->charge, rv->omit, to));
-    uint64_t kept_from = rv->regen - (rv->charge - charge_at(rv->charge, rv->omit, from));
-    return kept_to > kept_from ? kept_to - kept_from : 0;
+        g = want ? cut_bytes(rv->cut, want, 1) : rv->regen;
+    else if (want) /* a partial copy from a device copy: nothing omitted on either side */
+        g = 0;
+    else {
+        uint64_t kept_to = rv->regen - (rv->charge - charge_at(rv->charge, rv->omit, to));
+        uint64_t kept_from = rv->regen - (rv->charge - charge_at(rv->charge, rv->omit, from));
+        g = kept_to > kept_from ? kept_to - kept_from : 0;
+    }
+    if (had) { /* a grow: the limbs already there are copied on the device itself */
+        uint64_t hg = to >= 2 && from < 2 ? cut_bytes(rv->cut, had, 1) : 0;
+        total -= cut_bytes(rv->cut, had, 0);
+        g -= hg;
+    }
+    *gen = g;
+    *link = total - g;
+}
+
+double rules_copy_cost_limbs(const rule_view *rv, const fhr_link_rates *l, int from, int to,
+                             uint32_t want, uint32_t had, uint64_t *link_nbytes)
+{
+    uint64_t gen, bytes;
+    rules_copy_bytes(rv, from, to, want, had, &bytes, &gen);
+    if (link_nbytes)
+        *link_nbytes = bytes;
+    return (double)bytes / (links_rate(l, from, to) * 1e9) + (double)gen / (l->gen_gbps * 1e9);
 }
 
 double rules_copy_cost(const rule_view *rv, const fhr_link_rates *l, int from, int to,
                        uint64_t *link_nbytes)
 {
-    uint64_t gen = rules_generated(rv, from, to);
-    uint64_t bytes = charge_at(rv->charge, rv->omit, to) - gen;
-    if (link_nbytes)
-        *link_nbytes = bytes;
-    return (double)bytes / (links_rate(l, from, to) * 1e9) + (double)gen / (l->gen_gbps * 1e9);
+    return rules_copy_cost_limbs(rv, l, from, to, rv->limbs[to], 0, link_nbytes);
 }
 
 /* The cheapest source among the copies other than `to_slot`, by the cost model alone: a
@@ -53,6 +89,17 @@ double rules_copy_cost(const rule_view *rv, const fhr_link_rates *l, int from, i
  * pinned, devices by index, pageable host, so the choice is deterministic for equal
  * inputs. */
 int rules_pick_source(const rule_view *v, int to_slot)
+{
+    return rules_pick_source_limbs(v, to_slot, 0, 0);
+}
+
+/* Whether the copy at slot s can give a copy of `want` q-limbs (0: whole). */
+static int serves(const rule_view *v, int s, uint32_t want)
+{
+    return !v->limbs[s] || (want && v->limbs[s] >= want);
+}
+
+int rules_pick_source_limbs(const rule_view *v, int to_slot, uint32_t want, uint32_t had)
 {
     uint64_t cand = v->present & ~(to_slot >= 0 ? (1ULL << to_slot) : 0);
     if (!cand)
@@ -72,9 +119,9 @@ int rules_pick_source(const rule_view *v, int to_slot)
     double best_cost = 0;
     for (int i = 0; i < n; i++) {
         int s = order[i];
-        if (!(cand & (1ULL << s)))
+        if (!(cand & (1ULL << s)) || !serves(v, s, want))
             continue;
-        double c = to_slot >= 0 ? rules_copy_cost(v, l, s, to_slot, NULL) : 0;
+        double c = to_slot >= 0 ? rules_copy_cost_limbs(v, l, s, to_slot, want, had, NULL) : 0;
         if (best < 0 || c < best_cost) {
             best = s;
             best_cost = c;
@@ -85,13 +132,21 @@ int rules_pick_source(const rule_view *v, int to_slot)
 
 int rules_load_instead(const rule_view *v, int src, int to)
 {
-    if (!v->has_src || src < 2 || to < 2)
+    return rules_load_instead_limbs(v, src, to, 0, 0);
+}
+
+int rules_load_instead_limbs(const rule_view *v, int src, int to, uint32_t want, uint32_t had)
+{
+    if (!v->has_src || (src >= 0 && (src < 2 || to < 2)))
         return 0;
+    if (src < 0) /* no copy can give it */
+        return 1;
     fhr_link_rates dflt;
     const fhr_link_rates *l = v->links;
     if (!l) {
         links_fill(NULL, &dflt);
         l = &dflt;
     }
-    return rules_copy_cost(v, l, 1, to, NULL) < rules_copy_cost(v, l, src, to, NULL);
+    return rules_copy_cost_limbs(v, l, 1, to, want, had, NULL) <
+           rules_copy_cost_limbs(v, l, src, to, want, had, NULL);
 }

@@ -3,6 +3,8 @@
 #include "runtime/manager/manager.h"
 #include "base/error.h"
 
+#include <string.h>
+
 #include <math.h>
 
 static int rate_ok(double r) { return isfinite(r) && r >= 0; }
@@ -82,6 +84,10 @@ double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
     rv.regen = v->regen;
     rv.present = v->present;
     rv.has_src = v->rs != NULL;
+    rv.cut = v->cut;
+    memset(rv.limbs, 0, sizeof rv.limbs);
+    for (const mat *x = v->cut ? v->copies : NULL; x; x = x->next)
+        rv.limbs[x->slot] = x->limbs;
     uint64_t others = rv.present & ~(1ULL << slot);
     double best = -1;
     for (uint64_t bits = others; bits; bits &= bits - 1) {

@@ -117,6 +117,10 @@ void mgr_meta_unref(mgr_meta *mm)
 
 void mgr_free_record(val *v)
 {
+    for (uint32_t f = 0; v->cut && f < v->cut->nfields; f++)
+        free(v->cut_names[f]);
+    free(v->cut_names);
+    free(v->cut);
     free(v->label);
     mgr_meta_unref(v->meta);
     free(v->rs);

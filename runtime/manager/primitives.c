@@ -26,8 +26,11 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
     rv->regen = v->regen;
     rv->present = v->present;
     rv->links = &m->links;
+    rv->cut = v->cut;
+    memset(rv->limbs, 0, sizeof rv->limbs);
     for (const mat *x = v->copies; x; x = x->next) { /* one per present bit */
         int s = x->slot;
+        rv->limbs[s] = x->limbs;
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled (a source all the same) */
         const char *why = x->leases    ? "an active lease"
@@ -84,7 +87,7 @@ static void remove_mat(fhr_manager *m, val *v, int slot)
     mat *x = val_take_mat(v, slot);
     v->present &= ~(1ULL << slot);
     mgr_changed(m, v->serial);
-    acct_release(&m->loc[slot], VAL_CHARGE(v, slot));
+    acct_release(&m->loc[slot], mat_charge(v, x));
     if (mgr_stream(m, x->loc, &x->free_on, NULL) != FHR_OK)
         x->free_on = NULL;
     if (x->ready && ev_done(m, x->ready)) { /* forget what is known complete */
@@ -192,40 +195,69 @@ static void hold_inflight(fhr_manager *m, int slot, uint64_t charge, int hold)
     }
 }
 
+/* The copy's content, without the lock: a copy of src (or a load) with eff's limbs; a
+ * grow copies the limbs the partial copy `over` holds on the device. */
+static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, fhr_location at,
+                               mat *src, const fhr_value *over, fhr_stream *s, fhr_value **nv,
+                               fhr_error *err)
+{
+    fhr_status st = FHR_OK;
+    fhr_value *lv = NULL;
+    if (!src && (st = load_copy(m, v, at, s, &lv, err)) != FHR_OK)
+        return st;
+    if (!eff->limbs && !eff->had) {
+        if (lv)
+            *nv = lv;
+        else
+            st = value_copy_to_gen(src->value, at, m->b, s, m->gens, nv, err);
+        return st;
+    }
+    /* a partial copy, or a grow: the loaded value is the source of the limbs */
+    st = value_copy_limbs(v->cut, v->cut_names, lv ? lv : src->value, lv ? 0 : src->limbs, over,
+                          eff->had, eff->limbs, at, m->b, s, m->gens, nv, err);
+    if (lv)
+        value_destroy_on(lv, m->b, s);
+    return st;
+}
+
 /* Creates the copy of v at `at` in three steps: prepared with the lock (admission held
  * as inflight, the source kept by the claim, room for the bookkeeping made), done
  * without it (the wait for the source, allocation, copy or load, the ready event),
- * committed with it again. A failure before the commit leaves the state as it was. */
+ * committed with it again. A grow replaces the partial copy at `at` (which the claim
+ * keeps meanwhile) with the larger one. A failure before the commit leaves the state as
+ * it was. */
 static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fhr_location at,
                               fhr_stream *s, fhr_transition *tr, fhr_error *err)
 {
     int slot = fhr_loc_slot(at);
     mat *src = eff->src >= 0 ? val_mat(v, eff->src) : NULL;
+    mat *old = eff->had ? val_mat(v, slot) : NULL;
     mat *x = calloc(1, sizeof *x);
-    if (!x || (src && reads_make_room(m, src) != FHR_OK)) {
+    if (!x || (src && reads_make_room(m, src) != FHR_OK) ||
+        (old && reads_make_room(m, old) != FHR_OK)) {
         free(x);
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
-    evref *wait = NULL;
-    if (src && src->ready && !ev_done(m, src->ready)) {
-        wait = src->ready;
-        wait->refs++;
-    }
-    uint64_t charge = VAL_CHARGE(v, slot); /* the whole copy, generated fields included */
+    evref *wait[2] = {NULL, NULL};
+    mat *from[2] = {src, old};
+    for (int k = 0; k < 2; k++)
+        if (from[k] && from[k]->ready && !ev_done(m, from[k]->ready)) {
+            wait[k] = from[k]->ready;
+            wait[k]->refs++;
+        }
+    /* the whole copy, generated fields included; a partial one, its limbs */
+    uint64_t charge = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0) : VAL_CHARGE(v, slot);
     hold_inflight(m, slot, charge, 1);
     mgr_unlock(m);
 
     fhr_status st = FHR_OK;
     fhr_value *nv = NULL;
     evref *ready = NULL;
-    if (src) {
-        if (wait)
-            st = m->b->ops->stream_wait_event(m->b, s, wait->ev, err);
-        if (st == FHR_OK)
-            st = value_copy_to_gen(src->value, at, m->b, s, m->gens, &nv, err);
-    } else {
-        st = load_copy(m, v, at, s, &nv, err);
-    }
+    for (int k = 0; k < 2 && st == FHR_OK; k++)
+        if (wait[k])
+            st = m->b->ops->stream_wait_event(m->b, s, wait[k]->ev, err);
+    if (st == FHR_OK)
+        st = make_content(m, v, eff, at, src, old ? old->value : NULL, s, &nv, err);
     if (st == FHR_OK && (st = ev_new(m, s, &ready, err)) != FHR_OK) {
         value_destroy_on(nv, m->b, s);
         nv = NULL;
@@ -233,34 +265,42 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
 
     mgr_lock(m);
     hold_inflight(m, slot, charge, 0);
-    if (wait)
-        ev_unref(m, wait);
+    for (int k = 0; k < 2; k++)
+        if (wait[k])
+            ev_unref(m, wait[k]);
     if (st != FHR_OK) {
         free(x);
         return st;
     }
+    for (int k = 0; k < 2; k++)
+        if (from[k]) { /* read by the new copy: its free waits for it */
+            ready->refs++;
+            from[k]->reads[from[k]->nreads++] = ready; /* room was made above */
+        }
     if (src) {
         tr->has_from = 1;
         tr->from = src->loc;
         x->copied = 1;
         x->source = src->loc;
-        ready->refs++;
-        src->reads[src->nreads++] = ready; /* room was made above */
     } else {
         tr->loaded = 1;
     }
     x->storage = fhr_value_storage_nbytes(nv);
-    tr->nbytes = x->storage - nv->generated; /* over the link; the rest was generated */
+    /* over the link; the rest was generated, or (a grow) copied on the device */
+    tr->nbytes = x->storage - nv->generated - (old ? old->storage : 0);
     tr->regen_nbytes = nv->generated;
     x->loc = at;
     x->value = nv;
     x->ready = ready;
+    x->limbs = eff->limbs;
     x->last_use = ++m->clock;
     x->serial = v->serial;
+    acct_charge(&m->loc[slot], charge);
+    if (old)
+        remove_mat(m, v, slot);
     val_add_mat(v, x);
     v->present |= 1ULL << slot;
     mgr_changed(m, v->serial);
-    acct_charge(&m->loc[slot], charge);
     return FHR_OK;
 }
 
@@ -344,7 +384,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
     return FHR_OK;
 }
 
-static fhr_status run_one(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_error *err)
+fhr_status mgr_run_action(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_error *err)
 {
     fhr_status st = mgr_enter(m, fhr_action_kind_name(a->kind), err);
     if (st != FHR_OK)
@@ -362,25 +402,25 @@ static fhr_status run_one(fhr_manager *m, const fhr_action *a, fhr_stream *s, fh
 fhr_status fhr_ensure(fhr_manager *m, fhr_handle h, fhr_location at, fhr_stream *s,
                       fhr_error *err)
 {
-    fhr_action a = {FHR_ACT_ENSURE, h, at, 0, {0, 0}};
-    return run_one(m, &a, s, err);
+    fhr_action a = {FHR_ACT_ENSURE, h, at, 0, {0, 0}, 0};
+    return mgr_run_action(m, &a, s, err);
 }
 
 fhr_status fhr_move(fhr_manager *m, fhr_handle h, fhr_location to, const fhr_location *from,
                     fhr_stream *s, fhr_error *err)
 {
-    fhr_action a = {FHR_ACT_MOVE, h, to, from != NULL, from ? *from : (fhr_location){0, 0}};
-    return run_one(m, &a, s, err);
+    fhr_action a = {FHR_ACT_MOVE, h, to, from != NULL, from ? *from : (fhr_location){0, 0}, 0};
+    return mgr_run_action(m, &a, s, err);
 }
 
 fhr_status fhr_drop(fhr_manager *m, fhr_handle h, fhr_location at, fhr_error *err)
 {
-    fhr_action a = {FHR_ACT_DROP, h, at, 0, {0, 0}};
-    return run_one(m, &a, NULL, err);
+    fhr_action a = {FHR_ACT_DROP, h, at, 0, {0, 0}, 0};
+    return mgr_run_action(m, &a, NULL, err);
 }
 
 fhr_status fhr_discard(fhr_manager *m, fhr_handle h, fhr_error *err)
 {
-    fhr_action a = {FHR_ACT_DISCARD, h, {0, 0}, 0, {0, 0}};
-    return run_one(m, &a, NULL, err);
+    fhr_action a = {FHR_ACT_DISCARD, h, {0, 0}, 0, {0, 0}, 0};
+    return mgr_run_action(m, &a, NULL, err);
 }

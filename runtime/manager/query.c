@@ -14,6 +14,10 @@ static int requirements_present(fhr_manager *m, const fhr_requirement *rq, size_
         const val *v = m->vals[h.serial];
         if (!v || !(v->present >> slot & 1))
             return 0;
+        const mat *x = v->cut ? val_mat(v, slot) : NULL; /* a partial copy: enough limbs? */
+        uint32_t want = v->cut && rq[i].limbs < v->cut->q ? rq[i].limbs : 0;
+        if (x && x->limbs && (!want || x->limbs < want))
+            return 0;
     }
     return 1;
 }

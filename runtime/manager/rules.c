@@ -104,7 +104,7 @@ static fhr_status fail_at(const rule_view *v, fhr_location loc, fhr_error *err, 
 static fhr_status check_create(const rule_view *v, int slot, const locacct *locs,
                                const char *op, rule_effect *eff, fhr_error *err)
 {
-    uint64_t n = charge_at(v->charge, v->omit, slot);
+    uint64_t n = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0) : charge_at(v->charge, v->omit, slot);
     if (!acct_fits(&locs[slot], n)) { /* the message names the value: formatted only now */
         char what[96];
         snprintf(what, sizeof what, "%s %s", op, RV_NAME(v));
@@ -116,10 +116,92 @@ static fhr_status check_create(const rule_view *v, int slot, const locacct *locs
     return FHR_OK;
 }
 
+/* The whole copies of v (a partial copy preserves nothing and gives only what it holds). */
+static uint64_t whole_copies(const rule_view *v)
+{
+    uint64_t w = v->present;
+    for (int s = 2; v->cut && s < FHR_LOC_SLOTS; s++)
+        if (v->limbs[s])
+            w &= ~(1ULL << s);
+    return w;
+}
+
+/* The q-limbs an action asks for: 0 for the whole value (also when it names them all). */
+static fhr_status want_limbs(const rule_view *v, const fhr_action *a, uint32_t *want,
+                             fhr_error *err)
+{
+    char lb[16];
+    *want = 0;
+    if (!a->limbs)
+        return FHR_OK;
+    if (a->kind != FHR_ACT_ENSURE)
+        return fhr_fail(err, FHR_E_INVALID, "%s %s: only ensure takes limbs",
+                        fhr_action_kind_name(a->kind), RV_NAME(v));
+    if (!v->cut)
+        return fhr_fail(err, FHR_E_INVALID, "ensure %s at %s with %u q-limbs: the value has no "
+                        "limb cut (fhr_value_cut_limbs)", RV_NAME(v),
+                        fhr_loc_format(a->at, lb, sizeof lb), a->limbs);
+    if (a->at.kind != FHR_LOC_CUDA)
+        return fhr_fail(err, FHR_E_LOCATION, "ensure %s at %s with %u q-limbs: host and pinned "
+                        "copies are whole", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
+                        a->limbs);
+    if (a->limbs > v->cut->q)
+        return fhr_fail(err, FHR_E_INVALID, "ensure %s with %u q-limbs: the value has %u",
+                        RV_NAME(v), a->limbs, v->cut->q);
+    *want = a->limbs < v->cut->q ? a->limbs : 0;
+    return FHR_OK;
+}
+
+/* ensure: a copy at `at` holding at least `want` q-limbs (0: whole), made from the
+ * cheapest copy that holds them, or loaded; a smaller partial copy there grows. */
+static fhr_status rules_ensure(const rule_view *v, const fhr_action *a, const locacct *locs,
+                               rule_effect *eff, fhr_error *err)
+{
+    const char *op = "ensure";
+    char lb[16];
+    int at = fhr_loc_slot(a->at);
+    uint64_t bit = 1ULL << at;
+    uint32_t want;
+    fhr_status st;
+    if (v->mode == FHR_EXCLUSIVE)
+        return fail_at(v, a->at, err,
+                       fhr_fail(err, FHR_E_REPLICA,
+                                "ensure %s at %s: the value is EXCLUSIVE; use move", RV_NAME(v),
+                                fhr_loc_format(a->at, lb, sizeof lb)));
+    if ((st = want_limbs(v, a, &want, err)) != FHR_OK)
+        return fail_at(v, a->at, err, st);
+    uint32_t have = v->present & bit ? v->limbs[at] : 0;
+    if ((v->present & bit) && (!have || (want && have >= want))) {
+        eff->noop = 1;
+        return FHR_OK;
+    }
+    eff->limbs = want;
+    eff->had = have;
+    if (!(v->present & ~bit)) {
+        if (!v->has_src)
+            return fail_at(v, a->at, err,
+                           fhr_fail(err, FHR_E_STATE, "ensure %s: no %scopy and no source",
+                                    RV_NAME(v), have ? "other " : ""));
+        eff->load = 1;
+    } else {
+        eff->src = rules_pick_source_limbs(v, at, want, have);
+        if (rules_load_instead_limbs(v, eff->src, at, want, have)) {
+            eff->src = -1;
+            eff->load = 1;
+        } else if (eff->src < 0) {
+            return fail_at(v, a->at, err,
+                           fhr_fail(err, FHR_E_STATE, "ensure %s at %s: no copy holds the limbs "
+                                    "asked for and the value has no source", RV_NAME(v),
+                                    fhr_loc_format(a->at, lb, sizeof lb)));
+        }
+    }
+    return check_create(v, at, locs, op, eff, err);
+}
+
 fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *locs, int ndev,
                        rule_effect *eff, fhr_error *err)
 {
-    *eff = (rule_effect){0, -1, -1, -1, 0, 0};
+    *eff = (rule_effect){.create = -1, .remove = -1, .src = -1};
     const char *op = fhr_action_kind_name(a->kind);
     char lb[16], fb[16];
     fhr_status st;
@@ -127,32 +209,14 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
         return fail_at(v, a->at, err, st);
     int at = fhr_loc_slot(a->at);
     uint64_t bit = at >= 0 ? 1ULL << at : 0;
+    if (a->limbs && a->kind != FHR_ACT_ENSURE)
+        return fail_at(v, a->at, err,
+                       fhr_fail(err, FHR_E_INVALID, "%s %s: only ensure takes limbs", op,
+                                RV_NAME(v)));
 
     switch (a->kind) {
     case FHR_ACT_ENSURE:
-        if (v->mode == FHR_EXCLUSIVE)
-            return fail_at(v, a->at, err,
-                           fhr_fail(err, FHR_E_REPLICA,
-                                    "ensure %s at %s: the value is EXCLUSIVE; use move", RV_NAME(v),
-                                    fhr_loc_format(a->at, lb, sizeof lb)));
-        if (v->present & bit) {
-            eff->noop = 1;
-            return FHR_OK;
-        }
-        if (!v->present) {
-            if (!v->has_src)
-                return fail_at(v, a->at, err,
-                               fhr_fail(err, FHR_E_STATE, "ensure %s: no copy and no source",
-                                        RV_NAME(v)));
-            eff->load = 1;
-        } else {
-            eff->src = rules_pick_source(v, at);
-            if (rules_load_instead(v, eff->src, at)) {
-                eff->src = -1;
-                eff->load = 1;
-            }
-        }
-        return check_create(v, at, locs, op, eff, err);
+        return rules_ensure(v, a, locs, eff, err);
 
     case FHR_ACT_MOVE: {
         int from = -1;
@@ -165,10 +229,30 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                fhr_fail(err, FHR_E_STATE, "move %s to %s from %s: no copy at %s",
                                         RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
                                         fhr_loc_format(a->from, fb, sizeof fb), fb));
+            if (v->limbs[from])
+                return fail_at(v, a->from, err,
+                               fhr_fail(err, FHR_E_STATE, "move %s from %s: the copy there holds "
+                                        "%u of %u q-limbs; a move takes a whole copy", RV_NAME(v),
+                                        fhr_loc_format(a->from, fb, sizeof fb), v->limbs[from],
+                                        v->cut->q));
             if (from == at) {
                 eff->noop = 1;
                 return FHR_OK;
             }
+        } else if (v->cut && !(whole_copies(v) & ~bit)) {
+            /* only partial copies besides the destination: the whole value comes from the
+             * source, over a partial copy at `at` if there is one */
+            if (whole_copies(v) & bit) {
+                eff->noop = 1;
+                return FHR_OK;
+            }
+            if (!v->has_src)
+                return fail_at(v, a->at, err,
+                               fhr_fail(err, FHR_E_STATE, "move %s to %s: no whole copy and no "
+                                        "source", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb)));
+            eff->load = 1;
+            eff->had = v->present & bit ? v->limbs[at] : 0;
+            return check_create(v, at, locs, op, eff, err);
         } else if (!v->present) {
             if (!v->has_src)
                 return fail_at(v, a->at, err,
@@ -180,14 +264,15 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             eff->noop = 1;
             return FHR_OK;
         } else {
-            from = rules_pick_source(v, at);
+            from = rules_pick_source_limbs(v, at, 0, v->present & bit ? v->limbs[at] : 0);
         }
         if (v->protected_ & (1ULL << from))
             return refuse_protected(v, from, "move away", err);
         eff->remove = from;
-        if (v->present & bit)
+        if ((v->present & bit) && !v->limbs[at])
             return FHR_OK; /* destination already there: only the source goes */
         eff->src = from;
+        eff->had = v->present & bit ? v->limbs[at] : 0; /* a partial one there grows */
         return check_create(v, at, locs, op, eff, err);
     }
 
@@ -198,7 +283,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                     fhr_loc_format(a->at, lb, sizeof lb)));
         if (v->protected_ & bit)
             return refuse_protected(v, at, "drop", err);
-        if (v->present == bit && v->recov == FHR_MUST_PRESERVE)
+        if (whole_copies(v) == bit && v->recov == FHR_MUST_PRESERVE)
             return fail_at(v, a->at, err,
                            fhr_fail(err, FHR_E_PRESERVE,
                                     "drop %s at %s: it is the last copy of a MUST_PRESERVE value "

@@ -84,6 +84,13 @@ void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
     vi->spec_storage_nbytes = v->charge;
     vi->logical_nbytes = v->logical;
     vi->regen_nbytes = v->regen;
+    const mgr_cut *c = v->cut;
+    vi->cut_q = c ? c->q : 0;
+    vi->cut_special = c ? c->special : 0;
+    vi->cut_parts = c ? c->parts : 0;
+    vi->cut_nfields = c ? c->nfields : 0;
+    vi->cut_limb_nbytes = c ? c->limb : 0;
+    vi->cut_regen_mask = c ? c->regen_mask : 0;
     vi->omitted_nbytes[0] = v->omit[0];
     vi->omitted_nbytes[1] = v->omit[1];
     vi->meta = NULL;
@@ -97,8 +104,12 @@ size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
         ci->loc = x->loc;
         ci->storage_nbytes = x->storage;
         int sl = x->slot;
-        ci->charged_nbytes = VAL_CHARGE(v, sl);
-        ci->restore_nbytes = ci->charged_nbytes - (x->loc.kind == FHR_LOC_CUDA ? v->regen : 0);
+        ci->charged_nbytes = mat_charge(v, x);
+        ci->limbs = x->limbs;
+        ci->restore_nbytes = ci->charged_nbytes -
+                             (x->loc.kind != FHR_LOC_CUDA ? 0
+                              : x->limbs          ? cut_bytes(v->cut, x->limbs, 1)
+                                                  : v->regen);
         ci->restore_s = mgr_restore_cost(m, v, sl);
         ci->copied = x->copied;
         ci->source = x->source;

@@ -94,5 +94,8 @@ void gens_destroy(gen_registry *r);
 /* The generator called `name` (NULL registry: only the built-in one). */
 fhr_status gens_lookup(const gen_registry *r, const char *name, fhr_generator_fn *fn,
                        void **ctx, fhr_error *err);
+/* Its range function (fhr_generator_register_range). */
+fhr_status gens_lookup_range(const gen_registry *r, const char *name,
+                             fhr_generator_range_fn *fn, void **ctx, fhr_error *err);
 
 #endif

@@ -146,3 +146,101 @@ fhr_status fhr_manager_value_to(fhr_manager *m, const fhr_value *v, fhr_location
     }
     return st;
 }
+
+/* ---- partial copies of a cut value ------------------------------------------------------ */
+
+/* Field `name` of v, or NULL. */
+static const vfield *field_named(const fhr_value *v, const char *name, size_t *index)
+{
+    for (size_t i = 0; i < v->nfields; i++)
+        if (strcmp(v->fields[i].name, name) == 0) {
+            *index = i;
+            return &v->fields[i];
+        }
+    return NULL;
+}
+
+/* Copies or generates limbs [first, first + n) of field `name` of `from` (a copy holding
+ * from_q q-limbs per field) to dst: limb i < q is a q-limb, q + j special limb j. */
+static fhr_status limbs_from(const mgr_cut *c, const char *name, const fhr_value *from,
+                             uint32_t from_q, uint32_t first, uint32_t n, char *dst,
+                             fhr_location to, fhr_backend *b, fhr_stream *s,
+                             const gen_registry *gens, uint64_t *generated, fhr_error *err)
+{
+    size_t fi;
+    const vfield *f = field_named(from, name, &fi);
+    if (!f)
+        return fhr_fail(err, FHR_E_INVALID, "partial copy: field '%s' is not in its source", name);
+    uint64_t at = first < c->q ? first : from_q + (first - c->q); /* limb index in `from` */
+    if (f->buf != VFIELD_OMITTED && !(to.kind == FHR_LOC_CUDA && from->loc.kind != FHR_LOC_CUDA &&
+                                      regen_of(from, fi)))
+        return b->ops->copy(b, dst, to, (const char *)from->bufs[f->buf].ptr + f->off + at * c->limb,
+                            from->loc, (size_t)n * c->limb, s, err);
+    const vregen *r = regen_of(from, fi); /* generated on the device: only these limbs */
+    fhr_generator_range_fn fn;
+    void *gctx;
+    fhr_status st = FHR_OK;
+    if (strcmp(fhr_backend_kind(b), "model") != 0 &&
+        (st = gens_lookup_range(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
+        st = fn(gctx, b, to, s, dst, (size_t)n * c->limb, (uint64_t)first < c->q
+                ? first * c->limb : (uint64_t)(c->q + (first - c->q)) * c->limb,
+                r->seed, r->seed_len, err);
+    if (st == FHR_OK)
+        *generated += (uint64_t)n * c->limb;
+    return st;
+}
+
+/* One held field of the new copy at dst: its q-limbs and special limbs, the ones `over`
+ * holds (had q-limbs, when it has the field) copied on the device, the rest from src. */
+static fhr_status field_limbs(const mgr_cut *c, const char *name, uint32_t f, uint32_t q_new,
+                              const fhr_value *src, uint32_t src_q, const fhr_value *over,
+                              uint32_t had, char *dst, fhr_location to, fhr_backend *b,
+                              fhr_stream *s, const gen_registry *gens, uint64_t *generated,
+                              fhr_error *err)
+{
+    uint32_t from_over = over && cut_has_field(c, had, f) ? had : 0;
+    fhr_status st = FHR_OK;
+    if (from_over) /* q-limbs 0..had-1, then the special limbs, from the old copy */
+        st = limbs_from(c, name, over, had, 0, had, dst, to, b, s, gens, generated, err);
+    if (st == FHR_OK && q_new > from_over)
+        st = limbs_from(c, name, src, src_q, from_over, q_new - from_over,
+                        dst + (uint64_t)from_over * c->limb, to, b, s, gens, generated, err);
+    if (st == FHR_OK && c->special)
+        st = limbs_from(c, name, from_over ? over : src, from_over ? had : src_q, c->q,
+                        c->special, dst + (uint64_t)q_new * c->limb, to, b, s, gens, generated,
+                        err);
+    return st;
+}
+
+fhr_status value_copy_limbs(const mgr_cut *c, char *const *names, const fhr_value *src,
+                            uint32_t src_limbs, const fhr_value *over, uint32_t had,
+                            uint32_t limbs, fhr_location to, fhr_backend *b, fhr_stream *s,
+                            const gen_registry *gens, fhr_value **out, fhr_error *err)
+{
+    fhr_value *nv = NULL;
+    fhr_status st = value_create_like(to, src, &nv, err);
+    if (st != FHR_OK)
+        return st;
+    uint32_t q_new = limbs ? limbs : c->q, src_q = src_limbs ? src_limbs : c->q;
+    uint64_t per = (uint64_t)(q_new + c->special) * c->limb, off = 0;
+    size_t bi = 0;
+    if ((st = fhr_value_alloc_buffer(nv, b, (size_t)cut_bytes(c, limbs, 0), s, &bi, err)) != FHR_OK)
+        goto fail;
+    for (uint32_t f = 0; f < c->nfields && st == FHR_OK; f++) {
+        if (!cut_has_field(c, limbs, f))
+            continue;
+        char *dst = (char *)nv->bufs[bi].ptr + off;
+        st = field_limbs(c, names[f], f, q_new, src, src_q, over, had, dst, to, b, s, gens,
+                         &nv->generated, err);
+        if (st == FHR_OK)
+            st = fhr_value_add_field(nv, names[f], bi, (size_t)off, (size_t)per, err);
+        off += per;
+    }
+    if (st != FHR_OK)
+        goto fail;
+    *out = nv;
+    return FHR_OK;
+fail:
+    value_destroy_on(nv, b, s);
+    return st;
+}

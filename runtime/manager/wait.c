@@ -33,7 +33,7 @@ static fhr_status collect(fhr_manager *m, int slot, uint64_t nbytes, evref ***ou
             free(c);
             return fhr_fail(err, FHR_E_NOMEM, "wait_pending: out of host memory");
         }
-        c[nc++] = (cand){x, VAL_CHARGE(v, slot)}; /* as charged there */
+        c[nc++] = (cand){x, mat_charge(v, x)}; /* as charged there */
     }
     if (nc > 1) /* none: c is NULL, which qsort must not be given */
         qsort(c, nc, sizeof *c, by_last_use);

@@ -183,29 +183,35 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
     if (eff.discard) {
         for (int sl = 0; sl < FHR_LOC_SLOTS; sl++)
             if (sv->rv.present & (1ULL << sl))
-                acct_release(&s->loc[sl], charge_at(sv->rv.charge, sv->rv.omit, sl));
+                acct_release(&s->loc[sl], rv_charge(&sv->rv, sl));
         sv->rv.present = 0;
         sv->discarded = 1;
         return FHR_OK;
     }
     if (eff.create >= 0) {
         s->loc[eff.create].present = 1;
-        uint64_t c = charge_at(sv->rv.charge, sv->rv.omit, eff.create);
+        uint64_t c = eff.limbs ? cut_bytes(sv->rv.cut, eff.limbs, 0)
+                               : charge_at(sv->rv.charge, sv->rv.omit, eff.create);
         acct_charge(&s->loc[eff.create], c);
+        if (eff.had) /* a grow: the partial copy it replaces goes once the new one is made */
+            acct_release(&s->loc[eff.create], cut_bytes(sv->rv.cut, eff.had, 0));
         sv->rv.present |= 1ULL << eff.create;
+        sv->rv.limbs[eff.create] = eff.limbs;
         sv->rv.unsettled &= ~(1ULL << eff.create); /* the model completes every copy */
         if (eff.src >= 0) {
-            uint64_t gen = rules_generated(&sv->rv, eff.src, eff.create);
-            s->ex->bytes_moved += c - gen;
+            uint64_t gen, link;
+            rules_copy_bytes(&sv->rv, eff.src, eff.create, eff.limbs, eff.had, &link, &gen);
+            s->ex->bytes_moved += link;
             s->ex->bytes_regenerated += gen;
             if (eff.src >= 2 && eff.create >= 2) { /* device to device: the peer link */
-                s->ex->bytes_peer += c - gen;
+                s->ex->bytes_peer += link;
                 s->ex->peer_copies++;
             }
         }
     }
     if (eff.remove >= 0) {
-        acct_release(&s->loc[eff.remove], charge_at(sv->rv.charge, sv->rv.omit, eff.remove));
+        acct_release(&s->loc[eff.remove], rv_charge(&sv->rv, eff.remove));
+        sv->rv.limbs[eff.remove] = 0;
         sv->rv.present &= ~(1ULL << eff.remove);
         sv->rv.unsettled &= ~(1ULL << eff.remove);
     }

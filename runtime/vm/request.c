@@ -318,7 +318,7 @@ static fhr_status settled_copies(const rplan_vm *vm, const fhr_requirement *rq, 
             for (size_t x = 0; x < k && !dup; x++)
                 dup = fhr_handle_equal(s[x].handle, h) && fhr_loc_equal(s[x].at, at);
             if (!dup)
-                s[k++] = (fhr_requirement){h, at};
+                s[k++] = (fhr_requirement){h, at, 0};
         }
     size_t kept = 0; /* then, once each, those the model or the request protects go */
     for (size_t x = 0; x < k; x++)
@@ -596,7 +596,7 @@ static fhr_status parts_decode(rplan_vm *vm, size_t pc, size_t end, req_parts *q
     for (size_t i = pc + 1; i < end; i++) {
         const rplan_instr *in = &vm->ins[i];
         if (in->op == RPLAN_OP_REQUIRE) {
-            q->rq[q->nrq] = (fhr_requirement){vm->h[in->value], in->loc};
+            q->rq[q->nrq] = (fhr_requirement){vm->h[in->value], in->loc, 0};
             q->rq_pc[q->nrq++] = i;
         } else if (in->op == RPLAN_OP_RESERVE) {
             q->res[q->nres++] = (fhr_reservation){in->loc, in->imm, in->str};

@@ -178,7 +178,7 @@ static fhr_status exec_plan(rplan_vm *vm, size_t pc, size_t end, long *fail_pc, 
         /* the plan's bodies in flight: later decisions treat them as ended (request.c) */
         fhr_requirement rq[16];
         for (size_t v = 0; v < runs[k].nvals; v++)
-            rq[v] = (fhr_requirement){vm->h[runs[k].vals[v]], at[k]};
+            rq[v] = (fhr_requirement){vm->h[runs[k].vals[v]], at[k], 0};
         char who[96];
         snprintf(who, sizeof who, "run %.80s", runs[k].in->str);
         if (runs[k].nvals &&

@@ -88,7 +88,7 @@ Test(cuda_pool, streamed_keys_hold_the_budget_rounded_up_to_one_granule, .timeou
         fhr_use_opts wait = {FHR_USE_WAIT, 0};
         uint64_t waits = 0;
         for (int i = 0; i < 2 * NKEYS; i++) {
-            fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0)};
+            fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0), 0};
             fhr_request req = {"rot", &rq, 1, NULL, 0, (uint64_t)i + 1};
             fhr_use *u = NULL;
             fhr_error e;

@@ -52,7 +52,7 @@ Test(cuda_regen, seeded_value_copy_moves_b_and_generates_a)
     fhr_adopt_opts o = {FHR_REPLICABLE, "k", 0};
     fhr_handle h;
     cr_assert_eq(fhr_adopt(m, &v, &o, &h, NULL), FHR_OK);
-    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_report *r;
     cr_assert_eq(fhr_execute_actions(m, &a, 1, NULL, 0, &r, NULL), FHR_OK);
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), nb);

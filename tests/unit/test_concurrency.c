@@ -374,7 +374,7 @@ Test(threads_concurrency, scope_destroyed_during_a_load_is_done_with_the_stream_
     fhr_manager *m = new_manager(b, NULL, 0);
     fhr_handle x = adopt_n(m, 4096, 3, FHR_REPLICABLE);
     fhr_stream *c = watched_stream(b);
-    fhr_action enter = {FHR_ACT_ENSURE, x, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action enter = {FHR_ACT_ENSURE, x, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_reservation r = {fhr_loc_cuda(0), 1000, "headroom"};
     fhr_plan_desc d = {"leased", NULL, 0, &enter, 1, NULL, 0, &r, 1};
     fhr_plan *p = NULL;
@@ -413,7 +413,7 @@ Test(threads_concurrency, use_destroyed_during_a_load_is_done_with_the_stream_on
     fhr_stream *c = watched_stream(b);
     fhr_policy *pol;
     fhr_controller *ctl = lru_controller(m, fhr_loc_cuda(0), &pol);
-    fhr_requirement rq = {x, fhr_loc_cuda(0)};
+    fhr_requirement rq = {x, fhr_loc_cuda(0), 0};
     fhr_request req = {"use", &rq, 1, NULL, 0, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), c};
     fhr_use *u = NULL;
@@ -443,7 +443,7 @@ Test(threads_concurrency, a_refused_use_end_changes_nothing)
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &c, NULL), FHR_OK);
     fhr_policy *pol;
     fhr_controller *ctl = lru_controller(m, fhr_loc_cuda(0), &pol);
-    fhr_requirement rq = {x, fhr_loc_cuda(0)};
+    fhr_requirement rq = {x, fhr_loc_cuda(0), 0};
     fhr_reservation r = {fhr_loc_cuda(0), 1000, "ws"};
     fhr_request req = {"use", &rq, 1, &r, 1, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), c};
@@ -506,7 +506,7 @@ Test(concurrency, an_infeasible_request_is_decided_once)
     cr_assert_eq(fhr_policy_create(&ops, &cnt, &pol, NULL), FHR_OK);
     fhr_controller *ctl = NULL;
     cr_assert_eq(fhr_controller_create(m, pol, &ctl, NULL), FHR_OK);
-    fhr_requirement rq = {x, fhr_loc_pinned()};
+    fhr_requirement rq = {x, fhr_loc_pinned(), 0};
     fhr_request req = {"r", &rq, 1, NULL, 0, 0};
     const fhr_use_opts plain = {0, 0}, wait = {FHR_USE_WAIT, 0};
     const fhr_use_opts *opts[] = {NULL, &plain, &wait};
@@ -576,7 +576,7 @@ Test(threads_concurrency, a_copy_in_flight_counts_against_a_request_already_met)
     cr_assert(js && strstr(js, "\"inflight_bytes\":1024"), "%s", js ? js : "(null)");
     free(js);
     fhr_snapshot_free(s);
-    fhr_action aw = {FHR_ACT_ENSURE, w, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action aw = {FHR_ACT_ENSURE, w, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_plan_desc dw = {"w", NULL, 0, &aw, 1, NULL, 0, NULL, 0};
     fhr_plan *pw = NULL;
     cr_assert_eq(fhr_plan_create(&dw, &pw, NULL), FHR_OK);
@@ -588,7 +588,7 @@ Test(threads_concurrency, a_copy_in_flight_counts_against_a_request_already_met)
 
     fhr_policy *pol;
     fhr_controller *ctl = lru_controller(m, fhr_loc_cuda(0), &pol);
-    fhr_requirement rq = {y, fhr_loc_cuda(0)};
+    fhr_requirement rq = {y, fhr_loc_cuda(0), 0};
     fhr_reservation r = {fhr_loc_cuda(0), 2048, "ws"};
     fhr_request req = {"y", &rq, 1, &r, 1, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), c};
@@ -657,7 +657,7 @@ typedef struct user {
 static void *use_main(void *arg)
 {
     user *u = arg;
-    fhr_requirement rq = {u->h, fhr_loc_cuda(0)};
+    fhr_requirement rq = {u->h, fhr_loc_cuda(0), 0};
     fhr_request req = {"y", &rq, 1, NULL, 0, 0};
     fhr_use_opts wait = {FHR_USE_WAIT, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), u->s};
@@ -840,7 +840,7 @@ Test(concurrency, the_controller_counts_a_missing_pinned_copy_as_charged)
     cr_assert_eq(fhr_policy_tiered_lru_create(&chain, 1, &pol, NULL), FHR_OK);
     fhr_controller *ctl = NULL;
     cr_assert_eq(fhr_controller_create(m, pol, &ctl, NULL), FHR_OK);
-    fhr_requirement rq = {h, fhr_loc_pinned()};
+    fhr_requirement rq = {h, fhr_loc_pinned(), 0};
     fhr_request req = {"back", &rq, 1, NULL, 0, 0};
     fhr_decision *d = NULL;
     cr_assert_eq(fhr_decide(ctl, &req, &d, NULL), FHR_OK);

@@ -67,21 +67,21 @@ Test(controller, request_validation)
     fhr_decision *d = NULL;
     fhr_error e;
     fhr_error_init(&e);
-    fhr_requirement two[] = {{x, fhr_loc_cuda(0)}, {x, fhr_loc_pinned()}};
+    fhr_requirement two[] = {{x, fhr_loc_cuda(0), 0}, {x, fhr_loc_pinned(), 0}};
     fhr_request req = {"bad", two, 2, NULL, 0, 0};
     cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_REPLICA);
     cr_assert(strstr(e.message, "EXCLUSIVE"), "%s", e.message);
     cr_assert_null(d);
-    fhr_requirement foreign[] = {{{x.manager_id + 1, x.serial}, fhr_loc_host()}};
+    fhr_requirement foreign[] = {{{x.manager_id + 1, x.serial}, fhr_loc_host(), 0}};
     req.requirements = foreign;
     req.nrequirements = 1;
     cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_HANDLE);
-    fhr_requirement badloc[] = {{y, {FHR_LOC_INVALID, 0}}};
+    fhr_requirement badloc[] = {{y, {FHR_LOC_INVALID, 0}, 0}};
     req.requirements = badloc;
     cr_assert_eq(fhr_decide(r.c, &req, &d, &e), FHR_E_LOCATION);
     /* REPLICABLE at several locations, with a repeat that counts once */
-    fhr_requirement many[] = {{y, fhr_loc_cuda(0)}, {y, fhr_loc_pinned()}, {y, fhr_loc_cuda(0)},
-                              {x, fhr_loc_cuda(1)}};
+    fhr_requirement many[] = {{y, fhr_loc_cuda(0), 0}, {y, fhr_loc_pinned(), 0}, {y, fhr_loc_cuda(0), 0},
+                              {x, fhr_loc_cuda(1), 0}};
     req.requirements = many;
     req.nrequirements = 4;
     d = decide_ok(&r, &req);
@@ -117,7 +117,7 @@ Test(controller, priority_then_lru_ordering_on_a_live_manager)
     for (int i = 0; i < 4; i++)
         cr_assert_eq(fhr_ensure(r.m, v[order[i]], fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     fhr_handle w = adopt_n(r.m, 250, 9, FHR_REPLICABLE);
-    fhr_requirement rq = {w, fhr_loc_cuda(0)};
+    fhr_requirement rq = {w, fhr_loc_cuda(0), 0};
     fhr_request req = {"tile", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
@@ -164,7 +164,7 @@ Test(controller, fallback_chains_of_length_1_to_3_move_the_last_copy)
         cr_assert_eq(fhr_move(r.m, victim, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
         cr_assert(resident_has_pattern(r.m, victim, fhr_loc_cuda(0), 7, 200));
         fhr_handle w = adopt_n(r.m, 200, 8, FHR_EXCLUSIVE);
-        fhr_requirement rq = {w, fhr_loc_cuda(0)};
+        fhr_requirement rq = {w, fhr_loc_cuda(0), 0};
         fhr_request req = {"chain", &rq, 1, NULL, 0, 0};
         fhr_decision *d = decide_ok(&r, &req);
         cr_assert(fhr_decision_feasible(d), "len %zu: %s", len, fhr_decision_explanation(d)->reason);
@@ -190,7 +190,7 @@ Test(controller, never_uses_an_unconfigured_tier)
     fhr_handle victim = adopt_n(r.m, 200, 7, FHR_EXCLUSIVE);
     cr_assert_eq(fhr_move(r.m, victim, fhr_loc_cuda(0), NULL, NULL, NULL), FHR_OK);
     fhr_handle w = adopt_n(r.m, 200, 8, FHR_REPLICABLE);
-    fhr_requirement rq = {w, fhr_loc_cuda(0)};
+    fhr_requirement rq = {w, fhr_loc_cuda(0), 0};
     fhr_request req = {"nochain", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert_not(fhr_decision_feasible(d));
@@ -264,7 +264,7 @@ Test(controller, stale_decision_is_refused_not_replanned)
     fhr_handle old = adopt_n(r.m, 100, 1, FHR_REPLICABLE);
     fhr_handle w = adopt_n(r.m, 150, 2, FHR_REPLICABLE);
     cr_assert_eq(fhr_ensure(r.m, old, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
-    fhr_requirement rq = {w, fhr_loc_cuda(0)};
+    fhr_requirement rq = {w, fhr_loc_cuda(0), 0};
     fhr_request req = {"stale", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r, &req);
     cr_assert(fhr_decision_feasible(d));
@@ -336,7 +336,7 @@ Test(controller, infeasible_explains_location_bytes_and_protection)
     cr_assert_null(u);
     /* the manager's explain is the authority: a move the policy cannot see fails there */
     fhr_hold_destroy(hd);
-    fhr_requirement rq = {a, fhr_loc_cuda(1)};
+    fhr_requirement rq = {a, fhr_loc_cuda(1), 0};
     fhr_request req2 = {"move-held", &rq, 1, NULL, 0, 0};
     cr_assert_eq(fhr_hold_acquire(r.m, &a, 1, fhr_loc_cuda(0), &hd, NULL), FHR_OK);
     d = decide_ok(&r, &req2);
@@ -361,7 +361,7 @@ Test(controller, use_on_the_emulated_device_with_consumer_streams)
     fhr_handle key = adopt_n(r.m, 256, 2, FHR_REPLICABLE);
     pat_source ps = {.n = 128, .seed = 3};
     fhr_handle src = register_pat(r.m, &ps, FHR_REPLICABLE);
-    fhr_requirement rq[] = {{in, fhr_loc_cuda(0)}, {key, fhr_loc_cuda(0)}, {src, fhr_loc_host()}};
+    fhr_requirement rq[] = {{in, fhr_loc_cuda(0), 0}, {key, fhr_loc_cuda(0), 0}, {src, fhr_loc_host(), 0}};
     fhr_reservation res = {fhr_loc_cuda(0), 100, "workspace"};
     fhr_request req = {"attention/tile-4", rq, 3, &res, 1, 0};
     fhr_stream *comp, *xfer;
@@ -428,7 +428,7 @@ Test(controller, foreign_decision_is_refused)
 {
     rig r1 = rig_new(NULL, 0, NULL, 0), r2 = rig_new(NULL, 0, NULL, 0);
     fhr_handle h = adopt_n(r1.m, 64, 1, FHR_REPLICABLE);
-    fhr_requirement rq = {h, fhr_loc_pinned()};
+    fhr_requirement rq = {h, fhr_loc_pinned(), 0};
     fhr_request req = {"x", &rq, 1, NULL, 0, 0};
     fhr_decision *d = decide_ok(&r1, &req);
     fhr_use *u = NULL;
@@ -497,9 +497,9 @@ Test(controller, met_requests_decide_as_the_full_path)
     fhr_handle b = adopt_n(r.m, 64, 2, FHR_REPLICABLE);
     cr_assert_eq(fhr_ensure(r.m, a, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
     cr_assert_eq(fhr_ensure(r.m, b, fhr_loc_cuda(0), NULL, NULL), FHR_OK);
-    fhr_requirement need_a = {a, fhr_loc_cuda(0)}, need_ab[] = {{a, fhr_loc_cuda(0)},
-                                                                {b, fhr_loc_pinned()}};
-    fhr_requirement unknown = {{a.manager_id, a.serial + 100}, fhr_loc_cuda(0)};
+    fhr_requirement need_a = {a, fhr_loc_cuda(0), 0}, need_ab[] = {{a, fhr_loc_cuda(0), 0},
+                                                                {b, fhr_loc_pinned(), 0}};
+    fhr_requirement unknown = {{a.manager_id, a.serial + 100}, fhr_loc_cuda(0), 0};
     fhr_reservation fits = {fhr_loc_cuda(0), 128, "ws"}, tight = {fhr_loc_cuda(0), 129, "ws"};
     fhr_reservation two[] = {{fhr_loc_cuda(0), 64, "x"}, {fhr_loc_cuda(0), 65, "y"}};
     struct { fhr_request req; int met; } cases[] = {
@@ -576,7 +576,7 @@ Test(controller, loading_requests_decide_as_the_full_path)
         }
         if (step % 17 == 8 && !fhr_handle_equal(hs[(size_t)step % nh], h))
             (void)fhr_discard(r.m, hs[(size_t)step % nh], NULL); /* later requests for it fail */
-        fhr_requirement need = {h, fhr_loc_cuda(0)};
+        fhr_requirement need = {h, fhr_loc_cuda(0), 0};
         fhr_reservation ws = {fhr_loc_cuda(0), 64, "ws"};
         fhr_request req = {"load", &need, 1, &ws, step % 4 == 0, 0};
         fhr_decision *fast = decide_as_full(r.c, mc, &req, step_name(step));
@@ -690,7 +690,7 @@ Test(controller, the_victim_index_ranks_as_from_scratch)
             t_reap(r.m);
         } else { /* a request through the controller: one or two values, maybe room */
             fhr_location where = (x >> 36) % 4 ? fhr_loc_cuda(0) : fhr_loc_pinned();
-            fhr_requirement need[] = {{h, where}, {h2, where}};
+            fhr_requirement need[] = {{h, where, 0}, {h2, where, 0}};
             fhr_reservation ws = {where, 64 * (1 + (x >> 38) % 2), "ws"};
             fhr_request req = {"walk", need, 1 + (x >> 42) % 2, &ws, (x >> 46) % 3 == 0, 0};
             fhr_decision *fast = decide_as_full(r.c, mc, &req, step_name(step));

@@ -28,7 +28,7 @@ static void *run_worker(void *arg)
         return NULL;
     }
     fhr_stream_map cons = {fhr_loc_cuda(0), s};
-    fhr_requirement rq = {w->h, fhr_loc_cuda(0)};
+    fhr_requirement rq = {w->h, fhr_loc_cuda(0), 0};
     fhr_request req = {"worker", &rq, 1, NULL, 0, 0};
     for (int i = 0; i < 400 && w->ok < 40; i++) {
         fhr_use *u = NULL;
@@ -139,7 +139,7 @@ static void *use_once(void *arg)
 {
     user *u = arg;
     fhr_stream_map cons = {fhr_loc_cuda(0), u->s};
-    fhr_requirement rq = {u->h, fhr_loc_cuda(0)};
+    fhr_requirement rq = {u->h, fhr_loc_cuda(0), 0};
     fhr_request req = {"user", &rq, 1, NULL, 0, 0};
     fhr_use *use = NULL;
     fhr_error_init(&u->e);

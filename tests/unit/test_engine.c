@@ -274,7 +274,7 @@ static void rig_down(rig *r)
 static fhr_status use_key(rig *r, int k, const fhr_use_opts *opts, uint64_t *waits,
                           fhr_error *e)
 {
-    fhr_requirement rq = {r->keys[k], fhr_loc_cuda(0)};
+    fhr_requirement rq = {r->keys[k], fhr_loc_cuda(0), 0};
     fhr_request req = {"rot", &rq, 1, NULL, 0, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), r->view};
     fhr_use *u = NULL;
@@ -379,7 +379,7 @@ Test(engine, use_reports_bytes_loads_evictions_after_the_end)
 {
     rig r;
     rig_up(&r);
-    fhr_requirement rq[2] = {{r.keys[0], fhr_loc_cuda(0)}, {r.keys[1], fhr_loc_cuda(0)}};
+    fhr_requirement rq[2] = {{r.keys[0], fhr_loc_cuda(0), 0}, {r.keys[1], fhr_loc_cuda(0), 0}};
     fhr_request req = {"two", rq, 2, NULL, 0, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), r.view};
     fhr_use *u = NULL;
@@ -419,7 +419,7 @@ Test(engine, loads_are_counted_in_the_use_report)
     cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
     fhr_stream *s;
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
-    fhr_requirement rq = {h, fhr_loc_cuda(0)};
+    fhr_requirement rq = {h, fhr_loc_cuda(0), 0};
     fhr_request req = {"load", &rq, 1, NULL, 0, 0};
     fhr_stream_map cons = {fhr_loc_cuda(0), s};
     fhr_use *u = NULL;
@@ -526,7 +526,7 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
         cr_assert_eq(fhr_launch_host(b, native, gate_wait, &g, NULL), FHR_OK);
         open_on_first_wait(b, &g);
         for (int i = 0; i < 28; i++) {
-            fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0)};
+            fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0), 0};
             fhr_request req = {"rot", &rq, 1, NULL, 0, (uint64_t)i + 1};
             fhr_use *u = NULL;
             fhr_error e;

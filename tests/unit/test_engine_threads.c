@@ -57,7 +57,7 @@ static void *engine_main(void *arg)
     fhr_stream_map cons = {fhr_loc_cuda(0), view};
     fhr_use_opts wait = {FHR_USE_WAIT, 0};
     for (int i = 0; i < TUSES && t->st == FHR_OK; i++) {
-        fhr_requirement rq = {t->keys[(i * 5 + t->seed) % TKEYS], fhr_loc_cuda(0)};
+        fhr_requirement rq = {t->keys[(i * 5 + t->seed) % TKEYS], fhr_loc_cuda(0), 0};
         fhr_request req = {"rot", &rq, 1, NULL, 0, 0};
         fhr_use *u = NULL;
         fhr_error e;

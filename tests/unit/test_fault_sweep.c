@@ -22,7 +22,7 @@ typedef struct world {
 
 static fhr_action A(fhr_action_kind k, fhr_handle h, fhr_location at)
 {
-    return (fhr_action){k, h, at, 0, {0, 0}};
+    return (fhr_action){k, h, at, 0, {0, 0}, 0};
 }
 
 static void world_init(world *W, int fail_load_at)

@@ -285,7 +285,7 @@ Test(threads_lease, decide_settled_decides_as_after_the_work)
     fhr_controller *c;
     cr_assert_eq(fhr_policy_tiered_lru_create(&ch, 1, &p, NULL), FHR_OK);
     cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
-    fhr_requirement rq = {want, fhr_loc_cuda(0)};
+    fhr_requirement rq = {want, fhr_loc_cuda(0), 0};
     fhr_request req = {"load", &rq, 1, NULL, 0, 0};
     fhr_decision *d;
     cr_assert_eq(fhr_decide(c, &req, &d, NULL), FHR_OK);
@@ -295,7 +295,7 @@ Test(threads_lease, decide_settled_decides_as_after_the_work)
               "the pending copy is protected: the younger one goes");
     fhr_decision_destroy(d);
 
-    fhr_requirement settled = {old, fhr_loc_cuda(0)};
+    fhr_requirement settled = {old, fhr_loc_cuda(0), 0};
     cr_assert_eq(fhr_decide_settled(c, &req, &settled, 1, &d, NULL), FHR_OK);
     cr_assert_eq(fhr_decision_nevictions(d), 1);
     cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, old),

@@ -276,7 +276,7 @@ Test(threads_lock, a_scope_entry_copy_holds_no_lock_and_keeps_its_values)
     size_t n = 16 << 10;
     fhr_handle x = adopt_n(m, n, 41, FHR_REPLICABLE);
     fhr_handle y = adopt_n(m, n, 42, FHR_REPLICABLE);
-    fhr_action enter[] = {{FHR_ACT_ENSURE, x, fhr_loc_pinned(), 0, {0, 0}}};
+    fhr_action enter[] = {{FHR_ACT_ENSURE, x, fhr_loc_pinned(), 0, {0, 0}, 0}};
     fhr_plan_desc d = {"copying", NULL, 0, enter, 1, NULL, 0, NULL, 0};
     fhr_plan *pl;
     cr_assert_eq(fhr_plan_create(&d, &pl, NULL), FHR_OK);

@@ -125,7 +125,7 @@ static run_result run_trace_regen(const int *trace, int t, const uint64_t *size,
     run_result r = {0, 0, 0, 0};
     uint64_t last_seq = 0;
     for (int i = 0; i < t; i++) {
-        fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0)};
+        fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0), 0};
         fhr_request req = {"use", &rq, 1, NULL, 0, (uint64_t)i + 1};
         int had = t_is_resident(m, rq.handle, rq.at);
         fhr_use *u = NULL;
@@ -338,7 +338,7 @@ Test(lookahead, ties_among_copies_never_used_again_evict_the_least_recent)
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);
     fhr_stream_map cons = {fhr_loc_cuda(0), cs};
     for (int i = 0; i < 5; i++) {
-        fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0)};
+        fhr_requirement rq = {keys[trace[i]], fhr_loc_cuda(0), 0};
         fhr_request req = {"use", &rq, 1, NULL, 0, (uint64_t)i + 1};
         fhr_use *u = NULL;
         cr_assert_eq(fhr_use_begin(c, &req, &cons, 1, NULL, 0, &u, NULL), FHR_OK);

@@ -170,8 +170,8 @@ Test(peer, explain_and_the_report_show_the_peer_source)
     fhr_backend *b = emu_backend(2);
     fhr_manager *m = new_manager(b, NULL, 0);
     fhr_handle h = key_on_c0(m, 14), k = adopt_n(m, N, 15, FHR_REPLICABLE);
-    fhr_action acts[] = {{FHR_ACT_ENSURE, h, fhr_loc_cuda(1), 0, {0, 0}},
-                         {FHR_ACT_ENSURE, k, fhr_loc_cuda(1), 0, {0, 0}}};
+    fhr_action acts[] = {{FHR_ACT_ENSURE, h, fhr_loc_cuda(1), 0, {0, 0}, 0},
+                         {FHR_ACT_ENSURE, k, fhr_loc_cuda(1), 0, {0, 0}, 0}};
     fhr_plan_desc d = {"two", NULL, 0, acts, 2, NULL, 0, NULL, 0};
     fhr_plan *pl = NULL;
     cr_assert_eq(fhr_plan_create(&d, &pl, NULL), FHR_OK);
@@ -400,7 +400,7 @@ Test(peer, lookahead_evicts_the_copy_the_other_device_can_restore)
     cr_assert_eq(fhr_policy_lookahead_create(&chain, 1, fut, 3, &p, NULL), FHR_OK);
     fhr_controller *c;
     cr_assert_eq(fhr_controller_create(m, p, &c, NULL), FHR_OK);
-    fhr_requirement rq = {k[2], fhr_loc_cuda(0)};
+    fhr_requirement rq = {k[2], fhr_loc_cuda(0), 0};
     fhr_request req = {"use", &rq, 1, NULL, 0, 1};
     fhr_stream *cs;
     cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &cs, NULL), FHR_OK);

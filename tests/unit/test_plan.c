@@ -5,7 +5,7 @@
 
 static fhr_action A(fhr_action_kind k, fhr_handle h, fhr_location at)
 {
-    return (fhr_action){k, h, at, 0, {0, 0}};
+    return (fhr_action){k, h, at, 0, {0, 0}, 0};
 }
 
 Test(plan, explain_is_a_dry_run)
@@ -129,10 +129,10 @@ Test(plan, infeasible_plan_names_the_failing_action)
 Test(plan, bad_plans_are_refused_at_creation)
 {
     fhr_plan *p = NULL;
-    fhr_action bad = {(fhr_action_kind)9, {1, 1}, {FHR_LOC_HOST, 0}, 0, {0, 0}};
+    fhr_action bad = {(fhr_action_kind)9, {1, 1}, {FHR_LOC_HOST, 0}, 0, {0, 0}, 0};
     fhr_plan_desc d = {"x", NULL, 0, &bad, 1, NULL, 0, NULL, 0};
     cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_E_INVALID);
-    fhr_action badloc = {FHR_ACT_ENSURE, {1, 1}, {FHR_LOC_CUDA, 99}, 0, {0, 0}};
+    fhr_action badloc = {FHR_ACT_ENSURE, {1, 1}, {FHR_LOC_CUDA, 99}, 0, {0, 0}, 0};
     d.enter = &badloc;
     cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_E_LOCATION);
     d.enter = NULL;

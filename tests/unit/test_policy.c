@@ -125,7 +125,7 @@ Test(policy, protected_copies_are_skipped_and_named)
     fake_copy(&f, v, g, 4);
     v = fake_val(&f, 5, 9, 100, FHR_RECONSTRUCTIBLE); /* required: never evicted */
     fhr_policy *p = lru(NULL, 0);
-    fhr_requirement rq = {H(5), g};
+    fhr_requirement rq = {H(5), g, 0};
     fhr_request req = {"prot", &rq, 1, NULL, 0, 0};
     fhr_policy_out o;
     cr_assert_eq(fhr_policy_decide(p, &f.s, &req, &o, NULL), FHR_OK);
@@ -326,7 +326,7 @@ static void random_request(rng *r, const world *w, fhr_requirement *rq, size_t *
 {
     *nrq = 1 + rn(r, 3);
     for (size_t i = 0; i < *nrq; i++)
-        rq[i] = (fhr_requirement){w->hs[rn(r, w->nh)], rloc(r)};
+        rq[i] = (fhr_requirement){w->hs[rn(r, w->nh)], rloc(r), 0};
     *nres = rn(r, 2);
     if (*nres)
         res[0] = (fhr_reservation){rloc(r), rn(r, 600), "workspace"};
@@ -346,7 +346,7 @@ Test(policy, determinism_1000_random_states)
         random_request(&r, &a, rq, &nrq, res, &nres);
         fhr_requirement rqb[3];
         for (size_t i = 0; i < nrq; i++) /* the same request, in b's handles */
-            rqb[i] = (fhr_requirement){{fhr_manager_id(b.m), rq[i].handle.serial}, rq[i].at};
+            rqb[i] = (fhr_requirement){{fhr_manager_id(b.m), rq[i].handle.serial}, rq[i].at, 0};
         fhr_request ra = {"random", rq, nrq, res, nres, 0};
         fhr_request rb = {"random", rqb, nrq, res, nres, 0};
         fhr_decision *da = NULL, *db = NULL, *da2 = NULL;

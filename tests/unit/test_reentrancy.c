@@ -98,7 +98,7 @@ Test(threads_reentrancy, every_call_fails_fast_while_load_runs)
     cr_assert_eq(fhr_trace_json(m, &tj, NULL), FHR_E_REENTRANT);
     cr_assert_null(tj);
     fhr_plan *p = NULL;
-    fhr_action act = {FHR_ACT_ENSURE, bl.other, fhr_loc_pinned(), 0, {0, 0}};
+    fhr_action act = {FHR_ACT_ENSURE, bl.other, fhr_loc_pinned(), 0, {0, 0}, 0};
     fhr_plan_desc d = {"p", NULL, 0, &act, 1, NULL, 0, NULL, 0};
     cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_OK);
     fhr_scope *sc = NULL;

@@ -101,7 +101,7 @@ Test(regen, device_copy_generates_and_the_host_keeps_only_b)
     cr_assert_eq(fhr_adopt(m, &v, &o, &h, NULL), FHR_OK);
     cr_assert_eq(used_at(m, fhr_loc_pinned()), nb, "pinned holds the b half only");
 
-    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_report *r = NULL;
     cr_assert_eq(fhr_execute_actions(m, &a, 1, NULL, 0, &r, NULL), FHR_OK);
     const fhr_transition *t = fhr_report_transition(r, 0);
@@ -150,7 +150,7 @@ Test(regen, device_copy_generates_and_the_host_keeps_only_b)
 
     /* device -> host moves only what the host keeps */
     cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), NULL), FHR_OK);
-    a = (fhr_action){FHR_ACT_MOVE, h, fhr_loc_host(), 0, {0, 0}};
+    a = (fhr_action){FHR_ACT_MOVE, h, fhr_loc_host(), 0, {0, 0}, 0};
     cr_assert_eq(fhr_execute_actions(m, &a, 1, NULL, 0, &r, NULL), FHR_OK);
     t = fhr_report_transition(r, 0);
     cr_assert_eq(t->nbytes, nb);
@@ -179,7 +179,7 @@ Test(regen, device_budget_admits_the_whole_copy)
     cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 0);
     /* explain predicts the same split as the run */
     cr_assert_eq(fhr_set_budget(m, fhr_loc_cuda(0), 8192, NULL), FHR_OK);
-    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_plan_desc d = {"p", NULL, 0, &a, 1, NULL, 0, NULL, 0};
     fhr_plan *p;
     cr_assert_eq(fhr_plan_create(&d, &p, NULL), FHR_OK);
@@ -204,7 +204,7 @@ Test(regen, a_pinned_copy_that_keeps_the_field_holds_it)
     fhr_handle h;
     cr_assert_eq(fhr_adopt(m, &v, &o, &h, NULL), FHR_OK);
     cr_assert_eq(used_at(m, fhr_loc_pinned()), 2048);
-    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_report *r = NULL;
     cr_assert_eq(fhr_execute_actions(m, &a, 1, NULL, 0, &r, NULL), FHR_OK);
     cr_assert_eq(fhr_report_transition(r, 0)->nbytes, 1024, "a device still regenerates");
@@ -428,7 +428,7 @@ Test(regen, engine_key_parts_interleave_with_a_64_byte_seed_each)
     cr_assert_eq(fhr_adopt(m, &v, &o, &h, NULL), FHR_OK);
     cr_assert_eq(used_at(m, fhr_loc_pinned()), PARTS * HALF, "pinned holds the b halves only");
 
-    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}};
+    fhr_action a = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 0};
     fhr_report *r = NULL;
     cr_assert_eq(fhr_execute_actions(m, &a, 1, NULL, 0, &r, NULL), FHR_OK);
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), PARTS * HALF, "the b halves cross the link");

@@ -6,7 +6,7 @@
 
 static fhr_action A(fhr_action_kind k, fhr_handle h, fhr_location at)
 {
-    return (fhr_action){k, h, at, 0, {0, 0}};
+    return (fhr_action){k, h, at, 0, {0, 0}, 0};
 }
 
 Test(scope, runtime_order_in_trace_and_report)
