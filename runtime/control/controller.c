@@ -159,6 +159,19 @@ static fhr_status req_check_state(const fhr_snapshot *s, const char *name,
                 err->handle = r[i].handle;
             return FHR_E_HANDLE;
         }
+        if (r[i].limbs && (!vi->cut_q || r[i].limbs > vi->cut_q || r[i].at.kind != FHR_LOC_CUDA)) {
+            fhr_fail(err, FHR_E_INVALID, "request '%.60s': requirement %zu names %u q-limbs of "
+                     "handle #%llu at %s: %s", name, i, r[i].limbs,
+                     (unsigned long long)r[i].handle.serial, fhr_loc_format(r[i].at, a, sizeof a),
+                     !vi->cut_q ? "the value has no limb cut"
+                     : r[i].limbs > vi->cut_q ? "more than it has"
+                                              : "host and pinned copies are whole");
+            if (err) {
+                err->handle = r[i].handle;
+                err->loc = r[i].at;
+            }
+            return FHR_E_INVALID;
+        }
         if (vi->mode != FHR_EXCLUSIVE)
             continue;
         for (size_t k = 0; k < i; k++)

@@ -14,6 +14,8 @@ static int requirements_present(fhr_manager *m, const fhr_requirement *rq, size_
         const val *v = m->vals[h.serial];
         if (!v || !(v->present >> slot & 1))
             return 0;
+        if (rq[i].limbs && (!v->cut || rq[i].limbs > v->cut->q || slot < 2))
+            return 0; /* the full path names what is wrong */
         const mat *x = v->cut ? val_mat(v, slot) : NULL; /* a partial copy: enough limbs? */
         uint32_t want = v->cut && rq[i].limbs < v->cut->q ? rq[i].limbs : 0;
         if (x && x->limbs && (!want || x->limbs < want))

@@ -372,6 +372,15 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
         } else {
             cJSON_AddNullToObject(o, "meta");
         }
+        if (v->cut_q) { /* fhr_value_cut_limbs */
+            cJSON *cut = cJSON_AddObjectToObject(o, "cut");
+            add_u64(cut, "q", v->cut_q);
+            add_u64(cut, "special", v->cut_special);
+            add_u64(cut, "parts", v->cut_parts);
+            add_u64(cut, "fields", v->cut_nfields);
+            add_u64(cut, "limb_nbytes", v->cut_limb_nbytes);
+            add_u64(cut, "regen_fields", v->cut_regen_mask);
+        }
         cJSON *cps = cJSON_AddArrayToObject(o, "copies");
         for (size_t c = 0; c < v->ncopies; c++) {
             const fhr_copy_info *ci = &v->copies[c];
@@ -379,6 +388,7 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
             cJSON_AddStringToObject(co, "location", fhr_loc_format(ci->loc, buf, sizeof buf));
             add_u64(co, "storage_nbytes", ci->storage_nbytes);
             add_u64(co, "charged_nbytes", ci->charged_nbytes);
+            add_u64(co, "limbs", ci->limbs);
             add_u64(co, "restore_nbytes", ci->restore_nbytes);
             cJSON_AddBoolToObject(co, "ready", ci->ready);
             if (ci->copied)

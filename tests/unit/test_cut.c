@@ -189,6 +189,13 @@ Test(cut, a_partial_copy_holds_and_is_charged_its_limbs_and_a_grow_moves_the_res
     cr_assert_eq(limbs, 2);
     check_copy(m, h, 2, 0);
     check_accounting(m);
+    fhr_snapshot *snap = NULL;
+    cr_assert_eq(fhr_snapshot_take(m, &snap, NULL), FHR_OK);
+    char *js = fhr_snapshot_json(snap);
+    cr_assert(js && strstr(js, "\"cut\":{\"q\":6,\"special\":2,\"parts\":2"), "%s", js);
+    cr_assert(strstr(js, "\"charged_nbytes\":512,\"limbs\":2"), "%s", js);
+    free(js);
+    fhr_snapshot_free(snap);
     /* asking for fewer changes nothing */
     r = ensure_report(m, h, 1);
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), 0);
@@ -326,6 +333,20 @@ Test(cut, a_policy_loads_only_the_limbs_a_request_needs)
         fhr_decision_destroy(d);
     }
     cr_assert_eq(used(m, fhr_loc_cuda(0)), 3u * 2 * (2 + K) * LIMB);
+    /* limbs of a value without a cut, beyond q, or at pinned: refused, naming which */
+    fhr_handle plain = adopt_n(m, 256, 5, FHR_REPLICABLE);
+    fhr_requirement bad[] = {{plain, fhr_loc_cuda(0), 2}, {k[0], fhr_loc_cuda(0), Q + 1},
+                             {k[0], fhr_loc_pinned(), 2}};
+    const char *why[] = {"no limb cut", "more than it has", "whole"};
+    for (int i = 0; i < 3; i++) {
+        fhr_request rb = {"bad", &bad[i], 1, NULL, 0, 0};
+        fhr_decision *db = NULL;
+        fhr_error e;
+        fhr_error_init(&e);
+        cr_assert_eq(fhr_decide(c, &rb, &db, &e), FHR_E_INVALID);
+        cr_assert(strstr(e.message, why[i]), "%s", e.message);
+        fhr_error_clear(&e);
+    }
     /* a whole key needs room: the policy evicts partial copies by their charge */
     fhr_requirement whole = {k[0], fhr_loc_cuda(0), 0};
     fhr_request req = {"whole", &whole, 1, NULL, 0, 0};
