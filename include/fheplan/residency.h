@@ -275,9 +275,10 @@ FHR_API fhr_status fhr_ensure(fhr_manager *m, fhr_handle h, fhr_location at, fhr
 /* ---- partial copies (fhr_manager(3), "Partial copies") ------------------------------- */
 /* Cuts a REPLICABLE value into limbs: each of its fields (the spec's, or the adopted
  * value's) is q q-limbs followed by `special` special limbs of equal size, and the fields
- * form `parts` equal consecutive groups (parts divides the field count; alpha =
- * ceil(q / parts)). A device copy may then hold only what a use at level l needs, l + 1
- * q-limbs: of each part p with p * alpha <= l, q-limbs 0..l and every special limb of
+ * form `parts` equal consecutive groups (parts divides the field count), part p
+ * covering q-limbs [p * alpha, (p + 1) * alpha). A device copy may then hold only what a
+ * use at level l needs, l + 1 q-limbs: of each part p with p * alpha <= l, q-limbs 0..l
+ * and every special limb of
  * each of its fields, packed in field order (fhr_value_nfields/fhr_value_field_at give
  * the partial copy's fields, each (l + 1 + special) limbs; an absent part's fields are
  * not in it). Host and pinned copies are always whole. The fields must all be the same
@@ -285,6 +286,7 @@ FHR_API fhr_status fhr_ensure(fhr_manager *m, fhr_handle h, fhr_location at, fhr
  * Refused once the value has a partial copy or when it is cut already. */
 typedef struct fhr_limb_cut {
     uint32_t q, special, parts;
+    uint32_t alpha; /* q-limbs per part (0: ceil(q / parts)); parts = ceil(q / alpha) */
     /* bit f: field f is regenerated on devices (the value's regenerable fields: their
      * bytes must be its regenerable bytes; 0 for an adopted value: its own) */
     uint64_t regen_fields;
@@ -408,7 +410,7 @@ typedef struct fhr_value_info {
     fhr_copy_info *copies;
     /* fhr_value_cut_limbs (all 0: not cut): q, special, parts, the field count, one
      * limb's bytes and the fields regenerated on devices (bit f: field f) */
-    uint32_t cut_q, cut_special, cut_parts, cut_nfields;
+    uint32_t cut_q, cut_special, cut_parts, cut_alpha, cut_nfields;
     uint64_t cut_limb_nbytes, cut_regen_mask;
     uint64_t omitted_nbytes[2]; /* of regen_nbytes, what a copy at host [0] and at pinned
                                  * [1] omits: its charge there is spec_storage_nbytes less

@@ -48,6 +48,11 @@ static fhr_status cut_check(const val *v, const fhr_limb_cut *in, mgr_cut *c, co
         return fhr_fail(err, FHR_E_INVALID, "value_cut_limbs: %u q-limbs in %u parts over %zu "
                         "fields (q >= 1, parts >= 1 dividing the fields, at most %d fields)",
                         in->q, in->parts, n, MGR_CUT_FIELDS);
+    uint32_t alpha = in->alpha ? in->alpha : (in->q + in->parts - 1) / in->parts;
+    if ((uint64_t)alpha * (in->parts - 1) >= in->q || (uint64_t)alpha * in->parts < in->q)
+        return fhr_fail(err, FHR_E_INVALID, "value_cut_limbs: %u parts of %u q-limbs do not "
+                        "cover %u q-limbs (ceil(q / alpha) must be the parts)", in->parts, alpha,
+                        in->q);
     uint64_t per = (uint64_t)in->q + in->special, sum = 0;
     for (size_t f = 0; f < n; f++) {
         if (bytes[f] != bytes[0] || bytes[f] % per || (bytes[f] / per) % 8)
@@ -65,8 +70,7 @@ static fhr_status cut_check(const val *v, const fhr_limb_cut *in, mgr_cut *c, co
         return fhr_fail(err, FHR_E_INVALID, "value_cut_limbs: regenerated fields 0x%llx do not "
                         "make the value's %llu regenerable bytes", (unsigned long long)regen,
                         (unsigned long long)v->regen);
-    *c = (mgr_cut){in->q, in->special, in->parts, (in->q + in->parts - 1) / in->parts,
-                   (uint32_t)n, bytes[0] / per, regen};
+    *c = (mgr_cut){in->q, in->special, in->parts, alpha, (uint32_t)n, bytes[0] / per, regen};
     return FHR_OK;
 }
 
@@ -156,8 +160,7 @@ uint64_t fhr_cut_nbytes(const fhr_value_info *vi, uint32_t limbs, int regen)
 {
     if (!vi || !vi->cut_q || !vi->cut_parts || !vi->cut_nfields)
         return 0;
-    mgr_cut c = {vi->cut_q, vi->cut_special, vi->cut_parts,
-                 (vi->cut_q + vi->cut_parts - 1) / vi->cut_parts, vi->cut_nfields,
+    mgr_cut c = {vi->cut_q, vi->cut_special, vi->cut_parts, vi->cut_alpha, vi->cut_nfields,
                  vi->cut_limb_nbytes, vi->cut_regen_mask};
     return cut_bytes(&c, limbs < c.q ? limbs : 0, regen);
 }

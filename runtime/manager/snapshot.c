@@ -88,6 +88,7 @@ void snap_fill_value(const fhr_manager *m, const val *v, fhr_value_info *vi)
     vi->cut_q = c ? c->q : 0;
     vi->cut_special = c ? c->special : 0;
     vi->cut_parts = c ? c->parts : 0;
+    vi->cut_alpha = c ? c->alpha : 0;
     vi->cut_nfields = c ? c->nfields : 0;
     vi->cut_limb_nbytes = c ? c->limb : 0;
     vi->cut_regen_mask = c ? c->regen_mask : 0;
@@ -377,6 +378,7 @@ char *fhr_snapshot_json(const fhr_snapshot *s)
             add_u64(cut, "q", v->cut_q);
             add_u64(cut, "special", v->cut_special);
             add_u64(cut, "parts", v->cut_parts);
+            add_u64(cut, "alpha", v->cut_alpha);
             add_u64(cut, "fields", v->cut_nfields);
             add_u64(cut, "limb_nbytes", v->cut_limb_nbytes);
             add_u64(cut, "regen_fields", v->cut_regen_mask);

@@ -48,7 +48,7 @@ static fhr_handle adopt_key(fhr_manager *m, fhr_backend *b, int seeded, int cut)
     fhr_adopt_opts o = {FHR_REPLICABLE, "key", 0};
     fhr_handle h;
     cr_assert_eq(fhr_adopt(m, &v, &o, &h, NULL), FHR_OK);
-    fhr_limb_cut c = {Q, K, 2, 0};
+    fhr_limb_cut c = {Q, K, 2, 0, 0};
     fhr_error e;
     fhr_error_init(&e);
     if (cut)
@@ -144,15 +144,18 @@ Test(cut, the_cut_is_checked_against_the_fields)
     fhr_handle h = adopt_key(m, b, 0, 0);
     fhr_error e;
     fhr_error_init(&e);
-    fhr_limb_cut bad_parts = {Q, K, 3, 0}, bad_limbs = {5, K, 2, 0}, zero = {0, K, 2, 0};
+    fhr_limb_cut bad_parts = {Q, K, 3, 0, 0}, bad_limbs = {5, K, 2, 0, 0}, zero = {0, K, 2, 0, 0};
+    fhr_limb_cut bad_alpha = {Q, K, 2, 2, 0}; /* 2 parts of 2 q-limbs do not cover 6 */
     cr_assert_eq(fhr_value_cut_limbs(m, h, &bad_parts, &e), FHR_E_INVALID);
     cr_assert(strstr(e.message, "parts"), "%s", e.message);
     cr_assert_eq(fhr_value_cut_limbs(m, h, &bad_limbs, &e), FHR_E_INVALID);
     cr_assert(strstr(e.message, "field 'b0'"), "%s", e.message);
     cr_assert_eq(fhr_value_cut_limbs(m, h, &zero, &e), FHR_E_INVALID);
-    fhr_limb_cut regen = {Q, K, 2, 0x2};
+    cr_assert_eq(fhr_value_cut_limbs(m, h, &bad_alpha, &e), FHR_E_INVALID);
+    cr_assert(strstr(e.message, "do not cover"), "%s", e.message);
+    fhr_limb_cut regen = {Q, K, 2, 0, 0x2};
     cr_assert_eq(fhr_value_cut_limbs(m, h, &regen, &e), FHR_E_INVALID, "no regenerable bytes");
-    fhr_limb_cut ok = {Q, K, 2, 0};
+    fhr_limb_cut ok = {Q, K, 2, 0, 0};
     cr_assert_eq(fhr_value_cut_limbs(m, h, &ok, &e), FHR_OK, "%s", e.message);
     cr_assert_eq(fhr_value_cut_limbs(m, h, &ok, &e), FHR_E_STATE, "cut once");
     fhr_handle x = adopt_n(m, 4096, 1, FHR_EXCLUSIVE);
@@ -192,7 +195,7 @@ Test(cut, a_partial_copy_holds_and_is_charged_its_limbs_and_a_grow_moves_the_res
     fhr_snapshot *snap = NULL;
     cr_assert_eq(fhr_snapshot_take(m, &snap, NULL), FHR_OK);
     char *js = fhr_snapshot_json(snap);
-    cr_assert(js && strstr(js, "\"cut\":{\"q\":6,\"special\":2,\"parts\":2"), "%s", js);
+    cr_assert(js && strstr(js, "\"cut\":{\"q\":6,\"special\":2,\"parts\":2,\"alpha\":3"), "%s", js);
     cr_assert(strstr(js, "\"charged_nbytes\":512,\"limbs\":2"), "%s", js);
     free(js);
     fhr_snapshot_free(snap);
