@@ -38,15 +38,15 @@ __global__ void k_touch(const uint64_t *d, size_t nwords, uint64_t *sink)
 }
 
 __global__ void k_verify(const uint64_t *d, size_t nwords, const unsigned char *tail,
-                         size_t ntail, int synth, uint64_t seed, unsigned long long *bad,
-                         unsigned long long *flag)
+                         size_t ntail, int synth, uint64_t seed, uint64_t w0,
+                         unsigned long long *bad, unsigned long long *flag)
 {
     unsigned diff = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
          i += (size_t)gridDim.x * blockDim.x)
-        diff |= d[i] != (synth ? rplan_synth_word(seed, i) : 0);
+        diff |= d[i] != (synth ? rplan_synth_word(seed, w0 + i) : 0);
     if (blockIdx.x == 0 && threadIdx.x == 0 && ntail) {
-        uint64_t w = synth ? rplan_synth_word(seed, nwords) : 0;
+        uint64_t w = synth ? rplan_synth_word(seed, w0 + nwords) : 0;
         for (size_t k = 0; k < ntail; k++)
             diff |= tail[k] != (unsigned char)(w >> (8 * k));
     }
@@ -99,14 +99,15 @@ __global__ void k_counter_tail(unsigned char *d, size_t off, size_t n, uint64_t 
 }
 
 __global__ void k_counter_verify(const uint64_t *d, size_t nwords, const unsigned char *tail,
-                                 size_t ntail, uint64_t key, unsigned long long *flag)
+                                 size_t ntail, uint64_t key, uint64_t w0,
+                                 unsigned long long *flag)
 {
     unsigned diff = 0;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < nwords;
          i += (size_t)gridDim.x * blockDim.x)
-        diff |= d[i] != fhr_counter_word(key, i);
+        diff |= d[i] != fhr_counter_word(key, w0 + i);
     if (blockIdx.x == 0 && threadIdx.x == 0 && ntail) {
-        uint64_t w = fhr_counter_word(key, nwords);
+        uint64_t w = fhr_counter_word(key, w0 + nwords);
         for (size_t k = 0; k < ntail; k++)
             diff |= tail[k] != (unsigned char)(w >> (8 * k));
     }
@@ -174,12 +175,19 @@ extern "C" fhr_status fhk_touch(fhr_stream *s, const void *d, size_t n, uint64_t
 extern "C" fhr_status fhk_verify(fhr_stream *s, const void *d, size_t n, int synth, uint64_t seed,
                                  unsigned long long *mismatches, fhr_error *err)
 {
+    return fhk_verify_at(s, d, n, synth, seed, 0, mismatches, err);
+}
+
+extern "C" fhr_status fhk_verify_at(fhr_stream *s, const void *d, size_t n, int synth,
+                                    uint64_t seed, uint64_t w0, unsigned long long *mismatches,
+                                    fhr_error *err)
+{
     cudaStream_t st = native(s);
     size_t nw = n / 8;
     // mismatches[0]: the count, mismatches[1]: scratch flag for this call
     k_verify<<<grid_for(nw), 256, 0, st>>>((const uint64_t *)d, nw,
                                            (const unsigned char *)d + nw * 8, n % 8, synth, seed,
-                                           mismatches, mismatches + 1);
+                                           w0, mismatches, mismatches + 1);
     k_verify_fold<<<1, 1, 0, st>>>(mismatches + 1, mismatches);
     return launched(err, "verify");
 }
@@ -224,11 +232,18 @@ extern "C" fhr_status fhk_counter_fill(fhr_stream *s, void *d, size_t n, uint64_
 extern "C" fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
                                          unsigned long long *mismatches, fhr_error *err)
 {
+    return fhk_counter_verify_at(s, d, n, key, 0, mismatches, err);
+}
+
+extern "C" fhr_status fhk_counter_verify_at(fhr_stream *s, const void *d, size_t n, uint64_t key,
+                                            uint64_t w0, unsigned long long *mismatches,
+                                            fhr_error *err)
+{
     cudaStream_t st = native(s);
     size_t nw = n / 8;
     k_counter_verify<<<grid_for(nw), 256, 0, st>>>((const uint64_t *)d, nw,
                                                    (const unsigned char *)d + nw * 8, n % 8, key,
-                                                   mismatches + 1);
+                                                   w0, mismatches + 1);
     k_verify_fold<<<1, 1, 0, st>>>(mismatches + 1, mismatches);
     return launched(err, "counter_verify");
 }

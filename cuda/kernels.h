@@ -44,6 +44,12 @@ fhr_status fhk_counter_fill_at(fhr_stream *s, void *d, size_t n, uint64_t key, u
                                fhr_error *err);
 fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
                               unsigned long long *mismatches, fhr_error *err);
+/* fhk_verify and fhk_counter_verify of the stream from word w0 on (the bytes of a value or
+ * field from byte 8 * w0 on: a partial copy's limbs). */
+fhr_status fhk_verify_at(fhr_stream *s, const void *d, size_t n, int synth, uint64_t seed,
+                         uint64_t w0, unsigned long long *mismatches, fhr_error *err);
+fhr_status fhk_counter_verify_at(fhr_stream *s, const void *d, size_t n, uint64_t key,
+                                 uint64_t w0, unsigned long long *mismatches, fhr_error *err);
 
 #ifdef __cplusplus
 }

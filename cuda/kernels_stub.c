@@ -50,6 +50,18 @@ fhr_status fhk_counter_fill_at(fhr_stream *s, void *d, size_t n, uint64_t key, u
     (void)s; (void)d; (void)n; (void)key; (void)w0;
     return no_cuda(err);
 }
+fhr_status fhk_verify_at(fhr_stream *s, const void *d, size_t n, int synth, uint64_t seed,
+                         uint64_t w0, unsigned long long *mismatches, fhr_error *err)
+{
+    (void)s; (void)d; (void)n; (void)synth; (void)seed; (void)w0; (void)mismatches;
+    return no_cuda(err);
+}
+fhr_status fhk_counter_verify_at(fhr_stream *s, const void *d, size_t n, uint64_t key,
+                                 uint64_t w0, unsigned long long *mismatches, fhr_error *err)
+{
+    (void)s; (void)d; (void)n; (void)key; (void)w0; (void)mismatches;
+    return no_cuda(err);
+}
 fhr_status fhk_counter_verify(fhr_stream *s, const void *d, size_t n, uint64_t key,
                               unsigned long long *mismatches, fhr_error *err)
 {

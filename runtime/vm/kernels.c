@@ -111,10 +111,12 @@ void vm_synth_host(void *p, size_t n, uint64_t seed)
             pthread_join(th[i], NULL);
 }
 
-/* 1 when bytes [off, end) of p differ from the synthetic (or zero) content. */
-static int verify_range(const unsigned char *p, size_t off, size_t end, int synth, uint64_t seed)
+/* 1 when bytes [off, end) of p differ from the synthetic (or zero) content, whose word w0
+ * is at p. */
+static int verify_range(const unsigned char *p, size_t off, size_t end, int synth, uint64_t seed,
+                        uint64_t w0)
 {
-    size_t w = off / 8;
+    uint64_t w = w0 + off / 8;
     for (; off + 8 <= end; off += 8, w++) {
         uint64_t x, want = synth ? rplan_synth_word(seed, w) : 0;
         memcpy(&x, p + off, 8);
@@ -134,29 +136,29 @@ typedef struct verify_part {
     const unsigned char *p;
     size_t off, end;
     int synth, bad;
-    uint64_t seed;
+    uint64_t seed, w0;
 } verify_part;
 
 static void *verify_thread(void *arg)
 {
     verify_part *vp = arg;
-    vp->bad = verify_range(vp->p, vp->off, vp->end, vp->synth, vp->seed);
+    vp->bad = verify_range(vp->p, vp->off, vp->end, vp->synth, vp->seed, vp->w0);
     return NULL;
 }
 
 /* Recomputes and compares, on several threads for large values. */
-static int verify_host(const unsigned char *p, size_t n, int synth, uint64_t seed)
+static int verify_host(const unsigned char *p, size_t n, int synth, uint64_t seed, uint64_t w0)
 {
     enum { NT = 8 };
     if (n < ((size_t)8 << 20))
-        return verify_range(p, 0, n, synth, seed);
+        return verify_range(p, 0, n, synth, seed, w0);
     pthread_t th[NT];
     verify_part parts[NT];
     int started[NT] = {0}, bad = 0;
     size_t chunk = (n / NT + 7) / 8 * 8;
     for (int i = 0; i < NT; i++) {
         size_t off = (size_t)i * chunk, end = off + chunk < n ? off + chunk : n;
-        parts[i] = (verify_part){p, off < n ? off : n, end, synth, 0, seed};
+        parts[i] = (verify_part){p, off < n ? off : n, end, synth, 0, seed, w0};
         started[i] = pthread_create(&th[i], NULL, verify_thread, &parts[i]) == 0;
         if (!started[i])
             verify_thread(&parts[i]);
@@ -181,6 +183,7 @@ typedef struct host_job {
     int synth;               /* FILL/VERIFY: 1 synth, 0 zero; FILL: 2 copy from src */
     uint64_t seed;
     uint64_t *counter;       /* VERIFY: mismatches; TOUCH: sink */
+    uint64_t w0;             /* VERIFY: the content's word at src */
     uint64_t ns;             /* SPIN */
     const uint64_t *ct, *key;
     uint64_t *acc;
@@ -208,11 +211,11 @@ static void run_job(void *arg)
         break;
     }
     case JOB_VERIFY:
-        if (verify_host(j->src, j->n, j->synth, j->seed))
+        if (verify_host(j->src, j->n, j->synth, j->seed, j->w0))
             __atomic_fetch_add(j->counter, 1, __ATOMIC_RELAXED);
         break;
     case JOB_VERIFY_COUNTER: /* seed: the generator's key */
-        if (fhr_counter_differs_host(j->src, j->n, j->seed))
+        if (fhr_counter_differs_host_at(j->src, j->n, j->seed, 8 * j->w0))
             __atomic_fetch_add(j->counter, 1, __ATOMIC_RELAXED);
         break;
     case JOB_SPIN: {
@@ -334,14 +337,17 @@ static uint64_t seeded_key(const rplan_value_info *vi)
 
 /* Enqueues the check of one byte range against synthetic/zero content (counter 0) or the
  * counter stream keyed by `key` (counter 1). */
+/* Compares n bytes at p with the content from byte `off` on (a multiple of 8): synthetic
+ * or zero content, or (counter) the counter generator's stream keyed by seed. */
 static fhr_status verify_range_on(const rplan_kernel_call *c, const void *p, size_t n,
-                                  int counter, int synth, uint64_t seed, fhr_error *err)
+                                  int counter, int synth, uint64_t seed, uint64_t off,
+                                  fhr_error *err)
 {
     if (c->device_memory)
-        return counter ? fhk_counter_verify(c->stream, p, n, seed,
-                                            (unsigned long long *)counter_of(c), err)
-                       : fhk_verify(c->stream, p, n, synth, seed,
-                                    (unsigned long long *)counter_of(c), err);
+        return counter ? fhk_counter_verify_at(c->stream, p, n, seed, off / 8,
+                                               (unsigned long long *)counter_of(c), err)
+                       : fhk_verify_at(c->stream, p, n, synth, seed, off / 8,
+                                       (unsigned long long *)counter_of(c), err);
     host_job *j = new_job(counter ? JOB_VERIFY_COUNTER : JOB_VERIFY, err);
     if (!j)
         return FHR_E_NOMEM;
@@ -349,6 +355,7 @@ static fhr_status verify_range_on(const rplan_kernel_call *c, const void *p, siz
     j->n = n;
     j->synth = synth;
     j->seed = seed;
+    j->w0 = off / 8;
     j->counter = counter_of(c);
     return enqueue(c->backend, c->stream, j, err);
 }
@@ -401,7 +408,7 @@ static fhr_status verify_kernel(void *ctx, const rplan_kernel_call *c, fhr_error
             size_t nb, na;
             fhr_status st = fhr_value_field(c->values[v], "b", &pb, &nb);
             if (st == FHR_OK)
-                st = verify_range_on(c, pb, nb, 0, synth, vi->seed, err);
+                st = verify_range_on(c, pb, nb, 0, synth, vi->seed, 0, err);
             else
                 return fhr_fail(err, FHR_E_INVALID, "verify: seeded value %s has no field 'b'",
                                 vi->name);
@@ -411,7 +418,7 @@ static fhr_status verify_kernel(void *ctx, const rplan_kernel_call *c, fhr_error
                                     "verify: %s is regenerated by '%s'; only the built-in "
                                     "counter generator can be recomputed",
                                     vi->name, vi->generator);
-                st = verify_range_on(c, pa, na, 1, 0, seeded_key(vi), err);
+                st = verify_range_on(c, pa, na, 1, 0, seeded_key(vi), 0, err);
             }
             if (st)
                 return st;
