@@ -54,20 +54,8 @@ static void disasm_header(const rplan_program *p, rp_out *o)
 {
     char b1[40], b2[40];
     const char *S = p->strs;
-    int minor = 1; /* the version it is written as: 1.2 with seeded values, 1.3 with engine
-                      data, fields or kernel costs, 1.4 with seeded fields */
-    for (uint32_t i = 0; i < p->nvals; i++) {
-        if (p->vals[i].seeded && minor < 2)
-            minor = 2;
-        if (p->vals[i].data == RPLAN_DATA_ENGINE)
-            minor = 3;
-    }
-    if (p->nfields || p->nkerns)
-        minor = 3;
-    for (uint32_t i = 0; i < p->nfields; i++)
-        if (p->fields[i].regen)
-            minor = 4;
-    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, minor);
+    /* the version it is written as */
+    rp_out_printf(o, "; rplan bytecode %d.%d", RP_MAJOR, rp_prog_minor(p));
     if (S[p->src_name])
         rp_out_printf(o, ", source %s", S + p->src_name);
     rp_out_printf(o, "\n; %u value%s, %u budget%s, %u polic%s, %u instruction%s, %u constant%s\n",
@@ -110,6 +98,10 @@ static void disasm_values(const rplan_program *p, rp_out *o)
             }
             rp_out_printf(o, ")");
         }
+        if (v->cut && v->limb_parts > 1)
+            rp_out_printf(o, " limbs(%u, %u, %u)", v->limb_q, v->limb_special, v->limb_parts);
+        else if (v->cut)
+            rp_out_printf(o, " limbs(%u, %u)", v->limb_q, v->limb_special);
         if (v->prio)
             rp_out_printf(o, " priority %d", v->prio);
         if (v->seeded) {
@@ -199,6 +191,10 @@ static void operands(const rplan_program *p, const rp_ins *in, const rp_opinfo *
         }
         case RPLAN_OPD_POL: ADD(" using %s", S + p->pols[xy[k]].name); break;
         case RPLAN_OPD_COUNT: ADD("/%u", xy[k]); break;
+        case RPLAN_OPD_LIMBS:
+            if (xy[k])
+                ADD(" level %u", xy[k] - 1);
+            break;
         default: break;
         }
         if (k == 0 && n < cap) {

@@ -255,7 +255,7 @@ static int spaced(const ftok *a, const ftok *b, int a_unary)
     if (a->k == '(' || a->k == '[' || a->k == '.' || b->k == '.')
         return 0;
     if (b->k == '(' && (a->k == T_IDENT || a->k == T_SYNTH || a->k == T_FILE || a->k == T_SEEDED ||
-                        a->k == T_FIELDS))
+                        a->k == T_FIELDS || a->k == T_LIMBS))
         return 0;
     if (b->k == '[' && a->k == T_IDENT)
         return 0;

@@ -71,6 +71,7 @@ typedef enum rp_kind {
     A_SEEDED,   /* text: generator or NULL (the built-in counter), a: seed expr */
     A_KEEP,     /* a: loc (host or pinned) */
     A_FIELDS,   /* a: list of N_FIELD */
+    A_LIMBS,    /* limbs(a, b[, c]): q-limbs, special limbs, parts (NULL: 1) */
     S_VERSION, /* num */
     S_BUDGET, /* a loc, b expr */
     S_CONST,  /* text = a */
@@ -81,8 +82,8 @@ typedef enum rp_kind {
     S_REQUEST, /* a: name, b: policy N_NAME, c: block */
     S_PHASE,  /* op: fhr_phase, a: block */
     S_RESERVE, /* a loc, b expr, c label N_STR or NULL */
-    S_REQUIRE, /* a vref, b loc */
-    S_ENSURE,  /* a vref, b loc */
+    S_REQUIRE, /* a vref, b loc, c level expr or NULL */
+    S_ENSURE,  /* a vref, b loc, c level expr or NULL */
     S_MOVE,    /* a vref, b to, c from or NULL */
     S_DROP,    /* a vref, b loc */
     S_DISCARD, /* a vref */

@@ -31,6 +31,7 @@ static const rplan_rule rules[] = {
     {"RP406", "arguments", "a call with the wrong number or kind of arguments"},
     {"RP407", "loop-too-long", "loops that unroll to more than 1000000 iterations or instructions"},
     {"RP408", "name-template", "a malformed {NAME} template in a stage, plan or request name"},
+    {"RP409", "limb-cut", "a limbs(...) cut that does not fit its value, or a level it does not allow"},
     {"RP501", "overflow", "a size or expression that does not fit in 64 bits"},
     {"RP502", "negative", "a subtraction or negation below zero"},
     {"RP503", "division-by-zero", "a division or remainder by zero"},
@@ -56,7 +57,7 @@ static const rplan_rule rules[] = {
 
 enum { R_OTHER, R_INVCHAR, R_UNTERM, R_INTBIG, R_SYNTAX, R_VERSION, R_NESTING, R_UNKNOWN,
        R_UNIT, R_LOCATION, R_POLKIND, R_DUPDECL, R_KIND, R_MISPLACED, R_ORDER, R_DUP,
-       R_VALUE, R_CHAIN, R_ARGS, R_LOOP, R_TEMPLATE, R_OVERFLOW, R_NEGATIVE, R_DIVZERO,
+       R_VALUE, R_CHAIN, R_ARGS, R_LOOP, R_TEMPLATE, R_LIMBS, R_OVERFLOW, R_NEGATIVE, R_DIVZERO,
        R_UNITS, R_CKKS, R_RANGE, R_BUDGET, R_DISCARDED, R_NOCOPY, R_LASTCOPY, R_HELD,
        R_EXCLUSIVE, R_SAME, R_DRYRUN, R_UNREADABLE, R_BYTECODE, R_CONSTORDER, R_UNUSED_CONST,
        R_UNUSED_VALUE, R_UNUSED_POLICY, R_UNUSED_BUDGET };
@@ -67,6 +68,10 @@ static const rule_pat pats[] = {
     {R_UNUSED_VALUE, "value * is never used*"},
     {R_UNUSED_POLICY, "policy * is never used*"},
     {R_UNUSED_BUDGET, "budget for * is never used*"},
+    {R_LIMBS, "limbs of *: *"},
+    {R_LIMBS, "a level needs a limb-cut value*"},
+    {R_LIMBS, "a level names a partial device copy*"},
+    {R_LIMBS, "level * of * is out of range*"},
     {R_INVCHAR, "invalid character *"},
     {R_INVCHAR, "invalid byte *"},
     {R_INVCHAR, "byte * in a string is not UTF-8 text*"},
@@ -155,9 +160,11 @@ static const rule_pat pats[] = {
     {R_BUDGET, "* is short by * after every legal eviction*"},
     {R_DISCARDED, "* after it was discarded*"},
     {R_LASTCOPY, "drop of the last copy of *"},
+    {R_LASTCOPY, "drop of the last whole copy of *"},
     {R_NOCOPY, "run *: argument * is not required at *, where the body runs"},
     {R_NOCOPY, "* no copy at *"},
     {R_NOCOPY, "* has no copy to *"},
+    {R_NOCOPY, "move of *: its copy at * holds only a level's limbs*"},
     {R_NOCOPY, "* it already has a copy at *"},
     {R_HELD, "cannot * at *: the copy is held"},
     {R_HELD, "hold of * is never released*"},
@@ -209,6 +216,7 @@ static const rule_pat pats[] = {
     {R_BYTECODE, "budget *: reserved byte is not zero"},
     {R_BYTECODE, "seeded value record *"},
     {R_BYTECODE, "seeded field record *"},
+    {R_BYTECODE, "limb record *"},
 };
 
 /* Glob match with '*' only; iterative, backtracking to the last star. */

@@ -249,7 +249,7 @@ static int add_fields(S *s, rp_node *fields, const char *value, uint64_t size, u
 /* A value declaration's attributes and what is computed from them before its elements
  * are made. */
 typedef struct vdecl {
-    rp_node *mode, *at, *init, *src, *prio, *seeded, *keep, *fields;
+    rp_node *mode, *at, *init, *src, *prio, *seeded, *keep, *fields, *limbs;
     rp_node *data;       /* the source's or init's data, or NULL */
     uint8_t keep_bits;   /* FHR_KEEP_* */
     uint32_t gen;        /* the generator's name (string offset) */
@@ -267,9 +267,10 @@ static int value_attrs(S *s, rp_node *n, vdecl *d)
         rp_node **slot = a->kind == A_MODE ? &d->mode : a->kind == A_AT ? &d->at
                        : a->kind == A_INIT ? &d->init : a->kind == A_SOURCE ? &d->src
                        : a->kind == A_SEEDED ? &d->seeded : a->kind == A_KEEP ? &d->keep
-                       : a->kind == A_FIELDS ? &d->fields : &d->prio;
+                       : a->kind == A_FIELDS ? &d->fields : a->kind == A_LIMBS ? &d->limbs
+                                             : &d->prio;
         static const char *const an[] = {"replica mode", "at", "init", "source", "priority",
-                                         "seeded", "keep", "fields"};
+                                         "seeded", "keep", "fields", "limbs"};
         if (*slot) {
             ERR(s, a->loc, "duplicate %s%s%s for value '%s'", a->kind == A_MODE ? "" : "'",
                 an[a->kind - A_MODE], a->kind == A_MODE ? "" : "'", n->text);
@@ -425,6 +426,61 @@ static int value_strings(S *s, vdecl *d)
     return 1;
 }
 
+/* The name of field k of v (its declared one; "b", "a" of a seeded value; "data"). */
+static const char *field_name(const rplan_program *p, const rp_value *v, uint32_t k)
+{
+    if (v->nfields)
+        return rp_prog_cstr(p, p->fields[v->field0 + k].name);
+    return v->seeded ? (k ? "a" : "b") : "data";
+}
+
+/* limbs(Q, K[, P]) of the value v named nm: every field Q + K limbs of equal size, the
+ * fields P equal parts. 0 when refused. */
+static int value_cut(S *s, const vdecl *d, const char *nm, rp_value *v)
+{
+    const rp_node *a = d->limbs;
+    uint64_t q, k, parts = 1;
+    if (!rp_sema_eval_kind(s, a->a, K_INT, "a limb count", &q) ||
+        !rp_sema_eval_kind(s, a->b, K_INT, "a limb count", &k) ||
+        (a->c && !rp_sema_eval_kind(s, a->c, K_INT, "a part count", &parts)))
+        return 0;
+    uint32_t nf = rp_value_nfields(v);
+    if (q < 1 || q > RP_MAX_LIMBS) {
+        ERR(s, a->a->loc, "limbs of '%s': Q must be from 1 to %u, not %" PRIu64, nm,
+            RP_MAX_LIMBS, q);
+        return 0;
+    }
+    if (k > RP_MAX_LIMBS) {
+        ERR(s, a->b->loc, "limbs of '%s': K must be from 0 to %u, not %" PRIu64, nm,
+            RP_MAX_LIMBS, k);
+        return 0;
+    }
+    rp_loc pl = a->c ? a->c->loc : a->loc;
+    if (parts < 1 || parts > nf) {
+        ERR(s, pl, "limbs of '%s': P must be from 1 to its %u field%s, not %" PRIu64, nm, nf,
+            nf == 1 ? "" : "s", parts);
+        return 0;
+    }
+    if (nf % parts) {
+        ERR(s, pl, "limbs of '%s': P = %" PRIu64 " does not divide its %u fields into equal "
+            "parts", nm, parts, nf);
+        return 0;
+    }
+    for (uint32_t f = 0; f < nf; f++) {
+        uint64_t fb = rp_value_field_nbytes(s->p, v, f);
+        if (fb % (q + k)) {
+            ERR(s, a->loc, "limbs of '%s': field '%s' of %" PRIu64 " bytes is not Q + K = %"
+                PRIu64 " limbs of equal size", nm, field_name(s->p, v, f), fb, q + k);
+            return 0;
+        }
+    }
+    v->cut = 1;
+    v->limb_q = (uint32_t)q;
+    v->limb_special = (uint32_t)k;
+    v->limb_parts = (uint32_t)parts;
+    return 1;
+}
+
 /* Element e of the declaration (the whole value when it is no array): its record,
  * appended to the program. 0 when refused (s->oom on memory). */
 static int value_element(S *s, rp_node *n, const vdecl *d, uint64_t e)
@@ -484,6 +540,8 @@ static int value_element(S *s, rp_node *n, const vdecl *d, uint64_t e)
         if (!rp_sema_eval_kind(s, d->seeded->a, K_INT, "a seed", &v.seed))
             return 0;
     }
+    if (d->limbs && !value_cut(s, d, nm, &v))
+        return 0;
     rp_linerec ln = rp_sema_line_of(n->loc);
     v.line = ln.line;
     v.col = ln.col;

@@ -17,15 +17,53 @@ static int in(const cx *c, int k1, int k2, int k3)
     return c->kind == k1 || c->kind == k2 || c->kind == k3;
 }
 
+/* `level L` of a require or ensure of value v at slot: the limb count L + 1 into *y (a
+ * device copy with q-limbs 0..L suffices). 0 when refused. */
+static int level_limbs(S *s, rp_node *lv, uint32_t v, uint8_t slot, uint32_t *y)
+{
+    const rp_value *x = &s->p->vals[v];
+    const char *nm = rp_prog_cstr(s->p, x->name);
+    rp_int l;
+    int k;
+    char b[48];
+    if (!rp_sema_eval_signed(s, lv, &l, &k))
+        return 0;
+    if (k != K_INT) {
+        ERR(s, lv->loc, "a level must be an integer, not a %s", k == K_SIZE ? "size" : "duration");
+        return 0;
+    }
+    if (!x->cut) {
+        ERR(s, lv->loc, "a level needs a limb-cut value; '%s' has no limbs(...)", nm);
+        NOTE(s, ((rp_loc){x->line, x->col, x->line, x->col + (x->len ? x->len : 1) - 1u}),
+             "'%s' is declared here", nm);
+        return 0;
+    }
+    if (fhr_loc_from_slot(slot).kind != FHR_LOC_CUDA) {
+        ERR(s, lv->loc, "a level names a partial device copy; host and pinned copies are whole");
+        return 0;
+    }
+    if (l < 0 || l >= x->limb_q) {
+        ERR(s, lv->loc, "level %s of '%s' is out of range: it has %u q-limbs (levels 0 to %u)",
+            rp_int_str(l, b, sizeof b), nm, x->limb_q, x->limb_q - 1);
+        return 0;
+    }
+    *y = (uint32_t)l + 1;
+    return 1;
+}
+
 static void vref_loc_op(S *s, rp_node *n, int op)
 {
-    uint32_t v;
+    uint32_t v, y = 0;
     uint8_t slot = 0;
     int ok = rp_sema_resolve_value(s, n->a, &v);
     if (n->b && !rp_sema_resolve_loc(s, n->b, &slot))
         ok = 0;
+    /* require and ensure: c is the level */
+    if (ok && (op == RPLAN_OP_REQUIRE || op == RPLAN_OP_ENSURE) && n->c &&
+        !level_limbs(s, n->c, v, slot, &y))
+        ok = 0;
     if (ok)
-        rp_sema_emit(s, op, slot, 0, v, 0, n->loc);
+        rp_sema_emit(s, op, slot, 0, v, y, n->loc);
 }
 
 static void lower_scope(S *s, rp_node *n, int op, cx *c)

@@ -54,7 +54,7 @@ static const char *const keywords[] = {
     "reclaim", "reserve", "enter", "body", "exit", "require", "ensure", "move", "drop",
     "discard", "hold", "release", "run", "for", "in", "from", "at", "init", "source",
     "priority", "exclusive", "replicable", "host", "pinned", "synth", "file", "zero",
-    "seeded", "keep", "fields", "kernel",
+    "seeded", "keep", "fields", "kernel", "limbs", "level",
 };
 
 const char *rp_keyword_suggest(const char *word)
@@ -184,6 +184,8 @@ int rp_lex(RP_STYPE *lval, RP_LTYPE *lloc, rp_lexer *lx)
             "keep"       { tk = T_KEEP; goto done; }
             "fields"     { tk = T_FIELDS; goto done; }
             "kernel"     { tk = T_KERNEL; goto done; }
+            "limbs"      { tk = T_LIMBS; goto done; }
+            "level"      { tk = T_LEVEL; goto done; }
             "exclusive"  { lval->u = FHR_EXCLUSIVE; tk = T_MODE; goto done; }
             "replicable" { lval->u = FHR_REPLICABLE; tk = T_MODE; goto done; }
             "host"       { tk = T_HOST; goto done; }

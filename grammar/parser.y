@@ -91,12 +91,12 @@ static void rp_error(RP_LTYPE *loc, rp_lexer *lx, rp_parser *ps, const char *msg
 %token RELEASE "release" RUN "run" FOR "for" IN "in" FROM "from" AT "at" INIT "init"
 %token SOURCE "source" PRIORITY "priority" HOST "host" PINNED "pinned"
 %token SYNTH "synth" FILE "file" ZERO "zero" SEEDED "seeded" KEEP "keep"
-%token FIELDS "fields" KERNEL "kernel"
+%token FIELDS "fields" KERNEL "kernel" LIMBS "limbs" LEVEL "level"
 %token ARROW "->" DOTDOT ".." DOTDOTLT "..<" SHL "<<"
 %token COMMENT "comment" /* only with rp_lexer.keep_comments (the formatter) */
 
 %type <n> stmts stmt block expr loc vref str attrs attr data chains chain locs
-%type <n> args argl opt_from opt_label opt_dim fieldl field
+%type <n> args argl opt_from opt_label opt_dim fieldl field opt_level
 %type <s> kname
 %type <cs> kword
 
@@ -168,8 +168,8 @@ stmt:
     | BODY block { $$ = mkop(S_PHASE, @1, FHR_PHASE_BODY, $2, NULL); NOMEM($$); }
     | EXIT block { $$ = mkop(S_PHASE, @1, FHR_PHASE_EXIT, $2, NULL); NOMEM($$); }
     | RESERVE loc expr opt_label { $$ = mk(S_RESERVE, @$, $2, $3, $4); NOMEM($$); }
-    | REQUIRE vref '@' loc { $$ = mk(S_REQUIRE, @$, $2, $4, NULL); NOMEM($$); }
-    | ENSURE vref '@' loc { $$ = mk(S_ENSURE, @$, $2, $4, NULL); NOMEM($$); }
+    | REQUIRE vref '@' loc opt_level { $$ = mk(S_REQUIRE, @$, $2, $4, $5); NOMEM($$); }
+    | ENSURE vref '@' loc opt_level { $$ = mk(S_ENSURE, @$, $2, $4, $5); NOMEM($$); }
     | MOVE vref ARROW loc opt_from { $$ = mk(S_MOVE, @$, $2, $4, $5); NOMEM($$); }
     | DROP vref '@' loc { $$ = mk(S_DROP, @$, $2, $4, NULL); NOMEM($$); }
     | DISCARD vref { $$ = mk(S_DISCARD, @$, $2, NULL, NULL); NOMEM($$); }
@@ -188,6 +188,12 @@ stmt:
 opt_dim:
     %empty { $$ = NULL; }
     | '[' expr ']' { $$ = $2; }
+    ;
+
+/* `level L`: a device copy with the q-limbs of level L suffices (a limb-cut value) */
+opt_level:
+    %empty { $$ = NULL; }
+    | LEVEL expr { $$ = $2; }
     ;
 
 opt_from:
@@ -215,6 +221,8 @@ attr:
     | SEEDED kname '(' expr ')' { $$ = mkt(A_SEEDED, @1, $2, $4, NULL, NULL); NOMEM($$); }
     | KEEP loc { $$ = mk(A_KEEP, @1, $2, NULL, NULL); NOMEM($$); }
     | FIELDS '(' fieldl ')' { $$ = mk(A_FIELDS, @1, $3, NULL, NULL); NOMEM($$); }
+    | LIMBS '(' expr ',' expr ')' { $$ = mk(A_LIMBS, @1, $3, $5, NULL); NOMEM($$); }
+    | LIMBS '(' expr ',' expr ',' expr ')' { $$ = mk(A_LIMBS, @1, $3, $5, $7); NOMEM($$); }
     ;
 
 fieldl:
@@ -287,11 +295,13 @@ kname:
     }
     ;
 
-/* the words after `kernel` and `fields` were identifiers before they were keywords:
-   as parts of a dotted kernel name they still are */
+/* the words after `kernel`, `fields`, `limbs` and `level` were identifiers before they
+   were keywords: as parts of a dotted kernel name they still are */
 kword:
     KERNEL { $$ = "kernel"; }
     | FIELDS { $$ = "fields"; }
+    | LIMBS { $$ = "limbs"; }
+    | LEVEL { $$ = "level"; }
     ;
 
 args:

@@ -42,7 +42,7 @@ static const uint32_t recsize[RP_NSECTIONS + 1] = {
     [RP_SEC_BUDG] = RP_BUDG_SIZE, [RP_SEC_POLI] = RP_POLI_SIZE, [RP_SEC_CHAI] = RP_CHAI_SIZE,
     [RP_SEC_CODE] = RP_CODE_SIZE, [RP_SEC_LINE] = RP_LINE_SIZE, [RP_SEC_SRCE] = 1,
     [RP_SEC_REGN] = RP_REGN_SIZE, [RP_SEC_FLDS] = RP_FLDS_SIZE, [RP_SEC_KERN] = RP_KERN_SIZE,
-    [RP_SEC_RFLD] = RP_RFLD_SIZE,
+    [RP_SEC_RFLD] = RP_RFLD_SIZE, [RP_SEC_LIMB] = RP_LIMB_SIZE,
 };
 
 static uint32_t nseeded(const rplan_program *p)
@@ -61,24 +61,22 @@ static uint32_t nregen_fields(const rplan_program *p)
     return n;
 }
 
-/* The sections a program needs: 1.4's when it has seeded fields, 1.3's when it has engine
- * data, fields or kernel costs, 1.2's when it has seeded values, else 1.1's: a program
- * without the newer features is written as older readers read it. */
-static int nsections(const rplan_program *p)
+static uint32_t ncut(const rplan_program *p)
 {
-    if (nregen_fields(p))
-        return RP_NSECTIONS;
-    int engine = p->nfields || p->nkerns;
-    for (uint32_t i = 0; i < p->nvals && !engine; i++)
-        engine = p->vals[i].data == RPLAN_DATA_ENGINE;
-    return engine ? RP_NSECTIONS_1_3 : nseeded(p) ? RP_NSECTIONS_1_2 : RP_NSECTIONS_1_0;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < p->nvals; i++)
+        n += p->vals[i].cut != 0;
+    return n;
 }
 
-/* The minor version a file of nsec sections is written as. */
-static int minor_of(int nsec)
+/* The sections of a file of the given minor version. */
+static int nsections_of(int minor)
 {
-    return nsec == RP_NSECTIONS ? RP_MINOR : nsec == RP_NSECTIONS_1_3 ? 3
-         : nsec == RP_NSECTIONS_1_2 ? 2 : 1;
+    return minor >= 5   ? RP_NSECTIONS
+         : minor == 4 ? RP_NSECTIONS_1_4
+         : minor == 3 ? RP_NSECTIONS_1_3
+         : minor == 2 ? RP_NSECTIONS_1_2
+                      : RP_NSECTIONS_1_0;
 }
 
 static uint32_t sec_count(const rplan_program *p, int id)
@@ -96,6 +94,7 @@ static uint32_t sec_count(const rplan_program *p, int id)
     case RP_SEC_FLDS: return p->nfields;
     case RP_SEC_KERN: return p->nkerns;
     case RP_SEC_RFLD: return nregen_fields(p);
+    case RP_SEC_LIMB: return ncut(p);
     default: return p->src ? p->srclen : 0;
     }
 }
@@ -114,7 +113,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
 {
     if (!p || !out || !outlen)
         return FHR_E_INVALID;
-    const int nsec = nsections(p);
+    const int minor = rp_prog_minor(p), nsec = nsections_of(minor);
     uint64_t total = RP_HDR_SIZE + RP_DIR_SIZE * (uint64_t)nsec;
     uint64_t size[RP_NSECTIONS + 1];
     for (int id = 1; id <= nsec; id++) {
@@ -128,7 +127,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
         return FHR_E_NOMEM;
     memcpy(b, RP_MAGIC, 8);
     put16(b + 8, RP_MAJOR);
-    put16(b + 10, (uint16_t)minor_of(nsec));
+    put16(b + 10, (uint16_t)minor);
     put32(b + 12, (uint32_t)nsec);
     put32(b + 16, (uint32_t)total);
     uint32_t off = RP_HDR_SIZE + RP_DIR_SIZE * (uint32_t)nsec;
@@ -238,6 +237,16 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
                     q += RP_RFLD_SIZE;
                 }
             break;
+        case RP_SEC_LIMB:
+            for (uint32_t i = 0; i < p->nvals; i++)
+                if (p->vals[i].cut) {
+                    put32(q, i);
+                    put32(q + 4, p->vals[i].limb_q);
+                    put32(q + 8, p->vals[i].limb_special);
+                    put32(q + 12, p->vals[i].limb_parts);
+                    q += RP_LIMB_SIZE;
+                }
+            break;
         }
         off += (uint32_t)size[id];
     }
@@ -288,10 +297,7 @@ static fhr_status decode_header(const unsigned char *b, size_t len, rp_secs *x, 
         return FHR_E_INVALID;
     }
     x->minor = minor;
-    x->nsec = minor >= 4   ? RP_NSECTIONS
-              : minor == 3 ? RP_NSECTIONS_1_3
-              : minor == 2 ? RP_NSECTIONS_1_2
-                           : RP_NSECTIONS_1_0;
+    x->nsec = nsections_of(minor);
     if (get32(b + 12) != (uint32_t)x->nsec || get32(b + 24) != 0 || get32(b + 28) != 0) {
         snprintf(msg, cap, "bad header: section count or reserved fields");
         return FHR_E_INVALID;
@@ -480,7 +486,7 @@ static fhr_status decode_fields(rplan_program *p, const rp_secs *x, char *msg, s
  * (the verifier checks that their values are seeded). */
 static fhr_status decode_seeded_fields(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
 {
-    const unsigned char *q = x->nsec >= RP_NSECTIONS ? x->sec[RP_SEC_RFLD] : NULL;
+    const unsigned char *q = x->nsec >= RP_NSECTIONS_1_4 ? x->sec[RP_SEC_RFLD] : NULL;
     for (uint32_t i = 0; q && i < x->cnt[RP_SEC_RFLD]; i++, q += RP_RFLD_SIZE) {
         uint32_t fi = get32(q);
         if (fi >= p->nfields || (i && fi <= get32(q - RP_RFLD_SIZE)) || get32(q + 4) != 0) {
@@ -489,6 +495,27 @@ static fhr_status decode_seeded_fields(rplan_program *p, const rp_secs *x, char 
             return FHR_E_INVALID;
         }
         p->fields[fi].regen = 1;
+    }
+    return FHR_OK;
+}
+
+/* Limb cuts (1.5 on): value indexes increasing, reserved bytes zero (the verifier checks
+ * the counts against the value). */
+static fhr_status decode_cuts(rplan_program *p, const rp_secs *x, char *msg, size_t cap)
+{
+    const unsigned char *q = x->nsec >= RP_NSECTIONS ? x->sec[RP_SEC_LIMB] : NULL;
+    for (uint32_t i = 0; q && i < x->cnt[RP_SEC_LIMB]; i++, q += RP_LIMB_SIZE) {
+        uint32_t vi = get32(q);
+        if (vi >= p->nvals || (i && vi <= get32(q - RP_LIMB_SIZE)) || get32(q + 16) != 0) {
+            snprintf(msg, cap, "limb record %u: value %u out of order, repeated or unknown, or "
+                     "reserved bytes not zero", i, vi);
+            return FHR_E_INVALID;
+        }
+        rp_value *v = &p->vals[vi];
+        v->cut = 1;
+        v->limb_q = get32(q + 4);
+        v->limb_special = get32(q + 8);
+        v->limb_parts = get32(q + 12);
     }
     return FHR_OK;
 }
@@ -511,7 +538,8 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         (st = decode_tables(p, &x, msg, cap)) != FHR_OK ||
         (st = decode_seeded(p, &x, msg, cap)) != FHR_OK ||
         (st = decode_fields(p, &x, msg, cap)) != FHR_OK ||
-        (st = decode_seeded_fields(p, &x, msg, cap)) != FHR_OK) {
+        (st = decode_seeded_fields(p, &x, msg, cap)) != FHR_OK ||
+        (st = decode_cuts(p, &x, msg, cap)) != FHR_OK) {
         rplan_program_free(p);
         return st;
     }
@@ -524,6 +552,7 @@ fhr_status rp_decode(const void *buf, size_t len, rplan_program **out, char *msg
         p->src[p->srclen] = '\0';
     }
     p->capstrs = p->nstrs;
+    p->minor = x.minor;
     *out = p;
     return FHR_OK;
 nomem:

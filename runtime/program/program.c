@@ -25,6 +25,7 @@ rplan_program *rp_prog_new(void)
     rplan_program *p = calloc(1, sizeof *p);
     if (!p)
         return NULL;
+    p->minor = RP_MINOR;
     uint32_t off;
     if (!rp_prog_str(p, "", 0, &off)) { /* offset 0 is always "" */
         rplan_program_free(p);
@@ -249,6 +250,11 @@ fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *o)
         o->loader_arg = v->arg;
     }
     o->nfields = v->nfields;
+    if (v->cut) {
+        o->limb_q = v->limb_q;
+        o->limb_special = v->limb_special;
+        o->limb_parts = v->limb_parts;
+    }
     o->priority = v->prio;
     o->line = v->line;
     o->col = v->col;
@@ -272,6 +278,39 @@ fhr_status rplan_value_field(const rplan_program *p, size_t i, size_t k, const c
         *name = rp_prog_cstr(p, f->name);
     if (nbytes)
         *nbytes = f->nbytes;
+    return FHR_OK;
+}
+
+/* Value i, when limbs is 0 or a count of q-limbs its cut has; NULL otherwise. */
+static const rp_value *cut_value(const rplan_program *p, size_t i, uint32_t limbs)
+{
+    if (!p || i >= p->nvals)
+        return NULL;
+    const rp_value *v = &p->vals[i];
+    return !limbs || (v->cut && limbs <= v->limb_q) ? v : NULL;
+}
+
+fhr_status rplan_value_cut(const rplan_program *p, size_t i, uint32_t limbs, uint64_t *nbytes)
+{
+    const rp_value *v = cut_value(p, i, limbs);
+    if (!v || !nbytes)
+        return FHR_E_INVALID;
+    *nbytes = rp_value_cut_nbytes(p, v, limbs);
+    return FHR_OK;
+}
+
+fhr_status rplan_value_cut_field(const rplan_program *p, size_t i, uint32_t limbs, size_t k,
+                                 uint64_t *offset, uint64_t *nbytes)
+{
+    const rp_value *v = cut_value(p, i, limbs);
+    if (!v || k >= rp_value_nfields(v))
+        return FHR_E_INVALID;
+    uint64_t off, n;
+    rp_value_cut_field(p, v, limbs, (uint32_t)k, &off, &n);
+    if (offset)
+        *offset = off;
+    if (nbytes)
+        *nbytes = n;
     return FHR_OK;
 }
 
@@ -354,6 +393,7 @@ fhr_status rplan_instr_get(const rplan_program *p, size_t i, rplan_instr *o)
         case RPLAN_OPD_CONST: o->imm = p->cons[xy[k]]; break;
         case RPLAN_OPD_POL: o->policy = xy[k]; break;
         case RPLAN_OPD_COUNT: o->count = xy[k]; break;
+        case RPLAN_OPD_LIMBS: o->limbs = xy[k]; break;
         default: break;
         }
     }

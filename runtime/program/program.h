@@ -38,16 +38,20 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"
 #define RP_MAJOR 1
-#define RP_MINOR 4 /* 1.1: budget records carry their declaration; 1.2: the REGN section;
+#define RP_MINOR 5 /* 1.1: budget records carry their declaration; 1.2: the REGN section;
                       1.3: engine data (the loader in the value record), FLDS and KERN;
-                      1.4: RFLD, the seeded fields of values whose fields alternate */
+                      1.4: RFLD, the seeded fields of values whose fields alternate;
+                      1.5: LIMB, limb-cut values, and limb counts on require/ensure */
 #define RP_HDR_SIZE 32
 #define RP_DIR_SIZE 16
 enum {
     RP_SEC_STRS = 1, RP_SEC_CONS, RP_SEC_VALS, RP_SEC_BUDG, RP_SEC_POLI, RP_SEC_CHAI,
     RP_SEC_CODE, RP_SEC_LINE, RP_SEC_SRCE, RP_SEC_REGN, RP_SEC_FLDS, RP_SEC_KERN,
-    RP_SEC_RFLD, RP_NSECTIONS = RP_SEC_RFLD
+    RP_SEC_RFLD, RP_SEC_LIMB, RP_NSECTIONS = RP_SEC_LIMB
 };
+#define RP_NSECTIONS_1_4 RP_SEC_RFLD /* minor 4 files end with the seeded-field section */
+#define RP_LIMB_SIZE 20 /* a limb cut: u32 value, q, special, parts, 4 reserved bytes */
+#define RP_MAX_LIMBS 65535u /* q-limbs, special limbs (each) of a limb cut */
 #define RP_NSECTIONS_1_3 RP_SEC_KERN /* minor 3 files end with the kernel-cost section */
 #define RP_RFLD_SIZE 8 /* a seeded field: its index in FLDS, 4 reserved bytes */
 #define RP_NSECTIONS_1_2 RP_SEC_REGN /* minor 2 files end with the seeded-value section */
@@ -79,6 +83,9 @@ typedef struct rp_value {
      * argument); declared fields: records field0 .. field0 + nfields - 1 (FLDS) */
     uint32_t loader;
     uint32_t field0, nfields;
+    /* limbs(Q, K, P) (the LIMB section): cut 1 when the value has a record */
+    uint8_t cut;
+    uint32_t limb_q, limb_special, limb_parts;
 } rp_value;
 
 typedef struct rp_fieldrec {
@@ -137,6 +144,7 @@ struct rplan_program {
     rp_ins *code;
     rp_linerec *lines;
     uint32_t ncode, capcode;
+    uint16_t minor;    /* the bytecode minor version it was loaded as (RP_MINOR: compiled) */
     uint32_t src_name; /* string offset of the source file name */
     char *src;         /* source text (NUL-terminated), NULL when stripped */
     uint32_t srclen;
@@ -185,6 +193,18 @@ RP_HIDDEN uint64_t rp_regen_nbytes(uint64_t nbytes);
 RP_HIDDEN uint64_t rp_value_regen(const rplan_program *p, const rp_value *v);
 RP_HIDDEN uint64_t rp_value_charge(const rplan_program *p, const rp_value *v, uint8_t slot);
 RP_HIDDEN int rp_check_seeded(const rplan_program *p, uint32_t i, char *msg, size_t cap);
+/* limbs.c: limb-cut values. The fields of v (its declared ones; else "b" and "a" of a
+ * seeded value; else one) and the size of field k; the bytes of a device copy of v that
+ * holds q-limbs 0..limbs-1 (0: the whole value) and the offset and size of field k in it
+ * (0 bytes: its part is absent); checks v's cut: 0 and a message if bad. The minor version
+ * a program is written as. */
+RP_HIDDEN uint32_t rp_value_nfields(const rp_value *v);
+RP_HIDDEN uint64_t rp_value_field_nbytes(const rplan_program *p, const rp_value *v, uint32_t k);
+RP_HIDDEN uint64_t rp_value_cut_nbytes(const rplan_program *p, const rp_value *v, uint32_t limbs);
+RP_HIDDEN void rp_value_cut_field(const rplan_program *p, const rp_value *v, uint32_t limbs,
+                                  uint32_t k, uint64_t *offset, uint64_t *nbytes);
+RP_HIDDEN int rp_check_cut(const rplan_program *p, uint32_t i, char *msg, size_t cap);
+RP_HIDDEN int rp_prog_minor(const rplan_program *p);
 /* Text (runtime/program/text.c): the offset of the first byte of s[0..n) that is not
  * well-formed UTF-8 or is a control byte other than tab, or n; the length of the UTF-8
  * sequence at s (0 when ill-formed); and the same text with every such byte made '?'. */

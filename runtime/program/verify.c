@@ -24,6 +24,9 @@ typedef struct V {
     rp_vfail *f;
     uint64_t *where; /* per value: bit per location slot */
     long *gone;      /* per value: instruction that discarded it, -1 live */
+    /* limb-cut values: cix[v] = k + 1 for the k-th of them (NULL when there are none);
+     * cutl[k * FHR_LOC_SLOTS + slot]: the q-limbs its copy there holds, 0: whole */
+    uint32_t *cix, *cutl;
     uint64_t used[FHR_LOC_SLOTS], reserved[FHR_LOC_SLOTS], budget[FHR_LOC_SLOTS];
     uint64_t hasb;
     const fhr_budget *ov; /* budgets in place of the program's (rp_verify_budgets) */
@@ -38,6 +41,7 @@ typedef struct V {
     uint64_t scope_res[FHR_LOC_SLOTS];
     uint32_t *req_v; /* request requirements */
     uint8_t *req_s;
+    uint32_t *req_l; /* the q-limbs each needs, 0: the whole value */
     long *req_at;
     size_t nreq, capreq;
     uint32_t depth; /* stage nesting */
@@ -190,7 +194,7 @@ static fhr_status check_tables(V *s)
                             "bytes", i, (unsigned long long)sum, (unsigned long long)v->nbytes);
         }
         char sm[160];
-        if (!rp_check_seeded(p, i, sm, sizeof sm))
+        if (!rp_check_seeded(p, i, sm, sizeof sm) || !rp_check_cut(p, i, sm, sizeof sm))
             return fail(s, FHR_E_INVALID, -1, "%s", sm);
     }
     fhr_status kst = check_kernel_costs(s);
@@ -300,6 +304,7 @@ static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const c
              v == FHR_PHASE_EXIT;
         break;
     case RPLAN_OPD_COUNT: ok = v <= 64; break;
+    case RPLAN_OPD_LIMBS: ok = v <= RP_MAX_LIMBS; break;
     default: ok = 0; break;
     }
     if (!ok)
@@ -308,7 +313,56 @@ static fhr_status check_operand(V *s, long pc, uint8_t kind, uint64_t v, const c
     return FHR_OK;
 }
 
+/* A limb count (require, ensure): 1.5 on, on a value with a limb cut of at least that many
+ * q-limbs, at a device (host and pinned copies are whole). */
+static fhr_status check_limbs(V *s, long pc, const rp_ins *in)
+{
+    const rp_opinfo *oi = &rp_ops[in->op];
+    if (oi->y != RPLAN_OPD_LIMBS || in->y == 0)
+        return FHR_OK;
+    const rp_value *v = &s->p->vals[in->x];
+    const char *nm = S_(s->p, v->name);
+    char l[24];
+    if (s->p->minor < 5)
+        return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): a limb count in a version 1.%u "
+                    "file (limb counts are 1.5 on)", pc, oi->name, s->p->minor);
+    if (!v->cut)
+        return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): a limb count on '%s', which "
+                    "has no limb cut", pc, oi->name, nm);
+    if (in->y > v->limb_q)
+        return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): %u limbs of '%s', which has %u "
+                    "q-limbs", pc, oi->name, in->y, nm, v->limb_q);
+    if (fhr_loc_from_slot(in->a).kind != FHR_LOC_CUDA)
+        return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): a limb count at %s; host and "
+                    "pinned copies are whole", pc, oi->name, loc_name(in->a, l));
+    return FHR_OK;
+}
+
 /* ---- dry run helpers --------------------------------------------------------------- */
+
+/* The q-limbs counter of v's copy at slot (0: whole), or NULL when v has no limb cut. */
+static uint32_t *cut_of(V *s, uint32_t v, uint8_t slot)
+{
+    return s->cix && s->cix[v] ? &s->cutl[(size_t)(s->cix[v] - 1) * FHR_LOC_SLOTS + slot] : NULL;
+}
+
+/* What v's copy at slot is charged: the limbs it holds. */
+static uint64_t copy_charge(V *s, uint32_t v, uint8_t slot)
+{
+    const uint32_t *c = cut_of(s, v, slot);
+    const rp_value *x = &s->p->vals[v];
+    return c && *c ? rp_value_cut_nbytes(s->p, x, *c) : rp_value_charge(s->p, x, slot);
+}
+
+/* The locations of v's whole copies. */
+static uint64_t whole_copies(V *s, uint32_t v)
+{
+    uint64_t w = s->where[v];
+    for (uint8_t k = 0; s->cix && s->cix[v] && k < FHR_LOC_SLOTS; k++)
+        if (*cut_of(s, v, k))
+            w &= ~(1ull << k);
+    return w;
+}
 
 /* A charge of `total` bytes at slot, set against its budget: the peak the dry run saw. */
 static void seen(V *s, uint8_t slot, uint64_t total)
@@ -378,8 +432,11 @@ static fhr_status not_held(V *s, uint32_t v, uint8_t slot, const char *verb)
 
 static void uncharge(V *s, uint32_t v, uint8_t slot)
 {
+    uint32_t *c = cut_of(s, v, slot);
     s->where[v] &= ~(1ull << slot);
-    s->used[slot] -= rp_value_charge(s->p, &s->p->vals[v], slot);
+    s->used[slot] -= copy_charge(s, v, slot);
+    if (c)
+        *c = 0;
 }
 
 /* ---- the dry-run rules named in opcodes.def ------------------------------------------ */
@@ -499,8 +556,11 @@ RULE(require)
     for (size_t i = 0; i < s->nreq; i++) {
         if (s->req_v[i] != in->x)
             continue;
-        if (s->req_s[i] == in->a)
-            return FHR_OK; /* the same endpoint twice: one requirement */
+        if (s->req_s[i] == in->a) { /* the same endpoint twice: one requirement, the larger */
+            if (s->req_l[i] && (!in->y || in->y > s->req_l[i]))
+                s->req_l[i] = in->y;
+            return FHR_OK;
+        }
         if (v->mode) {
             char a[24], b[24];
             fail(s, FHR_E_INFEASIBLE, s->pc,
@@ -510,18 +570,28 @@ RULE(require)
             return FHR_E_INFEASIBLE;
         }
     }
-    /* three arrays of one length: each grows with its own copy of the capacity */
-    size_t c1 = s->capreq, c2 = s->capreq, c3 = s->capreq;
+    /* four arrays of one length: each grows with its own copy of the capacity */
+    size_t c1 = s->capreq, c2 = s->capreq, c3 = s->capreq, c4 = s->capreq;
     if (!fhr_grow((void **)&s->req_v, &c1, s->nreq, sizeof *s->req_v, 16) ||
         !fhr_grow((void **)&s->req_s, &c2, s->nreq, sizeof *s->req_s, 16) ||
-        !fhr_grow((void **)&s->req_at, &c3, s->nreq, sizeof *s->req_at, 16))
+        !fhr_grow((void **)&s->req_at, &c3, s->nreq, sizeof *s->req_at, 16) ||
+        !fhr_grow((void **)&s->req_l, &c4, s->nreq, sizeof *s->req_l, 16))
         return FHR_E_NOMEM;
     s->capreq = c1;
     s->req_v[s->nreq] = in->x;
     s->req_s[s->nreq] = in->a;
     s->req_at[s->nreq] = s->pc;
+    s->req_l[s->nreq] = in->y;
     s->nreq++;
     return FHR_OK;
+}
+
+/* What requirement i needs: the whole value, or the limbs of its level. */
+static uint64_t req_charge(V *s, size_t i)
+{
+    const rp_value *v = &s->p->vals[s->req_v[i]];
+    return s->req_l[i] ? rp_value_cut_nbytes(s->p, v, s->req_l[i])
+                       : rp_value_charge(s->p, v, s->req_s[i]);
 }
 
 /* A request is decided at run time; the verifier checks that its requirements,
@@ -532,19 +602,21 @@ static fhr_status check_request(V *s)
     uint64_t need[FHR_LOC_SLOTS];
     memcpy(need, s->scope_res, sizeof need);
     for (size_t i = 0; i < s->nreq; i++)
-        if (__builtin_add_overflow(need[s->req_s[i]],
-                                   rp_value_charge(p, &p->vals[s->req_v[i]], s->req_s[i]),
-                                   &need[s->req_s[i]]))
+        if (__builtin_add_overflow(need[s->req_s[i]], req_charge(s, i), &need[s->req_s[i]]))
             return fail(s, FHR_E_INFEASIBLE, s->scope_at, "request size overflows");
     for (size_t h = 0; h < s->nholds; h++) {
-        int required = 0;
+        const hold *hd = &s->holds[h];
+        uint64_t held = copy_charge(s, hd->v, hd->slot), counted = 0;
+        int dup = 0;
+        /* a held copy that is also required needs the larger of the two */
         for (size_t i = 0; i < s->nreq; i++)
-            required |= s->req_v[i] == s->holds[h].v && s->req_s[i] == s->holds[h].slot;
+            if (s->req_v[i] == hd->v && s->req_s[i] == hd->slot)
+                counted = req_charge(s, i);
         /* count each held copy once */
         for (size_t g = 0; g < h; g++)
-            required |= s->holds[g].v == s->holds[h].v && s->holds[g].slot == s->holds[h].slot;
-        if (!required)
-            need[s->holds[h].slot] += rp_value_charge(p, &p->vals[s->holds[h].v], s->holds[h].slot);
+            dup |= s->holds[g].v == hd->v && s->holds[g].slot == hd->slot;
+        if (!dup && held > counted)
+            need[hd->slot] += held - counted;
     }
     for (int slot = 0; slot < FHR_LOC_SLOTS; slot++) {
         uint64_t sum = need[slot] + s->reserved[slot];
@@ -607,15 +679,28 @@ RULE(ensure)
         note(s, -1, (long)in->x, "'%s' is declared exclusive here", NAMEV(in->x));
         return FHR_E_INFEASIBLE;
     }
-    if (s->where[in->x] >> in->a & 1)
-        return FHR_OK; /* already there: ensure keeps existing copies, nothing to do */
+    uint32_t *c = cut_of(s, in->x, in->a);
+    snprintf(what, sizeof what, "ensure of '%s' at %s", NAMEV(in->x), loc_name(in->a, l));
+    if (s->where[in->x] >> in->a & 1) {
+        if (!c || !*c || (in->y && *c >= in->y))
+            return FHR_OK; /* already there: ensure keeps existing copies, nothing to do */
+        /* a copy of fewer limbs grows to those asked for (in->y 0: the whole value) */
+        uint64_t have = rp_value_cut_nbytes(s->p, v, *c), want = rp_value_cut_nbytes(s->p, v, in->y);
+        if ((st = charge(s, in->a, want - have, what)))
+            return st;
+        *c = in->y;
+        return FHR_OK;
+    }
+    /* (a value that must be preserved always keeps a whole copy: see drop and move) */
     if (!s->where[in->x] && !v->recov)
         return fail(s, FHR_E_INFEASIBLE, s->pc, "'%s' has no copy to ensure from",
                     NAMEV(in->x));
-    snprintf(what, sizeof what, "ensure of '%s' at %s", NAMEV(in->x), loc_name(in->a, l));
-    if ((st = charge(s, in->a, rp_value_charge(s->p, v, in->a), what)))
+    uint64_t n = in->y ? rp_value_cut_nbytes(s->p, v, in->y) : rp_value_charge(s->p, v, in->a);
+    if ((st = charge(s, in->a, n, what)))
         return st;
     s->where[in->x] |= 1ull << in->a;
+    if (c)
+        *c = in->y;
     return FHR_OK;
 }
 
@@ -650,6 +735,9 @@ RULE(move)
             return fail(s, FHR_E_INFEASIBLE, s->pc, "move of '%s': it has no copy to move",
                         NAMEV(in->x));
     }
+    if (!(whole_copies(s, in->x) >> from & 1))
+        return fail(s, FHR_E_INFEASIBLE, s->pc, "move of '%s': its copy at %s holds only a "
+                    "level's limbs; a move takes a whole copy", NAMEV(in->x), loc_name(from, f));
     if ((st = not_held(s, in->x, from, "move")))
         return st;
     snprintf(what, sizeof what, "move of '%s' to %s", NAMEV(in->x), loc_name(in->a, l));
@@ -676,6 +764,13 @@ RULE(drop)
         fail(s, FHR_E_INFEASIBLE, s->pc,
              "drop of the last copy of '%s', which must be preserved; move it or discard it",
              NAMEV(in->x));
+        note(s, -1, (long)in->x, "'%s' is adopted (MUST_PRESERVE) here", NAMEV(in->x));
+        return FHR_E_INFEASIBLE;
+    }
+    if (!v->recov && !(whole_copies(s, in->x) & ~(1ull << in->a))) {
+        fail(s, FHR_E_INFEASIBLE, s->pc,
+             "drop of the last whole copy of '%s', which must be preserved (its other copies "
+             "hold a level's limbs); move it or discard it", NAMEV(in->x));
         note(s, -1, (long)in->x, "'%s' is adopted (MUST_PRESERVE) here", NAMEV(in->x));
         return FHR_E_INFEASIBLE;
     }
@@ -994,7 +1089,7 @@ static fhr_status run_pass(V *s)
         if ((st = check_operand(s, pc, oi->x, in->x, "X")) ||
             (st = check_operand(s, pc, oi->y, in->y, "Y")) ||
             (st = check_operand(s, pc, oi->a, in->a, "A")) ||
-            (st = check_operand(s, pc, oi->b, in->b, "B")))
+            (st = check_operand(s, pc, oi->b, in->b, "B")) || (st = check_limbs(s, pc, in)))
             return st;
         if ((st = check_context(s, in)))
             return st;
@@ -1036,8 +1131,20 @@ fhr_status rp_verify_budgets(const rplan_program *p, const fhr_budget *ov, size_
     size_t nv = p->nvals ? p->nvals : 1;
     s.where = calloc(nv, sizeof *s.where);
     s.gone = calloc(nv, sizeof *s.gone);
+    int nomem = !s.where || !s.gone;
+    uint32_t ncut = 0;
+    for (uint32_t i = 0; i < p->nvals; i++)
+        ncut += p->vals[i].cut != 0;
+    if (ncut && !nomem) {
+        s.cix = calloc(nv, sizeof *s.cix);
+        s.cutl = calloc((size_t)ncut * FHR_LOC_SLOTS, sizeof *s.cutl);
+        nomem = !s.cix || !s.cutl;
+        for (uint32_t i = 0, k = 0; !nomem && i < p->nvals; i++)
+            if (p->vals[i].cut)
+                s.cix[i] = ++k;
+    }
     fhr_status st;
-    if (!s.where || !s.gone) {
+    if (nomem) {
         st = FHR_E_NOMEM;
         snprintf(f->msg, sizeof f->msg, "out of memory");
     } else {
@@ -1049,10 +1156,13 @@ fhr_status rp_verify_budgets(const rplan_program *p, const fhr_budget *ov, size_
         memcpy(peak, s.peak, sizeof s.peak);
     free(s.where);
     free(s.gone);
+    free(s.cix);
+    free(s.cutl);
     free(s.holds);
     free(s.req_v);
     free(s.req_s);
     free(s.req_at);
+    free(s.req_l);
     free(s.ent_v);
     free(s.ent_s);
     return st;

@@ -12,8 +12,8 @@ syn iskeyword @,48-57,_
 syn keyword rplanDeclaration rplan budget const value policy
 syn keyword rplanScope stage plan request using for in
 syn keyword rplanPhase reclaim reserve enter body exit
-syn keyword rplanAction require ensure move drop discard hold release run from at
-syn keyword rplanAttribute init source priority exclusive replicable seeded keep fields
+syn keyword rplanAction require ensure move drop discard hold release run from at level
+syn keyword rplanAttribute init source priority exclusive replicable seeded keep fields limbs
 syn keyword rplanDeclaration kernel
 syn keyword rplanLocation host pinned
 syn keyword rplanData synth file zero
