@@ -98,7 +98,10 @@ static void disasm_values(const rplan_program *p, rp_out *o)
             }
             rp_out_printf(o, ")");
         }
-        if (v->cut && v->limb_parts > 1)
+        if (v->cut && v->limb_alpha)
+            rp_out_printf(o, " limbs(%u, %u, %u, %u)", v->limb_q, v->limb_special,
+                          v->limb_parts, v->limb_alpha);
+        else if (v->cut && v->limb_parts > 1)
             rp_out_printf(o, " limbs(%u, %u, %u)", v->limb_q, v->limb_special, v->limb_parts);
         else if (v->cut)
             rp_out_printf(o, " limbs(%u, %u)", v->limb_q, v->limb_special);

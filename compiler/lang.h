@@ -71,7 +71,8 @@ typedef enum rp_kind {
     A_SEEDED,   /* text: generator or NULL (the built-in counter), a: seed expr */
     A_KEEP,     /* a: loc (host or pinned) */
     A_FIELDS,   /* a: list of N_FIELD */
-    A_LIMBS,    /* limbs(a, b[, c]): q-limbs, special limbs, parts (NULL: 1) */
+    A_LIMBS,    /* limbs(a, b[, c[, c->next]]): q-limbs, special limbs, parts (NULL: 1),
+                 * q-limbs per part (NULL: ceil(a / c)) */
     S_VERSION, /* num */
     S_BUDGET, /* a loc, b expr */
     S_CONST,  /* text = a */

@@ -439,10 +439,12 @@ static const char *field_name(const rplan_program *p, const rp_value *v, uint32_
 static int value_cut(S *s, const vdecl *d, const char *nm, rp_value *v)
 {
     const rp_node *a = d->limbs;
-    uint64_t q, k, parts = 1;
+    uint64_t q, k, parts = 1, alpha = 0;
+    rp_node *an = a->c ? a->c->next : NULL;
     if (!rp_sema_eval_kind(s, a->a, K_INT, "a limb count", &q) ||
         !rp_sema_eval_kind(s, a->b, K_INT, "a limb count", &k) ||
-        (a->c && !rp_sema_eval_kind(s, a->c, K_INT, "a part count", &parts)))
+        (a->c && !rp_sema_eval_kind(s, a->c, K_INT, "a part count", &parts)) ||
+        (an && !rp_sema_eval_kind(s, an, K_INT, "a limb count", &alpha)))
         return 0;
     uint32_t nf = rp_value_nfields(v);
     if (q < 1 || q > RP_MAX_LIMBS) {
@@ -459,6 +461,11 @@ static int value_cut(S *s, const vdecl *d, const char *nm, rp_value *v)
     if (parts < 1 || parts > nf) {
         ERR(s, pl, "limbs of '%s': P must be from 1 to its %u field%s, not %" PRIu64, nm, nf,
             nf == 1 ? "" : "s", parts);
+        return 0;
+    }
+    if (an && (alpha < 1 || alpha * (parts - 1) >= q || alpha * parts < q)) {
+        ERR(s, an->loc, "limbs of '%s': %" PRIu64 " parts of %" PRIu64 " q-limbs do not cover "
+            "Q = %" PRIu64 " (the parts must be ceil(Q / ALPHA))", nm, parts, alpha, q);
         return 0;
     }
     if (nf % parts) {
@@ -478,6 +485,7 @@ static int value_cut(S *s, const vdecl *d, const char *nm, rp_value *v)
     v->limb_q = (uint32_t)q;
     v->limb_special = (uint32_t)k;
     v->limb_parts = (uint32_t)parts;
+    v->limb_alpha = alpha == (q + parts - 1) / parts ? 0 : (uint32_t)alpha;
     return 1;
 }
 

@@ -223,6 +223,8 @@ attr:
     | FIELDS '(' fieldl ')' { $$ = mk(A_FIELDS, @1, $3, NULL, NULL); NOMEM($$); }
     | LIMBS '(' expr ',' expr ')' { $$ = mk(A_LIMBS, @1, $3, $5, NULL); NOMEM($$); }
     | LIMBS '(' expr ',' expr ',' expr ')' { $$ = mk(A_LIMBS, @1, $3, $5, $7); NOMEM($$); }
+    | LIMBS '(' expr ',' expr ',' expr ',' expr ')' {
+          $$ = mk(A_LIMBS, @1, $3, $5, $7); NOMEM($$); $7->next = $9; }
     ;
 
 fieldl:

@@ -174,6 +174,7 @@ typedef struct rplan_value_info {
      * limb_parts equal consecutive groups (parts). All 0 without limbs(...). A device copy
      * may hold the cut a level needs (rplan_instr.limbs, rplan_value_cut). */
     uint32_t limb_q, limb_special, limb_parts;
+    uint32_t limb_alpha; /* q-limbs per part: `limbs(Q, K, P, ALPHA)`, else ceil(Q / P) */
 } rplan_value_info;
 
 /* Field k of value i: its name (borrowed from the program) and size in bytes, in
@@ -184,7 +185,7 @@ FHR_API fhr_status rplan_value_field(const rplan_program *p, size_t i, size_t k,
 
 /* The cut of value i that holds q-limbs 0..limbs-1 (level limbs - 1; limbs 0: the whole
  * value): the bytes of a device copy that holds only it. Field f of part p (the fields in
- * limb_parts consecutive groups) is present when p * ceil(limb_q / limb_parts) <=
+ * limb_parts consecutive groups) is present when p * limb_alpha <=
  * limbs - 1, with limbs + limb_special of its limbs: q-limbs 0..limbs-1, then its special
  * limbs; present fields are packed back to back in field order. rplan_value_cut_field
  * gives field k's offset in such a copy and its bytes there (0: absent). FHR_E_INVALID

@@ -244,6 +244,7 @@ fhr_status rplan_write_mem(const rplan_program *p, void **out, size_t *outlen)
                     put32(q + 4, p->vals[i].limb_q);
                     put32(q + 8, p->vals[i].limb_special);
                     put32(q + 12, p->vals[i].limb_parts);
+                    put32(q + 16, p->vals[i].limb_alpha);
                     q += RP_LIMB_SIZE;
                 }
             break;
@@ -506,9 +507,9 @@ static fhr_status decode_cuts(rplan_program *p, const rp_secs *x, char *msg, siz
     const unsigned char *q = x->nsec >= RP_NSECTIONS ? x->sec[RP_SEC_LIMB] : NULL;
     for (uint32_t i = 0; q && i < x->cnt[RP_SEC_LIMB]; i++, q += RP_LIMB_SIZE) {
         uint32_t vi = get32(q);
-        if (vi >= p->nvals || (i && vi <= get32(q - RP_LIMB_SIZE)) || get32(q + 16) != 0) {
-            snprintf(msg, cap, "limb record %u: value %u out of order, repeated or unknown, or "
-                     "reserved bytes not zero", i, vi);
+        if (vi >= p->nvals || (i && vi <= get32(q - RP_LIMB_SIZE))) {
+            snprintf(msg, cap, "limb record %u: value %u out of order, repeated or unknown", i,
+                     vi);
             return FHR_E_INVALID;
         }
         rp_value *v = &p->vals[vi];
@@ -516,6 +517,7 @@ static fhr_status decode_cuts(rplan_program *p, const rp_secs *x, char *msg, siz
         v->limb_q = get32(q + 4);
         v->limb_special = get32(q + 8);
         v->limb_parts = get32(q + 12);
+        v->limb_alpha = get32(q + 16);
     }
     return FHR_OK;
 }

@@ -5,6 +5,11 @@
 
 #include "runtime/program/program.h"
 
+uint32_t rp_value_alpha(const rp_value *v)
+{
+    return v->limb_alpha ? v->limb_alpha : (v->limb_q + v->limb_parts - 1) / v->limb_parts;
+}
+
 uint32_t rp_value_nfields(const rp_value *v)
 {
     return v->nfields ? v->nfields : v->seeded ? 2 : 1;
@@ -27,8 +32,7 @@ static uint64_t cut_field_bytes(const rplan_program *p, const rp_value *v, uint3
 {
     uint32_t nf = rp_value_nfields(v);
     uint32_t part = k / (nf / v->limb_parts);
-    uint32_t alpha = (v->limb_q + v->limb_parts - 1) / v->limb_parts;
-    if ((uint64_t)part * alpha > limbs - 1)
+    if ((uint64_t)part * rp_value_alpha(v) > limbs - 1)
         return 0;
     uint64_t limb = rp_value_field_nbytes(p, v, k) / (v->limb_q + v->limb_special);
     return limb * (limbs + v->limb_special);
@@ -69,6 +73,12 @@ int rp_check_cut(const rplan_program *p, uint32_t i, char *msg, size_t cap)
     if (v->limb_parts == 0 || nf % v->limb_parts) {
         snprintf(msg, cap, "value %u: limb cut of %u parts does not divide its %u fields", i,
                  v->limb_parts, nf);
+        return 0;
+    }
+    uint64_t alpha = rp_value_alpha(v);
+    if (alpha * (v->limb_parts - 1) >= v->limb_q || alpha * v->limb_parts < v->limb_q) {
+        snprintf(msg, cap, "value %u: limb cut of %u parts of %llu q-limbs does not cover its "
+                 "%u q-limbs", i, v->limb_parts, (unsigned long long)alpha, v->limb_q);
         return 0;
     }
     uint32_t per = v->limb_q + v->limb_special;

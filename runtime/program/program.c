@@ -254,6 +254,7 @@ fhr_status rplan_value(const rplan_program *p, size_t i, rplan_value_info *o)
         o->limb_q = v->limb_q;
         o->limb_special = v->limb_special;
         o->limb_parts = v->limb_parts;
+        o->limb_alpha = v->cut ? rp_value_alpha(v) : 0;
     }
     o->priority = v->prio;
     o->line = v->line;

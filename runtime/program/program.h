@@ -86,6 +86,7 @@ typedef struct rp_value {
     /* limbs(Q, K, P) (the LIMB section): cut 1 when the value has a record */
     uint8_t cut;
     uint32_t limb_q, limb_special, limb_parts;
+    uint32_t limb_alpha; /* q-limbs per part; 0: ceil(limb_q / limb_parts) */
 } rp_value;
 
 typedef struct rp_fieldrec {
@@ -199,6 +200,8 @@ RP_HIDDEN int rp_check_seeded(const rplan_program *p, uint32_t i, char *msg, siz
  * (0 bytes: its part is absent); checks v's cut: 0 and a message if bad. The minor version
  * a program is written as. */
 RP_HIDDEN uint32_t rp_value_nfields(const rp_value *v);
+/* A cut value's q-limbs per part (limb_alpha, or ceil(limb_q / limb_parts)). */
+RP_HIDDEN uint32_t rp_value_alpha(const rp_value *v);
 RP_HIDDEN uint64_t rp_value_field_nbytes(const rplan_program *p, const rp_value *v, uint32_t k);
 RP_HIDDEN uint64_t rp_value_cut_nbytes(const rplan_program *p, const rp_value *v, uint32_t limbs);
 RP_HIDDEN void rp_value_cut_field(const rplan_program *p, const rp_value *v, uint32_t limbs,

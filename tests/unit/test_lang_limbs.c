@@ -406,8 +406,11 @@ Test(lang_limbs, corrupt_limb_records_are_refused_by_name)
     put32(r1, 0);
     expect_refused(b, n, "limb record 1: value 0 out of order, repeated or unknown");
     FRESH();
-    r0[17] = 1;
-    expect_refused(b, n, "limb record 0: value 0");
+    put32(r0 + 16, 3); /* 2 parts of 3 q-limbs do not cover 8 */
+    expect_refused(b, n, "value 0: limb cut of 2 parts of 3 q-limbs does not cover its 8 q-limbs");
+    FRESH();
+    put32(r0 + 16, 5); /* 5 + 3: a short last part */
+    cr_assert_null(load_mutated(b, n), "an explicit alpha that covers q loads");
     FRESH();
     put32(r0 + 4, 0);
     expect_refused(b, n, "l.rplan:2:7: error: value 0: limb cut of 0 q-limbs and 2 special limbs");
