@@ -447,6 +447,11 @@ static int value_cut(S *s, const vdecl *d, const char *nm, rp_value *v)
         (an && !rp_sema_eval_kind(s, an, K_INT, "a limb count", &alpha)))
         return 0;
     uint32_t nf = rp_value_nfields(v);
+    if (v->mode) { /* FHR_EXCLUSIVE */
+        ERR(s, a->loc, "limbs of '%s': an exclusive value moves whole; only a replicable value "
+            "has partial device copies", nm);
+        return 0;
+    }
     if (q < 1 || q > RP_MAX_LIMBS) {
         ERR(s, a->a->loc, "limbs of '%s': Q must be from 1 to %u, not %" PRIu64, nm,
             RP_MAX_LIMBS, q);

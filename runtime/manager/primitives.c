@@ -203,7 +203,10 @@ static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, f
 {
     fhr_status st = FHR_OK;
     fhr_value *lv = NULL;
-    if (!src && (st = load_copy(m, v, at, s, &lv, err)) != FHR_OK)
+    /* a partial copy's source is loaded into pinned memory (a source with a host store may
+     * hand a view of it), and only the limbs cross the link */
+    fhr_location lat = eff->limbs || eff->had ? fhr_loc_pinned() : at;
+    if (!src && (st = load_copy(m, v, lat, s, &lv, err)) != FHR_OK)
         return st;
     if (!eff->limbs && !eff->had) {
         if (lv)

@@ -106,6 +106,27 @@ fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_
     return FHR_OK;
 }
 
+fhr_status vm_value_view(rplan_vm *vm, size_t i, void *p, const fhr_ckks_meta *meta,
+                         fhr_value **out, fhr_error *err)
+{
+    fhr_value *v = NULL;
+    size_t bi, off = 0, n = (size_t)vm->vinfo[i].nbytes;
+    fhr_status st = fhr_value_create(vm->backing_loc, meta, &v, err);
+    if (st == FHR_OK)
+        st = fhr_value_add_buffer(v, p, n, NULL, NULL, &bi, err); /* borrowed */
+    for (size_t f = 0; f < vm_value_nfields(vm, i) && st == FHR_OK; f++) {
+        const vm_field *x = &vm->flds[vm->fld0[i] + f];
+        st = fhr_value_add_field(v, x->name, bi, off, (size_t)x->nbytes, err);
+        off += (size_t)x->nbytes;
+    }
+    if (st != FHR_OK) {
+        fhr_value_destroy(v);
+        return st;
+    }
+    *out = v;
+    return FHR_OK;
+}
+
 /* ---- loaders ------------------------------------------------------------------------- */
 
 static const struct vm_loader *find_loader(const rplan_vm *vm, const char *name)

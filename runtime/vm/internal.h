@@ -257,6 +257,9 @@ struct rplan_vm {
 #define RP_VM_MAX_FIELDS 16 /* RP_MAX_FIELDS */
 fhr_status vm_fields_setup(rplan_vm *vm, fhr_error *err);
 size_t vm_value_nfields(const rplan_vm *vm, size_t i);
+/* A value at the backing store's location over p (borrowed), with value i's fields. */
+fhr_status vm_value_view(rplan_vm *vm, size_t i, void *p, const fhr_ckks_meta *meta,
+                         fhr_value **out, fhr_error *err);
 fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_meta *meta,
                         fhr_stream *s, fhr_value **out, fhr_error *err);
 fhr_status vm_engine_load(rplan_vm *vm, size_t i, fhr_value *v, fhr_stream *s, fhr_error *err);

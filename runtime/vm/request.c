@@ -596,7 +596,7 @@ static fhr_status parts_decode(rplan_vm *vm, size_t pc, size_t end, req_parts *q
     for (size_t i = pc + 1; i < end; i++) {
         const rplan_instr *in = &vm->ins[i];
         if (in->op == RPLAN_OP_REQUIRE) {
-            q->rq[q->nrq] = (fhr_requirement){vm->h[in->value], in->loc, 0};
+            q->rq[q->nrq] = (fhr_requirement){vm->h[in->value], in->loc, in->limbs};
             q->rq_pc[q->nrq++] = i;
         } else if (in->op == RPLAN_OP_RESERVE) {
             q->res[q->nres++] = (fhr_reservation){in->loc, in->imm, in->str};

@@ -115,6 +115,10 @@ static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location a
     if (vi->seeded) { /* copy "b" from the backing store, generate "a" where it is kept */
         fhr_value *hv = NULL;
         fhr_status st = seeded_host_value(vm, vi, vm->backing[vs->index], 0, &hv, err);
+        if (st == FHR_OK && fhr_loc_equal(at, fhr_value_location(hv))) {
+            *out = hv; /* asked for where the backing store is: a view of it */
+            return FHR_OK;
+        }
         if (st == FHR_OK)
             st = fhr_manager_value_to(vm->m, hv, at, s, out, err);
         fhr_value_destroy(hv); /* borrowed: the backing store stays */
@@ -123,6 +127,9 @@ static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location a
     (void)b; /* the VM's backend */
     size_t n = (size_t)spec->storage_nbytes;
     fhr_value *v = NULL;
+    if (vm->backing[vs->index] && fhr_loc_equal(at, vm->backing_loc) && !vm->explain &&
+        vi->data != RPLAN_DATA_ENGINE) /* a view of the backing store (a partial copy's load) */
+        return vm_value_view(vm, vs->index, vm->backing[vs->index], &spec->meta, out, err);
     fhr_status st = vm_value_new(vm, vs->index, at, &spec->meta, s, &v, err);
     if (st)
         return st;
@@ -211,6 +218,20 @@ void vm_pristine_free(rplan_vm *vm)
                              NULL);
     free(vm->pristine);
     vm->pristine = NULL;
+}
+
+/* Declares value i's limbs(...) to the manager: its seeded fields are the ones devices
+ * regenerate (an adopted value's own regenerable fields otherwise). */
+static fhr_status cut_value(rplan_vm *vm, size_t i, fhr_error *err)
+{
+    const rplan_value_info *vi = &vm->vinfo[i];
+    uint64_t regen = 0;
+    if (vi->seeded && vi->recoverability != FHR_MUST_PRESERVE) /* without fields: b, a */
+        for (size_t f = 0; f < (vi->nfields ? vi->nfields : 2); f++)
+            if (vi->nfields ? rplan_value_field_seeded(vm->p, i, f) == 1 : f == 1)
+                regen |= 1ULL << f;
+    fhr_limb_cut c = {vi->limb_q, vi->limb_special, vi->limb_parts, vi->limb_alpha, regen};
+    return fhr_value_cut_limbs(vm->m, vm->h[i], &c, err);
 }
 
 /* Adopts every MUST_PRESERVE value and registers every source. */
@@ -318,6 +339,8 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
             }
         }
         free(filebuf);
+        if (st == FHR_OK && vi->limb_q)
+            st = cut_value(vm, i, err);
         if (st)
             name_value(vm, st, vi, err);
     }

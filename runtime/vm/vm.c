@@ -39,7 +39,10 @@ static fhr_action to_action(const rplan_vm *vm, const rplan_instr *in)
     a.handle = vm->h[in->value];
     a.at = in->loc;
     switch (in->op) {
-    case RPLAN_OP_ENSURE: a.kind = FHR_ACT_ENSURE; break;
+    case RPLAN_OP_ENSURE:
+        a.kind = FHR_ACT_ENSURE;
+        a.limbs = in->limbs;
+        break;
     case RPLAN_OP_MOVE:
         a.kind = FHR_ACT_MOVE;
         a.has_from = in->has_from;
