@@ -39,7 +39,7 @@ uint64_t cut_bytes(const mgr_cut *c, uint32_t limbs, int regen)
 uint64_t rules_generated(const rule_view *rv, int from, int to)
 {
     uint64_t gen, link;
-    rules_copy_bytes(rv, from, to, rv->limbs[to], 0, &link, &gen);
+    rules_copy_bytes(rv, from, to, rv_limbs(rv, to), 0, &link, &gen);
     return gen;
 }
 
@@ -79,7 +79,7 @@ double rules_copy_cost_limbs(const rule_view *rv, const fhr_link_rates *l, int f
 double rules_copy_cost(const rule_view *rv, const fhr_link_rates *l, int from, int to,
                        uint64_t *link_nbytes)
 {
-    return rules_copy_cost_limbs(rv, l, from, to, rv->limbs[to], 0, link_nbytes);
+    return rules_copy_cost_limbs(rv, l, from, to, rv_limbs(rv, to), 0, link_nbytes);
 }
 
 /* The cheapest source among the copies other than `to_slot`, by the cost model alone: a
@@ -96,7 +96,7 @@ int rules_pick_source(const rule_view *v, int to_slot)
 /* Whether the copy at slot s can give a copy of `want` q-limbs (0: whole). */
 static int serves(const rule_view *v, int s, uint32_t want)
 {
-    return !v->limbs[s] || (want && v->limbs[s] >= want);
+    return !rv_limbs(v, s) || (want && rv_limbs(v, s) >= want);
 }
 
 int rules_pick_source_limbs(const rule_view *v, int to_slot, uint32_t want, uint32_t had)

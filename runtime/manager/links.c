@@ -85,9 +85,11 @@ double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
     rv.present = v->present;
     rv.has_src = v->rs != NULL;
     rv.cut = v->cut;
-    memset(rv.limbs, 0, sizeof rv.limbs);
-    for (const mat *x = v->cut ? v->copies : NULL; x; x = x->next)
-        rv.limbs[x->slot] = x->limbs;
+    if (v->cut) { /* rv_limbs reads them only then */
+        memset(rv.limbs, 0, sizeof rv.limbs);
+        for (const mat *x = v->copies; x; x = x->next)
+            rv.limbs[x->slot] = x->limbs;
+    }
     uint64_t others = rv.present & ~(1ULL << slot);
     double best = -1;
     for (uint64_t bits = others; bits; bits &= bits - 1) {

@@ -406,11 +406,18 @@ typedef struct rule_view {
     uint32_t limbs[FHR_LOC_SLOTS]; /* per present copy: q-limbs held; 0: whole */
 } rule_view;
 
-/* The charge of the view's copy at slot (present or about to be, with rv->limbs[slot]). */
+/* The q-limbs of the view's copy at slot (0: whole). limbs[] is filled only for a cut
+ * value (clearing it for every view cost more than a snapshot's walk). */
+static inline uint32_t rv_limbs(const rule_view *rv, int slot)
+{
+    return rv->cut ? rv->limbs[slot] : 0;
+}
+
+/* The charge of the view's copy at slot (present or about to be, with its limbs). */
 static inline uint64_t rv_charge(const rule_view *rv, int slot)
 {
-    return rv->limbs[slot] ? cut_bytes(rv->cut, rv->limbs[slot], 0)
-                           : charge_at(rv->charge, rv->omit, slot);
+    uint32_t l = rv_limbs(rv, slot);
+    return l ? cut_bytes(rv->cut, l, 0) : charge_at(rv->charge, rv->omit, slot);
 }
 
 typedef struct rule_effect {

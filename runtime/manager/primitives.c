@@ -27,7 +27,8 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
     rv->present = v->present;
     rv->links = &m->links;
     rv->cut = v->cut;
-    memset(rv->limbs, 0, sizeof rv->limbs);
+    if (v->cut) /* rv_limbs reads them only then */
+        memset(rv->limbs, 0, sizeof rv->limbs);
     for (const mat *x = v->copies; x; x = x->next) { /* one per present bit */
         int s = x->slot;
         rv->limbs[s] = x->limbs;

@@ -121,7 +121,7 @@ static uint64_t whole_copies(const rule_view *v)
 {
     uint64_t w = v->present;
     for (int s = 2; v->cut && s < FHR_LOC_SLOTS; s++)
-        if (v->limbs[s])
+        if (rv_limbs(v, s))
             w &= ~(1ULL << s);
     return w;
 }
@@ -170,7 +170,7 @@ static fhr_status rules_ensure(const rule_view *v, const fhr_action *a, const lo
                                 fhr_loc_format(a->at, lb, sizeof lb)));
     if ((st = want_limbs(v, a, &want, err)) != FHR_OK)
         return fail_at(v, a->at, err, st);
-    uint32_t have = v->present & bit ? v->limbs[at] : 0;
+    uint32_t have = v->present & bit ? rv_limbs(v, at) : 0;
     if ((v->present & bit) && (!have || (want && have >= want))) {
         eff->noop = 1;
         return FHR_OK;
@@ -229,11 +229,11 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                fhr_fail(err, FHR_E_STATE, "move %s to %s from %s: no copy at %s",
                                         RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
                                         fhr_loc_format(a->from, fb, sizeof fb), fb));
-            if (v->limbs[from])
+            if (rv_limbs(v, from))
                 return fail_at(v, a->from, err,
                                fhr_fail(err, FHR_E_STATE, "move %s from %s: the copy there holds "
                                         "%u of %u q-limbs; a move takes a whole copy", RV_NAME(v),
-                                        fhr_loc_format(a->from, fb, sizeof fb), v->limbs[from],
+                                        fhr_loc_format(a->from, fb, sizeof fb), rv_limbs(v, from),
                                         v->cut->q));
             if (from == at) {
                 eff->noop = 1;
@@ -251,7 +251,7 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                fhr_fail(err, FHR_E_STATE, "move %s to %s: no whole copy and no "
                                         "source", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb)));
             eff->load = 1;
-            eff->had = v->present & bit ? v->limbs[at] : 0;
+            eff->had = v->present & bit ? rv_limbs(v, at) : 0;
             return check_create(v, at, locs, op, eff, err);
         } else if (!v->present) {
             if (!v->has_src)
@@ -264,15 +264,15 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             eff->noop = 1;
             return FHR_OK;
         } else {
-            from = rules_pick_source_limbs(v, at, 0, v->present & bit ? v->limbs[at] : 0);
+            from = rules_pick_source_limbs(v, at, 0, v->present & bit ? rv_limbs(v, at) : 0);
         }
         if (v->protected_ & (1ULL << from))
             return refuse_protected(v, from, "move away", err);
         eff->remove = from;
-        if ((v->present & bit) && !v->limbs[at])
+        if ((v->present & bit) && !rv_limbs(v, at))
             return FHR_OK; /* destination already there: only the source goes */
         eff->src = from;
-        eff->had = v->present & bit ? v->limbs[at] : 0; /* a partial one there grows */
+        eff->had = v->present & bit ? rv_limbs(v, at) : 0; /* a partial one there grows */
         return check_create(v, at, locs, op, eff, err);
     }
 
