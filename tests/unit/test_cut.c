@@ -309,6 +309,37 @@ Test(cut, explain_counts_what_the_partial_copies_move)
     fhr_backend_destroy(b);
 }
 
+/* A grow needs room for both copies, and then only for the new one: explain and the run
+ * agree at a budget of exactly that (the old copy released once the grow is done). */
+Test(cut, a_grow_frees_the_copy_it_replaces)
+{
+    fhr_backend *b = emu_backend(1);
+    const uint64_t l2 = 2u * (2 + K) * LIMB, l5 = 4u * (5 + K) * LIMB;
+    fhr_budget bud = {fhr_loc_cuda(0), l2 + l5};
+    fhr_manager *m = new_manager(b, &bud, 1);
+    fhr_handle h = adopt_key(m, b, 0, 1);
+    fhr_action acts[] = {{FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 2},
+                         {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 5},
+                         {FHR_ACT_DROP, h, fhr_loc_cuda(0), 0, {0, 0}, 0},
+                         {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 0}};
+    cr_assert_lt(4u * FIELD, l2 + l5);
+    cr_assert_gt(4u * FIELD + l2, l2 + l5, "a leaked copy would not leave room for a whole one");
+    fhr_plan *p = NULL;
+    fhr_plan_desc desc = {"grow", NULL, 0, acts, 4, NULL, 0, NULL, 0};
+    cr_assert_eq(fhr_plan_create(&desc, &p, NULL), FHR_OK);
+    fhr_explanation ex;
+    cr_assert_eq(fhr_explain(m, p, &ex, NULL), FHR_OK);
+    cr_assert(ex.feasible, "%s", ex.reason);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_execute_actions(m, acts, 4, NULL, 0, NULL, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(used(m, fhr_loc_cuda(0)), 4u * FIELD);
+    check_accounting(m);
+    fhr_plan_destroy(p);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
 Test(cut, a_policy_loads_only_the_limbs_a_request_needs)
 {
     fhr_backend *b = emu_backend(1);
