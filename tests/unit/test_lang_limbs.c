@@ -507,3 +507,40 @@ Test(lang_limbs, fmt_lays_out_limbs_and_levels_and_keeps_the_program)
     rplan_program_free(a);
     rplan_program_free(b);
 }
+
+/* limbs(Q, K, P, ALPHA): parts of ALPHA q-limbs, the last one short; ALPHA must make P
+ * parts; an exclusive value is never cut. */
+Test(lang_limbs, alpha_names_the_q_limbs_per_part)
+{
+    /* 27 q-limbs in parts of 12: 3 parts, the last of 3 q-limbs; fields of 39 limbs */
+    rplan_program *p = compile_ok("rplan 1\nvalue k = 6 * 39 * 8 KiB at pinned init synth(1) "
+                                  "fields(b0, a0, b1, a1, b2, a2) limbs(27, 12, 3, 12)\n"
+                                  "ensure k @ cuda:0 level 11\n");
+    rplan_value_info vi;
+    cr_assert_eq(rplan_value(p, 0, &vi), FHR_OK);
+    cr_assert_eq(vi.limb_alpha, 12);
+    uint64_t n = 0;
+    /* level 11: 12 q-limbs, part 0 only: 2 fields of 12 + 12 limbs */
+    cr_assert_eq(rplan_value_cut(p, 0, 12, &n), FHR_OK);
+    cr_assert_eq(n, 2u * 24 * 8 * KB);
+    /* level 12: part 1 too */
+    cr_assert_eq(rplan_value_cut(p, 0, 13, &n), FHR_OK);
+    cr_assert_eq(n, 4u * 25 * 8 * KB);
+    size_t len;
+    unsigned char *w = write_prog(p, &len);
+    cr_assert_null(load_mutated(w, len), "written with its ALPHA, it loads");
+    cr_assert_eq(get32(w + len - RP_LIMB_SIZE + 16), 12, "the LIMB record's fifth word");
+    free(w);
+    rplan_program_free(p);
+    /* without ALPHA, ceil(27 / 3) = 9 a part */
+    p = compile_ok("rplan 1\nvalue k = 6 * 39 * 8 KiB at pinned init synth(1) "
+                   "fields(b0, a0, b1, a1, b2, a2) limbs(27, 12, 3)\n");
+    cr_assert_eq(rplan_value(p, 0, &vi), FHR_OK);
+    cr_assert_eq(vi.limb_alpha, 9);
+    rplan_program_free(p);
+    expect_error("rplan 1\nvalue k = 6 * 39 * 8 KiB at pinned init synth(1) "
+                 "fields(b0, a0, b1, a1, b2, a2) limbs(27, 12, 3, 8)\n",
+                 "limbs of 'k': 3 parts of 8 q-limbs do not cover Q = 27", 2, 0, "RP409");
+    expect_error("rplan 1\nvalue c = 64 KiB exclusive at pinned limbs(8, 0)\n",
+                 "limbs of 'c': an exclusive value moves whole", 2, 0, "RP409");
+}
