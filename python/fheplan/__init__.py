@@ -131,8 +131,11 @@ class ManagedValue:
 
 @dataclass(frozen=True)
 class EnsureResident:
+    """limbs: a cut value's q-limbs the device copy must hold (fhr_ensure_limbs); 0: whole."""
+
     handle: ResidencyHandle
     at: Location
+    limbs: int = 0
     _kind = _fheplan.ACT_ENSURE
 
 
@@ -178,15 +181,19 @@ class MemoryReservation:
 
 @dataclass(frozen=True)
 class ResidencyRequirement:
-    """An exact (handle, location) endpoint that must hold when the use begins."""
+    """An exact (handle, location) endpoint that must hold when the use begins; limbs: the
+    q-limbs a device copy of a cut value must hold (a plan's level L is L + 1; 0: whole)."""
 
     handle: ResidencyHandle
     at: Location
+    limbs: int = 0
 
     def __post_init__(self) -> None:
         _check("ResidencyRequirement", "handle", self.handle, ResidencyHandle,
                "a ResidencyHandle")
         _check("ResidencyRequirement", "at", self.at, (Location, str), "a Location")
+        _check("ResidencyRequirement", "limbs", self.limbs, int, "an int (q-limbs)")
+        _check_range("ResidencyRequirement", "limbs", self.limbs, 0, 2**32 - 1, "0..2**32-1")
 
 
 @dataclass(frozen=True)

@@ -87,6 +87,7 @@ class ManagedValue:
 class EnsureResident:
     handle: ResidencyHandle
     at: Location
+    limbs: int = 0
     _kind: ClassVar[int]
 
 
@@ -122,6 +123,7 @@ class MemoryReservation:
 class ResidencyRequirement:
     handle: ResidencyHandle
     at: Location
+    limbs: int = 0
 
 
 @dataclass(frozen=True)

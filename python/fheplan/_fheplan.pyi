@@ -233,6 +233,18 @@ class _MaterializationRecord:
     last_use: int
     restore_s: float
     copied_from: Optional[Location]
+    limbs: int                      # a partial copy of a cut value: its q-limbs; 0: whole
+
+
+class _CutRecord:
+    """A value's limb cut (cut_limbs; fhr_value_info.cut_*)."""
+    q: int
+    special: int
+    parts: int
+    alpha: int
+    nfields: int
+    limb_nbytes: int
+    regen_fields: int
 
 
 class _ValueRecord:
@@ -246,6 +258,7 @@ class _ValueRecord:
     regen_nbytes: int
     meta: Optional[CKKSMeta]
     materializations: Dict[Location, _MaterializationRecord]
+    cut: Optional[_CutRecord]       # None: not cut into limbs
 
 
 class _SnapshotRecord:
@@ -359,7 +372,10 @@ class ResidencyManager:
                         replica_mode: Optional[int] = None, label: Optional[str] = None,
                         priority: int = 0) -> ResidencyHandle: ...
     def ensure(self, handle: ResidencyHandle, at: _Loc, *,
-               stream: Optional[_StreamLike] = None) -> None: ...
+               stream: Optional[_StreamLike] = None, limbs: int = 0) -> None: ...
+    def cut_limbs(self, handle: ResidencyHandle, q: int, special: int, parts: int = 1,
+                  alpha: int = 0, regen_fields: int = 0) -> None: ...
+    def copy_limbs(self, handle: ResidencyHandle, at: _Loc, /) -> int: ...
     def move(self, handle: ResidencyHandle, to: _Loc, from_location: Optional[_Loc] = None, *,
              stream: Optional[_StreamLike] = None) -> None: ...
     def drop(self, handle: ResidencyHandle, at: _Loc) -> None: ...
@@ -460,6 +476,8 @@ class ResidencyController:
 class Program:
     def disasm(self) -> str: ...
     def values(self) -> List[Dict[str, Any]]: ...
+    def instructions(self) -> List[Dict[str, Any]]: ...
+    def value_cut(self, value: Union[int, str], limbs: int) -> Dict[str, Any]: ...
 
 
 class _KernelCall: ...

@@ -276,6 +276,13 @@ static int req_parse(PyObject *o, req_buf *b)
         }
         int ok = at && fhpy_handle_arg_of(h, "a requirement's handle", &b->reqs[i].handle) &&
                  fhpy_location_arg(at, "a requirement's at", &b->reqs[i].at);
+        /* .limbs: the q-limbs of a cut value (an object without it: the whole value) */
+        PyObject *limbs = ok ? PyObject_GetAttrString(q, "limbs") : NULL;
+        if (ok && !limbs && PyErr_ExceptionMatches(PyExc_AttributeError))
+            PyErr_Clear();
+        else if (ok)
+            ok = limbs && fhpy_u32(limbs, "a requirement's limbs", &b->reqs[i].limbs);
+        Py_XDECREF(limbs);
         Py_XDECREF(h);
         Py_XDECREF(at);
         if (!ok) {

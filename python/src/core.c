@@ -505,6 +505,28 @@ int fhpy_count(PyObject *o, const char *param, size_t max, size_t *out)
     return ok;
 }
 
+int fhpy_u32(PyObject *o, const char *param, uint32_t *out)
+{
+    size_t n = 0;
+    if (!fhpy_count(o, param, UINT32_MAX, &n))
+        return 0;
+    *out = (uint32_t)n;
+    return 1;
+}
+
+int fhpy_mask64(PyObject *o, const char *param, uint64_t *out)
+{
+    PyObject *i = as_int(o, param, "a bit mask");
+    if (!i)
+        return 0;
+    unsigned long long u = 0;
+    int ok = int_in(i, 0, UINT64_MAX, param, "0..2**64-1 (a bit mask)", NULL, &u);
+    Py_DECREF(i);
+    if (ok)
+        *out = u;
+    return ok;
+}
+
 int fhpy_priority(PyObject *o, const char *param, int32_t *out)
 {
     PyObject *i = as_int(o, param, "a priority");

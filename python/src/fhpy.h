@@ -172,6 +172,8 @@ int fhpy_alive(PyObject *owner, const fhpy_owner_ops *ops);
 int fhpy_bytes(PyObject *o, const char *param, uint64_t *out);         /* 0..2**64-1 */
 int fhpy_count(PyObject *o, const char *param, size_t max, size_t *out); /* 0..max */
 int fhpy_priority(PyObject *o, const char *param, int32_t *out);       /* int32 */
+int fhpy_u32(PyObject *o, const char *param, uint32_t *out);           /* 0..2**32-1 */
+int fhpy_mask64(PyObject *o, const char *param, uint64_t *out);        /* 0..2**64-1 */
 int fhpy_text(PyObject *o, const char *param, int allow_none, const char **out);
 int fhpy_location_arg(PyObject *o, const char *param, fhr_location *out);
 int fhpy_handle_arg_of(PyObject *o, const char *param, fhr_handle *out);

@@ -607,16 +607,20 @@ static PyObject *mgr_register_source(PyObject *self, PyObject *args, PyObject *k
 
 /* ---- primitives ------------------------------------------------------------------------------ */
 
+/* limbs 0: fhr_ensure (the whole value); else fhr_ensure_limbs (a cut value's q-limbs). */
 static PyObject *mgr_ensure(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
-    PyObject *stream = Py_None;
+    PyObject *stream = Py_None, *limbs_o = NULL;
     fhpy_handle_arg h;
     fhr_location at;
-    static char *kwl[] = {"handle", "at", "stream", NULL};
-    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O", kwl,
+    uint32_t limbs = 0;
+    static char *kwl[] = {"handle", "at", "stream", "limbs", NULL};
+    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$OO", kwl,
                                                        fhpy_handle_conv, &h, fhpy_to_loc_conv,
-                                                       &at, &stream))
+                                                       &at, &stream, &limbs_o))
+        return NULL;
+    if (limbs_o && !fhpy_u32(limbs_o, "limbs", &limbs))
         return NULL;
     fhr_stream *view = NULL;
     if (!fhpy_stream_view(m, stream, at, &view, NULL))
@@ -624,11 +628,50 @@ static PyObject *mgr_ensure(PyObject *self, PyObject *args, PyObject *kw)
     FHPY_ERR_INIT(e);
     fhr_status st;
     Py_BEGIN_ALLOW_THREADS
-    st = fhr_ensure(m->m, h.h, at, view, &e);
+    st = limbs ? fhr_ensure_limbs(m->m, h.h, at, limbs, view, &e)
+               : fhr_ensure(m->m, h.h, at, view, &e);
     if (view)
         fhr_stream_destroy(m->backend, view);
     Py_END_ALLOW_THREADS
     return finish(m, st, &e);
+}
+
+/* cut_limbs(handle, q, special, parts=1, alpha=0, regen_fields=0): fhr_value_cut_limbs */
+static PyObject *mgr_cut_limbs(PyObject *self, PyObject *args, PyObject *kw)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    PyObject *q_o, *special_o, *parts_o = NULL, *alpha_o = NULL, *regen_o = NULL;
+    fhpy_handle_arg h;
+    fhr_limb_cut cut = {0, 0, 1, 0, 0};
+    static char *kwl[] = {"handle", "q", "special", "parts", "alpha", "regen_fields", NULL};
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O&OO|OOO", kwl, fhpy_handle_conv, &h, &q_o,
+                                     &special_o, &parts_o, &alpha_o, &regen_o))
+        return NULL;
+    if (!fhpy_u32(q_o, "q", &cut.q) || !fhpy_u32(special_o, "special", &cut.special) ||
+        (parts_o && !fhpy_u32(parts_o, "parts", &cut.parts)) ||
+        (alpha_o && !fhpy_u32(alpha_o, "alpha", &cut.alpha)) ||
+        (regen_o && !fhpy_mask64(regen_o, "regen_fields", &cut.regen_fields)))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    fhr_status st;
+    NOGIL(st, fhr_value_cut_limbs(m->m, h.h, &cut, &e));
+    return finish(m, st, &e);
+}
+
+static PyObject *mgr_copy_limbs(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    fhpy_handle_arg h;
+    fhr_location at;
+    if (!check_open(m) ||
+        !PyArg_ParseTuple(args, "O&O&", fhpy_handle_conv, &h, fhpy_to_loc_conv, &at))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    uint32_t limbs = 0;
+    fhr_status st;
+    NOGIL(st, fhr_copy_limbs(m->m, h.h, at, &limbs, &e));
+    return finish_value(m, st, &e, PyLong_FromUnsignedLong(limbs));
 }
 
 static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
@@ -922,6 +965,22 @@ static int dict_put(PyObject *d, PyObject *k, PyObject *v)
     return r;
 }
 
+/* A value's limb cut (fhr_value_cut_limbs) as cut_limbs takes it, or None when not cut. */
+static PyObject *cut_record(const fhr_value_info *v)
+{
+    if (!v->cut_q)
+        Py_RETURN_NONE;
+    PyObject *d = Py_BuildValue("{s:I,s:I,s:I,s:I,s:I,s:K,s:K}", "q", (unsigned)v->cut_q,
+                                "special", (unsigned)v->cut_special, "parts",
+                                (unsigned)v->cut_parts, "alpha", (unsigned)v->cut_alpha,
+                                "nfields", (unsigned)v->cut_nfields, "limb_nbytes",
+                                (unsigned long long)v->cut_limb_nbytes, "regen_fields",
+                                (unsigned long long)v->cut_regen_mask);
+    PyObject *r = fhpy_record("cut", d);
+    Py_XDECREF(d);
+    return r;
+}
+
 static PyObject *snapshot_object(const fhr_snapshot *s)
 {
     PyObject *locs = PyDict_New(), *vals = PyDict_New();
@@ -953,13 +1012,14 @@ static PyObject *snapshot_object(const fhr_snapshot *s)
         for (size_t c = 0; c < v->ncopies; c++) {
             const fhr_copy_info *x = &v->copies[c];
             PyObject *d = Py_BuildValue(
-                "{s:N,s:K,s:K,s:K,s:O,s:I,s:I,s:I,s:K,s:d,s:N}", "location",
+                "{s:N,s:K,s:K,s:K,s:O,s:I,s:I,s:I,s:K,s:d,s:N,s:I}", "location",
                 fhpy_loc_new(x->loc), "storage_nbytes", (unsigned long long)x->storage_nbytes,
                 "charged_nbytes", (unsigned long long)x->charged_nbytes, "restore_nbytes",
                 (unsigned long long)x->restore_nbytes, "ready", x->ready ? Py_True : Py_False,
                 "leases", x->leases, "holds", x->holds, "pending_events", x->pending_events,
                 "last_use", (unsigned long long)x->last_use, "restore_s", x->restore_s,
-                "copied_from", x->copied ? fhpy_loc_new(x->source) : Py_NewRef(Py_None));
+                "copied_from", x->copied ? fhpy_loc_new(x->source) : Py_NewRef(Py_None),
+                "limbs", (unsigned)x->limbs);
             PyObject *rec = fhpy_record("materialization", d);
             Py_XDECREF(d);
             if (dict_put(mats, fhpy_loc_new(x->loc), rec) < 0) {
@@ -968,13 +1028,14 @@ static PyObject *snapshot_object(const fhr_snapshot *s)
             }
         }
         PyObject *d = Py_BuildValue(
-            "{s:N,s:s,s:i,s:i,s:i,s:K,s:K,s:K,s:N,s:N}", "handle", fhpy_handle_new(v->handle),
+            "{s:N,s:s,s:i,s:i,s:i,s:K,s:K,s:K,s:N,s:N,s:N}", "handle", fhpy_handle_new(v->handle),
             "label", v->label, "replica_mode", (int)v->mode, "recoverability",
             (int)v->recoverability, "priority", v->priority, "storage_nbytes",
             (unsigned long long)v->spec_storage_nbytes, "logical_nbytes",
             (unsigned long long)v->logical_nbytes, "regen_nbytes",
             (unsigned long long)v->regen_nbytes, "meta",
-            v->meta ? fhpy_meta_object(v->meta) : Py_NewRef(Py_None), "materializations", mats);
+            v->meta ? fhpy_meta_object(v->meta) : Py_NewRef(Py_None), "materializations", mats,
+            "cut", cut_record(v));
         PyObject *rec = fhpy_record("value", d);
         Py_XDECREF(d);
         if (dict_put(vals, fhpy_handle_new(v->handle), rec) < 0)
@@ -1252,10 +1313,28 @@ static PyMethodDef mgr_methods[] = {
      "subclasses as the C status says (fheplan-python(7) ERRORS); TypeError or "
      "ResidencyValueError for a bad argument, naming it."},
     {"ensure", (PyCFunction)(void (*)(void))mgr_ensure, METH_VARARGS | METH_KEYWORDS,
-     "ensure($self, handle, at, *, stream=None)\n--\n\nMakes a copy of handle at `at` if it "
-     "has none (fhr_ensure). Returns None. Raises ResidencyError subclasses as the C status "
-     "says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, "
-     "naming it."},
+     "ensure($self, handle, at, *, stream=None, limbs=0)\n--\n\nMakes a copy of handle at "
+     "`at` if it has none, a partial one there whole (fhr_ensure). limbs: for a cut value at "
+     "a device, the q-limbs the copy must hold (fhr_ensure_limbs; a plan's `level L` is "
+     "limbs L + 1; 0: the whole value): a partial copy there with fewer grows. Returns None. "
+     "Raises ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); "
+     "TypeError or ResidencyValueError for a bad argument, naming it."},
+    {"cut_limbs", (PyCFunction)(void (*)(void))mgr_cut_limbs, METH_VARARGS | METH_KEYWORDS,
+     "cut_limbs($self, handle, q, special, parts=1, alpha=0, regen_fields=0)\n--\n\nCuts a "
+     "REPLICABLE value into limbs (fhr_value_cut_limbs): each field is q q-limbs then special"
+     " limbs, the fields form `parts` equal consecutive groups, part p covering q-limbs "
+     "p*alpha..(p+1)*alpha-1 (alpha 0: ceil(q / parts)); regen_fields: bit f for field f "
+     "regenerated on devices (0: the value's own). Device copies may then hold fewer q-limbs "
+     "(ensure(limbs=)). Returns None. Raises ResidencyValueError for a cut that does not fit "
+     "the fields, ResidencyStateError when the value is cut already, ResidencyReplicaError "
+     "for an EXCLUSIVE value; ResidencyError subclasses as the C status says "
+     "(fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, naming"
+     " it."},
+    {"copy_limbs", mgr_copy_limbs, METH_VARARGS,
+     "copy_limbs($self, handle, at, /)\n--\n\nReturns the q-limbs handle's copy at `at` "
+     "holds, 0 for a whole copy (fhr_copy_limbs). Raises ResidencyStateError when there is "
+     "no copy there; ResidencyError subclasses as the C status says (fheplan-python(7) "
+     "ERRORS); TypeError or ResidencyValueError for a bad argument, naming it."},
     {"move", (PyCFunction)(void (*)(void))mgr_move, METH_VARARGS | METH_KEYWORDS,
      "move($self, handle, to, from_location=None, *, stream=None)\n--\n\nMoves the value's one"
      " copy to `to` (fhr_move). Returns None. Raises ResidencyError subclasses as the C status"

@@ -57,6 +57,12 @@ static int one_action(PyObject *o, fhr_action *a)
         ok = at && fhpy_to_loc(at, &a->at);
         Py_XDECREF(at);
     }
+    a->limbs = 0;
+    if (ok && kind == FHR_ACT_ENSURE) { /* an object without .limbs ensures the whole value */
+        PyObject *limbs = attr(o, "limbs", 0);
+        ok = limbs && (limbs == Py_None || fhpy_u32(limbs, "an ensure's limbs", &a->limbs));
+        Py_XDECREF(limbs);
+    }
     if (ok && kind == FHR_ACT_MOVE) {
         PyObject *from = attr(o, "from_location", 0);
         ok = from != NULL;
@@ -162,7 +168,8 @@ PyObject *fhpy_action_object(const fhr_action *a, uint64_t manager_id)
         return NULL;
     switch (a->kind) {
     case FHR_ACT_ENSURE:
-        return PyObject_CallFunction(fhpy_cls_ensure, "NN", ho, fhpy_loc_new(a->at));
+        return PyObject_CallFunction(fhpy_cls_ensure, "NNI", ho, fhpy_loc_new(a->at),
+                                     (unsigned)a->limbs);
     case FHR_ACT_MOVE:
         return PyObject_CallFunction(fhpy_cls_move, "NNN", ho, fhpy_loc_new(a->at),
                                      a->has_from ? fhpy_loc_new(a->from) : Py_NewRef(Py_None));

@@ -66,10 +66,13 @@ static PyObject *program_values(PyObject *self, PyObject *unused)
     for (size_t i = 0; l && i < n; i++) {
         rplan_value_info v;
         rplan_value(p, i, &v);
-        PyObject *d = Py_BuildValue("{s:s,s:K,s:i,s:i,s:i}", "name", v.name, "nbytes",
-                                    (unsigned long long)v.nbytes, "replica_mode", (int)v.mode,
-                                    "recoverability", (int)v.recoverability, "priority",
-                                    v.priority);
+        PyObject *d = Py_BuildValue("{s:s,s:K,s:i,s:i,s:i,s:I,s:I,s:I,s:I}", "name", v.name,
+                                    "nbytes", (unsigned long long)v.nbytes, "replica_mode",
+                                    (int)v.mode, "recoverability", (int)v.recoverability,
+                                    "priority", v.priority, "limb_q", (unsigned)v.limb_q,
+                                    "limb_special", (unsigned)v.limb_special, "limb_parts",
+                                    (unsigned)v.limb_parts, "limb_alpha",
+                                    (unsigned)v.limb_alpha);
         if (!d) {
             Py_DECREF(l);
             return NULL;
@@ -79,13 +82,104 @@ static PyObject *program_values(PyObject *self, PyObject *unused)
     return l;
 }
 
+static PyObject *opt_loc(int has, fhr_location loc)
+{
+    return has ? fhpy_loc_new(loc) : Py_NewRef(Py_None);
+}
+
+/* The decoded instructions (rplan_instr_get): fields the opcode does not use are 0/None. */
+static PyObject *program_instructions(PyObject *self, PyObject *unused)
+{
+    (void)unused;
+    const rplan_program *p = ((fhpy_program *)self)->p;
+    size_t n = rplan_ninstrs(p);
+    PyObject *l = PyList_New((Py_ssize_t)n);
+    for (size_t i = 0; l && i < n; i++) {
+        rplan_instr x;
+        if (rplan_instr_get(p, i, &x) != FHR_OK) {
+            Py_DECREF(l);
+            return fhpy_raise_msg(FHR_E_INVALID, "instruction %zu cannot be decoded", i);
+        }
+        PyObject *d = Py_BuildValue(
+            "{s:s,s:I,s:N,s:N,s:z,s:K,s:I,s:I,s:I,s:I}", "op", x.opname, "value",
+            (unsigned)x.value, "location", opt_loc(x.has_loc, x.loc), "from_location",
+            opt_loc(x.has_from, x.from), "name", x.str, "imm", (unsigned long long)x.imm,
+            "count", (unsigned)x.count, "limbs", (unsigned)x.limbs, "line", (unsigned)x.line,
+            "col", (unsigned)x.col);
+        if (!d) {
+            Py_DECREF(l);
+            return NULL;
+        }
+        PyList_SET_ITEM(l, (Py_ssize_t)i, d);
+    }
+    return l;
+}
+
+/* value_cut(value, limbs): value i's device copy holding q-limbs 0..limbs-1
+ * (rplan_value_cut, rplan_value_cut_field): its bytes and, per declared field, (name,
+ * offset, bytes), bytes 0 for a field the copy does not hold. */
+static PyObject *program_value_cut(PyObject *self, PyObject *args, PyObject *kw)
+{
+    const rplan_program *p = ((fhpy_program *)self)->p;
+    PyObject *vo, *lo;
+    static char *kwl[] = {"value", "limbs", NULL};
+    size_t i = 0, nv = rplan_nvalues(p);
+    uint32_t limbs;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OO", kwl, &vo, &lo) ||
+        !fhpy_u32(lo, "limbs", &limbs))
+        return NULL;
+    if (PyUnicode_Check(vo)) {
+        const char *name = PyUnicode_AsUTF8(vo);
+        rplan_value_info vi;
+        for (i = 0; name && i < nv; i++)
+            if (rplan_value(p, i, &vi) == FHR_OK && strcmp(vi.name, name) == 0)
+                break;
+        if (!name)
+            return NULL;
+        if (i == nv)
+            return fhpy_raise_msg(FHR_E_INVALID, "value_cut: no value named '%s'", name);
+    } else if (!fhpy_count(vo, "value", nv ? nv - 1 : 0, &i))
+        return NULL;
+    uint64_t total = 0;
+    if (rplan_value_cut(p, i, limbs, &total) != FHR_OK)
+        return fhpy_raise_msg(FHR_E_INVALID, "value_cut: value %zu has no cut of %u q-limbs "
+                              "(no limbs(...), or fewer q-limbs)", i, limbs);
+    PyObject *fields = PyList_New(0);
+    const char *fname;
+    uint64_t fb, off, nb;
+    for (size_t k = 0; fields && rplan_value_field(p, i, k, &fname, &fb) == FHR_OK; k++) {
+        PyObject *t = rplan_value_cut_field(p, i, limbs, k, &off, &nb) == FHR_OK
+                          ? Py_BuildValue("(sKK)", fname, (unsigned long long)off,
+                                          (unsigned long long)nb)
+                          : NULL;
+        if (!t || PyList_Append(fields, t) < 0)
+            Py_CLEAR(fields);
+        Py_XDECREF(t);
+    }
+    return fields ? Py_BuildValue("{s:K,s:N}", "nbytes", (unsigned long long)total, "fields",
+                                  fields)
+                  : NULL;
+}
+
 static PyMethodDef program_methods[] = {
     {"disasm", program_disasm, METH_NOARGS,
      "disasm($self, /)\n--\n\nReturns the program's disassembly (rplan_disasm_string) as a "
      "str."},
     {"values", program_values, METH_NOARGS,
      "values($self, /)\n--\n\nReturns the declared values: a list of dicts (name, nbytes, "
-     "replica_mode, recoverability, priority)."},
+     "replica_mode, recoverability, priority, and limb_q, limb_special, limb_parts, "
+     "limb_alpha of limbs(Q, K, P, ALPHA), all 0 without it)."},
+    {"instructions", program_instructions, METH_NOARGS,
+     "instructions($self, /)\n--\n\nReturns the decoded instructions (rplan_instr_get): a "
+     "list of dicts (op, value, location, from_location, name, imm, count, limbs, line, col; "
+     "what the opcode does not use is 0 or None). limbs: a require's or ensure's q-limbs, "
+     "`level L` + 1 (0: the whole value)."},
+    {"value_cut", (PyCFunction)(void (*)(void))program_value_cut, METH_VARARGS | METH_KEYWORDS,
+     "value_cut($self, value, limbs)\n--\n\nThe device copy of a limbs(...) value (its index "
+     "or name) that holds q-limbs 0..limbs-1 (rplan_value_cut, rplan_value_cut_field; limbs "
+     "0: the whole value). Returns a dict: nbytes, and fields, a list of (name, offset, "
+     "nbytes) in field order, nbytes 0 where the copy does not hold the field. Raises "
+     "ResidencyValueError for an unknown value or a cut it has not."},
     {NULL, NULL, 0, NULL}};
 
 PyTypeObject fhpy_program_type = {

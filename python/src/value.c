@@ -530,6 +530,31 @@ static void leased_dealloc(PyObject *self)
 /* Every accessor of a LeasedValue and of its FieldViews starts here (core.c, rule 1). */
 static int leased_check(fhpy_leased *o) { return fhpy_alive(o->owner, o->ops); }
 
+/* The view's dtype and shape from the field's recorded layout (dtype d, shape) when its
+ * nb bytes are the layout's, or whole rows of it (a partial copy of a cut value holds
+ * fewer limbs: the first dimension shrinks); else it stays nb bytes. */
+static void layout_shape(fhpy_view *o, fhpy_dl_dtype d, PyObject *shape, size_t nb)
+{
+    Py_ssize_t nd = PyTuple_GET_SIZE(shape);
+    int64_t dims[8];
+    uint64_t item = (uint64_t)d.bits * d.lanes / 8, row = item, all = item;
+    if (nd > 8)
+        return;
+    for (Py_ssize_t s = 0; s < nd; s++) {
+        dims[s] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, s));
+        all *= (uint64_t)dims[s];
+        row *= s ? (uint64_t)dims[s] : 1; /* the bytes of one index of dimension 0 */
+    }
+    if (all != nb && (nd == 0 || row == 0 || nb % row))
+        return;
+    if (all != nb)
+        dims[0] = (int64_t)(nb / row);
+    o->dtype = d;
+    o->ndim = (int)nd;
+    for (Py_ssize_t s = 0; s < nd; s++)
+        o->shape[s] = dims[s];
+}
+
 static PyObject *view_new(fhpy_leased *val, Py_ssize_t i)
 {
     void *p;
@@ -555,16 +580,7 @@ static PyObject *view_new(fhpy_leased *val, Py_ssize_t i)
             fhpy_dl_dtype d = {(uint8_t)PyLong_AsLong(PyTuple_GET_ITEM(dt, 0)),
                                (uint8_t)PyLong_AsLong(PyTuple_GET_ITEM(dt, 1)),
                                (uint16_t)PyLong_AsLong(PyTuple_GET_ITEM(dt, 2))};
-            uint64_t elems = 1;
-            Py_ssize_t nd = PyTuple_GET_SIZE(shape);
-            for (Py_ssize_t s = 0; s < nd && s < 8; s++)
-                elems *= (uint64_t)PyLong_AsLongLong(PyTuple_GET_ITEM(shape, s));
-            if (nd <= 8 && elems * d.bits * d.lanes / 8 == nb) {
-                o->dtype = d;
-                o->ndim = (int)nd;
-                for (Py_ssize_t s = 0; s < nd; s++)
-                    o->shape[s] = PyLong_AsLongLong(PyTuple_GET_ITEM(shape, s));
-            }
+            layout_shape(o, d, shape, nb);
             break;
         }
     return (PyObject *)o;
