@@ -182,6 +182,11 @@ typedef fhr_status (*rplan_kernel_fn)(void *ctx, const rplan_kernel_call *call,
  * (fhr_generator_register); "counter" is built in. Before rplan_vm_run. */
 FHR_API fhr_status rplan_generator_register(rplan_vm *vm, const char *name,
                                             fhr_generator_fn fn, void *ctx, fhr_error *err);
+/* Its range function (fhr_generator_register_range): a limb-cut seeded value's partial
+ * copies regenerate only their limbs through it. */
+FHR_API fhr_status rplan_generator_register_range(rplan_vm *vm, const char *name,
+                                                  fhr_generator_range_fn fn, void *ctx,
+                                                  fhr_error *err);
 
 /* Registers (or replaces) a body kernel. name is copied. The built-ins touch, verify,
  * spin and ckks.keyswitch are registered by rplan_vm_create and can be replaced. */

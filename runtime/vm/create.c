@@ -286,8 +286,13 @@ fhr_status vm_rerun_reset(rplan_vm *vm, fhr_error *err)
     fhr_manager_config cfg = {vm->b, vm->mbud, vm->nmbud, vm->trace_cap};
     fhr_manager *m = NULL;
     fhr_status st = fhr_manager_create(&cfg, &m, err);
-    for (size_t i = 0; st == FHR_OK && i < vm->ngens; i++)
-        st = fhr_generator_register(m, vm->gens[i].name, vm->gens[i].fn, vm->gens[i].ctx, err);
+    for (size_t i = 0; st == FHR_OK && i < vm->ngens; i++) {
+        if (vm->gens[i].fn)
+            st = fhr_generator_register(m, vm->gens[i].name, vm->gens[i].fn, vm->gens[i].ctx, err);
+        if (st == FHR_OK && vm->gens[i].range)
+            st = fhr_generator_register_range(m, vm->gens[i].name, vm->gens[i].range,
+                                              vm->gens[i].range_ctx, err);
+    }
     if (st != FHR_OK) { /* the previous run's state stays: the next run tries again */
         if (m)
             fhr_manager_destroy(m);
@@ -372,12 +377,14 @@ fhr_handle rplan_vm_handle(const rplan_vm *vm, size_t i)
     return vm && i < vm->nvals ? vm->h[i] : none;
 }
 
-fhr_status rplan_generator_register(rplan_vm *vm, const char *name, fhr_generator_fn fn,
-                                    void *ctx, fhr_error *err)
+/* Registers in the VM's manager and keeps for the managers of later runs
+ * (vm_rerun_reset): a generator's whole-field function (range 0) or its range function. */
+static fhr_status gen_register(rplan_vm *vm, const char *name, int range, void *fn, void *ctx,
+                               fhr_error *err)
 {
     if (!vm)
         return fhr_fail(err, FHR_E_INVALID, "generator_register: vm is NULL");
-    size_t k = 0; /* kept for the managers of later runs (vm_rerun_reset) */
+    size_t k = 0;
     while (name && k < vm->ngens && strcmp(vm->gens[k].name, name) != 0)
         k++;
     char *copy = name && k == vm->ngens ? strdup(name) : NULL;
@@ -386,7 +393,9 @@ fhr_status rplan_generator_register(rplan_vm *vm, const char *name, fhr_generato
         free(copy);
         return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
     }
-    fhr_status st = fhr_generator_register(vm->m, name, fn, ctx, err);
+    fhr_status st = range ? fhr_generator_register_range(vm->m, name, (fhr_generator_range_fn)fn,
+                                                         ctx, err)
+                          : fhr_generator_register(vm->m, name, (fhr_generator_fn)fn, ctx, err);
     if (g)
         vm->gens = g;
     if (st != FHR_OK) {
@@ -394,8 +403,23 @@ fhr_status rplan_generator_register(rplan_vm *vm, const char *name, fhr_generato
         return st;
     }
     if (copy)
-        vm->gens[vm->ngens++] = (struct vm_gen){copy, fn, ctx};
-    else if (name)
-        vm->gens[k].fn = fn, vm->gens[k].ctx = ctx;
+        vm->gens[vm->ngens++] = (struct vm_gen){copy, NULL, NULL, NULL, NULL};
+    struct vm_gen *e = &vm->gens[copy ? vm->ngens - 1 : k];
+    if (range)
+        e->range = (fhr_generator_range_fn)fn, e->range_ctx = ctx;
+    else
+        e->fn = (fhr_generator_fn)fn, e->ctx = ctx;
     return FHR_OK;
+}
+
+fhr_status rplan_generator_register(rplan_vm *vm, const char *name, fhr_generator_fn fn,
+                                    void *ctx, fhr_error *err)
+{
+    return gen_register(vm, name, 0, (void *)fn, ctx, err);
+}
+
+fhr_status rplan_generator_register_range(rplan_vm *vm, const char *name,
+                                          fhr_generator_range_fn fn, void *ctx, fhr_error *err)
+{
+    return gen_register(vm, name, 1, (void *)fn, ctx, err);
 }

@@ -233,7 +233,7 @@ static size_t stored_fields(const rplan_vm *vm, size_t i, const char **names, ui
 {
     const rplan_value_info *vi = &vm->vinfo[i];
     if (!vi->nfields) {
-        names[0] = "b";
+        names[0] = vi->seeded ? "b" : "data";
         sizes[0] = vm_backing_nbytes(vi);
         return 1;
     }

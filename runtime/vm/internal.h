@@ -246,7 +246,13 @@ struct rplan_vm {
      * first run's pinned bandwidth (the report's, never a decision's) */
     fhr_budget mbud[FHR_LOC_SLOTS];
     size_t nmbud, trace_cap;
-    struct vm_gen { char *name; fhr_generator_fn fn; void *ctx; } *gens;
+    struct vm_gen {
+        char *name;
+        fhr_generator_fn fn; /* NULL: a range function only */
+        void *ctx;
+        fhr_generator_range_fn range; /* NULL: whole fields only */
+        void *range_ctx;
+    } *gens;
     size_t ngens;
     int probed;
     double pinned_kept;

@@ -127,8 +127,8 @@ static fhr_status src_load(void *ctx, const fhr_value_spec *spec, fhr_location a
     (void)b; /* the VM's backend */
     size_t n = (size_t)spec->storage_nbytes;
     fhr_value *v = NULL;
-    if (vm->backing[vs->index] && fhr_loc_equal(at, vm->backing_loc) && !vm->explain &&
-        vi->data != RPLAN_DATA_ENGINE) /* a view of the backing store (a partial copy's load) */
+    if (vm->backing[vs->index] && fhr_loc_equal(at, vm->backing_loc) && !vm->explain)
+        /* a view of the backing store (a partial copy's load) */
         return vm_value_view(vm, vs->index, vm->backing[vs->index], &spec->meta, out, err);
     fhr_status st = vm_value_new(vm, vs->index, at, &spec->meta, s, &v, err);
     if (st)
@@ -301,7 +301,8 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 st = fhr_adopt(vm->m, &v, &ao, &vm->h[i], err);
             if (v)
                 fhr_value_destroy(v);
-        } else if (vi->data == RPLAN_DATA_ENGINE && !vi->seeded) { /* no backing store */
+        } else if (vi->data == RPLAN_DATA_ENGINE && !vi->seeded && !vi->limb_q) {
+            /* no backing store (a cut one has one: a partial copy takes its limbs from it) */
             st = register_fields(vm, i, &meta, &ao, err);
         } else {
             if (!kept && (!vm->explain || vi->seeded)) { /* model memory: a seeded borrow */
@@ -316,7 +317,7 @@ fhr_status vm_setup_values(rplan_vm *vm, fhr_error *err)
                 fhr_stream *s = NULL;
                 if (vm->backing_loc.kind == FHR_LOC_CUDA)
                     st = vm_compute_stream(vm, vm->backing_loc, &s, err);
-                /* a seeded engine value: its loader fills the stored fields once, here */
+                /* a seeded or cut engine value: its loader fills the stored fields once, here */
                 if (st == FHR_OK && vi->data == RPLAN_DATA_ENGINE)
                     st = vm_engine_load_stored(vm, i, vm->backing[i], vm->backing_loc, s, err);
                 else if (st == FHR_OK)

@@ -486,3 +486,150 @@ Test(seeded_fields, a_missing_generator_or_a_short_engine_is_refused)
     rplan_program_free(p);
     fhr_backend_destroy(E.bk);
 }
+
+/* ---- the same keys cut into limbs ----------------------------------------------------- */
+
+/* Each field 8 q-limbs and 2 special limbs of 1 KiB; a level-2 use holds part 0's b0 and a0,
+ * 5 limbs each. The generator's range function writes the seed's content from the offset
+ * on, so a partial copy's a0 is the whole key's at its limbs. */
+static const char *cut_src =
+    "rplan 1\n"
+    "budget cuda:0 24 KiB\n"
+    "value key[4] = 40 KiB replicable source engine.key(i)\n"
+    "    fields(b0, seeded a0, b1, seeded a1) seeded test.parts(16 * i) limbs(8, 2, 2)\n"
+    "kernel use cost 100 us\n"
+    "policy p = lookahead(cuda:0 -> pinned)\n"
+    "for r in 0..<2 { for i in 0..<4 {\n"
+    "  request \"use{r}-{i}\" using p { require key[i] @ cuda:0 level 2  body { run use(key[i]) } }\n"
+    "} }\n";
+#define CUT_LIMB 1024
+#define CUT_FIELD (10 * CUT_LIMB)
+#define CUT_HELD (5 * CUT_LIMB)
+
+typedef struct range_job {
+    unsigned char *dst;
+    size_t n;
+    uint64_t seed, off;
+} range_job;
+
+static void do_range(void *arg)
+{
+    range_job *j = arg;
+    for (size_t k = 0; k < j->n; k++)
+        j->dst[k] = pattern(j->seed, j->off + k);
+    free(j);
+}
+
+static fhr_status parts_range(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
+                              void *dst, size_t n, uint64_t off, const void *seed, size_t len,
+                              fhr_error *err)
+{
+    engine *E = ctx;
+    (void)at;
+    uint64_t v = 0;
+    for (size_t k = len < 8 ? len : 8; k-- > 0;)
+        v = v << 8 | ((const unsigned char *)seed)[k];
+    __atomic_fetch_add(&E->nseeds, 1, __ATOMIC_RELAXED);
+    range_job *j = malloc(sizeof *j);
+    cr_assert_not_null(j);
+    *j = (range_job){dst, n, v, off};
+    fhr_status st = fhr_launch_host(b, s, do_range, j, err);
+    if (st)
+        free(j);
+    return st;
+}
+
+/* The stored fields, once per key into the VM's store (b0, b1: one field each). */
+static fhr_status load_cut_key(void *ctx, const rplan_load *ld, fhr_error *err)
+{
+    engine *E = ctx;
+    (void)err;
+    if (!ld->fields) {
+        E->probes++;
+        *ld->supplied = 2 * CUT_FIELD;
+        return FHR_OK;
+    }
+    E->loads++;
+    for (size_t f = 0; f < ld->nfields; f++)
+        for (size_t k = 0; k < ld->field_nbytes[f]; k++)
+            ((unsigned char *)ld->fields[f])[k] = (unsigned char)(ld->arg * 7 + f * 3 + k * 13);
+    return FHR_OK;
+}
+
+typedef struct cut_job {
+    const unsigned char *b0, *a0;
+    int key;
+    uint64_t *bad;
+} cut_job;
+
+static void do_cut_check(void *arg)
+{
+    cut_job *j = arg;
+    uint64_t bad = 0;
+    for (size_t k = 0; k < CUT_HELD; k++) { /* q-limbs 0..2, then the specials (8, 9) */
+        size_t at = k < 3 * CUT_LIMB ? k : k + 5 * CUT_LIMB;
+        bad += j->b0[k] != (unsigned char)(j->key * 7 + at * 13);
+        bad += j->a0[k] != pattern(16 * (uint64_t)j->key, at);
+    }
+    *j->bad = bad;
+    free(j);
+}
+
+static fhr_status use_cut(void *ctx, const rplan_kernel_call *c, fhr_error *err)
+{
+    engine *E = ctx;
+    cut_job *j = calloc(1, sizeof *j);
+    cr_assert_not_null(j);
+    void *p;
+    size_t n;
+    cr_assert_eq(fhr_value_nfields(c->values[0]), 2, "part 0 only");
+    cr_assert_eq(fhr_value_field(c->values[0], "b0", &p, &n), FHR_OK);
+    cr_assert_eq(n, CUT_HELD);
+    j->b0 = p;
+    cr_assert_eq(fhr_value_field(c->values[0], "a0", &p, &n), FHR_OK);
+    j->a0 = p;
+    cr_assert_eq(sscanf(c->infos[0]->name, "key[%d]", &j->key), 1);
+    cr_assert_lt(E->calls, 64);
+    j->bad = &E->bad[E->calls++];
+    fhr_status st = fhr_launch_host(c->backend, c->stream, do_cut_check, j, err);
+    if (st)
+        free(j);
+    return st;
+}
+
+Test(seeded_fields, cut_engine_keys_load_only_their_limbs)
+{
+    static engine E;
+    engine_init(&E);
+    rplan_program *p = compile_ok(cut_src);
+    rplan_vm_opts o = {0};
+    o.gen_gbps = 100;
+    rplan_vm *vm = NULL;
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(rplan_vm_create(p, E.bk, &o, &vm, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(rplan_loader_register(vm, "key", load_cut_key, &E, &e), FHR_OK);
+    cr_assert_eq(rplan_generator_register(vm, "test.parts", parts_gen, &E, &e), FHR_OK);
+    cr_assert_eq(rplan_generator_register_range(vm, "test.parts", parts_range, &E, &e), FHR_OK);
+    cr_assert_eq(rplan_kernel_register(vm, "use", use_cut, &E, &e), FHR_OK);
+    rplan_vm_report *r = NULL;
+    cr_assert_eq(rplan_vm_run(vm, &r, &e), FHR_OK, "%s", e.message);
+    rplan_vm_destroy(vm);
+    cr_assert(r->ok, "%s", r->message);
+    cr_assert_eq(E.loads, NKEYS, "the loader fills each key's store once");
+    cr_assert_eq(E.calls, 2 * NKEYS);
+    for (int k = 0; k < E.calls; k++)
+        cr_assert_eq(E.bad[k], 0, "call %d: %llu bytes differ", k, (unsigned long long)E.bad[k]);
+    uint64_t loads = r->total.loads;
+    cr_assert_gt(loads, NKEYS, "the budget forces reloads");
+    cr_assert_eq(r->total.load_bytes, loads * CUT_HELD, "b0's limbs only");
+    cr_assert_eq(r->total.regen_bytes, loads * CUT_HELD, "a0's limbs generated");
+    rplan_vm_report *c = check_plan(p);
+    cr_assert_eq(r->total.load_bytes, c->total.load_bytes);
+    cr_assert_eq(r->total.regen_bytes, c->total.regen_bytes);
+    cr_assert_eq(r->total.evictions, c->total.evictions);
+    rplan_vm_report_free(r);
+    rplan_vm_report_free(c);
+    rplan_program_free(p);
+    fhr_backend_destroy(E.bk);
+}
