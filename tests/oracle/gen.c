@@ -4,7 +4,9 @@
  * explicit plans, top-level actions, holds, nested stages and loops; engine kernels whose
  * costs are declared (`kernel NAME reads SIZE` or `cost DURATION`), `verify` of sources
  * (seeded ones with fields among them, which the verifier refuses), exclusive values that
- * start on a device a request takes them away from. The generator keeps
+ * start on a device a request takes them away from, and (in about 30% of the plans, from
+ * a stream of their own) limb-cut values required and ensured at levels that rise and
+ * fall, grown, made whole, dropped, moved whole and held. The generator keeps
  * the verifier's view of every copy (requests change nothing there, rplan(5)), so the
  * programs it writes compile under a generous budget; what a policy does at run time is
  * left to the policy. Values used by requests and values used by explicit actions are
@@ -52,12 +54,19 @@ typedef struct gval {
     int at;            /* adopted at L_HOST or L_PINNED (not a source) */
     int group;         /* 0: used by requests, 1: by explicit actions */
     unsigned first;    /* its first element */
+    /* a limb cut, limbs(q, k, parts[, alpha]) (q 0: none): nf fields of (q + k) limbs of
+     * limb bytes each, written out as fields(b0, a0, ...) (pairs) or fields(f0, ...) */
+    unsigned q, k, parts, alpha, nf, limb;
+    int pairs, plain;
 } gval;
 
 typedef struct gen {
     uint64_t *s;
     uint64_t *s2;              /* the later features' own stream: the older ones draw as
                                   they did, so a seed keeps most of its plan */
+    uint64_t *s3;              /* limb cuts and levels: a stream of their own too, drawn
+                                  only in the plans that use them */
+    int limbs;                 /* this plan cuts values and asks for levels */
     unsigned nkern;            /* engine kernels declared: ek0 .. ek(nkern-1) */
     char *buf;
     size_t len, cap;
@@ -67,6 +76,9 @@ typedef struct gen {
     unsigned owner[MAXE];      /* element -> value */
     unsigned char where[MAXE]; /* the verifier's copies: bit per location */
     unsigned char held[MAXE];  /* held copies: bit per location */
+    unsigned char cutl[MAXE][2]; /* the verifier's device copies of a cut value: the q-limbs
+                                    they hold (0: whole) */
+    signed char lvl[MAXE], dir[MAXE]; /* a cut element's last level and its trend */
     int npol;
     unsigned serial;           /* unique names */
     unsigned steps;            /* statements left to write */
@@ -119,7 +131,135 @@ static const char *ename(const gen *g, unsigned e, char *b, size_t n)
 
 static int is_excl(const gen *g, unsigned e) { return g->v[g->owner[e]].excl; }
 static int is_src(const gen *g, unsigned e) { return g->v[g->owner[e]].source; }
-static int ncopies(const gen *g, unsigned e) { return __builtin_popcount(g->where[e]); }
+static int is_cut(const gen *g, unsigned e) { return g->v[g->owner[e]].q > 0; }
+
+/* ---- limb cuts and levels ---------------------------------------------------------------- */
+
+/* The locations of e's whole copies (the verifier's view: a copy at a level is not one,
+ * even at the top level). */
+static unsigned whole_of(const gen *g, unsigned e)
+{
+    unsigned w = g->where[e];
+    for (int d = 0; d < 2; d++)
+        if (g->cutl[e][d])
+            w &= ~(1u << (L_CUDA0 + d));
+    return w;
+}
+
+/* A drop of e's copy at l keeps a whole copy of a value that must be preserved. */
+static int can_drop(const gen *g, unsigned e, int l)
+{
+    return is_src(g, e) || (whole_of(g, e) & ~(1u << l));
+}
+
+/* The q-limbs of e's held copy at l when it holds a level's (0: none, or whole). A
+ * held copy is never grown: the manager frees the copy the hold keeps (the case
+ * cases/limbs-grow-held-copy.rplan). */
+static unsigned held_limbs(const gen *g, unsigned e, int l)
+{
+    return l >= L_CUDA0 && (g->held[e] >> l & 1) ? g->cutl[e][l - L_CUDA0] : 0;
+}
+
+/* The next level of a cut element: its last one moved up or down (a trend that turns at
+ * either end, so levels rise and fall over time), now and then anywhere. */
+static unsigned next_level(gen *g, unsigned e)
+{
+    int q = (int)g->v[g->owner[e]].q, l = g->lvl[e];
+    if (chance(g->s3, 20)) {
+        l = (int)rnd(g->s3, (unsigned)q);
+    } else {
+        l += g->dir[e] * (int)(1 + rnd(g->s3, 2));
+        if (l >= q)
+            l = q - 1, g->dir[e] = -1;
+        if (l < 0)
+            l = 0, g->dir[e] = 1;
+    }
+    g->lvl[e] = (signed char)l;
+    return (unsigned)l;
+}
+
+/* " level L" for a requirement or an ensure of e at l, the q-limbs it asks for into *lim,
+ * or "" (the whole value, *lim 0): only cut values at devices have levels. */
+static const char *level_of(gen *g, unsigned e, int l, unsigned *lim, char *b, size_t n)
+{
+    *lim = 0;
+    b[0] = 0;
+    if (!g->limbs || !is_cut(g, e) || l < L_CUDA0)
+        return b;
+    unsigned held = held_limbs(g, e, l);
+    if (!held && chance(g->s3, 25))
+        return b;
+    unsigned lv = next_level(g, e);
+    if (held && lv >= held)
+        lv = held - 1; /* at most the held copy's */
+    *lim = lv + 1;
+    snprintf(b, n, " level %u", lv);
+    return b;
+}
+
+/* The level of a cut array's element (or another cut value) in a loop over i: fixed,
+ * rising, falling or round the q-limbs; "" for the whole value. */
+static const char *loop_level(gen *g, const gval *v, char *b, size_t n)
+{
+    b[0] = 0;
+    if (!g->limbs || !v->q || chance(g->s3, 25))
+        return b;
+    unsigned q = v->q, st = 1 + rnd(g->s3, 3), c = rnd(g->s3, q);
+    switch (rnd(g->s3, 4)) {
+    case 0: snprintf(b, n, " level %u", c); break;
+    case 1: snprintf(b, n, " level min(i * %u + %u, %u)", st, c, q - 1); break;
+    case 2: snprintf(b, n, " level max(%u - i * %u, 0)", q - 1 - c / 2, st); break;
+    default: snprintf(b, n, " level (i * %u + %u) %% %u", st, c, q); break;
+    }
+    return b;
+}
+
+/* `ensure e @ l` asking for lim q-limbs (0: whole), as the verifier counts it: a new copy,
+ * a copy of fewer limbs grown, or nothing. */
+static void ensure_at(gen *g, unsigned e, int l, unsigned lim)
+{
+    char nb[16], lv[24] = "";
+    if (lim)
+        snprintf(lv, sizeof lv, " level %u", lim - 1);
+    line(g, "ensure %s @ %s%s", ename(g, e, nb, sizeof nb), loc_name[l], lv);
+    unsigned char *c = l >= L_CUDA0 ? &g->cutl[e][l - L_CUDA0] : NULL;
+    if (!(g->where[e] & (1u << l))) {
+        g->where[e] |= (unsigned char)(1u << l);
+        if (c)
+            *c = (unsigned char)lim;
+    } else if (c && *c && (!lim || lim > *c)) {
+        *c = (unsigned char)lim;
+    }
+}
+
+/* Moves a whole copy of the cut element e to l, which holds none (a move takes a whole
+ * copy, rplan(5)): the manager's choice of source when it is whole and free, else a named
+ * one. 0 when there is none. */
+static int move_whole(gen *g, unsigned e, int l)
+{
+    char nb[16];
+    unsigned w = whole_of(g, e) & ~(unsigned)g->held[e] & ~(1u << l);
+    if ((g->where[e] & (1u << l)) || !w)
+        return 0;
+    static const int order[] = {L_PINNED, L_HOST, L_CUDA0, L_CUDA1};
+    int from = -1;
+    for (int i = 0; i < 4 && from < 0; i++)
+        if (g->where[e] & (1u << order[i]))
+            from = order[i];
+    if ((w >> from & 1) && chance(g->s3, 50)) {
+        line(g, "move %s -> %s", ename(g, e, nb, sizeof nb), loc_name[l]);
+    } else {
+        unsigned k = rnd(g->s3, (unsigned)__builtin_popcount(w));
+        for (from = 0; !(w >> from & 1) || k--; from++)
+            ;
+        line(g, "move %s -> %s from %s", ename(g, e, nb, sizeof nb), loc_name[l], loc_name[from]);
+    }
+    g->where[e] = (unsigned char)((g->where[e] | 1u << l) & ~(1u << from));
+    for (int d = 0; d < 2; d++)
+        if (l == L_CUDA0 + d || from == L_CUDA0 + d)
+            g->cutl[e][d] = 0;
+    return 1;
+}
 
 /* An element of the group (or, with a small chance, of the other one) or -1. */
 static int pick(gen *g, int group, int want_excl /* -1 any */)
@@ -175,15 +315,27 @@ static void gen_request(gen *g)
         return;
     line(g, "request \"r%u\" using p%u {", g->serial++, rnd(g->s, (unsigned)g->npol));
     g->indent++;
+    char lv[24];
+    unsigned lim;
     for (unsigned i = 0; i < nreq; i++)
-        line(g, "require %s @ %s", ename(g, req[i], nb, sizeof nb), loc_name[dev_loc(d)]);
+        line(g, "require %s @ %s%s", ename(g, req[i], nb, sizeof nb), loc_name[dev_loc(d)],
+             level_of(g, req[i], dev_loc(d), &lim, lv, sizeof lv));
+    if (g->limbs && chance(g->s3, 25)) /* a cut value twice, at another level or whole */
+        for (unsigned i = 0; i < nreq; i++)
+            if (is_cut(g, req[i])) {
+                line(g, "require %s @ %s%s", ename(g, req[i], nb, sizeof nb),
+                     loc_name[dev_loc(d)], level_of(g, req[i], dev_loc(d), &lim, lv, sizeof lv));
+                break;
+            }
     if (g->ndev == 2 && chance(g->s, 25)) { /* one replicable value on the other device too */
         int e = pick(g, 0, 0);
         int dup = e < 0;
         for (unsigned i = 0; i < nreq && !dup; i++)
             dup = req[i] == (unsigned)e && is_excl(g, req[i]);
         if (!dup)
-            line(g, "require %s @ %s", ename(g, (unsigned)e, nb, sizeof nb), loc_name[dev_loc(1 - d)]);
+            line(g, "require %s @ %s%s", ename(g, (unsigned)e, nb, sizeof nb),
+                 loc_name[dev_loc(1 - d)],
+                 level_of(g, (unsigned)e, dev_loc(1 - d), &lim, lv, sizeof lv));
     }
     if (chance(g->s, 30))
         line(g, "reserve %s %u KiB \"ws%u\"", loc_name[dev_loc(d)], 1 + rnd(g->s, 4), g->serial++);
@@ -230,11 +382,16 @@ static void gen_loop(gen *g)
     g->indent++;
     line(g, "request \"l%u-{i}\" using p%u {", g->serial++, rnd(g->s, (unsigned)g->npol));
     g->indent++;
+    char lv[48];
+    unsigned lim;
     if (other >= 0 && g->owner[other] != (unsigned)arr && chance(g->s, 60))
-        line(g, "require %s @ %s", ename(g, (unsigned)other, nb, sizeof nb), loc_name[dev_loc(d)]);
+        line(g, "require %s @ %s%s", ename(g, (unsigned)other, nb, sizeof nb), loc_name[dev_loc(d)],
+             held_limbs(g, (unsigned)other, dev_loc(d))
+                 ? level_of(g, (unsigned)other, dev_loc(d), &lim, lv, sizeof lv)
+                 : loop_level(g, &g->v[g->owner[other]], lv, sizeof lv)); /* grows as i rises */
     else
         other = -1;
-    line(g, "require %s[i] @ %s", a->name, loc_name[dev_loc(d)]);
+    line(g, "require %s[i] @ %s%s", a->name, loc_name[dev_loc(d)], loop_level(g, a, lv, sizeof lv));
     if (chance(g->s, 20))
         line(g, "reserve %s %u KiB", loc_name[dev_loc(d)], 1 + rnd(g->s, 3));
     if (chance(g->s, 70)) {
@@ -251,12 +408,22 @@ static void gen_loop(gen *g)
 
 /* ---- explicit actions -------------------------------------------------------------------- */
 
-/* Brings e to location l (ensure, or move for an exclusive value); 0 when nothing to do. */
+/* Brings e to location l (ensure, or move for an exclusive value; a cut value's device
+ * copy at a level, or grown to a higher one or whole); 0 when nothing to do. */
 static int bring(gen *g, unsigned e, int l)
 {
-    char nb[16];
-    if (g->where[e] & (1u << l))
-        return 0;
+    char nb[16], lv[24];
+    unsigned lim;
+    if (g->where[e] & (1u << l)) {
+        unsigned have = l >= L_CUDA0 ? g->cutl[e][l - L_CUDA0] : 0;
+        if (!have || held_limbs(g, e, l))
+            return 0;
+        level_of(g, e, l, &lim, lv, sizeof lv);
+        if (lim && lim <= have)
+            return 0;
+        ensure_at(g, e, l, lim);
+        return 1;
+    }
     if (is_excl(g, e) && g->held[e])
         return 0; /* a held copy stays where it is */
     if (is_excl(g, e)) {
@@ -267,8 +434,8 @@ static int bring(gen *g, unsigned e, int l)
             line(g, "move %s -> %s", ename(g, e, nb, sizeof nb), loc_name[l]);
         g->where[e] = (unsigned char)(1u << l);
     } else {
-        line(g, "ensure %s @ %s", ename(g, e, nb, sizeof nb), loc_name[l]);
-        g->where[e] |= (unsigned char)(1u << l);
+        level_of(g, e, l, &lim, lv, sizeof lv);
+        ensure_at(g, e, l, lim);
     }
     return 1;
 }
@@ -285,10 +452,12 @@ static int unbring(gen *g, unsigned e, int l)
         g->where[e] = (unsigned char)(1u << to);
         return 1;
     }
-    if (ncopies(g, e) < 2 && !is_src(g, e))
-        return 0; /* never the last copy of a value that must be preserved */
+    if (!can_drop(g, e, l))
+        return 0; /* never the last (whole) copy of a value that must be preserved */
     line(g, "drop %s @ %s", ename(g, e, nb, sizeof nb), loc_name[l]);
     g->where[e] &= (unsigned char)~(1u << l);
+    if (l >= L_CUDA0)
+        g->cutl[e][l - L_CUDA0] = 0;
     return 1;
 }
 
@@ -314,9 +483,11 @@ static void gen_plan(gen *g)
         int used = e < 0;
         for (unsigned i = 0; i < na && !used; i++)
             used = args[i] == (unsigned)e;
-        if (!used && (g->where[e] & (1u << l)) && (ncopies(g, (unsigned)e) > 1 || is_src(g, (unsigned)e))) {
+        if (!used && (g->where[e] & (1u << l)) && !(g->held[e] & (1u << l)) &&
+            can_drop(g, (unsigned)e, l)) {
             line(g, "reclaim { drop %s @ %s }", ename(g, (unsigned)e, nb, sizeof nb), loc_name[l]);
             g->where[e] &= (unsigned char)~(1u << l);
+            g->cutl[e][d] = 0;
         }
     }
     if (chance(g->s, 30))
@@ -331,7 +502,10 @@ static void gen_plan(gen *g)
     if (!acted) /* already there: a no-op ensure names the device; an exclusive value moves */
         for (unsigned i = 0; i < na && !acted; i++)
             if (!is_excl(g, args[i])) {
-                line(g, "ensure %s @ %s", ename(g, args[i], nb, sizeof nb), loc_name[l]);
+                /* a level at or below the copy's, or whole (not a held copy) */
+                unsigned have = g->cutl[args[i]][d];
+                int low = have && g->limbs && (held_limbs(g, args[i], l) || chance(g->s3, 70));
+                ensure_at(g, args[i], l, low ? 1 + rnd(g->s3, have) : 0);
                 acted = 1;
             }
     if (!acted && !g->held[args[0]]) { /* exclusive values already there: out and back */
@@ -371,6 +545,11 @@ static void gen_action(gen *g)
     if (e < 0)
         return;
     int l = chance(g->s, 70) ? dev_loc(pick_dev(g)) : (chance(g->s, 50) ? L_PINNED : L_HOST);
+    if (g->limbs && is_cut(g, (unsigned)e) && chance(g->s3, 25) && move_whole(g, (unsigned)e, l))
+        return;
+    if (g->limbs && l >= L_CUDA0 && g->cutl[e][l - L_CUDA0] && chance(g->s3, 50) &&
+        bring(g, (unsigned)e, l))
+        return; /* a partial copy grows */
     if (g->where[e] & (1u << l)) {
         if (!unbring(g, (unsigned)e, l))
             bring(g, (unsigned)e, L_PINNED);
@@ -380,6 +559,69 @@ static void gen_action(gen *g)
 }
 
 static void gen_block(gen *g, int depth);
+
+/* A cut element for an explicit action: mostly one of the explicit actions' values, now
+ * and then one the requests use (their copies at run time are not the verifier's), or -1. */
+static int pick_cut(gen *g)
+{
+    unsigned cand[MAXE], n = 0;
+    int cross = chance(g->s3, 25);
+    for (unsigned e = 0; e < g->ne; e++)
+        if (is_cut(g, e) && (g->v[g->owner[e]].group == 1) != cross)
+            cand[n++] = e;
+    return n ? (int)cand[rnd(g->s3, n)] : -1;
+}
+
+/* In a plan that uses limb cuts, now and then a stage holds a device copy of a cut value
+ * (made at a level if there is none) instead of its own hold, and a request requires the
+ * held copy at a level: the verifier counts the larger of the two. */
+static void hold_cut(gen *g, int *held, int *hl)
+{
+    char nb[16], lv[24];
+    unsigned lim;
+    int e = chance(g->s3, 40) ? pick_cut(g) : -1, l = dev_loc(g->ndev == 2 && chance(g->s3, 40));
+    if (e < 0 || g->held[e] || g->v[g->owner[e]].group != 1)
+        return; /* (the requests' values are required at any level) */
+    if (!(g->where[e] & (1u << l))) {
+        level_of(g, (unsigned)e, l, &lim, lv, sizeof lv);
+        ensure_at(g, (unsigned)e, l, lim);
+    }
+    if (*held >= 0) {
+        line(g, "release %s @ %s", ename(g, (unsigned)*held, nb, sizeof nb), loc_name[*hl]);
+        g->held[*held] &= (unsigned char)~(1u << *hl);
+    }
+    line(g, "hold %s @ %s", ename(g, (unsigned)e, nb, sizeof nb), loc_name[l]);
+    g->held[e] |= (unsigned char)(1u << l);
+    *held = e;
+    *hl = l;
+    line(g, "request \"h%u\" using p%u {", g->serial++, rnd(g->s3, (unsigned)g->npol));
+    g->indent++;
+    line(g, "require %s @ %s%s", nb, loc_name[l], level_of(g, (unsigned)e, l, &lim, lv, sizeof lv));
+    if (chance(g->s3, 60))
+        line(g, "body { run touch(%s) }", nb);
+    g->indent--;
+    line(g, "}");
+}
+
+/* An explicit action on a cut value (plans that use limb cuts): a device copy at a level,
+ * grown to a higher one or made whole, dropped, or a whole copy moved. */
+static void gen_limb_action(gen *g)
+{
+    int e = pick_cut(g);
+    if (e < 0)
+        return;
+    int l = dev_loc(g->ndev == 2 && chance(g->s3, 40));
+    unsigned k = rnd(g->s3, 100);
+    if (k < 25) {
+        int to = chance(g->s3, 60) ? l : chance(g->s3, 50) ? L_PINNED : L_HOST;
+        if (move_whole(g, (unsigned)e, to))
+            return;
+    } else if (k < 45 && unbring(g, (unsigned)e, l)) {
+        return;
+    }
+    if (!bring(g, (unsigned)e, l) && !held_limbs(g, (unsigned)e, l) && chance(g->s3, 30))
+        ensure_at(g, (unsigned)e, l, 0); /* there already: made whole */
+}
 
 static void gen_stage(gen *g, int depth)
 {
@@ -397,6 +639,8 @@ static void gen_stage(gen *g, int depth)
             held = -1;
         }
     }
+    if (g->limbs)
+        hold_cut(g, &held, &hl);
     gen_block(g, depth + 1);
     if (held >= 0) { /* no action in between removed the held copy */
         line(g, "release %s @ %s", ename(g, (unsigned)held, nb, sizeof nb), loc_name[hl]);
@@ -424,12 +668,132 @@ static void gen_block(gen *g, int depth)
             gen_stage(g, depth);
         else
             gen_request(g);
+        if (g->limbs && chance(g->s3, 30))
+            gen_limb_action(g);
     }
 }
 
 /* ---- declarations ------------------------------------------------------------------------ */
 
 static const unsigned sizes_kib[] = {1, 1, 2, 2, 3, 4, 6, 8};
+
+/* A limb cut for the replicable value v: its fields (the one whole field, a seeded value's
+ * b and a, pairs b0, a0, ... or plain fields f0, ...), in parts of consecutive fields, q
+ * q-limbs covered by parts of alpha (ALPHA written when the default does not cover them,
+ * or to make the last part short), k special limbs, and limb bytes a multiple of 128 so
+ * that every --scale up to 16 leaves them whole words (now and then an odd number of
+ * words, which the run's exact scale must keep whole: fheplan(1), --scale). */
+static void cut_value(gen *g, gval *v)
+{
+    uint64_t *r = g->s3;
+    unsigned kind = rnd(r, 3);
+    v->pairs = kind == 1 || (v->seeded && kind == 2);
+    v->plain = !v->seeded && kind == 2;
+    v->nf = v->pairs ? 2 * (1 + rnd(r, 4)) : v->plain ? 2 + rnd(r, 5) : v->seeded ? 2 : 1;
+    unsigned div[8], nd = 0;
+    for (unsigned p = 1; p <= v->nf; p++)
+        if (v->nf % p == 0)
+            div[nd++] = p;
+    v->parts = v->pairs && chance(r, 50) ? v->nf / 2 : div[rnd(r, nd)];
+    unsigned a = 1 + rnd(r, v->parts > 3 ? 2 : 4);
+    v->q = a * (v->parts - 1) + 1 + rnd(r, a); /* parts of a cover q */
+    if (v->parts == 1) { /* one part: any alpha from q on */
+        v->q = 2 + rnd(r, 10);
+        a = v->q + rnd(r, 3);
+    }
+    unsigned def = (v->q + v->parts - 1) / v->parts;
+    int def_covers = def * (v->parts - 1) < v->q;
+    v->alpha = !def_covers || chance(r, a != def ? 60 : 15) ? a : 0;
+    v->k = rnd(r, 4);
+    unsigned limbs = v->nf * (v->q + v->k), m = 96 / limbs;
+    v->limb = 128 * (1 + rnd(r, m ? m : 1));
+    if (chance(r, 15)) /* an odd number of words: the run keeps its scale exact below that */
+        v->limb = 8 * (1 + 2 * rnd(r, 8));
+    v->fields = 0; /* the cut writes its own fields */
+}
+
+/* `value ...` for v, its elements and the verifier's first view of them; r draws the
+ * optional words. */
+static void declare(gen *g, gval *v, uint64_t *r)
+{
+    snprintf(v->name, sizeof v->name, "%c%u", v->excl ? 'c' : v->source ? 'k' : 'w', g->nv);
+    v->first = g->ne;
+    unsigned n = v->count ? v->count : 1;
+    for (unsigned k = 0; k < n; k++) {
+        g->owner[g->ne] = g->nv;
+        g->where[g->ne] = v->source ? 0 : (unsigned char)(1u << v->at);
+        if (v->q) {
+            g->lvl[g->ne] = (signed char)rnd(g->s3, v->q);
+            g->dir[g->ne] = chance(g->s3, 50) ? 1 : -1;
+        }
+        g->ne++;
+    }
+    char decl[512];
+    size_t u = (size_t)snprintf(decl, sizeof decl, "value %s", v->name);
+    if (v->count)
+        u += (size_t)snprintf(decl + u, sizeof decl - u, "[%u]", v->count);
+    const char *mode = v->excl ? " exclusive" : chance(r, 30) ? " replicable" : "";
+    if (v->q)
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " = %u B%s",
+                              v->nf * (v->q + v->k) * v->limb, mode);
+    else
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " = %u KiB%s", v->kib, mode);
+    if (v->source)
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " source synth(%u%s)", 100 * g->nv,
+                              v->count ? " + i" : "");
+    else if (chance(r, 70))
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " at %s init synth(%u%s)",
+                              loc_name[v->at], 100 * g->nv, v->count ? " + i" : "");
+    else
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " at %s", loc_name[v->at]);
+    if (v->prio)
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " priority %d", v->prio);
+    if (v->fields)
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " fields(b0, seeded a0)");
+    if (v->pairs || v->plain) {
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " fields(");
+        for (unsigned f = 0; f < v->nf; f++)
+            u += (size_t)snprintf(decl + u, sizeof decl - u, "%s%s%u", f ? ", " : "",
+                                  v->plain ? "f" : f % 2 ? v->seeded ? "seeded a" : "a" : "b",
+                                  v->plain ? f : f / 2);
+        u += (size_t)snprintf(decl + u, sizeof decl - u, ")");
+    }
+    if (v->seeded)
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " seeded(%u%s)%s", 7000 + 10 * g->nv,
+                              v->count ? " + i" : "", chance(r, 15) ? " keep pinned" : "");
+    if (v->q) {
+        u += (size_t)snprintf(decl + u, sizeof decl - u, " limbs(%u, %u", v->q, v->k);
+        if (v->parts > 1 || v->alpha)
+            u += (size_t)snprintf(decl + u, sizeof decl - u, ", %u", v->parts);
+        if (v->alpha)
+            u += (size_t)snprintf(decl + u, sizeof decl - u, ", %u", v->alpha);
+        snprintf(decl + u, sizeof decl - u, ")");
+    }
+    line(g, "%s", decl);
+    g->nv++;
+}
+
+/* Keys of a plan that uses limb cuts: replicable, sources (some seeded) or adopted,
+ * scalars or arrays, each cut. */
+static void add_keys(gen *g)
+{
+    unsigned n = 1 + rnd(g->s3, 2);
+    for (unsigned i = 0; i < n && g->nv < MAXV; i++) {
+        gval *v = &g->v[g->nv];
+        memset(v, 0, sizeof *v);
+        v->group = (int)rnd(g->s3, 2);
+        if (v->group == 0 && chance(g->s3, 50))
+            v->count = 2 + rnd(g->s3, 3);
+        if (g->ne + (v->count ? v->count : 1) > MAXE)
+            return;
+        v->source = chance(g->s3, 65);
+        v->seeded = v->source && chance(g->s3, 45);
+        v->at = chance(g->s3, 60) ? L_PINNED : L_HOST;
+        v->prio = chance(g->s3, 20) ? (int)rnd(g->s3, 10) : 0;
+        cut_value(g, v);
+        declare(g, v, g->s3);
+    }
+}
 
 static void gen_values(gen *g)
 {
@@ -453,38 +817,12 @@ static void gen_values(gen *g)
         if (v->excl && v->group == 0 && !v->count && chance(g->s2, g->ndev == 2 ? 70 : 35))
             v->at = g->ndev == 2 && chance(g->s2, 25) ? L_CUDA1 : L_CUDA0;
         v->fields = v->seeded && chance(g->s2, 30);
-        snprintf(v->name, sizeof v->name, "%c%u", v->excl ? 'c' : v->source ? 'k' : 'w', g->nv);
-        v->first = g->ne;
-        unsigned n = v->count ? v->count : 1;
-        for (unsigned k = 0; k < n; k++) {
-            g->owner[g->ne] = g->nv;
-            g->where[g->ne] = v->source ? 0 : (unsigned char)(1u << v->at);
-            g->ne++;
-        }
-        char decl[256];
-        size_t u = (size_t)snprintf(decl, sizeof decl, "value %s", v->name);
-        if (v->count)
-            u += (size_t)snprintf(decl + u, sizeof decl - u, "[%u]", v->count);
-        u += (size_t)snprintf(decl + u, sizeof decl - u, " = %u KiB%s", v->kib,
-                              v->excl ? " exclusive" : chance(g->s, 30) ? " replicable" : "");
-        if (v->source)
-            u += (size_t)snprintf(decl + u, sizeof decl - u, " source synth(%u%s)", 100 * g->nv,
-                                  v->count ? " + i" : "");
-        else if (chance(g->s, 70))
-            u += (size_t)snprintf(decl + u, sizeof decl - u, " at %s init synth(%u%s)",
-                                  loc_name[v->at], 100 * g->nv, v->count ? " + i" : "");
-        else
-            u += (size_t)snprintf(decl + u, sizeof decl - u, " at %s", loc_name[v->at]);
-        if (v->prio)
-            u += (size_t)snprintf(decl + u, sizeof decl - u, " priority %d", v->prio);
-        if (v->fields)
-            u += (size_t)snprintf(decl + u, sizeof decl - u, " fields(b0, seeded a0)");
-        if (v->seeded)
-            u += (size_t)snprintf(decl + u, sizeof decl - u, " seeded(%u%s)%s", 7000 + 10 * g->nv,
-                                  v->count ? " + i" : "", chance(g->s, 15) ? " keep pinned" : "");
-        line(g, "%s", decl);
-        g->nv++;
+        if (g->limbs && !v->excl && chance(g->s3, 40))
+            cut_value(g, v);
+        declare(g, v, g->s);
     }
+    if (g->limbs)
+        add_keys(g);
 }
 
 /* An exclusive value that starts on a device, required by a request on the other one,
@@ -504,8 +842,9 @@ static void gen_moved_away(gen *g)
         for (unsigned t = 0; t < 8; t++) {
             int e = pick(g, 1, 0);
             if (e >= 0 && !(g->where[e] & (1u << v->at))) {
-                line(g, "ensure %s @ %s", ename(g, (unsigned)e, nb, sizeof nb), loc_name[v->at]);
-                g->where[e] |= (unsigned char)(1u << v->at);
+                unsigned lim;
+                level_of(g, (unsigned)e, v->at, &lim, nb, sizeof nb);
+                ensure_at(g, (unsigned)e, v->at, lim);
                 break;
             }
         }
@@ -517,9 +856,11 @@ char *oracle_generate(uint64_t seed, int *ndev_out)
 {
     gen g;
     memset(&g, 0, sizeof g);
-    uint64_t s = seed, s2 = seed ^ 0x6b65726e656c73ULL;
+    uint64_t s = seed, s2 = seed ^ 0x6b65726e656c73ULL, s3 = seed ^ 0x6c696d6273ULL;
     g.s = &s;
     g.s2 = &s2;
+    g.s3 = &s3;
+    g.limbs = chance(g.s3, 30);
     g.cap = 4096;
     g.buf = malloc(g.cap);
     if (!g.buf)

@@ -40,6 +40,7 @@ typedef struct tally {
     unsigned long plans, runs, disagreeing, fields[NKIND], plans_by_kind[NKIND];
     unsigned long infeasible_both, nonmonotonic;
     unsigned long two_dev, two_dev_disagreeing, nondet_two_dev;
+    unsigned long levels, levels_refused, levels_disagreeing; /* generated plans with levels */
 } tally;
 
 typedef struct oracle {
@@ -459,8 +460,10 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
                    dg ? jstr(dg, "message") : "", jbool(run, "ok") ? "ok" : "failed",
                    jbool(run, "ok") ? "" : ": ", run_error(run));
         }
-        if (!jbool(cf, "feasible") && !jbool(run, "ok"))
+        if (!jbool(cf, "feasible") && !jbool(run, "ok")) {
             o->t.infeasible_both++;
+            o->t.levels_refused += text && strstr(text, " level ");
+        }
         for (int k = 1; k < o->repeat; k++) {
             cJSON *again = do_run(o, c, file, c->policy);
             o->t.runs++;
@@ -496,6 +499,9 @@ static int compare_one(oracle *o, const char *file, const char *text, const conf
     o->t.two_dev += two;
     o->t.two_dev_disagreeing += two && n;
     o->t.nondet_two_dev += two && d.count[K_NONDET];
+    int levels = text && strstr(text, " level ");
+    o->t.levels += levels;
+    o->t.levels_disagreeing += levels && n;
     if (!n) {
         free(d.text);
         return 1;
@@ -689,6 +695,9 @@ static int run_parallel(oracle *o, uint64_t base, unsigned long n, int jobs)
             o->t.two_dev += t.two_dev;
             o->t.two_dev_disagreeing += t.two_dev_disagreeing;
             o->t.nondet_two_dev += t.nondet_two_dev;
+            o->t.levels += t.levels;
+            o->t.levels_refused += t.levels_refused;
+            o->t.levels_disagreeing += t.levels_disagreeing;
             for (int k = 0; k < NKIND; k++) {
                 o->t.fields[k] += t.fields[k];
                 o->t.plans_by_kind[k] += t.plans_by_kind[k];
@@ -916,8 +925,9 @@ int main(int argc, char **argv)
         printf(")");
     }
     printf("; %lu refused by both; %lu with feasibility not monotonic in the budget; "
-           "%lu on two devices (%lu disagree, %lu nondeterministic)\n",
+           "%lu on two devices (%lu disagree, %lu nondeterministic); %lu with levels (%lu "
+           "refused by both, %lu disagree)\n",
            o.t.infeasible_both, o.t.nonmonotonic, o.t.two_dev, o.t.two_dev_disagreeing,
-           o.t.nondet_two_dev);
+           o.t.nondet_two_dev, o.t.levels, o.t.levels_refused, o.t.levels_disagreeing);
     return ok && !o.t.disagreeing ? 0 : 1;
 }

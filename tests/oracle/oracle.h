@@ -8,7 +8,9 @@
 uint64_t splitmix64(uint64_t *s);
 
 /* A random valid rplan program (malloc'd text) for seed; *ndev: the devices it names
- * (1 or 2). Every size and reservation is a whole number of KiB. */
+ * (1 or 2). Every size and reservation is a whole number of KiB, or for a limb-cut value
+ * of limbs of a multiple of 128 bytes (whole words at every --scale up to 16) or, now and
+ * then, of an odd number of 8-byte words. */
 char *oracle_generate(uint64_t seed, int *ndev);
 
 #endif
