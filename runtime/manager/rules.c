@@ -175,6 +175,8 @@ static fhr_status rules_ensure(const rule_view *v, const fhr_action *a, const lo
         eff->noop = 1;
         return FHR_OK;
     }
+    if (have && (v->protected_ & bit)) /* a grow replaces the copy there */
+        return refuse_protected(v, at, "grow", err);
     eff->limbs = want;
     eff->had = have;
     if (!(v->present & ~bit)) {
@@ -252,6 +254,8 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                         "source", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb)));
             eff->load = 1;
             eff->had = v->present & bit ? rv_limbs(v, at) : 0;
+            if (eff->had && (v->protected_ & bit))
+                return refuse_protected(v, at, "grow", err);
             return check_create(v, at, locs, op, eff, err);
         } else if (!v->present) {
             if (!v->has_src)
@@ -273,6 +277,8 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             return FHR_OK; /* destination already there: only the source goes */
         eff->src = from;
         eff->had = v->present & bit ? rv_limbs(v, at) : 0; /* a partial one there grows */
+        if (eff->had && (v->protected_ & bit))
+            return refuse_protected(v, at, "grow", err);
         return check_create(v, at, locs, op, eff, err);
     }
 

@@ -32,9 +32,13 @@ static uint64_t exact_scale(const rplan_vm *vm, const fhr_budget *bud, size_t nb
             g = gcd64(g, fb);
         }
         g = gcd64(g, vm->vinfo[i].nbytes);
-        uint64_t f0 = 0; /* a limb cut: its limbs stay whole words */
-        if (vm->vinfo[i].limb_q && rplan_value_field(vm->p, i, 0, NULL, &f0) == FHR_OK)
-            g = gcd64(g, f0 / (vm->vinfo[i].limb_q + vm->vinfo[i].limb_special));
+        const rplan_value_info *ci = &vm->vinfo[i];
+        if (ci->limb_q) { /* a limb cut: its limbs stay whole words */
+            uint64_t f0 = 0; /* a field: the first declared one, a seeded value's "a", else all */
+            if (rplan_value_field(vm->p, i, 0, NULL, &f0) != FHR_OK)
+                f0 = ci->seeded ? ci->regen_nbytes : ci->nbytes;
+            g = gcd64(g, f0 / (ci->limb_q + ci->limb_special));
+        }
         if (vm->vinfo[i].seeded)
             g = gcd64(g, vm->vinfo[i].regen_nbytes);
     }

@@ -16,14 +16,17 @@ static const enum vm_opclass op_class[RPLAN_OP_COUNT_] = {
 
 /* ---- scopes ------------------------------------------------------------------------ */
 
-/* Explicit control removes copies that bodies may still read: wait for the compute
- * streams and reap their consumer events first (the application's choice; the
- * manager itself never waits). */
+/* Explicit control removes copies that bodies may still read (an ensure of a limb-cut
+ * value may grow a partial copy, which replaces it): wait for the compute streams and
+ * reap their consumer events first (the application's choice; the manager itself never
+ * waits). */
 static void wait_consumers(rplan_vm *vm, const fhr_action *acts, size_t n)
 {
     int removes = 0;
-    for (size_t i = 0; i < n; i++)
-        removes |= acts[i].kind != FHR_ACT_ENSURE;
+    for (size_t i = 0; i < n; i++) {
+        long v = acts[i].kind == FHR_ACT_ENSURE ? vm_value_index(vm, acts[i].handle) : -1;
+        removes |= acts[i].kind != FHR_ACT_ENSURE || (v >= 0 && vm->vinfo[v].limb_q);
+    }
     if (!removes || vm->explain)
         return;
     for (int s = 0; s < FHR_LOC_SLOTS; s++)
