@@ -7,6 +7,27 @@
 
 #include "runtime/program/program.h"
 
+/* 1.5 with limb cuts or limb counts, 1.4 with seeded fields, 1.3 with engine data, fields
+ * or kernel costs, 1.2 with seeded values, else 1.1: a program without the newer features
+ * is written as older readers read it. */
+int rp_prog_minor(const rplan_program *p)
+{
+    for (uint32_t i = 0; i < p->nvals; i++)
+        if (p->vals[i].cut)
+            return 5;
+    for (uint32_t i = 0; i < p->ncode; i++)
+        if (rp_ops[p->code[i].op < RPLAN_OP_COUNT_ ? p->code[i].op : 0].y == RPLAN_OPD_LIMBS &&
+            p->code[i].y)
+            return 5;
+    for (uint32_t i = 0; i < p->nfields; i++)
+        if (p->fields[i].regen)
+            return 4;
+    int minor = p->nfields || p->nkerns ? 3 : 1;
+    for (uint32_t i = 0; i < p->nvals && minor < 3; i++)
+        minor = p->vals[i].data == RPLAN_DATA_ENGINE ? 3 : p->vals[i].seeded ? 2 : minor;
+    return minor;
+}
+
 static void put16(unsigned char *b, uint16_t v)
 {
     b[0] = (unsigned char)v;

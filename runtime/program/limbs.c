@@ -1,14 +1,9 @@
 /* runtime/program/limbs.c — limb-cut values (`limbs(Q, K, P)`, rplan(5)): the fields a cut
- * applies to, the layout of a device copy that holds only the limbs a level needs, the
- * table check, and the minor version a program is written as. */
+ * applies to, the layout of a device copy that holds only the limbs a level needs, and
+ * the table check (bytecode.c picks the minor version a program is written as). */
 #include <stdio.h>
 
 #include "runtime/program/program.h"
-
-uint32_t rp_value_alpha(const rp_value *v)
-{
-    return v->limb_alpha ? v->limb_alpha : (v->limb_q + v->limb_parts - 1) / v->limb_parts;
-}
 
 uint32_t rp_value_nfields(const rp_value *v)
 {
@@ -89,25 +84,4 @@ int rp_check_cut(const rplan_program *p, uint32_t i, char *msg, size_t cap)
             return 0;
         }
     return 1;
-}
-
-/* 1.5 with limb cuts or limb counts, 1.4 with seeded fields, 1.3 with engine data, fields
- * or kernel costs, 1.2 with seeded values, else 1.1: a program without the newer features
- * is written as older readers read it. */
-int rp_prog_minor(const rplan_program *p)
-{
-    for (uint32_t i = 0; i < p->nvals; i++)
-        if (p->vals[i].cut)
-            return 5;
-    for (uint32_t i = 0; i < p->ncode; i++)
-        if (rp_ops[p->code[i].op < RPLAN_OP_COUNT_ ? p->code[i].op : 0].y == RPLAN_OPD_LIMBS &&
-            p->code[i].y)
-            return 5;
-    for (uint32_t i = 0; i < p->nfields; i++)
-        if (p->fields[i].regen)
-            return 4;
-    int minor = p->nfields || p->nkerns ? 3 : 1;
-    for (uint32_t i = 0; i < p->nvals && minor < 3; i++)
-        minor = p->vals[i].data == RPLAN_DATA_ENGINE ? 3 : p->vals[i].seeded ? 2 : minor;
-    return minor;
 }

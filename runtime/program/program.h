@@ -201,7 +201,10 @@ RP_HIDDEN int rp_check_seeded(const rplan_program *p, uint32_t i, char *msg, siz
  * a program is written as. */
 RP_HIDDEN uint32_t rp_value_nfields(const rp_value *v);
 /* A cut value's q-limbs per part (limb_alpha, or ceil(limb_q / limb_parts)). */
-RP_HIDDEN uint32_t rp_value_alpha(const rp_value *v);
+static inline uint32_t rp_value_alpha(const rp_value *v)
+{
+    return v->limb_alpha ? v->limb_alpha : (v->limb_q + v->limb_parts - 1) / v->limb_parts;
+}
 RP_HIDDEN uint64_t rp_value_field_nbytes(const rplan_program *p, const rp_value *v, uint32_t k);
 RP_HIDDEN uint64_t rp_value_cut_nbytes(const rplan_program *p, const rp_value *v, uint32_t limbs);
 RP_HIDDEN void rp_value_cut_field(const rplan_program *p, const rp_value *v, uint32_t limbs,
