@@ -621,6 +621,8 @@ typedef struct fhr_transition {
     uint64_t stream_id;
     uint64_t t_start_ns, t_end_ns; /* host-side submission window */
     int loaded;           /* a source load produced the copy */
+    uint64_t charged_nbytes;  /* the charge of the copy it made at `to` (0: none made) */
+    uint64_t replaced_nbytes; /* a grow: the charge of the partial copy it replaced there */
 } fhr_transition;
 
 typedef struct fhr_reservation_event {

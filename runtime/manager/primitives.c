@@ -300,8 +300,11 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     x->last_use = ++m->clock;
     x->serial = v->serial;
     acct_charge(&m->loc[slot], charge);
-    if (old)
+    tr->charged_nbytes = charge;
+    if (old) {
+        tr->replaced_nbytes = mat_charge(v, old);
         remove_mat(m, v, slot);
+    }
     val_add_mat(v, x);
     v->present |= 1ULL << slot;
     mgr_changed(m, v->serial);

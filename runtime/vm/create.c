@@ -219,6 +219,7 @@ void rplan_vm_destroy(rplan_vm *vm)
     free(vm->slices);
     free(vm->resid);
     free(vm->resid_at);
+    free(vm->resid_cut);
     free(vm->samples);
     free(vm->kerns);
     free(vm->holds);
@@ -279,6 +280,7 @@ static void free_run_state(rplan_vm *vm)
     free(vm->slices);
     free(vm->resid);
     free(vm->resid_at);
+    free(vm->resid_cut);
     free(vm->samples);
 }
 

@@ -230,6 +230,7 @@ struct rplan_vm {
     vm_resid *resid;
     size_t nresid, capresid;
     uint64_t *resid_at;        /* per value: the location slots holding a copy */
+    uint64_t *resid_cut;       /* per limb-cut value and slot: its copy's charge there */
     /* engine.c: what an engine hands the VM */
     struct vm_loader *loaders;
     size_t nloaders, caploaders;

@@ -26,6 +26,15 @@ static int slot_of(fhr_location loc)
     return sl >= 0 && sl < FHR_LOC_SLOTS ? sl : -1;
 }
 
+/* Value v's charges per slot (resid_cut), made on first use; NULL without memory (the
+ * residency counter then takes the whole value's size). */
+static uint64_t *resid_cut_of(rplan_vm *vm, size_t v)
+{
+    if (!vm->resid_cut)
+        vm->resid_cut = calloc(vm->nvals * FHR_LOC_SLOTS, sizeof *vm->resid_cut);
+    return vm->resid_cut ? vm->resid_cut + v * FHR_LOC_SLOTS : NULL;
+}
+
 /* Tracing: one change of the bytes present at a location. */
 static void resid_add(rplan_vm *vm, const fhr_transition *t, fhr_location loc, int arrive,
                       size_t win, uint64_t bytes)
@@ -92,21 +101,30 @@ static void vm_account_link(rplan_vm *vm, const fhr_transition *t)
     if (!vm->resid_at)
         return;
     uint64_t *at = &vm->resid_at[v];
+    /* a limb-cut value's copies are charged what they hold: kept per slot */
+    uint64_t *cut = vm->vinfo[v].limb_q ? resid_cut_of(vm, (size_t)v) : NULL;
     if (t->kind == FHR_ACT_DISCARD) { /* every copy goes */
         for (int sl = 0; sl < FHR_LOC_SLOTS; sl++)
             if (*at & (1ull << sl))
-                resid_add(vm, t, fhr_loc_from_slot(sl), 0, 0, charge);
+                resid_add(vm, t, fhr_loc_from_slot(sl), 0, 0, cut && cut[sl] ? cut[sl] : charge);
         *at = 0;
         return;
     }
     if (t->has_from && from >= 0 && t->kind != FHR_ACT_ENSURE && (*at & (1ull << from)) &&
         (t->kind == FHR_ACT_DROP || from != to)) {
-        resid_add(vm, t, t->from, 0, t->kind == FHR_ACT_MOVE ? wi : 0, charge);
+        resid_add(vm, t, t->from, 0, t->kind == FHR_ACT_MOVE ? wi : 0,
+                  cut && cut[from] ? cut[from] : charge);
         *at &= ~(1ull << from);
     }
-    if (copies && to >= 0 && t->kind != FHR_ACT_DROP && !(*at & (1ull << to))) {
-        resid_add(vm, t, t->to, 1, wi, charge);
+    if (copies && to >= 0 && t->kind != FHR_ACT_DROP && t->replaced_nbytes && (*at & (1ull << to)))
+        resid_add(vm, t, t->to, 0, 0, t->replaced_nbytes); /* a grow: the old copy goes */
+    if (copies && to >= 0 && t->kind != FHR_ACT_DROP &&
+        (!(*at & (1ull << to)) || t->replaced_nbytes)) {
+        uint64_t c = cut && t->charged_nbytes ? t->charged_nbytes : charge;
+        resid_add(vm, t, t->to, 1, wi, c);
         *at |= 1ull << to;
+        if (cut)
+            cut[to] = c;
     }
 }
 

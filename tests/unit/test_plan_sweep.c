@@ -76,6 +76,48 @@ static void stage_at(const rplan_program *p, long pc, char *out, size_t cap)
     }
 }
 
+/* Where byte k of a copy's field lies in the value's content: after the fields before it
+ * (declared fields lie back to back), and in a partial copy of a limb-cut value its
+ * q-limbs first, then its special limbs, which the whole field has after all q-limbs. */
+typedef struct content_map {
+    uint64_t base, limb, held, q;
+} content_map;
+
+static content_map content_of(vrun *R, size_t i, fhr_location loc, const rplan_value_info *vi,
+                              const fhr_value *hv, size_t f, size_t len)
+{
+    content_map cm = {0, 0, 0, 0};
+    if (!vi->nfields || vi->seeded)
+        return cm; /* one field, or a seeded value's b and a: each from 0 */
+    uint32_t limbs = 0;
+    if (vi->limb_q)
+        cr_assert_eq(fhr_copy_limbs(rplan_vm_manager(R->vm), rplan_vm_handle(R->vm, i), loc,
+                                    &limbs, NULL), FHR_OK);
+    if (limbs) { /* a partial copy: every field of a cut value is one size */
+        cm.limb = len / (limbs + vi->limb_special);
+        cm.held = limbs;
+        cm.q = vi->limb_q;
+    }
+    const char *name = fhr_value_field_name(hv, f);
+    for (size_t k = 0; k < vi->nfields; k++) {
+        const char *dn = NULL;
+        uint64_t dnb = 0;
+        cr_assert_eq(rplan_value_field(R->p, i, k, &dn, &dnb), FHR_OK);
+        if (!strcmp(dn, name))
+            break;
+        /* the field before it, at this copy's scale */
+        cm.base += limbs ? cm.limb * (vi->limb_q + vi->limb_special) : dnb / (R->rep->scale ? R->rep->scale : 1);
+    }
+    return cm;
+}
+
+static uint64_t content_at(const content_map *cm, uint64_t k)
+{
+    if (!cm->limb || k < cm->held * cm->limb)
+        return cm->base + k;
+    return cm->base + cm->q * cm->limb + (k - cm->held * cm->limb);
+}
+
 /* Every copy of value i holds its declared content (synth or zero). */
 static void check_value_content(vrun *R, size_t i)
 {
@@ -121,9 +163,11 @@ static void check_value_content(vrun *R, size_t i)
             if (vi.seeded && strcmp(fhr_value_field_name(hv, f), "a") == 0)
                 continue; /* kept by a host copy: only with keep, checked on the device */
             const uint8_t *c = ptr;
+            content_map cm = content_of(R, i, loc, &vi, hv, f, len);
             for (size_t k = 0; k < len; k++) {
+                uint64_t at = content_at(&cm, k);
                 uint8_t want = vi.data == RPLAN_DATA_SYNTH
-                                   ? (uint8_t)(rplan_synth_word(vi.seed, k / 8) >> (8 * (k % 8)))
+                                   ? (uint8_t)(rplan_synth_word(vi.seed, at / 8) >> (8 * (at % 8)))
                                    : 0;
                 cr_assert_eq(c[k], want, "value %s at slot %d: byte %zu of %zu differs", vi.name,
                              slot, k, len);
