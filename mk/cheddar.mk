@@ -34,7 +34,7 @@ CHEDDAR_NVCC     = $(NVCC) -O2 -std=c++17 -arch=sm_$(CHEDDAR_ARCH) -Xcompiler -f
                    -I$(CHEDDAR_DEPS)/include -I$(CHEDDAR_TREE)/include -I$(RMM_SRC)/include
 
 .PHONY: cheddar-example cheddar-bundle cheddar-check cheddar-deps cheddar-patch cheddar-lib \
-        cheddar-clean
+        cheddar-clean cheddar-plan-test
 
 cheddar-check:
 	@[ -n "$(CHEDDAR_SRC)" ] && [ -f "$(CHEDDAR_SRC)/include/extension/BootContext.h" ] || { \
@@ -104,6 +104,21 @@ $(CHEDDAR_BIN): $(CHEDDAR_OUT)/adapter.o $(CHEDDAR_OUT)/driver.o $(BUILD)/libfhe
 	  -L$(CHEDDAR_BUILD) -lcheddar -L$(CUDA_HOME)/lib64 -lcudart -lfmt \
 	  -Wl,-rpath,'$$ORIGIN/lib:$(abspath $(CHEDDAR_BUILD))' $(ALL_LDFLAGS) $(ALL_LDLIBS)
 endif
+
+# The driver's plans without a GPU or Cheddar: boot.c's plan writer over a model of
+# bootparam_40's keys and phases, every plan checked by fheplan (examples/cheddar/plan-test.c).
+# boot.c includes fheplan/cuda.h: a CUDA build, no GPU.
+CHEDDAR_PLAN_TEST = $(CHEDDAR_OUT)/plan-test
+$(CHEDDAR_PLAN_TEST): examples/cheddar/plan-test.c examples/cheddar/boot.c \
+                      examples/cheddar/adapter.h $(BUILD)/libfheplan.a
+	@[ "$(CUDA)" = 1 ] || { echo "cheddar-plan-test: needs a CUDA build ($(CUDA_HOME))"; exit 2; }
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Iexamples/cheddar $< -o $@ $(BUILD)/libfheplan.a \
+	  $(ALL_LDFLAGS) $(ALL_LDLIBS)
+
+cheddar-plan-test: $(CHEDDAR_PLAN_TEST) $(BUILD)/fheplan
+	rm -rf $(CHEDDAR_OUT)/plan-test-out && mkdir -p $(CHEDDAR_OUT)/plan-test-out
+	$(CHEDDAR_PLAN_TEST) $(BUILD)/fheplan $(CHEDDAR_OUT)/plan-test-out
 
 cheddar-example: cheddar-lib $(CHEDDAR_BIN) $(if $(CHEDDAR_BIN),$(BUILD)/fheplan)
 	@echo "cheddar-example: built $(CHEDDAR_LIB) and $(CHEDDAR_BOOT)$(if $(CHEDDAR_BIN), and $(CHEDDAR_BIN))"

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <unordered_set>
 #include <vector>
 
@@ -144,7 +145,9 @@ class Binding {
 };
 
 // Our a-half sampler: word j of prime slot p of part `part` of the key with Cheddar index
-// key_idx is a 64-bit mix of the four, scaled onto [0, prime) (see sample_a_kernel).
+// key_idx is a 64-bit mix of the four, scaled onto [0, prime) (see sample_a_kernel). The
+// slot is the full key's (q-limbs, then the special limbs), whatever part of the half is
+// written: a range regenerates a partial copy's limbs as the whole key has them.
 __device__ __host__ inline uint64_t mix64(uint64_t x)
 {
     x += 0x9E3779B97F4A7C15ull;
@@ -156,15 +159,15 @@ __device__ __host__ inline uint64_t mix64(uint64_t x)
 // The word is the high half of h times the prime, uniform on [0, prime) to within 2^-32:
 // no division on the device (a 64-bit modulo costs the GPU far more than the hash, and the
 // sampler runs beside Cheddar's kernels on every seeded load). The degree is a power of two.
-__global__ void sample_a_kernel(word *dst, const word *primes, int num_primes, int log_degree,
-                                uint64_t base)
+// dst[i] is word start + i of the half.
+__global__ void sample_a_kernel(word *dst, const word *primes, size_t start, size_t count,
+                                int log_degree, uint64_t base)
 {
-    size_t total = (size_t)num_primes << log_degree;
     uint64_t mask = ((uint64_t)1 << log_degree) - 1;
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < count;
          i += (size_t)gridDim.x * blockDim.x) {
-        size_t p = i >> log_degree;
-        uint64_t h = mix64(base ^ mix64(((uint64_t)p << 32) | ((uint64_t)i & mask)));
+        size_t w = start + i, p = w >> log_degree;
+        uint64_t h = mix64(base ^ mix64(((uint64_t)p << 32) | ((uint64_t)w & mask)));
         dst[i] = (word)__umul64hi(h, (uint64_t)primes[p]);
     }
 }
@@ -174,17 +177,19 @@ uint64_t sample_base(int key_idx, int part)
     return mix64(((uint64_t)(uint32_t)key_idx << 8) ^ (uint64_t)part ^ 0x66686570ull);
 }
 
-cudaError_t sample_a(word *dst, const word *primes, int num_primes, int degree, int key_idx,
-                     int part, cudaStream_t s)
+// Words [start, start + count) of the half (primes: the key's, slot by slot).
+cudaError_t sample_a(word *dst, const word *primes, size_t start, size_t count, int degree,
+                     int key_idx, int part, cudaStream_t s)
 {
     int log_degree = 0;
     while ((1 << log_degree) < degree)
         log_degree++;
     if (degree <= 0 || (1 << log_degree) != degree)
         return cudaErrorInvalidValue;
-    size_t total = (size_t)num_primes << log_degree;
-    int blocks = (int)std::min<size_t>((total + 255) / 256, 4096);
-    sample_a_kernel<<<blocks, 256, 0, s>>>(dst, primes, num_primes, log_degree,
+    if (count == 0)
+        return cudaSuccess;
+    int blocks = (int)std::min<size_t>((count + 255) / 256, 4096);
+    sample_a_kernel<<<blocks, 256, 0, s>>>(dst, primes, start, count, log_degree,
                                            sample_base(key_idx, part));
     return cudaGetLastError();
 }
@@ -193,7 +198,8 @@ cudaError_t sample_a(word *dst, const word *primes, int num_primes, int degree, 
 void keygen_hook(void *, word *dst, const word *primes, int num_primes, int degree,
                  int key_idx, int part)
 {
-    sample_a(dst, primes, num_primes, degree, key_idx, part, cudaStreamLegacy);
+    sample_a(dst, primes, 0, (size_t)num_primes * degree, degree, key_idx, part,
+             cudaStreamLegacy);
 }
 
 struct KeyRec {
@@ -212,6 +218,7 @@ struct PtRec {             // one transform's diagonals
 struct PhaseRec {
     ch_phase_info info;
     std::vector<int> keys, pts;
+    std::vector<int> limbs; // per key: the q-limbs the phase reads
     int kind;             // 0 modup, 1 baby steps, 2 giant steps, 3 evalmod, 4 one giant step
     int stc;              // baby / giant steps: 0 CoeffToSlot, 1 SlotToCoeff
     int sub;              // the transform's index
@@ -336,6 +343,39 @@ void add_phase(ch_engine *e, const char *name, int kind, int stc, int sub,
     e->phases.push_back(std::move(r));
 }
 
+// The level of each phase's key switches and the q-limbs it reads of each key: a
+// ciphertext at a level with m main primes switches with q-limbs [0, 4 + m) of the key
+// (those below its terminal primes are skipped, none above read) and every special limb,
+// in the parts those q-limbs reach. Transforms switch at their plaintexts' level, EvalMod
+// from its start level down (the start reads the most); modup reads its keys whole (the
+// sparse-to-dense key at the maximum level, the dense-to-sparse key on its own base).
+int phase_limbs(ch_engine *e, char *msg, size_t n)
+{
+    auto &fft = fft_of(e);
+    const Parameter<word> &pm = *e->param;
+    for (auto &p : e->phases) {
+        int lvl = pm.max_level_;
+        if (p.kind == 3)
+            lvl = e->boot->boot_param_.GetEvalModStartLevel();
+        else if (p.kind != 0)
+            lvl = (p.stc ? fft.stc_phases_ : fft.cts_phases_).at(p.sub).hoist_.GetPtLevel();
+        int need = pm.GetMaxNumTer() + pm.LevelToNP(lvl).num_main_;
+        p.info.level = lvl;
+        p.limbs.clear();
+        for (int k : p.keys) {
+            const KeyRec &r = e->keys[k];
+            // a key without every terminal prime has no q-limb prefix to cut
+            int q = p.kind == 0 || r.np.num_ter_ != pm.GetMaxNumTer() ? r.info.q : need;
+            if (q > r.info.q || q < 1)
+                return fail(msg, n, "phase %s at level %d reads %d q-limbs of key %s, which "
+                            "has %d", p.info.name, lvl, q, r.info.name, r.info.q);
+            p.limbs.push_back(q);
+        }
+        p.info.limbs = p.limbs.data();
+    }
+    return 0;
+}
+
 // The catalogue: every key of the user interface's map, the plaintexts of every linear
 // transform, and the phases with the keys and plaintexts each reads.
 int build_catalogue(ch_engine *e, char *msg, size_t n)
@@ -357,6 +397,17 @@ int build_catalogue(ch_engine *e, char *msg, size_t n)
             return fail(msg, n, "key %s has %d parts", r.info.name, r.info.beta);
         r.info.part_bytes = (uint64_t)k.bx_[0].size() * sizeof(word);
         r.info.bytes = 2 * (uint64_t)r.info.beta * r.info.part_bytes;
+        r.info.q = r.np.GetNumQ();
+        r.info.special = r.np.num_aux_;
+        r.info.alpha = e->param->alpha_;
+        r.info.limb_bytes = (uint64_t)e->param->degree_ * sizeof(word);
+        // the limb cut fheplan is told: the parts cover the q-limbs alpha at a time
+        if (r.info.part_bytes != (uint64_t)(r.info.q + r.info.special) * r.info.limb_bytes ||
+            r.info.alpha <= 0 || (r.info.q + r.info.alpha - 1) / r.info.alpha != r.info.beta)
+            return fail(msg, n, "key %s: %d parts of %llu bytes do not hold %d q-limbs and %d "
+                        "special limbs of %llu bytes, %d q-limbs a part", r.info.name,
+                        r.info.beta, (unsigned long long)r.info.part_bytes, r.info.q,
+                        r.info.special, (unsigned long long)r.info.limb_bytes, r.info.alpha);
         e->key_of_index[idx] = (int)e->keys.size();
         e->keys.push_back(r);
     }
@@ -462,7 +513,7 @@ int build_catalogue(ch_engine *e, char *msg, size_t n)
         if (!used[k])
             fprintf(stderr, "cheddar: key %s is generated but no phase reads it\n",
                     e->keys[k].info.name);
-    return 0;
+    return phase_limbs(e, msg, n);
 }
 
 } // namespace
@@ -712,6 +763,64 @@ extern "C" int ch_reference(ch_engine *e, int B, double *ms, char *msg, size_t n
     return 0;
 }
 
+extern "C" int ch_minks(ch_engine *e, int B, double *ms, char *msg, size_t n)
+{
+    if (check_batch(e, B, msg, n))
+        return -1;
+    if (e->keys_exported)
+        return fail(msg, n, "Min-KS reads Cheddar's own resident keys: run it before exporting "
+                            "them");
+    cudaEvent_t a, z;
+    CU(cudaEventCreate(&a), "cudaEventCreate");
+    CU(cudaEventCreate(&z), "cudaEventCreate");
+    CU(cudaEventRecord(a, cudaStreamLegacy), "cudaEventRecord");
+    for (int c = 0; c < B; c++)
+        e->boot->Boot(e->res[c], e->in[c], e->ui->GetEvkMap(), true);
+    CU(cudaEventRecord(z, cudaStreamLegacy), "cudaEventRecord");
+    int r = events_ms(a, z, ms);
+    cudaEventDestroy(a);
+    cudaEventDestroy(z);
+    if (r)
+        return fail(msg, n, "Cheddar's Boot (Min-KS): %s", cudaGetErrorString(cudaGetLastError()));
+    CU(cudaGetLastError(), "Cheddar's Boot (Min-KS)");
+    return 0;
+}
+
+extern "C" int ch_minks_keys(const ch_engine *e, int *keys, int max, uint64_t *own_bytes)
+{
+    const Parameter<word> &pm = *e->param;
+    EvkRequest req;
+    e->boot->AddRequiredRotations(req, e->num_slots, true);
+    int nk = 0;
+    uint64_t own = 0;
+    for (const auto &[rot, lvl] : req) {
+        if (rot == 0)
+            continue;
+        auto it = e->key_of_index.find(rot < 0 ? -rot : rot);
+        if (it == e->key_of_index.end() || nk == max)
+            return -1;
+        keys[nk++] = it->second;
+        // the key Cheddar's key generation makes for (rot, lvl): the most main primes of
+        // levels 0..lvl, every terminal prime, alpha special limbs
+        int mm = 0;
+        for (int l = 0; l <= lvl; l++)
+            mm = std::max(mm, pm.LevelToNP(l).num_main_);
+        int q = mm + pm.GetMaxNumTer(), beta = (q + pm.alpha_ - 1) / pm.alpha_;
+        own += 2 * (uint64_t)beta * (q + pm.alpha_) * pm.degree_ * sizeof(word);
+    }
+    for (const auto &p : e->phases) // Boot's other keys: modup's and EvalMod's
+        for (int k : p.kind == 0 || p.kind == 3 ? p.keys : std::vector<int>{}) {
+            if (std::find(keys, keys + nk, k) != keys + nk)
+                continue;
+            if (nk == max)
+                return -1;
+            keys[nk++] = k;
+            own += e->keys[k].info.bytes;
+        }
+    *own_bytes = own;
+    return nk;
+}
+
 extern "C" int ch_batch_begin(ch_engine *e, int B, char *msg, size_t n)
 {
     if (check_batch(e, B, msg, n))
@@ -811,6 +920,34 @@ extern "C" int ch_export_pts(ch_engine *e, char *msg, size_t n)
     return 0;
 }
 
+namespace {
+
+// Copies n bytes of the pinned export to dst on stream s: onto a device, a copy on the
+// stream; into host memory (the pinned source fheplan loads a partial copy's limbs from)
+// a copy on the host, in threads (CUDA runs a host-to-host copy synchronously, after the
+// stream's earlier work, which would stall the VM's thread behind the transfers).
+cudaError_t copy_out(void *dst, const void *src, size_t n, cudaStream_t s)
+{
+    cudaPointerAttributes at;
+    if (cudaPointerGetAttributes(&at, dst) != cudaSuccess)
+        return cudaGetLastError();
+    if (at.type == cudaMemoryTypeDevice || at.type == cudaMemoryTypeManaged)
+        return cudaMemcpyAsync(dst, src, n, cudaMemcpyDefault, s);
+    const size_t chunk = (size_t)16 << 20;
+    size_t nt = std::min<size_t>((n + chunk - 1) / chunk, 8);
+    std::vector<std::thread> th;
+    for (size_t t = 1; t < nt; t++) {
+        size_t a = n * t / nt, b = n * (t + 1) / nt;
+        th.emplace_back([=] { memcpy((char *)dst + a, (const char *)src + a, b - a); });
+    }
+    memcpy(dst, src, nt > 1 ? n / nt : n);
+    for (auto &t : th)
+        t.join();
+    return cudaSuccess;
+}
+
+} // namespace
+
 extern "C" int ch_load_key(ch_engine *e, int k, void *dst, uint64_t nbytes, void *stream,
                            char *msg, size_t n)
 {
@@ -822,8 +959,32 @@ extern "C" int ch_load_key(ch_engine *e, int k, void *dst, uint64_t nbytes, void
     if (nbytes != r.info.bytes)
         return fail(msg, n, "key %s holds %llu bytes, the copy %llu", r.info.name,
                     (unsigned long long)r.info.bytes, (unsigned long long)nbytes);
-    CU(cudaMemcpyAsync(dst, r.host, nbytes, cudaMemcpyHostToDevice, (cudaStream_t)stream),
-       "key copy");
+    // the copy may be on the device or in pinned memory (a partial copy's whole source)
+    CU(copy_out(dst, r.host, nbytes, (cudaStream_t)stream), "key copy");
+    return 0;
+}
+
+extern "C" int ch_load_key_field(ch_engine *e, int k, int field, int held_q, void *dst,
+                                 void *stream, char *msg, size_t n)
+{
+    if (k < 0 || k >= (int)e->keys.size())
+        return fail(msg, n, "no key %d", k);
+    const KeyRec &r = e->keys[k];
+    if (!r.host)
+        return fail(msg, n, "key %s is not exported", r.info.name);
+    if (field < 0 || field >= 2 * r.info.beta || held_q < 1 || held_q > r.info.q)
+        return fail(msg, n, "key %s: field %d holding %d q-limbs; it has %d fields of %d "
+                    "q-limbs", r.info.name, field, held_q, 2 * r.info.beta, r.info.q);
+    // q-limbs 0..held_q-1, then the special limbs from their place after all q q-limbs
+    const char *src = static_cast<const char *>(r.host) + field * r.info.part_bytes;
+    uint64_t lb = r.info.limb_bytes, qb = (uint64_t)held_q * lb;
+    cudaStream_t s = (cudaStream_t)stream;
+    CU(copy_out(dst, src, qb, s), "key copy (q-limbs)");
+    CU(copy_out(static_cast<char *>(dst) + qb, src + (uint64_t)r.info.q * lb,
+                (uint64_t)r.info.special * lb, s),
+       "key copy (special limbs)");
+    if (!stream)
+        CU(cudaStreamSynchronize(s), "key copy");
     return 0;
 }
 
@@ -843,7 +1004,52 @@ extern "C" int ch_load_pt(ch_engine *e, int p, void *dst, uint64_t nbytes, void 
     return 0;
 }
 
-extern "C" int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr,
+namespace {
+
+// The phase's i-th key, built over its leased copy: Cheddar's EvaluationKey allocates b0
+// a0 b1 a1 ... in that order, the fields' order in the copy. A partial copy (fewer
+// q-limbs, fewer parts) is a key of those q-limbs: the kernels find the special limbs
+// after the key's own q-limbs, and read only the q-limbs and parts the phase's level
+// reaches, so its words are the full key's.
+int bind_key(ch_engine *e, const PhaseRec &p, size_t i, const ch_key_copy *keys,
+             EvkMap<word> &m, char *msg, size_t n)
+{
+    const KeyRec &k = e->keys[p.keys[i]];
+    const ch_key_copy *c = keys ? &keys[i] : nullptr;
+    if (!c || !c->base)
+        return fail(msg, n, "phase %s: no device copy of key %s", p.info.name, k.info.name);
+    uint64_t lb = k.info.limb_bytes;
+    int held_q = c->field_bytes % lb ? -1 : (int)(c->field_bytes / lb) - k.info.special;
+    int held_parts = c->nfields / 2, need = p.limbs[i];
+    int need_parts = (need + k.info.alpha - 1) / k.info.alpha;
+    if (held_q < 1 || held_q > k.info.q || c->nfields % 2 || held_parts > k.info.beta)
+        return fail(msg, n, "phase %s: the copy of key %s (%d fields of %llu bytes) is no "
+                    "cut of its %d fields of %d q-limbs and %d special limbs", p.info.name,
+                    k.info.name, c->nfields, (unsigned long long)c->field_bytes,
+                    2 * k.info.beta, k.info.q, k.info.special);
+    if (held_q < need || held_parts < need_parts)
+        return fail(msg, n, "phase %s at level %d reads %d q-limbs of key %s in %d parts; "
+                    "its copy holds %d in %d", p.info.name, p.info.level, need, k.info.name,
+                    need_parts, held_q, held_parts);
+    NPInfo np = held_q == k.info.q
+                    ? k.np
+                    : NPInfo(held_q - k.np.num_ter_, k.np.num_ter_, k.np.num_aux_);
+    uint64_t bytes = (uint64_t)c->nfields * c->field_bytes;
+    Binding bind(e->binder, c->base, bytes);
+    try {
+        m.emplace(k.info.index, Evk(np, held_parts));
+    } catch (const std::exception &ex) {
+        return fail(msg, n, "phase %s, key %s: %s", p.info.name, k.info.name, ex.what());
+    }
+    if (bind.close() != 0)
+        return fail(msg, n, "phase %s: key %s did not fill its %llu bytes", p.info.name,
+                    k.info.name, (unsigned long long)bytes);
+    return 0;
+}
+
+} // namespace
+
+extern "C" int ch_run_phase(ch_engine *e, int ph, int B, const ch_key_copy *keys,
                             void *const *pt_ptr, char *msg, size_t n)
 {
     if (ph < 0 || ph >= (int)e->phases.size())
@@ -856,23 +1062,10 @@ extern "C" int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr,
             run_one(e, p, c, e->ui->GetEvkMap());
         return 0;
     }
-    // the phase's keys, built over the leased copies: Cheddar's EvaluationKey allocates
-    // b0 a0 b1 a1 ... in that order, the fields' order in the copy
     EvkMap<word> m;
-    for (size_t i = 0; i < p.keys.size(); i++) {
-        const KeyRec &k = e->keys[p.keys[i]];
-        if (!key_ptr || !key_ptr[i])
-            return fail(msg, n, "phase %s: no device copy of key %s", p.info.name, k.info.name);
-        Binding bind(e->binder, key_ptr[i], k.info.bytes);
-        try {
-            m.emplace(k.info.index, Evk(k.np, k.info.beta));
-        } catch (const std::exception &ex) {
-            return fail(msg, n, "phase %s, key %s: %s", p.info.name, k.info.name, ex.what());
-        }
-        if (bind.close() != 0)
-            return fail(msg, n, "phase %s: key %s did not fill its %llu bytes", p.info.name,
-                        k.info.name, (unsigned long long)k.info.bytes);
-    }
+    for (size_t i = 0; i < p.keys.size(); i++)
+        if (bind_key(e, p, i, keys, m, msg, n))
+            return -1;
     std::vector<Pt *> bound;
     if (e->pts_exported)
         for (int gi : p.pts) {
@@ -916,26 +1109,100 @@ extern "C" const void *ch_key_host(const ch_engine *e, int k)
     return k >= 0 && k < (int)e->keys.size() ? e->keys[k].host : nullptr;
 }
 
-extern "C" int ch_sample_a(ch_engine *e, int k, int part, void *dst, uint64_t nbytes,
-                           void *stream, char *msg, size_t n)
+extern "C" int ch_sample_a_range(ch_engine *e, int k, int part, void *dst, uint64_t nbytes,
+                                 uint64_t offset, void *stream, char *msg, size_t n)
 {
     if (k < 0 || k >= (int)e->keys.size())
         return fail(msg, n, "no key %d", k);
     const KeyRec &r = e->keys[k];
-    if (part < 0 || part >= r.info.beta || nbytes != r.info.part_bytes)
-        return fail(msg, n, "key %s: part %d of %llu bytes; it has %d parts of %llu", r.info.name,
-                    part, (unsigned long long)nbytes, r.info.beta,
-                    (unsigned long long)r.info.part_bytes);
-    CU(sample_a(static_cast<word *>(dst), e->param->GetPrimesPtr(r.np), r.np.GetNumTotal(),
-                e->param->degree_, r.info.index, part, (cudaStream_t)stream),
+    if (part < 0 || part >= r.info.beta || nbytes % sizeof(word) || offset % sizeof(word) ||
+        offset > r.info.part_bytes || nbytes > r.info.part_bytes - offset)
+        return fail(msg, n, "key %s: bytes [%llu, +%llu) of part %d; it has %d parts of %llu "
+                    "bytes (words of %zu)", r.info.name, (unsigned long long)offset,
+                    (unsigned long long)nbytes, part, r.info.beta,
+                    (unsigned long long)r.info.part_bytes, sizeof(word));
+    CU(sample_a(static_cast<word *>(dst), e->param->GetPrimesPtr(r.np), offset / sizeof(word),
+                nbytes / sizeof(word), e->param->degree_, r.info.index, part,
+                (cudaStream_t)stream),
        "the a-half sampler");
     return 0;
 }
 
+extern "C" int ch_sample_a(ch_engine *e, int k, int part, void *dst, uint64_t nbytes,
+                           void *stream, char *msg, size_t n)
+{
+    if (k >= 0 && k < (int)e->keys.size() && nbytes != e->keys[k].info.part_bytes)
+        return fail(msg, n, "key %s: a half of %llu bytes, not %llu", e->keys[k].info.name,
+                    (unsigned long long)nbytes, (unsigned long long)e->keys[k].info.part_bytes);
+    return ch_sample_a_range(e, k, part, dst, nbytes, 0, stream, msg, n);
+}
+
+namespace {
+
+// Adds to *mism the words of the nbytes at device dv that differ from want, to *checked
+// all of them.
+int compare_words(const void *dv, const word *want, uint64_t nbytes, std::vector<word> &got,
+                  uint64_t *mism, uint64_t *checked, char *msg, size_t n)
+{
+    size_t nw = nbytes / sizeof(word);
+    got.resize(nw);
+    CU(cudaMemcpy(got.data(), dv, nbytes, cudaMemcpyDeviceToHost), "reading the sampler's output");
+    for (size_t w = 0; w < nw; w++)
+        *mism += got[w] != want[w];
+    *checked += nw;
+    return 0;
+}
+
+// The q-limb counts below its q at which the phases read key k: its partial copies.
+std::vector<int> partial_limbs(const ch_engine *e, int k)
+{
+    std::vector<int> v;
+    for (const auto &p : e->phases)
+        for (size_t i = 0; i < p.keys.size(); i++)
+            if (p.keys[i] == k && p.limbs[i] < e->keys[k].info.q &&
+                std::find(v.begin(), v.end(), p.limbs[i]) == v.end())
+                v.push_back(p.limbs[i]);
+    return v;
+}
+
+// Part's a half of key k by range, into dv: as a copy of held_q q-limbs holds it (q-limbs
+// 0..held_q-1, then the special limbs), and one range inside limbs 1 and 2; compared with
+// the export.
+int verify_ranges(ch_engine *e, int k, int part, const std::vector<int> &held, void *dv,
+                  std::vector<word> &got, uint64_t *mism, uint64_t *checked, char *msg, size_t n)
+{
+    const KeyRec &r = e->keys[k];
+    const char *half = static_cast<const char *>(r.host) + (2 * part + 1) * r.info.part_bytes;
+    uint64_t lb = r.info.limb_bytes, sb = (uint64_t)r.info.special * lb;
+    std::vector<word> want;
+    for (int q : held) {
+        uint64_t qb = (uint64_t)q * lb;
+        if (ch_sample_a_range(e, k, part, dv, qb, 0, nullptr, msg, n) ||
+            ch_sample_a_range(e, k, part, static_cast<char *>(dv) + qb, sb,
+                              (uint64_t)r.info.q * lb, nullptr, msg, n))
+            return -1;
+        want.resize((qb + sb) / sizeof(word));
+        memcpy(want.data(), half, qb);
+        memcpy(reinterpret_cast<char *>(want.data()) + qb, half + (uint64_t)r.info.q * lb, sb);
+        if (compare_words(dv, want.data(), qb + sb, got, mism, checked, msg, n))
+            return -1;
+    }
+    uint64_t off = lb + 24, nb = lb + 20; // starts and ends inside a limb
+    if (off + nb > r.info.part_bytes)
+        return 0;
+    if (ch_sample_a_range(e, k, part, dv, nb, off, nullptr, msg, n))
+        return -1;
+    return compare_words(dv, reinterpret_cast<const word *>(half + off), nb, got, mism, checked,
+                         msg, n);
+}
+
+} // namespace
+
 extern "C" int ch_verify_sampler(ch_engine *e, uint64_t *mismatched, uint64_t *checked,
+                                 uint64_t *range_mismatched, uint64_t *range_checked,
                                  char *msg, size_t n)
 {
-    *mismatched = *checked = 0;
+    *mismatched = *checked = *range_mismatched = *range_checked = 0;
     if (!e->keys_exported)
         return fail(msg, n, "export the keys first");
     uint64_t most = 0;
@@ -943,23 +1210,22 @@ extern "C" int ch_verify_sampler(ch_engine *e, uint64_t *mismatched, uint64_t *c
         most = std::max(most, k.info.part_bytes);
     void *dv = nullptr;
     CU(cudaMalloc(&dv, most), "cudaMalloc");
-    std::vector<word> got(most / sizeof(word));
+    std::vector<word> got;
     int rc = 0;
     for (int k = 0; k < (int)e->keys.size() && !rc; k++) {
         const KeyRec &r = e->keys[k];
         int parts[CH_MAX_PARTS];
         int np = ch_seeded_parts(e, k, parts, CH_MAX_PARTS);
+        std::vector<int> held = partial_limbs(e, k);
         for (int i = 0; i < np && !rc; i++) {
-            rc = ch_sample_a(e, k, parts[i], dv, r.info.part_bytes, nullptr, msg, n);
-            if (!rc && cudaMemcpy(got.data(), dv, r.info.part_bytes, cudaMemcpyDeviceToHost) !=
-                           cudaSuccess)
-                rc = fail(msg, n, "reading the sampler's output");
             const word *want = reinterpret_cast<const word *>(
                 static_cast<const char *>(r.host) + (2 * parts[i] + 1) * r.info.part_bytes);
-            size_t nw = r.info.part_bytes / sizeof(word);
-            for (size_t w = 0; !rc && w < nw; w++)
-                *mismatched += got[w] != want[w];
-            *checked += nw;
+            rc = ch_sample_a(e, k, parts[i], dv, r.info.part_bytes, nullptr, msg, n);
+            if (!rc)
+                rc = compare_words(dv, want, r.info.part_bytes, got, mismatched, checked, msg, n);
+            if (!rc)
+                rc = verify_ranges(e, k, parts[i], held, dv, got, range_mismatched,
+                                   range_checked, msg, n);
         }
     }
     cudaFree(dv);

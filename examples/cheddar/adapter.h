@@ -38,12 +38,20 @@ typedef struct ch_engine ch_engine;
 #define CH_MAX_PHASES 64
 #define CH_MAX_PARTS 32
 
+/* A key's polynomials are its q-limbs (terminal primes, then main primes) followed by its
+ * special (auxiliary) limbs; part i covers q-limbs [i * alpha, (i + 1) * alpha). A key
+ * switch at a lower level reads, of the parts its level reaches, a q-limb prefix and every
+ * special limb: fheplan's limbs(q, special, beta, alpha) cut. */
 typedef struct ch_key_info {
     int index;          /* Cheddar's EvkMap index: a rotation distance or a special index */
     char name[24];      /* "rot5", "conj", "mult", "dts", "std" */
     int beta;           /* parts: fields b0 a0 b1 a1 ... */
     uint64_t part_bytes;/* one half of one part */
     uint64_t bytes;     /* 2 * beta * part_bytes */
+    int q;              /* q-limbs of each polynomial (4 terminal + the main primes) */
+    int special;        /* special limbs of each polynomial */
+    int alpha;          /* q-limbs per part: beta = ceil(q / alpha) */
+    uint64_t limb_bytes;/* one limb: the degree times the word */
 } ch_key_info;
 
 /* The plaintext diagonals of one linear transform: read together by its giant steps (one
@@ -61,7 +69,19 @@ typedef struct ch_phase_info {
     int nkeys, npts;
     const int *keys;    /* indices into the key catalogue, in the order the phase reads them */
     const int *pts;     /* indices into the plaintext catalogue (at most one group) */
+    int level;          /* Cheddar's level index of the phase's key switches (modup: the
+                           maximum level; its keys are read whole) */
+    const int *limbs;   /* per key: the q-limbs the phase reads (4 + the main primes of
+                           its level), at most the key's q; the key's q: read whole */
 } ch_phase_info;
+
+/* The device copy of a key a phase reads: its fields back to back, each field_bytes
+ * ((held q-limbs + special) limbs), 2 * held parts of them (b0 a0 b1 a1 ...). */
+typedef struct ch_key_copy {
+    void *base;
+    uint64_t field_bytes;
+    int nfields;
+} ch_key_copy;
 
 /* Cheddar's CKKS context for the parameter file (bootparam_40.json), bootstrapping
  * prepared for full slots, every key of a bootstrap generated on the device (Cheddar's own
@@ -99,6 +119,11 @@ int ch_pts_exported(const ch_engine *e);
  * cudaStream_t), asynchronously. */
 int ch_load_key(ch_engine *e, int k, void *dst, uint64_t nbytes, void *stream, char *msg,
                 size_t n);
+/* Fills one field of a copy of key k holding held_q q-limbs (1..q): half `field` of the
+ * export (2 * part, + 1 for the a half), its q-limbs 0..held_q-1 then its special limbs,
+ * packed, on stream s (NULL: before returning). dst may be host or device memory. */
+int ch_load_key_field(ch_engine *e, int k, int field, int held_q, void *dst, void *stream,
+                      char *msg, size_t n);
 int ch_load_pt(ch_engine *e, int p, void *dst, uint64_t nbytes, void *stream, char *msg,
                size_t n);
 
@@ -108,10 +133,12 @@ int ch_batch_begin(ch_engine *e, int B, char *msg, size_t n);
 int ch_batch_identical(ch_engine *e, int B, int *identical, char *msg, size_t n);
 
 /* Runs phase ph for the batch of B, reading the keys and plaintexts at the device
- * addresses given (key_ptr[i] for the phase's i-th key; pt_ptr[j] for diagonal j of the
- * phase's plaintext group). Before the export, Cheddar's own resident copies serve and the
- * pointers are not read. Enqueues on Cheddar's stream (the legacy default stream). */
-int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr, void *const *pt_ptr,
+ * addresses given (keys[i] for the phase's i-th key, whole or partial: bound as a key of
+ * the q-limbs and parts it holds, which must cover what the phase reads; pt_ptr[j] for
+ * diagonal j of the phase's plaintext group). Before the export, Cheddar's own resident
+ * copies serve and the copies are not read. Enqueues on Cheddar's stream (the legacy
+ * default stream). */
+int ch_run_phase(ch_engine *e, int ph, int B, const ch_key_copy *keys, void *const *pt_ptr,
                  char *msg, size_t n);
 
 /* Seeded keys. Cheddar's key generation draws each part's a half from our sampler (a
@@ -125,10 +152,32 @@ int ch_run_phase(ch_engine *e, int ph, int B, void *const *key_ptr, void *const 
 int ch_seeded_parts(const ch_engine *e, int k, int *parts, int max);
 int ch_sample_a(ch_engine *e, int k, int part, void *dst, uint64_t nbytes, void *stream,
                 char *msg, size_t n);
-int ch_verify_sampler(ch_engine *e, uint64_t *mismatched, uint64_t *checked, char *msg,
+/* Bytes [offset, offset + nbytes) of part's a half (both multiples of the word): the
+ * words the whole half has there, word w of the half being coefficient w % degree of the
+ * key's limb slot w / degree (q-limbs 0..q-1, then the special limbs), so a partial
+ * copy's limbs come out as the full key has them. */
+int ch_sample_a_range(ch_engine *e, int k, int part, void *dst, uint64_t nbytes,
+                      uint64_t offset, void *stream, char *msg, size_t n);
+/* Regenerates every regenerable a half whole (*mismatched of *checked words differ from
+ * the export) and by range (*range_mismatched of *range_checked): as each partial copy
+ * the phases need lays it out (q-limbs 0..n-1 then the special limbs), and one range
+ * that starts and ends inside limbs. */
+int ch_verify_sampler(ch_engine *e, uint64_t *mismatched, uint64_t *checked,
+                      uint64_t *range_mismatched, uint64_t *range_checked, char *msg,
                       size_t n);
 /* The pinned export of key k (2 * beta halves of part_bytes, b0 a0 b1 a1 ...). */
 const void *ch_key_host(const ch_engine *e, int k);
+
+/* Min-KS: Cheddar's Boot with minimum key switching (min_ks true: each transform's baby
+ * and giant steps chain one stride key each) on inputs 0..B-1, every key resident (the
+ * full map holds every key it reads), its time for B ciphertexts (ms, by events); the
+ * results stay in the batch's outputs for ch_result_error. Before the export. */
+int ch_minks(ch_engine *e, int B, double *ms, char *msg, size_t n);
+/* The keys Min-KS reads (its stride keys, then the basic keys that Boot reads: conj,
+ * mult, dts, std): their catalogue indices (at most max) and count; *own_bytes: what
+ * they would hold generated for Min-KS alone (each stride key at the highest level Min-KS
+ * asks it for, as Cheddar's key generation sizes it). */
+int ch_minks_keys(const ch_engine *e, int *keys, int max, uint64_t *own_bytes);
 
 /* Decrypts result 0 of the last batch and compares it with the message (Cheddar's test's
  * measure): the SNR in dB-free form (signal power / error power) and the largest error. */
