@@ -116,6 +116,12 @@ $(CHEDDAR_PLAN_TEST): examples/cheddar/plan-test.c examples/cheddar/boot.c \
 	$(CC) $(ALL_CPPFLAGS) $(ALL_CFLAGS) -Iexamples/cheddar $< -o $@ $(BUILD)/libfheplan.a \
 	  $(ALL_LDFLAGS) $(ALL_LDLIBS)
 
+# In make test where the build has CUDA (the plan writer includes fheplan/cuda.h).
+ifeq ($(CUDA),1)
+ifeq ($(SAN),)
+TEST_EXTRA += cheddar-plan-test
+endif
+endif
 cheddar-plan-test: $(CHEDDAR_PLAN_TEST) $(BUILD)/fheplan
 	rm -rf $(CHEDDAR_OUT)/plan-test-out && mkdir -p $(CHEDDAR_OUT)/plan-test-out
 	$(CHEDDAR_PLAN_TEST) $(BUILD)/fheplan $(CHEDDAR_OUT)/plan-test-out

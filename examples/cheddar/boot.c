@@ -634,8 +634,8 @@ static void run_streamed(ch_engine *e, const char *path, int B, double gbps, int
     fhr_ok(rplan_loader_register(vm, "key", load_key, &d, &err), &err, "loader");
     fhr_ok(rplan_loader_register(vm, "pt", load_pt, &d, &err), &err, "loader");
     fhr_ok(rplan_generator_register(vm, "ch.uniform", gen_uniform, &d, &err), &err, "generator");
-    fhr_ok(fhr_generator_register_range(rplan_vm_manager(vm), "ch.uniform", gen_uniform_range, &d,
-                                        &err), &err, "generator range");
+    fhr_ok(rplan_generator_register_range(vm, "ch.uniform", gen_uniform_range, &d, &err), &err,
+           "generator range");
     for (int ph = 0; ph < ch_nphases(e); ph++) {
         char kn[32];
         snprintf(kn, sizeof kn, "ch.%s", ch_phase(e, ph)->name);

@@ -36,7 +36,7 @@ expect "lookahead" fheplan check --policy l
 expect "time" fheplan run --objective t
 expect "auto bytes time" fheplan run --objective ""
 expect "cuda:0= cuda:1= cuda:2= cuda:3=" fheplan check --budget cu
-expect "plans/ckks-bootstrap-2gpu.rplan plans/ckks-bootstrap-seeded.rplan plans/ckks-bootstrap.rplan" fheplan check plans/ckks
+expect "plans/ckks-bootstrap-2gpu.rplan plans/ckks-bootstrap-levels.rplan plans/ckks-bootstrap-seeded.rplan plans/ckks-bootstrap.rplan" fheplan check plans/ckks
 expect "--device=emu:1 --device=emu:2 --device=emu:4 --device=emu:8" fheplan run --device=emu:
 expect "cuda:0 cuda:1 cuda:2 cuda:3" fheplan check --min-budget cuda:
 expect "cuda:0=16GiB cuda:0=1GiB cuda:0=256MiB cuda:0=4GiB" fheplan check --budget cuda:0=
