@@ -104,6 +104,8 @@ static fhr_status fail_at(const rule_view *v, fhr_location loc, fhr_error *err, 
 static fhr_status check_create(const rule_view *v, int slot, const locacct *locs,
                                const char *op, rule_effect *eff, fhr_error *err)
 {
+    if (eff->had && (v->protected_ >> slot & 1)) /* a grow replaces the partial copy there */
+        return refuse_protected(v, slot, "grow", err);
     uint64_t n = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0) : charge_at(v->charge, v->omit, slot);
     if (!acct_fits(&locs[slot], n)) { /* the message names the value: formatted only now */
         char what[96];
@@ -175,8 +177,6 @@ static fhr_status rules_ensure(const rule_view *v, const fhr_action *a, const lo
         eff->noop = 1;
         return FHR_OK;
     }
-    if (have && (v->protected_ & bit)) /* a grow replaces the copy there */
-        return refuse_protected(v, at, "grow", err);
     eff->limbs = want;
     eff->had = have;
     if (!(v->present & ~bit)) {
@@ -254,8 +254,6 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                         "source", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb)));
             eff->load = 1;
             eff->had = v->present & bit ? rv_limbs(v, at) : 0;
-            if (eff->had && (v->protected_ & bit))
-                return refuse_protected(v, at, "grow", err);
             return check_create(v, at, locs, op, eff, err);
         } else if (!v->present) {
             if (!v->has_src)
@@ -277,8 +275,6 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
             return FHR_OK; /* destination already there: only the source goes */
         eff->src = from;
         eff->had = v->present & bit ? rv_limbs(v, at) : 0; /* a partial one there grows */
-        if (eff->had && (v->protected_ & bit))
-            return refuse_protected(v, at, "grow", err);
         return check_create(v, at, locs, op, eff, err);
     }
 

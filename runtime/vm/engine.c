@@ -75,24 +75,12 @@ size_t vm_value_nfields(const rplan_vm *vm, size_t i)
     return vm->vinfo[i].nfields ? vm->vinfo[i].nfields : 1;
 }
 
-fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_meta *meta,
-                        fhr_stream *s, fhr_value **out, fhr_error *err)
+/* Value i's fields over buffer bi of v, back to back; on failure v is destroyed. */
+static fhr_status add_fields(const rplan_vm *vm, size_t i, fhr_value *v, size_t bi,
+                             fhr_value **out, fhr_error *err)
 {
-    fhr_value *v = NULL;
-    size_t bi, off = 0, n = (size_t)vm->vinfo[i].nbytes;
-    fhr_status st;
-    if (vm->meta_like && value_meta_same(fhr_value_meta(vm->meta_like),
-                                         meta ? meta : &value_zero_meta)) {
-        st = value_create_like(at, vm->meta_like, &v, err);
-    } else if ((st = fhr_value_create(at, meta, &v, err)) == FHR_OK) {
-        fhr_value *like = NULL;
-        if (value_create_like(at, v, &like, NULL) == FHR_OK) { /* else none is kept */
-            fhr_value_destroy(vm->meta_like);
-            vm->meta_like = like;
-        }
-    }
-    if (st == FHR_OK)
-        st = fhr_value_alloc_buffer(v, vm->b, n, s, &bi, err);
+    fhr_status st = FHR_OK;
+    size_t off = 0;
     for (size_t f = 0; f < vm_value_nfields(vm, i) && st == FHR_OK; f++) {
         const vm_field *x = &vm->flds[vm->fld0[i] + f];
         st = fhr_value_add_field(v, x->name, bi, off, (size_t)x->nbytes, err);
@@ -106,25 +94,38 @@ fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_
     return FHR_OK;
 }
 
+fhr_status vm_value_new(rplan_vm *vm, size_t i, fhr_location at, const fhr_ckks_meta *meta,
+                        fhr_stream *s, fhr_value **out, fhr_error *err)
+{
+    fhr_value *v = NULL;
+    size_t bi = 0, n = (size_t)vm->vinfo[i].nbytes;
+    fhr_status st;
+    if (vm->meta_like && value_meta_same(fhr_value_meta(vm->meta_like),
+                                         meta ? meta : &value_zero_meta)) {
+        st = value_create_like(at, vm->meta_like, &v, err);
+    } else if ((st = fhr_value_create(at, meta, &v, err)) == FHR_OK) {
+        fhr_value *like = NULL;
+        if (value_create_like(at, v, &like, NULL) == FHR_OK) { /* else none is kept */
+            fhr_value_destroy(vm->meta_like);
+            vm->meta_like = like;
+        }
+    }
+    if (st == FHR_OK && (st = fhr_value_alloc_buffer(v, vm->b, n, s, &bi, err)) == FHR_OK)
+        return add_fields(vm, i, v, bi, out, err);
+    fhr_value_destroy(v);
+    return st;
+}
+
 fhr_status vm_value_view(rplan_vm *vm, size_t i, void *p, const fhr_ckks_meta *meta,
                          fhr_value **out, fhr_error *err)
 {
     fhr_value *v = NULL;
-    size_t bi, off = 0, n = (size_t)vm->vinfo[i].nbytes;
+    size_t bi = 0, n = (size_t)vm->vinfo[i].nbytes;
     fhr_status st = fhr_value_create(vm->backing_loc, meta, &v, err);
-    if (st == FHR_OK)
-        st = fhr_value_add_buffer(v, p, n, NULL, NULL, &bi, err); /* borrowed */
-    for (size_t f = 0; f < vm_value_nfields(vm, i) && st == FHR_OK; f++) {
-        const vm_field *x = &vm->flds[vm->fld0[i] + f];
-        st = fhr_value_add_field(v, x->name, bi, off, (size_t)x->nbytes, err);
-        off += (size_t)x->nbytes;
-    }
-    if (st != FHR_OK) {
-        fhr_value_destroy(v);
-        return st;
-    }
-    *out = v;
-    return FHR_OK;
+    if (st == FHR_OK && (st = fhr_value_add_buffer(v, p, n, NULL, NULL, &bi, err)) == FHR_OK)
+        return add_fields(vm, i, v, bi, out, err); /* borrowed: p stays the VM's */
+    fhr_value_destroy(v);
+    return st;
 }
 
 /* ---- loaders ------------------------------------------------------------------------- */

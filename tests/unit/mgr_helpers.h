@@ -186,6 +186,17 @@ static inline const fhr_loc_stats *loc_stats(fhr_snapshot *s, fhr_location l)
     return fhr_snapshot_loc(s, l);
 }
 
+/* The bytes used at loc (0: a location the manager has not seen). */
+static inline uint64_t used_at(fhr_manager *m, fhr_location loc)
+{
+    fhr_snapshot *s = NULL;
+    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
+    const fhr_loc_stats *st = loc_stats(s, loc);
+    uint64_t u = st ? st->used_bytes : 0;
+    fhr_snapshot_free(s);
+    return u;
+}
+
 /* Recounts every copy's charge per location and compares with the accounting. */
 static inline void check_accounting(fhr_manager *m)
 {

@@ -56,16 +56,6 @@ static fhr_handle adopt_key(fhr_manager *m, fhr_backend *b, int seeded, int cut)
     return h;
 }
 
-static uint64_t used(fhr_manager *m, fhr_location loc)
-{
-    fhr_snapshot *s;
-    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
-    const fhr_loc_stats *l = fhr_snapshot_loc(s, loc);
-    uint64_t u = l ? l->used_bytes : 0;
-    fhr_snapshot_free(s);
-    return u;
-}
-
 /* The byte field f of a whole key holds at byte i (the a fields of a seeded key: the
  * counter stream of the seed). */
 static uint8_t whole_byte(int seeded, int f, size_t i)
@@ -170,7 +160,7 @@ Test(cut, the_cut_is_checked_against_the_fields)
     fhr_status st = fhr_execute_actions(m, &drop, 1, NULL, 0, NULL, &e);
     cr_assert_neq(st, FHR_OK);
     cr_assert(strstr(e.message, "only ensure takes limbs"), "%s", e.message);
-    cr_assert_eq(used(m, fhr_loc_cuda(0)), 0);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 0);
     fhr_error_clear(&e);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
@@ -186,7 +176,7 @@ Test(cut, a_partial_copy_holds_and_is_charged_its_limbs_and_a_grow_moves_the_res
     uint64_t l2 = 2 * (2 + K) * LIMB;
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), l2);
     fhr_report_free(r);
-    cr_assert_eq(used(m, fhr_loc_cuda(0)), l2);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), l2);
     uint32_t limbs = 9;
     cr_assert_eq(fhr_copy_limbs(m, h, fhr_loc_cuda(0), &limbs, NULL), FHR_OK);
     cr_assert_eq(limbs, 2);
@@ -208,13 +198,13 @@ Test(cut, a_partial_copy_holds_and_is_charged_its_limbs_and_a_grow_moves_the_res
     uint64_t l5 = 4 * (5 + K) * LIMB;
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), l5 - l2);
     fhr_report_free(r);
-    cr_assert_eq(used(m, fhr_loc_cuda(0)), l5);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), l5);
     check_copy(m, h, 5, 0);
     /* the whole value: one more q-limb per field */
     r = ensure_report(m, h, 0);
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), 4u * FIELD - l5);
     fhr_report_free(r);
-    cr_assert_eq(used(m, fhr_loc_cuda(0)), 4u * FIELD);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * FIELD);
     check_copy(m, h, 0, 0);
     cr_assert_eq(fhr_copy_limbs(m, h, fhr_loc_cuda(0), &limbs, NULL), FHR_OK);
     cr_assert_eq(limbs, 0);
@@ -228,7 +218,7 @@ Test(cut, seeded_limbs_are_generated_by_range)
     fhr_backend *b = emu_backend(1);
     fhr_manager *m = new_manager(b, NULL, 0);
     fhr_handle h = adopt_key(m, b, 1, 1);
-    cr_assert_eq(used(m, fhr_loc_pinned()), 2u * FIELD, "pinned keeps the b fields");
+    cr_assert_eq(used_at(m, fhr_loc_pinned()), 2u * FIELD, "pinned keeps the b fields");
     fhr_report *r = ensure_report(m, h, 2);
     uint64_t half = (2 + K) * LIMB; /* b0 over the link, a0 generated */
     cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), half);
@@ -333,7 +323,7 @@ Test(cut, a_grow_frees_the_copy_it_replaces)
     fhr_error e;
     fhr_error_init(&e);
     cr_assert_eq(fhr_execute_actions(m, acts, 4, NULL, 0, NULL, &e), FHR_OK, "%s", e.message);
-    cr_assert_eq(used(m, fhr_loc_cuda(0)), 4u * FIELD);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * FIELD);
     check_accounting(m);
     fhr_plan_destroy(p);
     fhr_manager_destroy(m);
@@ -366,7 +356,7 @@ Test(cut, a_policy_loads_only_the_limbs_a_request_needs)
         run_plan(m, p);
         fhr_decision_destroy(d);
     }
-    cr_assert_eq(used(m, fhr_loc_cuda(0)), 3u * 2 * (2 + K) * LIMB);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 3u * 2 * (2 + K) * LIMB);
     /* limbs of a value without a cut, beyond q, or at pinned: refused, naming which */
     fhr_handle plain = adopt_n(m, 256, 5, FHR_REPLICABLE);
     fhr_requirement bad[] = {{plain, fhr_loc_cuda(0), 2}, {k[0], fhr_loc_cuda(0), Q + 1},

@@ -41,16 +41,6 @@ static fhr_copy_info copy_at(fhr_manager *m, fhr_handle h, fhr_location loc)
     return out;
 }
 
-static uint64_t used_at(fhr_manager *m, fhr_location loc)
-{
-    fhr_snapshot *s = NULL;
-    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
-    const fhr_loc_stats *st = loc_stats(s, loc);
-    uint64_t u = st ? st->used_bytes : 0;
-    fhr_snapshot_free(s);
-    return u;
-}
-
 /* Waits until the copy of h at loc is complete (the copy that fills it has run). */
 static void settle(fhr_manager *m, fhr_handle h, fhr_location loc)
 {

@@ -51,16 +51,6 @@ static const fhr_copy_info *copy_at(const fhr_snapshot *s, fhr_handle h, fhr_loc
     return NULL;
 }
 
-static uint64_t used_at(fhr_manager *m, fhr_location loc)
-{
-    fhr_snapshot *s;
-    cr_assert_eq(fhr_snapshot_take(m, &s, NULL), FHR_OK);
-    const fhr_loc_stats *l = fhr_snapshot_loc(s, loc);
-    uint64_t u = l ? l->used_bytes : 0;
-    fhr_snapshot_free(s);
-    return u;
-}
-
 Test(regen, counter_stream_is_fixed_and_the_key_depends_on_every_seed_byte)
 {
     uint64_t k = fhr_counter_key(SEED, sizeof SEED);

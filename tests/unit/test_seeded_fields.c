@@ -271,14 +271,14 @@ static unsigned char pattern(uint64_t s, size_t k)
 typedef struct gen_job {
     unsigned char *dst;
     size_t n;
-    uint64_t seed;
+    uint64_t seed, off; /* bytes [off, off + n) of the field */
 } gen_job;
 
 static void do_gen(void *arg)
 {
     gen_job *j = arg;
     for (size_t k = 0; k < j->n; k++)
-        j->dst[k] = pattern(j->seed, k);
+        j->dst[k] = pattern(j->seed, j->off + k);
     free(j);
 }
 
@@ -296,7 +296,7 @@ static fhr_status parts_gen(void *ctx, fhr_backend *b, fhr_location at, fhr_stre
     E->seeds[i] = v;
     gen_job *j = malloc(sizeof *j);
     cr_assert_not_null(j);
-    *j = (gen_job){dst, n, v};
+    *j = (gen_job){dst, n, v, 0};
     fhr_status st = fhr_launch_host(b, s, do_gen, j, err);
     if (st)
         free(j);
@@ -506,20 +506,6 @@ static const char *cut_src =
 #define CUT_FIELD (10 * CUT_LIMB)
 #define CUT_HELD (5 * CUT_LIMB)
 
-typedef struct range_job {
-    unsigned char *dst;
-    size_t n;
-    uint64_t seed, off;
-} range_job;
-
-static void do_range(void *arg)
-{
-    range_job *j = arg;
-    for (size_t k = 0; k < j->n; k++)
-        j->dst[k] = pattern(j->seed, j->off + k);
-    free(j);
-}
-
 static fhr_status parts_range(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
                               void *dst, size_t n, uint64_t off, const void *seed, size_t len,
                               fhr_error *err)
@@ -530,10 +516,10 @@ static fhr_status parts_range(void *ctx, fhr_backend *b, fhr_location at, fhr_st
     for (size_t k = len < 8 ? len : 8; k-- > 0;)
         v = v << 8 | ((const unsigned char *)seed)[k];
     __atomic_fetch_add(&E->nseeds, 1, __ATOMIC_RELAXED);
-    range_job *j = malloc(sizeof *j);
+    gen_job *j = malloc(sizeof *j);
     cr_assert_not_null(j);
-    *j = (range_job){dst, n, v, off};
-    fhr_status st = fhr_launch_host(b, s, do_range, j, err);
+    *j = (gen_job){dst, n, v, off};
+    fhr_status st = fhr_launch_host(b, s, do_gen, j, err);
     if (st)
         free(j);
     return st;
