@@ -582,6 +582,35 @@ static void list_kept(decide *d, int slot, fhr_location here, size_t np, size_t 
         d->st = infeasible(d->snap, &d->md, slot, shortb, out);
 }
 
+/* The last resort at a short location: a partial copy the request grows is replaced by a
+ * new copy, and both are charged while the grow runs. When every other candidate is gone
+ * and room is still short, such a copy (neither leased, held nor pending) is dropped
+ * instead, and the requirement loads its limbs whole from the source. The bytes still
+ * short. */
+static uint64_t drop_grown(decide *d, int slot, fhr_location here, uint64_t shortb)
+{
+    for (size_t r = 0; shortb && r < d->req->nrequirements && d->st == FHR_OK; r++) {
+        const fhr_requirement *q = &d->req->requirements[r];
+        if (!same_loc(q->at, here))
+            continue;
+        const fhr_value_info *vi = fhr_snapshot_value(d->snap, q->handle);
+        const fhr_copy_info *ci = NULL;
+        for (size_t c = 0; vi && c < vi->ncopies && !ci; c++)
+            if (same_loc(vi->copies[c].loc, here))
+                ci = &vi->copies[c];
+        if (!ci)
+            continue;
+        uint32_t want = q->limbs && q->limbs < vi->cut_q ? q->limbs : 0;
+        if (!ci->limbs || (want && ci->limbs >= want) || protect_bits(ci, 0))
+            continue; /* whole, enough limbs, or protected */
+        vstate *v = vref(d->vs, d->epoch, d->snap, (size_t)(vi - d->snap->values));
+        if (v->ncopies > 1 || vi->recoverability == FHR_RECONSTRUCTIBLE)
+            (void)try_evict(d->cfg, &d->md, slot, here, vi, ci, v, &shortb, d->out, d->name,
+                            &d->st, d->err);
+    }
+    return shortb;
+}
+
 /* One short location: evict down to its budget. 1 when the index could not decide it
  * (the caller decides again without the index), else 0. */
 static int decide_slot(decide *d, int slot, uint64_t shortb)
@@ -607,6 +636,9 @@ static int decide_slot(decide *d, int slot, uint64_t shortb)
         return 0;
     if (d->ix) /* infeasible over the index: the full path lists what is protected */
         return 1;
+    shortb = drop_grown(d, slot, here, shortb);
+    if (!shortb || d->st != FHR_OK)
+        return 0;
     list_kept(d, slot, here, np, heap, nskip, shortb);
     return 0;
 }

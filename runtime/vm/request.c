@@ -270,19 +270,38 @@ static void inflight_reap(rplan_vm *vm)
     fhr_reap(vm->m, NULL, NULL);
 }
 
+/* Whether the model's bodies still running at the model's time read the copy of h at
+ * `at` (the time objective holds those copies, in check and in a run alike). */
+static int model_reads(const rplan_vm *vm, fhr_handle h, fhr_location at)
+{
+    for (size_t i = 0; i < vm->nmflight; i++)
+        for (size_t k = 0; k < vm->mflight[i].nh; k++)
+            if (fhr_handle_equal(vm->mflight[i].hs[k], h) && fhr_loc_equal(vm->mflight[i].at[k], at))
+                return 1;
+    return 0;
+}
+
 /* Whether the request itself or, under the time objective (tobj), the model's bodies
- * still running at the model's time protect the copy of h at `at` in check too. */
+ * protect the copy of h at `at` in check too. */
 static int model_covers(const rplan_vm *vm, const fhr_requirement *rq, size_t nrq, int tobj,
                         fhr_handle h, fhr_location at)
 {
     for (size_t j = 0; j < nrq; j++)
         if (fhr_handle_equal(rq[j].handle, h) && fhr_loc_equal(rq[j].at, at))
             return 1;
-    for (size_t i = 0; tobj && i < vm->nmflight; i++)
-        for (size_t k = 0; k < vm->mflight[i].nh; k++)
-            if (fhr_handle_equal(vm->mflight[i].hs[k], h) && fhr_loc_equal(vm->mflight[i].at[k], at))
-                return 1;
-    return 0;
+    return tobj && model_reads(vm, h, at);
+}
+
+/* 1 + the newest entry in flight whose bodies read the copy of h at `at`, from entry
+ * `from` on; `from` when none does. */
+static size_t newest_reader(const rplan_vm *vm, fhr_handle h, fhr_location at, size_t from)
+{
+    size_t last = from;
+    for (size_t i = from; i < vm->ninflight; i++)
+        for (size_t k = 0; k < vm->inflight[i].nh; k++)
+            if (fhr_handle_equal(vm->inflight[i].hs[k], h) && fhr_loc_equal(vm->inflight[i].at[k], at))
+                last = i + 1;
+    return last;
 }
 
 /* Where an eviction frees its bytes: the short location (a move's source). */
@@ -337,12 +356,42 @@ static size_t settled_evicted(const rplan_vm *vm, const fhr_decision *d)
     size_t ne = fhr_decision_nevictions(d), last = 0;
     for (size_t e = 0; e < ne; e++) {
         const fhr_eviction *ev = fhr_decision_eviction(d, e);
-        fhr_location at = evicted_from(ev);
-        for (size_t i = last; i < vm->ninflight; i++)
-            for (size_t k = 0; k < vm->inflight[i].nh; k++)
-                if (fhr_handle_equal(vm->inflight[i].hs[k], ev->action.handle) &&
-                    fhr_loc_equal(vm->inflight[i].at[k], at))
-                    last = i + 1;
+        last = newest_reader(vm, ev->action.handle, evicted_from(ev), last);
+    }
+    return last;
+}
+
+/* Whether the decision evicts a copy the request itself requires (a partial copy it
+ * grows, dropped by the policy as a last resort). */
+static int drops_required(const fhr_decision *d, const req_parts *q)
+{
+    size_t ne = fhr_decision_nevictions(d);
+    for (size_t e = 0; e < ne; e++) {
+        const fhr_eviction *ev = fhr_decision_eviction(d, e);
+        for (size_t j = 0; j < q->nrq; j++)
+            if (fhr_handle_equal(q->rq[j].handle, ev->action.handle) &&
+                fhr_loc_equal(q->rq[j].at, evicted_from(ev)))
+                return 1;
+    }
+    return 0;
+}
+
+/* 1 + the newest entry in flight whose bodies read a partial copy the request must grow
+ * (it requires more limbs than the copy holds); 0: none. The manager refuses to grow a
+ * copy a body still reads (the grow frees it), and check's view has those bodies ended
+ * (the time objective's model holds only copies the request does not require). So the
+ * run waits for them before it decides, and decides what check decides. */
+static size_t grown_inflight(const rplan_vm *vm, const req_parts *q)
+{
+    size_t last = 0;
+    for (size_t j = 0; vm->ninflight && j < q->nrq; j++) {
+        const fhr_requirement *r = &q->rq[j];
+        uint32_t have = 0;
+        if (!vm->vinfo[vm->ins[q->rq_pc[j]].value].limb_q ||
+            fhr_copy_limbs(vm->m, r->handle, r->at, &have, NULL) != FHR_OK || !have ||
+            (r->limbs && r->limbs <= have))
+            continue; /* not cut, no copy, a whole one, or enough limbs */
+        last = newest_reader(vm, r->handle, r->at, last);
     }
     return last;
 }
@@ -773,6 +822,8 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
              * body in flight had ended, whatever the objective; it waits below only when
              * the decision evicts a copy a body still reads */
             inflight_reap(vm);
+            for (size_t i; (i = grown_inflight(vm, &q)) != 0;)
+                inflight_wait_at(vm, i - 1, tobj ? RPLAN_WAIT_SETTLED : RPLAN_WAIT_REGRET);
             if ((st = settled_copies(vm, q.rq, q.nrq, tobj, &settled, &nsettled, err)) != FHR_OK)
                 break;
         }
@@ -788,7 +839,10 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             continue;
         if (st)
             break;
-        if (buffered && !fhr_decision_feasible(d) && (vm->explain || !waiting_helps(d))) {
+        /* room made by dropping a copy the request grows (the policy's last resort) */
+        int last_resort = fhr_decision_feasible(d) && drops_required(d, &q);
+        if (buffered && (last_resort || (!fhr_decision_feasible(d) &&
+                                         (vm->explain || !waiting_helps(d))))) {
             /* no room beside the previous request's copies in check's view (real
              * protection is waited for below first): MIN's decision */
             buffered = 0;
@@ -804,7 +858,8 @@ fhr_status vm_exec_request(rplan_vm *vm, size_t pc, size_t end, fhr_error *err)
             fhr_decision_destroy(d);
             continue;
         }
-        if (!fhr_decision_feasible(d)) {
+        if (!fhr_decision_feasible(d) || (last_resort && tobj && vm->nmflight)) {
+            /* a last resort waits, under the time objective, for the model's bodies */
             int again = infeasible_wait(vm, d, tobj, attempt, &t_issue);
             if (again == 2)
                 attempt--; /* not a retry: each model wait finishes a modelled body */

@@ -389,3 +389,50 @@ Test(cut, a_policy_loads_only_the_limbs_a_request_needs)
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
 }
+
+/* A grow needs room for the old copy and the new one. Where only the new one fits, the
+ * policy drops the partial copy (its last resort) and the request loads the key whole;
+ * a held partial copy stays, and the request is infeasible, naming it. */
+Test(cut, a_policy_drops_a_partial_copy_it_cannot_grow_beside)
+{
+    fhr_backend *b = emu_backend(1);
+    const uint64_t l2 = 2u * (2 + K) * LIMB;
+    fhr_budget bud = {fhr_loc_cuda(0), 4u * FIELD + l2 - 1};
+    fhr_manager *m = new_manager(b, &bud, 1);
+    fhr_handle k = adopt_key(m, b, 0, 1);
+    fhr_report_free(ensure_report(m, k, 2));
+    fhr_policy *pol = NULL;
+    fhr_controller *c = NULL;
+    cr_assert_eq(fhr_policy_lookahead_create(NULL, 0, NULL, 0, &pol, NULL), FHR_OK);
+    cr_assert_eq(fhr_controller_create(m, pol, &c, NULL), FHR_OK);
+    fhr_requirement whole = {k, fhr_loc_cuda(0), 0};
+    fhr_request req = {"whole", &whole, 1, NULL, 0, 0};
+    fhr_hold *hold = NULL;
+    cr_assert_eq(fhr_hold_acquire(m, &k, 1, fhr_loc_cuda(0), &hold, NULL), FHR_OK);
+    fhr_decision *d = NULL;
+    cr_assert_eq(fhr_decide(c, &req, &d, NULL), FHR_OK);
+    cr_assert_not(fhr_decision_feasible(d));
+    cr_assert(strstr(fhr_decision_explanation(d)->reason, "'key'"), "%s",
+              fhr_decision_explanation(d)->reason);
+    cr_assert_eq(fhr_decision_nprotected(d), 1);
+    cr_assert(fhr_decision_protected(d, 0)->reasons & FHR_PROT_HELD);
+    fhr_decision_destroy(d);
+    cr_assert_eq(fhr_hold_release(hold, NULL), FHR_OK);
+    fhr_hold_destroy(hold);
+    cr_assert_eq(fhr_decide(c, &req, &d, NULL), FHR_OK);
+    cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
+    cr_assert_eq(fhr_decision_nevictions(d), 1);
+    cr_assert(fhr_handle_equal(fhr_decision_eviction(d, 0)->action.handle, k));
+    run_plan(m, fhr_decision_plan(d));
+    fhr_decision_destroy(d);
+    uint32_t limbs = 9;
+    cr_assert_eq(fhr_copy_limbs(m, k, fhr_loc_cuda(0), &limbs, NULL), FHR_OK);
+    cr_assert_eq(limbs, 0);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * FIELD);
+    check_copy(m, k, 0, 0);
+    check_accounting(m);
+    fhr_controller_destroy(c);
+    fhr_policy_destroy(pol);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
