@@ -253,3 +253,57 @@ def test_torch_before_inside_and_after_run_exits_cleanly(tmp_path: Any) -> None:
                          env=env, timeout=300)
     assert out.returncode == 0, (out.returncode, out.stdout[-2000:], out.stderr[-4000:])
     assert "torch around fheplan: ok" in out.stdout
+
+
+RUNNER_PLAN = """rplan 1
+budget cuda:0 64 KiB
+value acc = 4 KiB exclusive at cuda:0 init engine.acc(0)
+value ct = 8 KiB exclusive at pinned init engine.ct(0)
+value key = 8 KiB replicable source engine.key(1)
+plan "p" {
+  enter { move ct -> cuda:0 from pinned
+          ensure key @ cuda:0 }
+  body { run add(acc, ct, key) }
+  exit { move ct -> pinned from cuda:0 }
+}
+"""
+
+
+def test_a_runner_reads_torch_tensors_in_place() -> None:
+    # acc: a CUDA tensor adopted where the kernel runs; ct: a pinned tensor, moved to the
+    # device each run; neither is copied when the Runner takes it
+    acc = torch.zeros(512, dtype=torch.int64, device="cuda:0")
+    ct = torch.arange(1024, dtype=torch.int64).pin_memory()
+    seen = []
+
+    def add(call: Any) -> None:
+        s = torch.cuda.ExternalStream(call.stream.ptr)
+        with torch.cuda.stream(s):
+            a, c, k = (torch.from_dlpack(v["data"]).view(torch.uint8).view(torch.int64)
+                       for v in call.args)
+            seen.append((a.data_ptr(), int(c[1])))
+            a += c[:512] + k[:512]
+
+    def load(rec: Any) -> Any:
+        if rec.data is None:
+            return 8192
+        if rec.device_memory:
+            with torch.cuda.stream(torch.cuda.ExternalStream(rec.stream.ptr)):
+                torch.from_dlpack(rec.data["data"]).view(torch.uint8).fill_(1)
+        else:
+            np.asarray(rec.data["data"]).view(np.uint8)[:] = 1
+        return None
+
+    key_word = 0x0101010101010101
+    with fheplan.Runner(RUNNER_PLAN, device="cuda", kernels={"add": add},
+                        loaders={"key": load}, values={"acc": acc, "ct": ct}) as r:
+        assert r.values["acc"] is acc and r.values["ct"] is ct
+        for i in range(3):
+            ct[1] = 200 + i  # the pinned producer's memory is what the next run moves
+            assert r.run()["ok"]
+    torch.cuda.synchronize()
+    assert [p for p, _ in seen] == [acc.data_ptr()] * 3
+    assert [x for _, x in seen] == [200, 201, 202]
+    want = 3 * (torch.arange(512, dtype=torch.int64) + key_word)
+    want[1] = 200 + 201 + 202 + 3 * key_word
+    assert torch.equal(acc.cpu(), want)
