@@ -491,3 +491,20 @@ Test(one_schedule, objective_bytes_keeps_the_previous_request_copies)
     rplan_vm_report_free(r);
     rplan_program_free(p);
 }
+
+/* 13. A request grows keys that bodies in flight still read (the Cheddar plan of
+ * tests/oracle/cases/limbs-grow-time-objective.rplan: its second batch's first phases
+ * need at full height keys the first batch's last phases read at lower levels). The
+ * manager refuses to replace a copy a body reads; the run took that refusal for an
+ * infeasible decision, waited for the model's bodies instead of the real one, and its
+ * time objective's timeline, and so its later decisions, parted from check's. */
+Test(one_schedule, a_grow_waits_for_the_bodies_reading_the_copy, .timeout = 300)
+{
+    size_t len;
+    char *src = read_text("tests/oracle/cases/limbs-grow-time-objective.rplan", &len);
+    sched_opts so = {.device = "emu", .scale = 32, .objective = RPLAN_OBJECTIVE_TIME};
+    rplan_vm_report *c = one_schedule(src, len, &so, "Cheddar keys by level, time objective");
+    cr_assert(c->ok, "%s", c->message);
+    rplan_vm_report_free(c);
+    free(src);
+}
