@@ -339,7 +339,10 @@ static void gen_request(gen *g)
     }
     if (chance(g->s, 30))
         line(g, "reserve %s %u KiB \"ws%u\"", loc_name[dev_loc(d)], 1 + rnd(g->s, 4), g->serial++);
-    if (chance(g->s, 75)) {
+    if (g->limbs && chance(g->s3, 15)) {
+        /* a long body: a later request may grow a partial copy it still reads */
+        line(g, "body { run spin(%u us) }", 500 + rnd(g->s3, 2500));
+    } else if (chance(g->s, 75)) {
         unsigned k = rnd(g->s, 5);
         if (k == 0)
             line(g, "body { run spin(%u us) }", 1 + rnd(g->s, 20));
