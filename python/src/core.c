@@ -477,17 +477,24 @@ static int int_in(PyObject *i, long long lo, unsigned long long hi, const char *
     return 1;
 }
 
-int fhpy_bytes(PyObject *o, const char *param, uint64_t *out)
+/* Any unsigned 64-bit value: `what` names it in both errors (a type, a range). */
+static int u64_arg(PyObject *o, const char *param, const char *what, const char *range,
+                   uint64_t *out)
 {
-    PyObject *i = as_int(o, param, "a number of bytes");
+    PyObject *i = as_int(o, param, what);
     if (!i)
         return 0;
     unsigned long long u = 0;
-    int ok = int_in(i, 0, UINT64_MAX, param, "0..2**64-1 (bytes)", NULL, &u);
+    int ok = int_in(i, 0, UINT64_MAX, param, range, NULL, &u);
     Py_DECREF(i);
     if (ok)
         *out = u;
     return ok;
+}
+
+int fhpy_bytes(PyObject *o, const char *param, uint64_t *out)
+{
+    return u64_arg(o, param, "a number of bytes", "0..2**64-1 (bytes)", out);
 }
 
 int fhpy_count(PyObject *o, const char *param, size_t max, size_t *out)
@@ -516,15 +523,7 @@ int fhpy_u32(PyObject *o, const char *param, uint32_t *out)
 
 int fhpy_mask64(PyObject *o, const char *param, uint64_t *out)
 {
-    PyObject *i = as_int(o, param, "a bit mask");
-    if (!i)
-        return 0;
-    unsigned long long u = 0;
-    int ok = int_in(i, 0, UINT64_MAX, param, "0..2**64-1 (a bit mask)", NULL, &u);
-    Py_DECREF(i);
-    if (ok)
-        *out = u;
-    return ok;
+    return u64_arg(o, param, "a bit mask", "0..2**64-1 (a bit mask)", out);
 }
 
 int fhpy_priority(PyObject *o, const char *param, int32_t *out)

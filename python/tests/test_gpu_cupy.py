@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fheplan
+from test_runner import PLAN  # the Runner's plan, on a real GPU
 
 cp = pytest.importorskip("cupy")
 cupyx = pytest.importorskip("cupyx")
@@ -19,19 +20,6 @@ except Exception:  # no driver, no device
     _ndev = 0
 if not _ndev:
     pytest.skip("no CUDA device visible to CuPy", allow_module_level=True)
-
-PLAN = """rplan 1
-budget cuda:0 64 KiB
-value acc = 4 KiB exclusive at cuda:0 init engine.acc(0)
-value ct = 8 KiB exclusive at pinned init engine.ct(0)
-value key = 8 KiB replicable source engine.key(1)
-plan "p" {
-  enter { move ct -> cuda:0 from pinned
-          ensure key @ cuda:0 }
-  body { run add(acc, ct, key) }
-  exit { move ct -> pinned from cuda:0 }
-}
-"""
 
 
 def words(producer: Any) -> Any:

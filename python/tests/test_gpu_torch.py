@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import fheplan
+from test_runner import PLAN as RUNNER_PLAN  # the Runner's plan, on a real GPU
 from fheplan import (PAGEABLE_HOST, PINNED_HOST, ReplicaMode, ResidencyController,
                      ResidencyManager, ResidencyRequest, ResidencyRequirement, cuda_location)
 
@@ -253,20 +254,6 @@ def test_torch_before_inside_and_after_run_exits_cleanly(tmp_path: Any) -> None:
                          env=env, timeout=300)
     assert out.returncode == 0, (out.returncode, out.stdout[-2000:], out.stderr[-4000:])
     assert "torch around fheplan: ok" in out.stdout
-
-
-RUNNER_PLAN = """rplan 1
-budget cuda:0 64 KiB
-value acc = 4 KiB exclusive at cuda:0 init engine.acc(0)
-value ct = 8 KiB exclusive at pinned init engine.ct(0)
-value key = 8 KiB replicable source engine.key(1)
-plan "p" {
-  enter { move ct -> cuda:0 from pinned
-          ensure key @ cuda:0 }
-  body { run add(acc, ct, key) }
-  exit { move ct -> pinned from cuda:0 }
-}
-"""
 
 
 def test_a_runner_reads_torch_tensors_in_place() -> None:

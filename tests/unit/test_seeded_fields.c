@@ -282,25 +282,39 @@ static void do_gen(void *arg)
     free(j);
 }
 
+/* The seed's first 8 bytes, little-endian. */
+static uint64_t seed_word(const void *seed, size_t len)
+{
+    uint64_t v = 0;
+    for (size_t k = len < 8 ? len : 8; k-- > 0;)
+        v = v << 8 | ((const unsigned char *)seed)[k];
+    return v;
+}
+
+/* Bytes [off, off + n) of seed v's field into dst, on the stream's host queue. */
+static fhr_status gen_launch(fhr_backend *b, fhr_stream *s, void *dst, size_t n, uint64_t v,
+                             uint64_t off, fhr_error *err)
+{
+    gen_job *j = malloc(sizeof *j);
+    cr_assert_not_null(j);
+    *j = (gen_job){dst, n, v, off};
+    fhr_status st = fhr_launch_host(b, s, do_gen, j, err);
+    if (st)
+        free(j);
+    return st;
+}
+
 static fhr_status parts_gen(void *ctx, fhr_backend *b, fhr_location at, fhr_stream *s,
                             void *dst, size_t n, const void *seed, size_t len, fhr_error *err)
 {
     engine *E = ctx;
     (void)at;
     cr_assert_eq(len, 8);
-    uint64_t v = 0;
-    for (int k = 7; k >= 0; k--)
-        v = v << 8 | ((const unsigned char *)seed)[k];
+    uint64_t v = seed_word(seed, len);
     int i = __atomic_fetch_add(&E->nseeds, 1, __ATOMIC_RELAXED);
     cr_assert_lt(i, 256);
     E->seeds[i] = v;
-    gen_job *j = malloc(sizeof *j);
-    cr_assert_not_null(j);
-    *j = (gen_job){dst, n, v, 0};
-    fhr_status st = fhr_launch_host(b, s, do_gen, j, err);
-    if (st)
-        free(j);
-    return st;
+    return gen_launch(b, s, dst, n, v, 0, err);
 }
 
 static fhr_status load_key(void *ctx, const rplan_load *ld, fhr_error *err)
@@ -512,17 +526,8 @@ static fhr_status parts_range(void *ctx, fhr_backend *b, fhr_location at, fhr_st
 {
     engine *E = ctx;
     (void)at;
-    uint64_t v = 0;
-    for (size_t k = len < 8 ? len : 8; k-- > 0;)
-        v = v << 8 | ((const unsigned char *)seed)[k];
     __atomic_fetch_add(&E->nseeds, 1, __ATOMIC_RELAXED);
-    gen_job *j = malloc(sizeof *j);
-    cr_assert_not_null(j);
-    *j = (gen_job){dst, n, v, off};
-    fhr_status st = fhr_launch_host(b, s, do_gen, j, err);
-    if (st)
-        free(j);
-    return st;
+    return gen_launch(b, s, dst, n, seed_word(seed, len), off, err);
 }
 
 /* The stored fields, once per key into the VM's store (b0, b1: one field each). */
