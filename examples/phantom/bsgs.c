@@ -400,7 +400,7 @@ static void run_streamed(ph_engine *e, fhr_backend *b, fhr_stream *view, void **
     for (int p = 0; p < PH_PASSES; p++)
         for (int u = 0; u < PH_USES; u++)
             fut[p * PH_USES + u] = (fhr_future_use){(uint64_t)(p * PH_USES + u + 1),
-                                                    keys[ph_use_key(p, u)], fhr_loc_cuda(0)};
+                                                    keys[ph_use_key(p, u)], fhr_loc_cuda(0), 0};
     fhr_location fb[] = {fhr_loc_pinned()};
     fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
     fhr_policy *pol = NULL;

@@ -117,11 +117,14 @@ FHR_API fhr_status fhr_policy_tiered_lru_create(const fhr_tier_chain *chains, si
                                                 fhr_policy **out, fhr_error *err);
 
 /* One use in a known future: request number `position` (1-based, in execution order)
- * requires `handle` at `at`. */
+ * requires `handle` at `at`, with `limbs` q-limbs of a value cut into limbs (0: whole;
+ * the policy then drops the parts of a partial copy its next use does not read, ranked by
+ * the first later use that reads them, before the copy itself). */
 typedef struct fhr_future_use {
     uint64_t position;
     fhr_handle handle;
     fhr_location at;
+    uint32_t limbs;
 } fhr_future_use;
 
 /* The lookahead policy (name "lookahead"): the same tiers, never-rules and evidence as

@@ -303,6 +303,18 @@ FHR_API fhr_status fhr_ensure_limbs(fhr_manager *m, fhr_handle h, fhr_location a
 /* *limbs: the q-limbs h's copy at loc holds (0: a whole copy; FHR_E_STATE: none there). */
 FHR_API fhr_status fhr_copy_limbs(fhr_manager *m, fhr_handle h, fhr_location loc,
                                   uint32_t *limbs, fhr_error *err);
+/* *parts: the parts h's copy at loc holds (a whole copy: all of them; an uncut value's: 0);
+ * fewer than its q-limbs read after a drop of parts. */
+FHR_API fhr_status fhr_copy_parts(fhr_manager *m, fhr_handle h, fhr_location loc,
+                                  uint32_t *parts, fhr_error *err);
+/* A drop of parts: the partial copy at device `at` keeps only the parts a use of `limbs`
+ * q-limbs reads (ceil(limbs / alpha)), each with the q-limbs it held; the others are
+ * freed (their charge at once, their memory once the copies reading it are done). Nothing
+ * happens when it holds no more parts; refused for a whole copy (it is one buffer) and
+ * for a copy leased, held or pending. A later use that needs a dropped part grows the
+ * copy (the kept limbs are copied on the device). */
+FHR_API fhr_status fhr_drop_parts(fhr_manager *m, fhr_handle h, fhr_location at,
+                                  uint32_t limbs, fhr_error *err);
 /* from NULL: the manager picks the source copy by the cost model alone (deterministic:
  * a copy still being filled counts like a complete one, equal costs keep the order
  * pinned, devices by index, host). */
@@ -394,6 +406,8 @@ typedef struct fhr_copy_info {
     int copied;              /* 1: made by a copy from `source`; 0: adopted or loaded */
     fhr_location source;     /* where it was copied from (when copied) */
     uint32_t limbs;          /* a partial copy of a cut value: its q-limbs; 0: whole */
+    uint32_t parts;          /* a cut value's copy: the parts it holds (all when whole;
+                                fewer than its limbs read after a drop of parts); else 0 */
 } fhr_copy_info;
 
 typedef struct fhr_value_info {
@@ -491,7 +505,9 @@ typedef struct fhr_action {
     fhr_location at;   /* ENSURE/DROP: the location; MOVE: the destination */
     int has_from;      /* MOVE only */
     fhr_location from;
-    uint32_t limbs;    /* ENSURE of a cut value at a device: the q-limbs it needs; 0: whole */
+    uint32_t limbs;    /* ENSURE of a cut value at a device: the q-limbs it needs; 0: whole.
+                          DROP: 0 drops the copy; else its partial copy keeps only the
+                          parts a use of `limbs` q-limbs reads (a drop of parts) */
 } fhr_action;
 
 FHR_API const char *fhr_action_kind_name(fhr_action_kind k);
@@ -623,6 +639,7 @@ typedef struct fhr_transition {
     int loaded;           /* a source load produced the copy */
     uint64_t charged_nbytes;  /* the charge of the copy it made at `to` (0: none made) */
     uint64_t replaced_nbytes; /* a grow: the charge of the partial copy it replaced there */
+    uint64_t dropped_nbytes;  /* a drop of parts: the charge it freed (the copy stays) */
 } fhr_transition;
 
 typedef struct fhr_reservation_event {

@@ -104,7 +104,8 @@ static PyObject *policy_make(PyTypeObject *type, PyObject *tiers, PyObject *futu
     fhr_future_use *fu = NULL;
     size_t nf = 0;
     if (future) {
-        PyObject *t = PySequence_Fast(future, "future is a sequence of (position, handle, at)");
+        PyObject *t = PySequence_Fast(future, "future is a sequence of (position, handle, at"
+                                              "[, limbs])");
         if (!t)
             goto fail;
         nf = (size_t)PySequence_Fast_GET_SIZE(t);
@@ -112,12 +113,14 @@ static PyObject *policy_make(PyTypeObject *type, PyObject *tiers, PyObject *futu
         for (size_t i = 0; fu && i < nf; i++) {
             PyObject *ho, *lo;
             unsigned long long p;
-            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(t, i), "KOO", &p, &ho, &lo) ||
+            unsigned int limbs = 0;
+            if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(t, i), "KOO|I", &p, &ho, &lo, &limbs) ||
                 !fhpy_to_handle(ho, &fu[i].handle) || !fhpy_to_loc(lo, &fu[i].at)) {
                 Py_DECREF(t);
                 goto fail;
             }
             fu[i].position = p;
+            fu[i].limbs = limbs;
         }
         Py_DECREF(t);
         if (!fu) {

@@ -119,18 +119,26 @@ typedef struct cand {
     uint64_t serial;
     uint32_t vi;      /* index into snapshot values */
     uint32_t ci;      /* index into that value's copies */
+    uint32_t keep;    /* 0: the copy; else its parts a use of `keep` q-limbs does not read */
+    uint64_t nbytes;  /* with keep: their bytes */
 } cand;
 
 /* Fills the three ranking keys of a copy (ci) of a value (vi). */
 typedef void (*rank_fn)(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
                         const fhr_copy_info *ci, uint64_t k[RANK_KEYS]);
+/* A partial copy's parts its next use does not read, as a candidate of their own: their
+ * bytes (0: none), the q-limbs whose parts stay in *keep, their ranking keys. */
+typedef uint64_t (*tail_fn)(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
+                            const fhr_copy_info *ci, uint32_t *keep, uint64_t k[RANK_KEYS]);
 
 static int cand_less(const cand *a, const cand *b)
 {
     for (int i = 0; i < RANK_KEYS; i++)
         if (a->k[i] != b->k[i])
             return a->k[i] < b->k[i];
-    return a->serial < b->serial;
+    if (a->serial != b->serial)
+        return a->serial < b->serial;
+    return a->keep > b->keep; /* a copy's dropped parts before the copy */
 }
 
 static uint64_t prio_key(int32_t p) { return (uint64_t)((int64_t)p + INT32_MAX + 1); }
@@ -173,6 +181,8 @@ static inline vstate *vref(vstate *vs, uint32_t epoch, const fhr_snapshot *snap,
         vs[i].epoch = epoch;
         vs[i].ncopies = (uint32_t)snap->values[i].ncopies;
         vs[i].required = 0;
+        vs[i].trim_slot = vs[i].gone_slot = -1;
+        vs[i].trimmed = 0;
     }
     return &vs[i];
 }
@@ -224,6 +234,18 @@ static unsigned protect_bits(const fhr_copy_info *c, int required)
     if (required)
         r |= FHR_PROT_REQUIRED;
     return r;
+}
+
+/* The parts a use of `limbs` q-limbs (0: whole) reads of a cut value. */
+static uint32_t parts_read(const fhr_value_info *vi, uint32_t limbs)
+{
+    return limbs ? (limbs + vi->cut_alpha - 1) / vi->cut_alpha : vi->cut_parts;
+}
+
+/* Whether copy ci of a cut value holds what a use of `want` q-limbs (0: whole) reads. */
+static int copy_serves(const fhr_value_info *vi, const fhr_copy_info *ci, uint32_t want)
+{
+    return !ci->limbs || (want && ci->limbs >= want && ci->parts >= parts_read(vi, want));
 }
 
 static void append(char *buf, size_t cap, size_t *len, const char *fmt, ...) FHR_PRINTF(4, 5);
@@ -300,7 +322,9 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
                      fhr_error *err)
 {
     out->explored_states++;
-    uint64_t n = ci->charged_nbytes;
+    if (v->gone_slot == slot)
+        return 1; /* gone already (its dropped parts ranked after it) */
+    uint64_t n = ci->charged_nbytes - (v->trim_slot == slot ? v->trimmed : 0);
     fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}, 0}, vi->priority, ci->last_use,
                        n};
     int ok = 0;
@@ -322,9 +346,31 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
     }
     if (!ok)
         return 0;
+    v->gone_slot = (int8_t)slot;
     md->committed[slot] -= n;
     *shortb = n >= *shortb ? 0 : *shortb - n;
     (void)md_fits(md, slot, md_want(md, slot)); /* noted: fits exactly when !*shortb */
+    if (fhr_policy_out_evict(out, &ev) != FHR_OK)
+        *st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
+    return 1;
+}
+
+/* A partial copy's parts its next use does not read, dropped (fhr_drop_parts): the copy
+ * stays. 1 when they went; 0 when the copy is gone already. */
+static int try_trim(model *md, int slot, fhr_location here, const fhr_value_info *vi,
+                    const fhr_copy_info *ci, const cand *k, vstate *v, uint64_t *shortb,
+                    fhr_policy_out *out, const char *name, fhr_status *st, fhr_error *err)
+{
+    out->explored_states++;
+    if (v->gone_slot == slot)
+        return 0;
+    fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}, k->keep}, vi->priority,
+                       ci->last_use, k->nbytes};
+    v->trim_slot = (int8_t)slot;
+    v->trimmed = k->nbytes;
+    md->committed[slot] -= k->nbytes;
+    *shortb = k->nbytes >= *shortb ? 0 : *shortb - k->nbytes;
+    (void)md_fits(md, slot, md_want(md, slot));
     if (fhr_policy_out_evict(out, &ev) != FHR_OK)
         *st = fhr_fail(err, FHR_E_NOMEM, "%s: out of host memory", name);
     return 1;
@@ -364,11 +410,18 @@ static uint64_t evict_indexed(const tiers *cfg, vix *ix, model *md, int slot,
     return shortb;
 }
 
+static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_value_info *vi,
+                           const fhr_copy_info *ci, uint64_t k[RANK_KEYS]);
+static uint64_t lookahead_tail(const void *ctx, const fhr_request *req,
+                               const fhr_value_info *vi, const fhr_copy_info *ci,
+                               uint32_t *keep, uint64_t k[RANK_KEYS]);
+
 /* One decision of tiered_decide: its inputs, the model, the per-value state and the
  * candidate buffer (the index's, or its own). */
 typedef struct decide {
     const tiers *cfg;
     rank_fn rank;
+    tail_fn tail;      /* NULL: copies go whole */
     const void *rctx;
     const char *name;
     const fhr_snapshot *snap;
@@ -380,6 +433,7 @@ typedef struct decide {
     model md;
     vstate *vs;
     cand *cs;
+    size_t ncs;        /* the full path's candidate room (protected copies from the back) */
     uint32_t epoch;
     size_t nv;
     fhr_status st;
@@ -422,7 +476,7 @@ static void model_request(decide *d)
                 have = &vi->copies[c];
         /* a cut value's requirement names the q-limbs it needs (all of them: whole) */
         uint32_t want = q->limbs && q->limbs < vi->cut_q ? q->limbs : 0;
-        if (have && (!have->limbs || (want && have->limbs >= want)))
+        if (have && copy_serves(vi, have, want))
             continue;
         /* as the manager will charge it: host and pinned copies omit regenerable fields, a
          * partial copy holds its limbs (one that grows is charged whole until it is done) */
@@ -442,6 +496,33 @@ static void model_request(decide *d)
     }
     for (size_t r = 0; r < d->req->nreservations && d->st == FHR_OK; r++)
         d->md.need[fhr_loc_slot(d->req->reservations[r].at)] += d->req->reservations[r].nbytes;
+}
+
+/* Copy c of value i as a candidate at cs[nc], and the parts its next use does not read as
+ * another at cs[nc + 1] when the policy ranks those (room for both is there). The
+ * candidates now. */
+static size_t add_candidate(decide *d, size_t nc, size_t i, const fhr_value_info *vi,
+                            uint32_t c)
+{
+    const fhr_copy_info *ci = &vi->copies[c];
+    cand *k = &d->cs[nc++];
+    k->k[0] = k->k[1] = k->k[2] = 0;
+    k->serial = vi->handle.serial;
+    k->vi = (uint32_t)i;
+    k->ci = c;
+    k->keep = 0;
+    k->nbytes = 0;
+    d->rank(d->rctx, d->req, vi, ci, k->k);
+    if (d->tail && ci->limbs) {
+        cand *t = &d->cs[nc];
+        if ((t->nbytes = d->tail(d->rctx, d->req, vi, ci, &t->keep, t->k))) {
+            t->serial = k->serial;
+            t->vi = k->vi;
+            t->ci = c;
+            nc++;
+        }
+    }
+    return nc;
 }
 
 /* A ranking that depends on the request (lookahead), over the index: the index's copies
@@ -469,18 +550,13 @@ static size_t index_candidates(decide *d, int slot, fhr_location here, int *stal
         }
         if (vref(d->vs, d->epoch, d->snap, i)->required)
             continue;
-        cand *b = vix_buffer(d->ix, nc + 1, sizeof *b);
+        cand *b = vix_buffer(d->ix, nc + 2, sizeof *b);
         if (!b) {
             d->st = fhr_fail(d->err, FHR_E_NOMEM, "%s: out of host memory", d->name);
             break;
         }
         d->cs = b;
-        cand *k = &d->cs[nc++];
-        k->k[0] = k->k[1] = k->k[2] = 0;
-        k->serial = vi->handle.serial;
-        k->vi = (uint32_t)i;
-        k->ci = (uint32_t)(ci - vi->copies);
-        d->rank(d->rctx, d->req, vi, ci, k->k);
+        nc = add_candidate(d, nc, i, vi, (uint32_t)(ci - vi->copies));
     }
     return nc;
 }
@@ -498,13 +574,16 @@ static size_t scan_candidates(decide *d, fhr_location here, size_t *np)
                 continue;
             /* ranked in place: a candidate built on the stack and copied stalls on
              * reading back what rank() just stored, several times this whole loop */
-            cand *k = protect_bits(ci, vref(d->vs, d->epoch, d->snap, i)->required)
-                          ? &d->cs[d->nv - 1 - (*np)++]
-                          : &d->cs[nc++];
+            if (!protect_bits(ci, vref(d->vs, d->epoch, d->snap, i)->required)) {
+                nc = add_candidate(d, nc, i, vi, (uint32_t)c);
+                break;
+            }
+            cand *k = &d->cs[d->ncs - 1 - (*np)++];
             k->k[0] = k->k[1] = k->k[2] = 0;
             k->serial = vi->handle.serial;
             k->vi = (uint32_t)i;
             k->ci = (uint32_t)c;
+            k->keep = 0;
             d->rank(d->rctx, d->req, vi, ci, k->k);
             break;
         }
@@ -541,8 +620,11 @@ static size_t evict_in_order(decide *d, int slot, fhr_location here, size_t nc,
             sift_down(cs, heap, 0);
         popped = 1;
         const fhr_value_info *vi = &d->snap->values[k.vi];
-        if (!try_evict(d->cfg, &d->md, slot, here, vi, &vi->copies[k.ci], &d->vs[k.vi], shortb,
-                       d->out, d->name, &d->st, d->err))
+        if (k.keep)
+            (void)try_trim(&d->md, slot, here, vi, &vi->copies[k.ci], &k, &d->vs[k.vi], shortb,
+                           d->out, d->name, &d->st, d->err);
+        else if (!try_evict(d->cfg, &d->md, slot, here, vi, &vi->copies[k.ci], &d->vs[k.vi],
+                            shortb, d->out, d->name, &d->st, d->err))
             cs[heap + nskip++] = k; /* heap shrank by one: the slot is free */
     }
     *heap_end = heap;
@@ -556,7 +638,7 @@ static void list_kept(decide *d, int slot, fhr_location here, size_t np, size_t 
 {
     fhr_policy_out *out = d->out;
     for (size_t i = 0; i < np && d->st == FHR_OK; i++) {
-        const cand *k = &d->cs[d->nv - np + i];
+        const cand *k = &d->cs[d->ncs - np + i];
         const fhr_value_info *vi = &d->snap->values[k->vi];
         const fhr_copy_info *ci = &vi->copies[k->ci];
         int required = d->vs[k->vi].epoch == d->epoch && d->vs[k->vi].required;
@@ -601,8 +683,8 @@ static uint64_t drop_grown(decide *d, int slot, fhr_location here, uint64_t shor
         if (!ci)
             continue;
         uint32_t want = q->limbs && q->limbs < vi->cut_q ? q->limbs : 0;
-        if (!ci->limbs || (want && ci->limbs >= want) || protect_bits(ci, 0))
-            continue; /* whole, enough limbs, or protected */
+        if (copy_serves(vi, ci, want) || protect_bits(ci, 0))
+            continue; /* whole, enough limbs and parts, or protected */
         vstate *v = vref(d->vs, d->epoch, d->snap, (size_t)(vi - d->snap->values));
         if (v->ncopies > 1 || vi->recoverability == FHR_RECONSTRUCTIBLE)
             (void)try_evict(d->cfg, &d->md, slot, here, vi, ci, v, &shortb, d->out, d->name,
@@ -658,6 +740,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
     memset(&d, 0, sizeof d);
     d.cfg = cfg;
     d.rank = rank;
+    d.tail = rank == lookahead_rank ? lookahead_tail : NULL;
     d.rctx = rctx;
     d.name = name;
     d.snap = snap;
@@ -670,6 +753,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
     d.md.win = win;
     d.md.wslot = wslot;
     d.nv = snap->nvalues;
+    d.ncs = (d.tail ? 2 : 1) * (d.nv ? d.nv : 1);
     d.epoch = 1;
     vstate *own = NULL;
     if (ix)
@@ -677,7 +761,7 @@ static fhr_status tiered_decide(const tiers *cfg, rank_fn rank, const void *rctx
     if (!d.vs) {
         d.ix = NULL;
         d.vs = own = malloc((d.nv ? d.nv : 1) * sizeof *d.vs);
-        d.cs = malloc((d.nv ? d.nv : 1) * sizeof *d.cs);
+        d.cs = malloc(d.ncs * sizeof *d.cs);
         if (!d.vs || !d.cs) {
             free(d.vs);
             free(d.cs);
@@ -772,6 +856,8 @@ typedef struct future_key {
     uint64_t serial;
     uint64_t position;
     int slot;
+    uint32_t limbs;  /* the q-limbs the request reads (the most of its uses); 0: whole */
+    size_t more;     /* the value's next use there that reads more limbs; SIZE_MAX: none */
 } future_key;
 
 typedef struct lookahead {
@@ -782,6 +868,40 @@ typedef struct lookahead {
     size_t *first;     /* by serial: its first use; first[s + 1] ends them (NULL: none) */
     uint64_t nfirst;   /* serials 0 .. nfirst - 2 are indexed */
 } lookahead;
+
+/* The limbs a use reads, as an order: whole above every count. */
+static uint64_t limbs_rank(uint32_t limbs) { return limbs ? limbs : UINT64_MAX; }
+
+/* Sorted uses: each request's uses of a value at a location read the most of their limbs,
+ * and each use's `more` is the value's next use there that reads more (a stack from the
+ * back of each run of the same value and location). 0 out of host memory. */
+static int future_more(future_key *u, size_t n)
+{
+    size_t *stack = malloc((n ? n : 1) * sizeof *stack), top = 0;
+    if (!stack)
+        return 0;
+    for (size_t a = 0, b; a < n; a = b) {
+        b = a + 1;
+        while (b < n && u[b].position == u[a].position && u[b].serial == u[a].serial &&
+               u[b].slot == u[a].slot)
+            b++;
+        uint64_t most = 0;
+        for (size_t i = a; i < b; i++)
+            most = limbs_rank(u[i].limbs) > most ? limbs_rank(u[i].limbs) : most;
+        for (size_t i = a; i < b; i++)
+            u[i].limbs = most == UINT64_MAX ? 0 : (uint32_t)most;
+    }
+    for (size_t i = n; i-- > 0;) {
+        if (i + 1 < n && (u[i + 1].serial != u[i].serial || u[i + 1].slot != u[i].slot))
+            top = 0; /* another value or location */
+        while (top && limbs_rank(u[stack[top - 1]].limbs) <= limbs_rank(u[i].limbs))
+            top--;
+        u[i].more = top ? stack[top - 1] : SIZE_MAX;
+        stack[top++] = i;
+    }
+    free(stack);
+    return 1;
+}
 
 static int future_cmp(const void *a, const void *b)
 {
@@ -795,8 +915,8 @@ static int future_cmp(const void *a, const void *b)
     return 0;
 }
 
-/* The first position after `after` at which (serial, slot) is used; UINT64_MAX: never. */
-static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_t after)
+/* The index of the first use of (serial, slot) after position `after`; SIZE_MAX: none. */
+static size_t next_index(const lookahead *la, uint64_t serial, int slot, uint64_t after)
 {
     size_t lo = 0, hi = la->nuses;
     if (la->first) { /* only that value's uses: few, where a search of all of them is long */
@@ -805,7 +925,7 @@ static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_
         lo = la->first[serial];
         hi = la->first[serial + 1];
     }
-    future_key key = {serial, after + 1, slot};
+    future_key key = {serial, after + 1, slot, 0, 0};
     while (lo < hi) { /* lower bound of (serial, slot, after + 1) */
         size_t mid = lo + (hi - lo) / 2;
         if (future_cmp(&la->uses[mid], &key) < 0)
@@ -814,8 +934,34 @@ static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_
             hi = mid;
     }
     if (lo < la->nuses && la->uses[lo].serial == serial && la->uses[lo].slot == slot)
-        return la->uses[lo].position;
-    return UINT64_MAX;
+        return lo;
+    return SIZE_MAX;
+}
+
+/* The first position after `after` at which (serial, slot) is used; UINT64_MAX: never. */
+static uint64_t next_use(const lookahead *la, uint64_t serial, int slot, uint64_t after)
+{
+    size_t i = next_index(la, serial, slot, after);
+    return i == SIZE_MAX ? UINT64_MAX : la->uses[i].position;
+}
+
+/* The first key: a copy never used again ranks first (0); else the distance to the next
+ * use `nu`, times the bytes freed per unit of restore cost, the larger first. */
+static uint64_t distance_key(const fhr_request *req, const fhr_copy_info *ci, uint64_t nu)
+{
+    if (nu == UINT64_MAX)
+        return 0;
+    unsigned __int128 w;
+    if (ci->restore_s > 0) { /* bytes freed per second of restore, times the distance */
+        long double t = (long double)(nu - req->position) * ci->charged_nbytes / ci->restore_s;
+        /* below 1.8e19 < 2^64 the value fits 64 bits: the hardware conversion (the
+         * 128-bit one is a library call, most of a lookahead decision's time) */
+        w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)(uint64_t)t;
+    } else {
+        uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
+        w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
+    }
+    return w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
 }
 
 /* The objective is the time the links take, not the number of copies: a copy's restore
@@ -837,24 +983,39 @@ static void lookahead_rank(const void *ctx, const fhr_request *req, const fhr_va
     uint64_t nu = UINT64_MAX;
     if (req->position && vi->handle.manager_id == la->manager_id)
         nu = next_use(la, vi->handle.serial, fhr_loc_slot(ci->loc), req->position);
-    if (nu == UINT64_MAX) {
-        k[0] = 0;
-    } else {
-        unsigned __int128 w;
-        if (ci->restore_s > 0) { /* bytes freed per second of restore, times the distance */
-            long double t = (long double)(nu - req->position) * ci->charged_nbytes / ci->restore_s;
-            /* below 1.8e19 < 2^64 the value fits 64 bits: the hardware conversion (the
-             * 128-bit one is a library call, most of a lookahead decision's time) */
-            w = t >= 1.8e19L ? (unsigned __int128)UINT64_MAX : (unsigned __int128)(uint64_t)t;
-        } else {
-            uint64_t restore = ci->restore_nbytes ? ci->restore_nbytes : 1;
-            w = (unsigned __int128)(nu - req->position) * ci->charged_nbytes / restore;
-        }
-        k[0] = w >= UINT64_MAX ? 1 : UINT64_MAX - (uint64_t)w;
-    }
+    k[0] = distance_key(req, ci, nu);
     k[1] = UINT64_MAX - ci->charged_nbytes;
     k[2] = ci->last_use;
     k[3] = prio_key(vi->priority);
+}
+
+/* A partial copy whose next use reads fewer parts than it holds: the others are ranked as
+ * a copy of their own, by the first later use that reads one of them, at the copy's
+ * bytes per unit of restore cost (a part costs what its bytes do). Their bytes, or 0. */
+static uint64_t lookahead_tail(const void *ctx, const fhr_request *req,
+                               const fhr_value_info *vi, const fhr_copy_info *ci,
+                               uint32_t *keep, uint64_t k[RANK_KEYS])
+{
+    const lookahead *la = ctx;
+    if (!req->position || vi->handle.manager_id != la->manager_id || !vi->cut_parts)
+        return 0;
+    size_t i = next_index(la, vi->handle.serial, fhr_loc_slot(ci->loc), req->position);
+    if (i == SIZE_MAX || !la->uses[i].limbs || la->uses[i].limbs >= vi->cut_q)
+        return 0; /* never used again (the copy goes first), or used whole */
+    uint32_t pn = parts_read(vi, la->uses[i].limbs);
+    if (pn >= ci->parts)
+        return 0;
+    size_t j = i; /* uses between j and its `more` read at most j's limbs */
+    while (j != SIZE_MAX && la->uses[j].limbs && parts_read(vi, la->uses[j].limbs) <= pn)
+        j = la->uses[j].more;
+    *keep = la->uses[i].limbs;
+    uint64_t per = ((uint64_t)ci->limbs + vi->cut_special) * vi->cut_limb_nbytes;
+    uint64_t n = (uint64_t)(ci->parts - pn) * (vi->cut_nfields / vi->cut_parts) * per;
+    k[0] = distance_key(req, ci, j == SIZE_MAX ? UINT64_MAX : la->uses[j].position);
+    k[1] = UINT64_MAX - n;
+    k[2] = ci->last_use;
+    k[3] = prio_key(vi->priority);
+    return n;
 }
 
 static fhr_status lookahead_decide(void *ctx, const fhr_snapshot *snap, const fhr_request *req,
@@ -955,12 +1116,17 @@ fhr_status fhr_policy_lookahead_create(const fhr_tier_chain *chains, size_t n,
         else if (i && future[i].handle.manager_id != future[0].handle.manager_id)
             st = fhr_fail(err, FHR_E_HANDLE,
                           "lookahead_create: future use %zu names another manager's handle", i);
-        la->uses[i] = (future_key){future[i].handle.serial, future[i].position, slot};
+        la->uses[i] = (future_key){future[i].handle.serial, future[i].position, slot,
+                                   future[i].limbs, SIZE_MAX};
     }
     if (st == FHR_OK) {
         la->manager_id = nfuture ? future[0].handle.manager_id : 0;
         la->nuses = nfuture;
         qsort(la->uses, nfuture, sizeof *la->uses, future_cmp);
+        if (!future_more(la->uses, nfuture))
+            st = fhr_fail(err, FHR_E_NOMEM, "lookahead_create: out of host memory");
+    }
+    if (st == FHR_OK) {
         /* Where each serial's uses start, when serials are dense enough for an array (a
          * manager's are issued 1, 2, ...); without it, next_use searches them all. */
         uint64_t maxs = nfuture ? la->uses[nfuture - 1].serial : 0;

@@ -61,6 +61,9 @@ typedef struct vix_vstate {
     uint32_t epoch;
     uint32_t ncopies; /* copies left in the model */
     uint8_t required;
+    int8_t trim_slot;  /* the slot where its copy dropped parts in the model (-1: none) */
+    int8_t gone_slot;  /* the slot where its copy went in the model (-1: none) */
+    uint64_t trimmed;  /* the bytes that drop of parts freed */
 } vix_vstate;
 vix_vstate *vix_scratch(vix *x, uint32_t *epoch);
 

@@ -27,11 +27,23 @@ double links_rate(const fhr_link_rates *l, int from, int to)
     return l->pageable_gbps;
 }
 
-uint64_t cut_bytes(const mgr_cut *c, uint32_t limbs, int regen)
+uint64_t cut_bytes(const mgr_cut *c, uint32_t limbs, uint32_t parts, int regen)
 {
     uint64_t n = 0, per = cut_field_limbs(c, limbs);
     for (uint32_t f = 0; f < c->nfields; f++)
-        if (cut_has_field(c, limbs, f) && (!regen || (c->regen_mask >> f & 1)))
+        if (cut_has_field(c, limbs, parts, f) && (!regen || (c->regen_mask >> f & 1)))
+            n += per * c->limb;
+    return n;
+}
+
+uint64_t cut_overlap(const mgr_cut *c, uint32_t want, uint32_t had, uint32_t had_parts,
+                     int regen)
+{
+    uint32_t q = want && want < had ? want : had;
+    uint64_t n = 0, per = (uint64_t)q + c->special;
+    for (uint32_t f = 0; f < c->nfields; f++)
+        if (cut_has_field(c, want, 0, f) && cut_has_field(c, had, had_parts, f) &&
+            (!regen || (c->regen_mask >> f & 1)))
             n += per * c->limb;
     return n;
 }
@@ -46,10 +58,10 @@ uint64_t rules_generated(const rule_view *rv, int from, int to)
 void rules_copy_bytes(const rule_view *rv, int from, int to, uint32_t want, uint32_t had,
                       uint64_t *link, uint64_t *gen)
 {
-    uint64_t total = want ? cut_bytes(rv->cut, want, 0) : charge_at(rv->charge, rv->omit, to);
+    uint64_t total = want ? cut_bytes(rv->cut, want, 0, 0) : charge_at(rv->charge, rv->omit, to);
     uint64_t g;
     if (to >= 2 && from < 2)
-        g = want ? cut_bytes(rv->cut, want, 1) : rv->regen;
+        g = want ? cut_bytes(rv->cut, want, 0, 1) : rv->regen;
     else if (want) /* a partial copy from a device copy: nothing omitted on either side */
         g = 0;
     else {
@@ -58,8 +70,9 @@ void rules_copy_bytes(const rule_view *rv, int from, int to, uint32_t want, uint
         g = kept_to > kept_from ? kept_to - kept_from : 0;
     }
     if (had) { /* a grow: the limbs already there are copied on the device itself */
-        uint64_t hg = to >= 2 && from < 2 ? cut_bytes(rv->cut, had, 1) : 0;
-        total -= cut_bytes(rv->cut, had, 0);
+        uint32_t hp = rv->parts[to];
+        uint64_t hg = to >= 2 && from < 2 ? cut_overlap(rv->cut, want, had, hp, 1) : 0;
+        total -= cut_overlap(rv->cut, want, had, hp, 0);
         g -= hg;
     }
     *gen = g;
@@ -96,7 +109,7 @@ int rules_pick_source(const rule_view *v, int to_slot)
 /* Whether the copy at slot s can give a copy of `want` q-limbs (0: whole). */
 static int serves(const rule_view *v, int s, uint32_t want)
 {
-    return !rv_limbs(v, s) || (want && rv_limbs(v, s) >= want);
+    return !rv_limbs(v, s) || cut_serves(v->cut, rv_limbs(v, s), v->parts[s], want);
 }
 
 int rules_pick_source_limbs(const rule_view *v, int to_slot, uint32_t want, uint32_t had)

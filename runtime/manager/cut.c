@@ -156,11 +156,44 @@ fhr_status fhr_copy_limbs(fhr_manager *m, fhr_handle h, fhr_location loc, uint32
     return st;
 }
 
+fhr_status fhr_copy_parts(fhr_manager *m, fhr_handle h, fhr_location loc, uint32_t *parts,
+                          fhr_error *err)
+{
+    if (!parts)
+        return fhr_fail(err, FHR_E_INVALID, "copy_parts: parts is NULL");
+    *parts = 0;
+    int slot = fhr_loc_slot(loc);
+    if (slot < 0)
+        return fhr_fail(err, FHR_E_LOCATION, "copy_parts: invalid location");
+    fhr_status st = mgr_enter(m, "copy_parts", err);
+    if (st != FHR_OK)
+        return st;
+    val *v;
+    if ((st = mgr_lookup(m, h, "copy_parts", &v, err)) == FHR_OK) {
+        const mat *x = val_mat(v, slot);
+        if (!x)
+            st = fhr_fail(err, FHR_E_STATE, "copy_parts: no copy there");
+        else if (v->cut)
+            *parts = x->parts ? x->parts : cut_parts_read(v->cut, x->limbs);
+    }
+    mgr_leave(m);
+    return st;
+}
+
+fhr_status fhr_drop_parts(fhr_manager *m, fhr_handle h, fhr_location at, uint32_t limbs,
+                          fhr_error *err)
+{
+    if (!limbs)
+        return fhr_fail(err, FHR_E_INVALID, "drop_parts: limbs is 0 (fhr_drop drops the copy)");
+    fhr_action a = {FHR_ACT_DROP, h, at, 0, {0, 0}, limbs};
+    return mgr_run_action(m, &a, NULL, err);
+}
+
 uint64_t fhr_cut_nbytes(const fhr_value_info *vi, uint32_t limbs, int regen)
 {
     if (!vi || !vi->cut_q || !vi->cut_parts || !vi->cut_nfields)
         return 0;
     mgr_cut c = {vi->cut_q, vi->cut_special, vi->cut_parts, vi->cut_alpha, vi->cut_nfields,
                  vi->cut_limb_nbytes, vi->cut_regen_mask};
-    return cut_bytes(&c, limbs < c.q ? limbs : 0, regen);
+    return cut_bytes(&c, limbs < c.q ? limbs : 0, 0, regen);
 }

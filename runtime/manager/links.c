@@ -87,8 +87,11 @@ double mgr_restore_cost(fhr_manager *m, const val *v, int slot)
     rv.cut = v->cut;
     if (v->cut) { /* rv_limbs reads them only then */
         memset(rv.limbs, 0, sizeof rv.limbs);
-        for (const mat *x = v->copies; x; x = x->next)
+        memset(rv.parts, 0, sizeof rv.parts);
+        for (const mat *x = v->copies; x; x = x->next) {
             rv.limbs[x->slot] = x->limbs;
+            rv.parts[x->slot] = x->parts;
+        }
     }
     uint64_t others = rv.present & ~(1ULL << slot);
     double best = -1;

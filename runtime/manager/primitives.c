@@ -27,11 +27,14 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
     rv->present = v->present;
     rv->links = &m->links;
     rv->cut = v->cut;
-    if (v->cut) /* rv_limbs reads them only then */
+    if (v->cut) { /* rv_limbs reads them only then */
         memset(rv->limbs, 0, sizeof rv->limbs);
+        memset(rv->parts, 0, sizeof rv->parts);
+    }
     for (const mat *x = v->copies; x; x = x->next) { /* one per present bit */
         int s = x->slot;
         rv->limbs[s] = x->limbs;
+        rv->parts[s] = x->parts;
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled (a source all the same) */
         const char *why = x->leases    ? "an active lease"
@@ -106,6 +109,53 @@ static void remove_mat(fhr_manager *m, val *v, int slot)
     x->chore.work = free_copy_work;
     x->chore.done = free_copy_done;
     mgr_chore_push(m, &x->chore);
+}
+
+/* A drop of parts: the partial copy at slot keeps the parts a use of `keep` q-limbs
+ * reads (one buffer per part, value_copy_limbs); the others leave the accounting at once
+ * and are freed, as a removed copy is, once the copies reading them are done. The bytes
+ * freed in *freed. A failure changes nothing. */
+static fhr_status trim_copy(fhr_manager *m, val *v, int slot, uint32_t keep, uint64_t *freed,
+                            fhr_error *err)
+{
+    mat *x = val_mat(v, slot);
+    uint32_t parts = cut_parts_read(v->cut, keep < v->cut->q ? keep : 0);
+    mat *g = calloc(1, sizeof *g);
+    evref **reads = x->nreads ? malloc(x->nreads * sizeof *reads) : NULL;
+    fhr_value *tail = NULL;
+    fhr_status st = !g || (x->nreads && !reads)
+                        ? fhr_fail(err, FHR_E_NOMEM, "out of host memory")
+                        : value_split_tail(x->value, parts, &tail, err);
+    if (st != FHR_OK) {
+        free(g);
+        free(reads);
+        return st;
+    }
+    uint64_t before = mat_charge(v, x);
+    x->parts = parts;
+    x->storage = fhr_value_storage_nbytes(x->value);
+    *freed = before - mat_charge(v, x);
+    acct_release(&m->loc[slot], *freed);
+    mgr_changed(m, v->serial);
+    /* the dropped buffers, as a removed copy with the same readers */
+    g->loc = x->loc;
+    g->slot = slot;
+    g->value = tail;
+    g->serial = v->serial;
+    if ((g->ready = x->ready))
+        g->ready->refs++;
+    for (size_t i = 0; i < x->nreads; i++) {
+        reads[i] = x->reads[i];
+        reads[i]->refs++;
+    }
+    g->reads = reads;
+    g->nreads = g->capreads = x->nreads;
+    if (mgr_stream(m, g->loc, &g->free_on, NULL) != FHR_OK)
+        g->free_on = NULL;
+    g->chore.work = free_copy_work;
+    g->chore.done = free_copy_done;
+    mgr_chore_push(m, &g->chore);
+    return FHR_OK;
 }
 
 /* Forgets completed readers of src and makes room for one more (lock held). */
@@ -199,7 +249,7 @@ static void hold_inflight(fhr_manager *m, int slot, uint64_t charge, int hold)
 /* The copy's content, without the lock: a copy of src (or a load) with eff's limbs; a
  * grow copies the limbs the partial copy `over` holds on the device. */
 static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, fhr_location at,
-                               mat *src, const fhr_value *over, fhr_stream *s, fhr_value **nv,
+                               mat *src, const mat *over, fhr_stream *s, fhr_value **nv,
                                fhr_error *err)
 {
     fhr_status st = FHR_OK;
@@ -217,8 +267,9 @@ static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, f
         return st;
     }
     /* a partial copy, or a grow: the loaded value is the source of the limbs */
-    st = value_copy_limbs(v->cut, v->cut_names, lv ? lv : src->value, lv ? 0 : src->limbs, over,
-                          eff->had, eff->limbs, at, m->b, s, m->gens, nv, err);
+    st = value_copy_limbs(v->cut, v->cut_names, lv ? lv : src->value, lv ? 0 : src->limbs,
+                          over ? over->value : NULL, eff->had, over ? over->parts : 0,
+                          eff->limbs, at, m->b, s, m->gens, nv, err);
     if (lv)
         value_destroy_on(lv, m->b, s);
     return st;
@@ -250,7 +301,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
             wait[k]->refs++;
         }
     /* the whole copy, generated fields included; a partial one, its limbs */
-    uint64_t charge = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0) : VAL_CHARGE(v, slot);
+    uint64_t charge = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0, 0) : VAL_CHARGE(v, slot);
     hold_inflight(m, slot, charge, 1);
     mgr_unlock(m);
 
@@ -261,7 +312,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
         if (wait[k])
             st = m->b->ops->stream_wait_event(m->b, s, wait[k]->ev, err);
     if (st == FHR_OK)
-        st = make_content(m, v, eff, at, src, old ? old->value : NULL, s, &nv, err);
+        st = make_content(m, v, eff, at, src, old, s, &nv, err);
     if (st == FHR_OK && (st = ev_new(m, s, &ready, err)) != FHR_OK) {
         value_destroy_on(nv, m->b, s);
         nv = NULL;
@@ -291,7 +342,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     }
     x->storage = fhr_value_storage_nbytes(nv);
     /* over the link; the rest was generated, or (a grow) copied on the device */
-    tr->nbytes = x->storage - nv->generated - (old ? old->storage : 0);
+    tr->nbytes = x->storage - nv->generated - nv->ondevice;
     tr->regen_nbytes = nv->generated;
     x->loc = at;
     x->value = nv;
@@ -334,7 +385,7 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
     if ((st = rules_check(&rv, a, m->loc, m->ndev, &eff, err)) != FHR_OK)
         return st;
     if (eff.noop) {
-        mat *x = val_mat(v, fhr_loc_slot(a->at));
+        mat *x = a->kind == FHR_ACT_DROP ? NULL : val_mat(v, fhr_loc_slot(a->at));
         if (x) {
             x->last_use = ++m->clock;
             mgr_changed(m, v->serial);
@@ -368,6 +419,12 @@ fhr_status prim_apply(fhr_manager *m, const fhr_action *a, fhr_stream *s, fhr_re
             if ((st = create_copy(m, v, &eff, a->at, s, &tr, err)) != FHR_OK)
                 return st;
             tr.stream_id = m->b->ops->stream_id(m->b, s);
+        }
+        if (eff.trim >= 0) {
+            if ((st = trim_copy(m, v, eff.trim, eff.keep, &tr.dropped_nbytes, err)) != FHR_OK)
+                return st;
+            tr.has_from = 1;
+            tr.from = a->at;
         }
         if (eff.remove >= 0) {
             tr.has_from = 1;

@@ -18,7 +18,7 @@ static int requirements_present(fhr_manager *m, const fhr_requirement *rq, size_
             return 0; /* the full path names what is wrong */
         const mat *x = v->cut ? val_mat(v, slot) : NULL; /* a partial copy: enough limbs? */
         uint32_t want = v->cut && rq[i].limbs < v->cut->q ? rq[i].limbs : 0;
-        if (x && x->limbs && (!want || x->limbs < want))
+        if (x && x->limbs && !cut_serves(v->cut, x->limbs, x->parts, want))
             return 0;
     }
     return 1;

@@ -106,7 +106,7 @@ static fhr_status check_create(const rule_view *v, int slot, const locacct *locs
 {
     if (eff->had && (v->protected_ >> slot & 1)) /* a grow replaces the partial copy there */
         return refuse_protected(v, slot, "grow", err);
-    uint64_t n = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0) : charge_at(v->charge, v->omit, slot);
+    uint64_t n = eff->limbs ? cut_bytes(v->cut, eff->limbs, 0, 0) : charge_at(v->charge, v->omit, slot);
     if (!acct_fits(&locs[slot], n)) { /* the message names the value: formatted only now */
         char what[96];
         snprintf(what, sizeof what, "%s %s", op, RV_NAME(v));
@@ -173,12 +173,13 @@ static fhr_status rules_ensure(const rule_view *v, const fhr_action *a, const lo
     if ((st = want_limbs(v, a, &want, err)) != FHR_OK)
         return fail_at(v, a->at, err, st);
     uint32_t have = v->present & bit ? rv_limbs(v, at) : 0;
-    if ((v->present & bit) && (!have || (want && have >= want))) {
+    if ((v->present & bit) && (!have || cut_serves(v->cut, have, v->parts[at], want))) {
         eff->noop = 1;
         return FHR_OK;
     }
     eff->limbs = want;
     eff->had = have;
+    eff->had_parts = have ? v->parts[at] : 0;
     if (!(v->present & ~bit)) {
         if (!v->has_src)
             return fail_at(v, a->at, err,
@@ -200,10 +201,35 @@ static fhr_status rules_ensure(const rule_view *v, const fhr_action *a, const lo
     return check_create(v, at, locs, op, eff, err);
 }
 
+/* drop with limbs: the partial copy at `at` keeps only the parts a use of a->limbs q-limbs
+ * reads (present and unprotected: checked); nothing to do when it holds no more. */
+static fhr_status drop_parts(const rule_view *v, const fhr_action *a, int at, rule_effect *eff,
+                             fhr_error *err)
+{
+    char lb[16];
+    uint32_t have = rv_limbs(v, at);
+    if (!v->cut || !have)
+        return fail_at(v, a->at, err,
+                       fhr_fail(err, FHR_E_STATE, "drop %s at %s keeping the parts %u q-limbs "
+                                "read: %s", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
+                                a->limbs, !v->cut ? "the value has no limb cut"
+                                                  : "the copy there is whole; only a partial "
+                                                    "copy drops parts"));
+    uint32_t held = v->parts[at] ? v->parts[at] : cut_parts_read(v->cut, have);
+    uint32_t keep = cut_parts_read(v->cut, a->limbs < v->cut->q ? a->limbs : 0);
+    if (keep >= held) {
+        eff->noop = 1;
+        return FHR_OK;
+    }
+    eff->keep = a->limbs;
+    eff->trim = at;
+    return FHR_OK;
+}
+
 fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *locs, int ndev,
                        rule_effect *eff, fhr_error *err)
 {
-    *eff = (rule_effect){.create = -1, .remove = -1, .src = -1};
+    *eff = (rule_effect){.create = -1, .remove = -1, .src = -1, .trim = -1};
     const char *op = fhr_action_kind_name(a->kind);
     char lb[16], fb[16];
     fhr_status st;
@@ -211,10 +237,10 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
         return fail_at(v, a->at, err, st);
     int at = fhr_loc_slot(a->at);
     uint64_t bit = at >= 0 ? 1ULL << at : 0;
-    if (a->limbs && a->kind != FHR_ACT_ENSURE)
+    if (a->limbs && a->kind != FHR_ACT_ENSURE && a->kind != FHR_ACT_DROP)
         return fail_at(v, a->at, err,
-                       fhr_fail(err, FHR_E_INVALID, "%s %s: only ensure takes limbs", op,
-                                RV_NAME(v)));
+                       fhr_fail(err, FHR_E_INVALID, "%s %s: only ensure and drop take limbs",
+                                op, RV_NAME(v)));
 
     switch (a->kind) {
     case FHR_ACT_ENSURE:
@@ -285,6 +311,8 @@ fhr_status rules_check(const rule_view *v, const fhr_action *a, const locacct *l
                                     fhr_loc_format(a->at, lb, sizeof lb)));
         if (v->protected_ & bit)
             return refuse_protected(v, at, "drop", err);
+        if (a->limbs)
+            return drop_parts(v, a, at, eff, err);
         if (whole_copies(v) == bit && v->recov == FHR_MUST_PRESERVE)
             return fail_at(v, a->at, err,
                            fhr_fail(err, FHR_E_PRESERVE,

@@ -107,9 +107,10 @@ size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
         int sl = x->slot;
         ci->charged_nbytes = mat_charge(v, x);
         ci->limbs = x->limbs;
+        ci->parts = !v->cut ? 0 : x->parts ? x->parts : cut_parts_read(v->cut, x->limbs);
         ci->restore_nbytes = ci->charged_nbytes -
                              (x->loc.kind != FHR_LOC_CUDA ? 0
-                              : x->limbs          ? cut_bytes(v->cut, x->limbs, 1)
+                              : x->limbs          ? cut_bytes(v->cut, x->limbs, x->parts, 1)
                                                   : v->regen);
         ci->restore_s = mgr_restore_cost(m, v, sl);
         ci->copied = x->copied;

@@ -180,6 +180,37 @@ void value_destroy_on(fhr_value *v, fhr_backend *b, fhr_stream *s)
 
 void fhr_value_destroy(fhr_value *v) { value_destroy_on(v, NULL, NULL); }
 
+fhr_status value_split_tail(fhr_value *v, size_t first, fhr_value **tail, fhr_error *err)
+{
+    *tail = NULL;
+    size_t keep = 0;
+    while (keep < v->nfields && v->fields[keep].buf < first)
+        keep++;
+    for (size_t i = keep; i < v->nfields; i++)
+        if (v->fields[i].buf < first || v->fields[i].buf == VFIELD_OMITTED)
+            return fhr_fail(err, FHR_E_STATE, "the copy's fields are not ordered by buffer");
+    for (size_t r = 0; r < v->nregens; r++)
+        if (v->regens[r].field >= keep)
+            return fhr_fail(err, FHR_E_STATE, "the copy regenerates a field it would drop");
+    if (first > v->nbufs)
+        return fhr_fail(err, FHR_E_STATE, "the copy has %zu buffers, not %zu", v->nbufs, first);
+    fhr_value *t = calloc(1, sizeof *t);
+    size_t n = v->nbufs - first;
+    if (!t || (n && !(t->bufs = malloc(n * sizeof *t->bufs)))) {
+        free(t);
+        return fhr_fail(err, FHR_E_NOMEM, "out of host memory");
+    }
+    t->loc = v->loc;
+    memcpy(t->bufs, v->bufs + first, n * sizeof *t->bufs);
+    t->nbufs = t->capbufs = n;
+    v->nbufs = first;
+    for (size_t i = keep; i < v->nfields; i++)
+        free(v->fields[i].name);
+    v->nfields = keep;
+    *tail = t;
+    return FHR_OK;
+}
+
 fhr_location fhr_value_location(const fhr_value *v)
 {
     return v ? v->loc : (fhr_location){FHR_LOC_INVALID, 0};

@@ -51,6 +51,7 @@ struct fhr_value {
     vregen *regens;      /* regen.c */
     size_t nregens;
     uint64_t generated;  /* bytes the copy that made this value generated */
+    uint64_t ondevice;   /* bytes it copied from a partial copy on the same device */
 };
 
 typedef struct gen_registry gen_registry; /* generator.c */
@@ -61,6 +62,10 @@ extern const fhr_ckks_meta value_zero_meta;
 /* fhr_value_create with like's metadata, shared rather than copied. */
 fhr_status value_create_like(fhr_location loc, const fhr_value *like, fhr_value **out,
                              fhr_error *err);
+/* Moves buffers [first, nbufs) of v, and the fields over them (the last ones: FHR_E_STATE
+ * otherwise), into *tail, a new value at v's location with no fields; v keeps the rest.
+ * On failure v is unchanged. */
+fhr_status value_split_tail(fhr_value *v, size_t first, fhr_value **tail, fhr_error *err);
 
 /* Copy of v at `to`, allocated and filled in order on s; no host wait (value.c: the
  * compacting copy of a value without regenerable fields). */

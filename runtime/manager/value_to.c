@@ -191,47 +191,59 @@ static fhr_status limbs_from(const mgr_cut *c, const char *name, const fhr_value
 }
 
 /* One held field of the new copy at dst: its q-limbs and special limbs, the ones `over`
- * holds (had q-limbs, when it has the field) copied on the device, the rest from src. */
+ * holds (had q-limbs in had_parts parts, when it has the field; up to q_new of them)
+ * copied on the device, the rest from src. */
 static fhr_status field_limbs(const mgr_cut *c, const char *name, uint32_t f, uint32_t q_new,
                               const fhr_value *src, uint32_t src_q, const fhr_value *over,
-                              uint32_t had, char *dst, fhr_location to, fhr_backend *b,
-                              fhr_stream *s, const gen_registry *gens, uint64_t *generated,
-                              fhr_error *err)
+                              uint32_t had, uint32_t had_parts, char *dst, fhr_location to,
+                              fhr_backend *b, fhr_stream *s, const gen_registry *gens,
+                              fhr_value *nv, fhr_error *err)
 {
-    uint32_t from_over = over && cut_has_field(c, had, f) ? had : 0;
+    int from_over = over && cut_has_field(c, had, had_parts, f);
+    uint32_t kept = from_over ? (had < q_new ? had : q_new) : 0;
+    uint64_t *gen = &nv->generated;
     fhr_status st = FHR_OK;
-    if (from_over) /* q-limbs 0..had-1, then the special limbs, from the old copy */
-        st = limbs_from(c, name, over, had, 0, had, dst, to, b, s, gens, generated, err);
-    if (st == FHR_OK && q_new > from_over)
-        st = limbs_from(c, name, src, src_q, from_over, q_new - from_over,
-                        dst + (uint64_t)from_over * c->limb, to, b, s, gens, generated, err);
+    if (kept) /* q-limbs 0..kept-1, then the special limbs, from the old copy */
+        st = limbs_from(c, name, over, had, 0, kept, dst, to, b, s, gens, gen, err);
+    if (st == FHR_OK && q_new > kept)
+        st = limbs_from(c, name, src, src_q, kept, q_new - kept,
+                        dst + (uint64_t)kept * c->limb, to, b, s, gens, gen, err);
     if (st == FHR_OK && c->special)
         st = limbs_from(c, name, from_over ? over : src, from_over ? had : src_q, c->q,
-                        c->special, dst + (uint64_t)q_new * c->limb, to, b, s, gens, generated,
+                        c->special, dst + (uint64_t)q_new * c->limb, to, b, s, gens, gen,
                         err);
+    if (st == FHR_OK && from_over)
+        nv->ondevice += ((uint64_t)kept + c->special) * c->limb;
     return st;
 }
 
 fhr_status value_copy_limbs(const mgr_cut *c, char *const *names, const fhr_value *src,
                             uint32_t src_limbs, const fhr_value *over, uint32_t had,
-                            uint32_t limbs, fhr_location to, fhr_backend *b, fhr_stream *s,
-                            const gen_registry *gens, fhr_value **out, fhr_error *err)
+                            uint32_t had_parts, uint32_t limbs, fhr_location to,
+                            fhr_backend *b, fhr_stream *s, const gen_registry *gens,
+                            fhr_value **out, fhr_error *err)
 {
     fhr_value *nv = NULL;
     fhr_status st = value_create_like(to, src, &nv, err);
     if (st != FHR_OK)
         return st;
     uint32_t q_new = limbs ? limbs : c->q, src_q = src_limbs ? src_limbs : c->q;
+    uint32_t per_part = c->nfields / c->parts;
     uint64_t per = (uint64_t)(q_new + c->special) * c->limb, off = 0;
     size_t bi = 0;
-    if ((st = fhr_value_alloc_buffer(nv, b, (size_t)cut_bytes(c, limbs, 0), s, &bi, err)) != FHR_OK)
-        goto fail;
+    /* one buffer per part, so that a drop of parts frees its own */
     for (uint32_t f = 0; f < c->nfields && st == FHR_OK; f++) {
-        if (!cut_has_field(c, limbs, f))
+        if (!cut_has_field(c, limbs, 0, f))
             continue;
+        if (f % per_part == 0) {
+            st = fhr_value_alloc_buffer(nv, b, (size_t)(per * per_part), s, &bi, err);
+            off = 0;
+            if (st != FHR_OK)
+                break;
+        }
         char *dst = (char *)nv->bufs[bi].ptr + off;
-        st = field_limbs(c, names[f], f, q_new, src, src_q, over, had, dst, to, b, s, gens,
-                         &nv->generated, err);
+        st = field_limbs(c, names[f], f, q_new, src, src_q, over, had, had_parts, dst, to, b,
+                         s, gens, nv, err);
         if (st == FHR_OK)
             st = fhr_value_add_field(nv, names[f], bi, (size_t)off, (size_t)per, err);
         off += per;

@@ -190,15 +190,10 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
     }
     if (eff.create >= 0) {
         s->loc[eff.create].present = 1;
-        uint64_t c = eff.limbs ? cut_bytes(sv->rv.cut, eff.limbs, 0)
+        uint64_t c = eff.limbs ? cut_bytes(sv->rv.cut, eff.limbs, 0, 0)
                                : charge_at(sv->rv.charge, sv->rv.omit, eff.create);
         acct_charge(&s->loc[eff.create], c);
-        if (eff.had) /* a grow: the partial copy it replaces goes once the new one is made */
-            acct_release(&s->loc[eff.create], cut_bytes(sv->rv.cut, eff.had, 0));
-        sv->rv.present |= 1ULL << eff.create;
-        sv->rv.limbs[eff.create] = eff.limbs;
-        sv->rv.unsettled &= ~(1ULL << eff.create); /* the model completes every copy */
-        if (eff.src >= 0) {
+        if (eff.src >= 0) { /* before the view changes: a grow reads the old copy's parts */
             uint64_t gen, link;
             rules_copy_bytes(&sv->rv, eff.src, eff.create, eff.limbs, eff.had, &link, &gen);
             s->ex->bytes_moved += link;
@@ -208,10 +203,22 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
                 s->ex->peer_copies++;
             }
         }
+        if (eff.had) /* a grow: the partial copy it replaces goes once the new one is made */
+            acct_release(&s->loc[eff.create], rv_charge(&sv->rv, eff.create));
+        sv->rv.present |= 1ULL << eff.create;
+        sv->rv.limbs[eff.create] = eff.limbs;
+        sv->rv.parts[eff.create] = 0;
+        sv->rv.unsettled &= ~(1ULL << eff.create); /* the model completes every copy */
+    }
+    if (eff.trim >= 0) { /* a drop of parts: the copy stays with fewer */
+        uint64_t before = rv_charge(&sv->rv, eff.trim);
+        sv->rv.parts[eff.trim] = cut_parts_read(sv->rv.cut, eff.keep < sv->rv.cut->q ? eff.keep : 0);
+        acct_release(&s->loc[eff.trim], before - rv_charge(&sv->rv, eff.trim));
     }
     if (eff.remove >= 0) {
         acct_release(&s->loc[eff.remove], rv_charge(&sv->rv, eff.remove));
         sv->rv.limbs[eff.remove] = 0;
+        sv->rv.parts[eff.remove] = 0;
         sv->rv.present &= ~(1ULL << eff.remove);
         sv->rv.unsettled &= ~(1ULL << eff.remove);
     }

@@ -49,7 +49,7 @@ static fhr_status build_future(rplan_vm *vm, fhr_future_use **out, size_t *n, fh
         if (in->op == RPLAN_OP_REQUEST)
             pos++;
         else if (in->op == RPLAN_OP_REQUIRE)
-            f[k++] = (fhr_future_use){pos, vm->h[in->value], in->loc};
+            f[k++] = (fhr_future_use){pos, vm->h[in->value], in->loc, in->limbs};
     }
     *out = f;
     *n = k;
@@ -70,7 +70,7 @@ static int future_cmp(const void *a, const void *b)
 /* The first position after `after` where h is required at loc; UINT64_MAX: never. */
 static uint64_t next_use(const rplan_vm *vm, fhr_handle h, fhr_location loc, uint64_t after)
 {
-    fhr_future_use key = {after + 1, h, loc};
+    fhr_future_use key = {after + 1, h, loc, 0};
     size_t lo = 0, hi = vm->nfuture;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -377,7 +377,7 @@ static int drops_required(const fhr_decision *d, const req_parts *q)
 }
 
 /* 1 + the newest entry in flight whose bodies read a partial copy the request must grow
- * (it requires more limbs than the copy holds); 0: none. The manager refuses to grow a
+ * (it requires more limbs or parts than the copy holds); 0: none. The manager refuses to grow a
  * copy a body still reads (the grow frees it), and check's view has those bodies ended
  * (the time objective's model holds only copies the request does not require). So the
  * run waits for them before it decides, and decides what check decides. */
@@ -386,11 +386,16 @@ static size_t grown_inflight(const rplan_vm *vm, const req_parts *q)
     size_t last = 0;
     for (size_t j = 0; vm->ninflight && j < q->nrq; j++) {
         const fhr_requirement *r = &q->rq[j];
-        uint32_t have = 0;
-        if (!vm->vinfo[vm->ins[q->rq_pc[j]].value].limb_q ||
-            fhr_copy_limbs(vm->m, r->handle, r->at, &have, NULL) != FHR_OK || !have ||
-            (r->limbs && r->limbs <= have))
-            continue; /* not cut, no copy, a whole one, or enough limbs */
+        const rplan_value_info *vi = &vm->vinfo[vm->ins[q->rq_pc[j]].value];
+        uint32_t have = 0, parts = 0;
+        if (!vi->limb_q || fhr_copy_limbs(vm->m, r->handle, r->at, &have, NULL) != FHR_OK ||
+            !have || fhr_copy_parts(vm->m, r->handle, r->at, &parts, NULL) != FHR_OK)
+            continue; /* not cut, no copy, or a whole one */
+        uint32_t alpha = vi->limb_alpha ? vi->limb_alpha
+                                        : (vi->limb_q + vi->limb_parts - 1) / vi->limb_parts;
+        if (r->limbs && r->limbs < vi->limb_q && r->limbs <= have &&
+            parts >= (r->limbs + alpha - 1) / alpha)
+            continue; /* enough limbs and parts */
         last = newest_reader(vm, r->handle, r->at, last);
     }
     return last;

@@ -110,6 +110,13 @@ static void vm_account_link(rplan_vm *vm, const fhr_transition *t)
         *at = 0;
         return;
     }
+    if (t->kind == FHR_ACT_DROP && t->dropped_nbytes) { /* a drop of parts: the copy stays */
+        if (cut && from >= 0 && (*at & (1ull << from)) && cut[from] >= t->dropped_nbytes) {
+            resid_add(vm, t, t->from, 0, 0, t->dropped_nbytes);
+            cut[from] -= t->dropped_nbytes;
+        }
+        return;
+    }
     if (t->has_from && from >= 0 && t->kind != FHR_ACT_ENSURE && (*at & (1ull << from)) &&
         (t->kind == FHR_ACT_DROP || from != to)) {
         resid_add(vm, t, t->from, 0, t->kind == FHR_ACT_MOVE ? wi : 0,

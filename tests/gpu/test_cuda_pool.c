@@ -76,7 +76,7 @@ Test(cuda_pool, streamed_keys_hold_the_budget_rounded_up_to_one_granule, .timeou
         fhr_future_use fut[2 * NKEYS];
         for (int i = 0; i < 2 * NKEYS; i++) { /* serpentine: pass 2 walks back */
             int k = i < NKEYS ? i : 2 * NKEYS - 1 - i;
-            fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[k], fhr_loc_cuda(0)};
+            fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[k], fhr_loc_cuda(0), 0};
         }
         fhr_location fb[] = {fhr_loc_pinned()};
         fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};

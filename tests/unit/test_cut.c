@@ -67,9 +67,11 @@ static uint8_t whole_byte(int seeded, int f, size_t i)
     return pat(40 + (uint64_t)f, i);
 }
 
-/* The copy at cuda:0 holds `limbs` q-limbs (0: whole) exactly as a partial copy lays
- * them out: per held field, its q-limbs then its special limbs. */
-static void check_copy(fhr_manager *m, fhr_handle h, uint32_t limbs, int seeded)
+/* The copy at cuda:0 holds `limbs` q-limbs (0: whole) of `parts` parts (0: those the
+ * limbs read) exactly as a partial copy lays them out: per held field, its q-limbs then
+ * its special limbs. */
+static void check_copy_parts(fhr_manager *m, fhr_handle h, uint32_t limbs, int parts,
+                             int seeded)
 {
     fhr_backend *b = fhr_manager_backend(m);
     fhr_stream *s = NULL;
@@ -81,7 +83,7 @@ static void check_copy(fhr_manager *m, fhr_handle h, uint32_t limbs, int seeded)
     uint32_t nq = limbs ? limbs : Q;
     size_t held = 0;
     for (int f = 0; f < NF; f++) {
-        int has = !limbs || (f / 2) * 3 < (int)limbs;
+        int has = parts ? f / 2 < parts : !limbs || (f / 2) * 3 < (int)limbs;
         void *p = NULL;
         size_t n = 0;
         fhr_status st = fhr_value_field(v, NAMES[f], &p, &n);
@@ -102,6 +104,11 @@ static void check_copy(fhr_manager *m, fhr_handle h, uint32_t limbs, int seeded)
     fhr_stream_sync(b, s, NULL);
     fhr_stream_destroy(b, s);
     t_reap(m);
+}
+
+static void check_copy(fhr_manager *m, fhr_handle h, uint32_t limbs, int seeded)
+{
+    check_copy_parts(m, h, limbs, 0, seeded);
 }
 
 static fhr_report *ensure_report(fhr_manager *m, fhr_handle h, uint32_t limbs)
@@ -159,7 +166,10 @@ Test(cut, the_cut_is_checked_against_the_fields)
     fhr_action drop = {FHR_ACT_DROP, h, fhr_loc_pinned(), 0, {0, 0}, 2};
     fhr_status st = fhr_execute_actions(m, &drop, 1, NULL, 0, NULL, &e);
     cr_assert_neq(st, FHR_OK);
-    cr_assert(strstr(e.message, "only ensure takes limbs"), "%s", e.message);
+    cr_assert(strstr(e.message, "only a partial copy drops parts"), "%s", e.message);
+    fhr_action move = {FHR_ACT_MOVE, h, fhr_loc_cuda(0), 0, {0, 0}, 2};
+    cr_assert_neq(fhr_execute_actions(m, &move, 1, NULL, 0, NULL, &e), FHR_OK);
+    cr_assert(strstr(e.message, "only ensure and drop take limbs"), "%s", e.message);
     cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 0);
     fhr_error_clear(&e);
     fhr_manager_destroy(m);
@@ -435,4 +445,144 @@ Test(cut, a_policy_drops_a_partial_copy_it_cannot_grow_beside)
     fhr_policy_destroy(pol);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
+}
+
+/* A drop of parts: a copy of 5 q-limbs (both parts) keeps part 0 with its 5 q-limbs, is
+ * charged that, still serves a use of 2 q-limbs, and grows back to 4 q-limbs moving only
+ * part 1 (part 0's limbs are copied on the device). Explain counts what the run moves.
+ * Refused for a whole copy and a leased one, a no-op when no part would go. */
+Test(cut, a_drop_of_parts_frees_them_and_a_grow_brings_them_back)
+{
+    fhr_backend *b = emu_backend(1);
+    fhr_manager *m = new_manager(b, NULL, 0);
+    fhr_handle h = adopt_key(m, b, 1, 1);
+    fhr_report_free(ensure_report(m, h, 5));
+    const uint64_t l5 = 4u * (5 + K) * LIMB, p0 = 2u * (5 + K) * LIMB;
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), l5);
+    fhr_error e;
+    fhr_error_init(&e);
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 0, &e), FHR_E_INVALID);
+    /* leased: refused, nothing changes */
+    fhr_lease *l = NULL;
+    fhr_stream *s = NULL;
+    cr_assert_eq(fhr_stream_create(b, fhr_loc_cuda(0), &s, NULL), FHR_OK);
+    cr_assert_eq(fhr_acquire(m, &h, 1, fhr_loc_cuda(0), s, &l, NULL), FHR_OK);
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 2, &e), FHR_E_PROTECTED);
+    cr_assert_eq(fhr_lease_release(l, NULL), FHR_OK);
+    fhr_lease_destroy(l);
+    fhr_stream_sync(b, s, NULL);
+    fhr_stream_destroy(b, s);
+    t_reap(m);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), l5);
+    /* nothing to drop: a use of 4 q-limbs reads both parts */
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 4, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), l5);
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 2, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), p0);
+    uint32_t limbs = 0, parts = 0;
+    cr_assert_eq(fhr_copy_limbs(m, h, fhr_loc_cuda(0), &limbs, NULL), FHR_OK);
+    cr_assert_eq(fhr_copy_parts(m, h, fhr_loc_cuda(0), &parts, NULL), FHR_OK);
+    cr_assert_eq(limbs, 5);
+    cr_assert_eq(parts, 1);
+    check_copy_parts(m, h, 5, 1, 1);
+    check_accounting(m);
+    fhr_snapshot *snap = NULL;
+    cr_assert_eq(fhr_snapshot_take(m, &snap, NULL), FHR_OK);
+    const fhr_value_info *vi = fhr_snapshot_value(snap, h);
+    int seen = 0;
+    for (size_t c = 0; vi && c < vi->ncopies; c++)
+        if (fhr_loc_equal(vi->copies[c].loc, fhr_loc_cuda(0))) {
+            seen = 1;
+            cr_assert_eq(vi->copies[c].parts, 1);
+            cr_assert_eq(vi->copies[c].charged_nbytes, p0);
+        }
+    cr_assert(seen);
+    fhr_snapshot_free(snap);
+    /* a use of 2 q-limbs reads part 0 only: served as it is */
+    fhr_report *r = ensure_report(m, h, 2);
+    cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), 0);
+    fhr_report_free(r);
+    /* 4 q-limbs read part 1 again: explain and the run move its b half only (seeded) */
+    fhr_action grow = {FHR_ACT_ENSURE, h, fhr_loc_cuda(0), 0, {0, 0}, 4};
+    fhr_plan *p = NULL;
+    fhr_plan_desc desc = {"grow", NULL, 0, &grow, 1, NULL, 0, NULL, 0};
+    cr_assert_eq(fhr_plan_create(&desc, &p, NULL), FHR_OK);
+    fhr_explanation ex;
+    cr_assert_eq(fhr_explain(m, p, &ex, NULL), FHR_OK);
+    cr_assert(ex.feasible, "%s", ex.reason);
+    r = ensure_report(m, h, 4);
+    cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), 1u * (4 + K) * LIMB);
+    cr_assert_eq(fhr_report_regen_bytes(r), 1u * (4 + K) * LIMB);
+    cr_assert_eq(ex.bytes_moved, fhr_report_bytes(r, FHR_DIR_H2D));
+    cr_assert_eq(ex.bytes_regenerated, fhr_report_regen_bytes(r));
+    fhr_report_free(r);
+    fhr_plan_destroy(p);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * (4 + K) * LIMB);
+    check_copy(m, h, 4, 1);
+    /* a whole copy is one buffer: it drops no parts */
+    fhr_report_free(ensure_report(m, h, 0));
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 2, &e), FHR_E_STATE);
+    cr_assert(strstr(e.message, "whole"), "%s", e.message);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * FIELD);
+    check_accounting(m);
+    fhr_error_clear(&e);
+    fhr_manager_destroy(m);
+    fhr_backend_destroy(b);
+}
+
+/* The lookahead policy, short of room for a new key, drops the part of a partial copy
+ * its next use does not read instead of the whole copy; that use then moves nothing.
+ * When the next use reads both parts, the copy goes whole. */
+Test(cut, a_lookahead_drops_the_parts_the_next_use_does_not_read)
+{
+    for (int next = 2; next <= 5; next += 3) {
+        fhr_backend *b = emu_backend(1);
+        const uint64_t l5 = 4u * (5 + K) * LIMB, p0 = 2u * (5 + K) * LIMB;
+        fhr_budget bud = {fhr_loc_cuda(0), 2 * l5 - p0};
+        fhr_manager *m = new_manager(b, &bud, 1);
+        fhr_handle k[2] = {adopt_key(m, b, 0, 1), adopt_key(m, b, 0, 1)};
+        fhr_future_use fut[] = {{1, k[0], fhr_loc_cuda(0), 5}, {2, k[1], fhr_loc_cuda(0), 5},
+                                {3, k[0], fhr_loc_cuda(0), (uint32_t)next}};
+        fhr_policy *pol = NULL;
+        fhr_controller *c = NULL;
+        cr_assert_eq(fhr_policy_lookahead_create(NULL, 0, fut, 3, &pol, NULL), FHR_OK);
+        cr_assert_eq(fhr_controller_create(m, pol, &c, NULL), FHR_OK);
+        uint64_t moved = 0;
+        for (int i = 0; i < 3; i++) {
+            fhr_requirement rq = {fut[i].handle, fhr_loc_cuda(0), fut[i].limbs};
+            fhr_request req = {"use", &rq, 1, NULL, 0, fut[i].position};
+            fhr_decision *d = NULL;
+            cr_assert_eq(fhr_decide(c, &req, &d, NULL), FHR_OK);
+            cr_assert(fhr_decision_feasible(d), "%s", fhr_decision_explanation(d)->reason);
+            if (i == 1) {
+                cr_assert_eq(fhr_decision_nevictions(d), 1);
+                const fhr_eviction *ev = fhr_decision_eviction(d, 0);
+                cr_assert(fhr_handle_equal(ev->action.handle, k[0]));
+                cr_assert_eq(ev->action.kind, FHR_ACT_DROP);
+                cr_assert_eq(ev->action.limbs, next == 2 ? 2u : 0u);
+                cr_assert_eq(ev->nbytes, next == 2 ? l5 - p0 : l5);
+            }
+            const fhr_plan *p = fhr_decision_plan(d);
+            fhr_phase ph[2] = {FHR_PHASE_RECLAIM, FHR_PHASE_ENTER};
+            for (int x = 0; x < 2; x++)
+                for (size_t a = 0; a < fhr_plan_nactions(p, ph[x]); a++) {
+                    fhr_report *r = NULL;
+                    fhr_error e;
+                    fhr_error_init(&e);
+                    cr_assert_eq(fhr_execute_actions(m, fhr_plan_action(p, ph[x], a), 1, NULL,
+                                                     0, &r, &e), FHR_OK, "%s", e.message);
+                    if (i == 2)
+                        moved += fhr_report_bytes(r, FHR_DIR_H2D);
+                    fhr_report_free(r);
+                }
+            fhr_decision_destroy(d);
+            check_accounting(m);
+        }
+        /* the third use: nothing when part 0 stayed; else its 5 q-limbs again */
+        cr_assert_eq(moved, next == 2 ? 0u : l5, "next use of %d q-limbs", next);
+        fhr_controller_destroy(c);
+        fhr_policy_destroy(pol);
+        fhr_manager_destroy(m);
+        fhr_backend_destroy(b);
+    }
 }

@@ -507,7 +507,7 @@ Test(engine, throttled_streaming_moves_what_check_predicts, .timeout = 60)
         fhr_future_use fut[28];
         for (int i = 0; i < 28; i++)
             fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[serpentine_key(i / 14, i % 14)],
-                                      fhr_loc_cuda(0)};
+                                      fhr_loc_cuda(0), 0};
         fhr_location fb[] = {fhr_loc_pinned()};
         fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
         fhr_policy *p;

@@ -111,7 +111,7 @@ static run_result run_trace_regen(const int *trace, int t, const uint64_t *size,
     fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
     fhr_future_use fut[64];
     for (int i = 0; i < t; i++)
-        fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[trace[i]], fhr_loc_cuda(0)};
+        fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[trace[i]], fhr_loc_cuda(0), 0};
     fhr_policy *p;
     if (lookahead)
         cr_assert_eq(fhr_policy_lookahead_create(&chain, 1, fut, (size_t)t, &p, NULL), FHR_OK);
@@ -294,7 +294,7 @@ Test(lookahead, cheap_restore_is_evicted_before_a_farther_expensive_one)
 Test(lookahead, bad_futures_are_refused)
 {
     fhr_policy *p = NULL;
-    fhr_future_use f[2] = {{0, {1, 1}, {FHR_LOC_CUDA, 0}}, {1, {2, 1}, {FHR_LOC_CUDA, 0}}};
+    fhr_future_use f[2] = {{0, {1, 1}, {FHR_LOC_CUDA, 0}, 0}, {1, {2, 1}, {FHR_LOC_CUDA, 0}, 0}};
     cr_assert_eq(fhr_policy_lookahead_create(NULL, 0, f, 1, &p, NULL), FHR_E_INVALID);
     f[0].position = 1;
     cr_assert_eq(fhr_policy_lookahead_create(NULL, 0, f, 2, &p, NULL), FHR_E_HANDLE);
@@ -329,7 +329,7 @@ Test(lookahead, ties_among_copies_never_used_again_evict_the_least_recent)
     fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
     fhr_future_use fut[5];
     for (int i = 0; i < 5; i++)
-        fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[trace[i]], fhr_loc_cuda(0)};
+        fut[i] = (fhr_future_use){(uint64_t)i + 1, keys[trace[i]], fhr_loc_cuda(0), 0};
     fhr_policy *p;
     cr_assert_eq(fhr_policy_lookahead_create(&chain, 1, fut, 5, &p, NULL), FHR_OK);
     fhr_controller *c;

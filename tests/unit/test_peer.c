@@ -384,8 +384,8 @@ Test(peer, lookahead_evicts_the_copy_the_other_device_can_restore)
     cr_assert_lt(copy_at(m, k[0], C0()).restore_s, copy_at(m, k[1], C0()).restore_s);
     fhr_location fb[] = {fhr_loc_pinned()};
     fhr_tier_chain chain = {fhr_loc_cuda(0), fb, 1};
-    fhr_future_use fut[] = {{1, k[2], fhr_loc_cuda(0)}, {3, k[0], fhr_loc_cuda(0)},
-                            {4, k[1], fhr_loc_cuda(0)}};
+    fhr_future_use fut[] = {{1, k[2], fhr_loc_cuda(0), 0}, {3, k[0], fhr_loc_cuda(0), 0},
+                            {4, k[1], fhr_loc_cuda(0), 0}};
     fhr_policy *p;
     cr_assert_eq(fhr_policy_lookahead_create(&chain, 1, fut, 3, &p, NULL), FHR_OK);
     fhr_controller *c;
