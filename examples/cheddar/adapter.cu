@@ -69,14 +69,28 @@ class BindResource final : public rmm::mr::device_memory_resource {
         next_ = static_cast<char *>(base);
         left_ = nbytes;
         overrun_ = false;
+        regions_ = nullptr;
+    }
+    // The same over n regions of `each` bytes: each allocation takes the next region whole
+    // (an allocation of another size, or one more than n, overruns).
+    void open(void *const *regions, int n, size_t each)
+    {
+        open(n ? regions[0] : nullptr, n ? each : 0);
+        regions_ = regions;
+        nregions_ = n;
+        each_ = each;
+        region_ = 0;
     }
     // Closes the binding; returns the bytes of the region left unused (-1: an allocation
     // asked for more than the region held).
     long long close()
     {
         long long r = overrun_ ? -1 : (long long)left_;
+        if (regions_ && !overrun_ && region_ < nregions_)
+            r += (long long)((nregions_ - region_ - 1) * each_);
         next_ = nullptr;
         left_ = 0;
+        regions_ = nullptr;
         return r;
     }
     uint64_t now() const { return now_; }
@@ -86,8 +100,12 @@ class BindResource final : public rmm::mr::device_memory_resource {
   private:
     void *do_allocate(std::size_t bytes, rmm::cuda_stream_view s) override
     {
+        if (regions_ && next_ && left_ == 0 && region_ + 1 < nregions_) {
+            next_ = static_cast<char *>(regions_[++region_]); // the next field's region
+            left_ = each_;
+        }
         if (next_) {
-            if (bytes > left_) {
+            if (bytes > left_ || (regions_ && bytes != left_)) {
                 overrun_ = true;
                 throw std::runtime_error("binding: an allocation outgrew the leased region");
             }
@@ -120,6 +138,9 @@ class BindResource final : public rmm::mr::device_memory_resource {
     char *next_ = nullptr;
     size_t left_ = 0;
     bool overrun_ = false;
+    void *const *regions_ = nullptr; // open over fields: their regions, and the one in use
+    int nregions_ = 0, region_ = 0;
+    size_t each_ = 0;
     std::unordered_set<void *> bound_;
     uint64_t now_ = 0, peak_ = 0;
 };
@@ -128,6 +149,10 @@ class BindResource final : public rmm::mr::device_memory_resource {
 class Binding {
   public:
     Binding(BindResource *r, void *base, size_t nbytes) : r_(r) { r_->open(base, nbytes); }
+    Binding(BindResource *r, void *const *regions, int n, size_t each) : r_(r)
+    {
+        r_->open(regions, n, each);
+    }
     ~Binding()
     {
         if (r_)
@@ -1007,7 +1032,7 @@ extern "C" int ch_load_pt(ch_engine *e, int p, void *dst, uint64_t nbytes, void 
 namespace {
 
 // The phase's i-th key, built over its leased copy: Cheddar's EvaluationKey allocates b0
-// a0 b1 a1 ... in that order, the fields' order in the copy. A partial copy (fewer
+// a0 b1 a1 ... in that order, the fields' order in the copy, one field each. A partial copy (fewer
 // q-limbs, fewer parts) is a key of those q-limbs: the kernels find the special limbs
 // after the key's own q-limbs, and read only the q-limbs and parts the phase's level
 // reaches, so its words are the full key's.
@@ -1016,13 +1041,14 @@ int bind_key(ch_engine *e, const PhaseRec &p, size_t i, const ch_key_copy *keys,
 {
     const KeyRec &k = e->keys[p.keys[i]];
     const ch_key_copy *c = keys ? &keys[i] : nullptr;
-    if (!c || !c->base)
+    if (!c || !c->nfields || !c->field[0])
         return fail(msg, n, "phase %s: no device copy of key %s", p.info.name, k.info.name);
     uint64_t lb = k.info.limb_bytes;
     int held_q = c->field_bytes % lb ? -1 : (int)(c->field_bytes / lb) - k.info.special;
     int held_parts = c->nfields / 2, need = p.limbs[i];
     int need_parts = (need + k.info.alpha - 1) / k.info.alpha;
-    if (held_q < 1 || held_q > k.info.q || c->nfields % 2 || held_parts > k.info.beta)
+    if (held_q < 1 || held_q > k.info.q || c->nfields % 2 || held_parts > k.info.beta ||
+        c->nfields > CH_KEY_FIELDS)
         return fail(msg, n, "phase %s: the copy of key %s (%d fields of %llu bytes) is no "
                     "cut of its %d fields of %d q-limbs and %d special limbs", p.info.name,
                     k.info.name, c->nfields, (unsigned long long)c->field_bytes,
@@ -1035,7 +1061,7 @@ int bind_key(ch_engine *e, const PhaseRec &p, size_t i, const ch_key_copy *keys,
                     ? k.np
                     : NPInfo(held_q - k.np.num_ter_, k.np.num_ter_, k.np.num_aux_);
     uint64_t bytes = (uint64_t)c->nfields * c->field_bytes;
-    Binding bind(e->binder, c->base, bytes);
+    Binding bind(e->binder, c->field, c->nfields, (size_t)c->field_bytes);
     try {
         m.emplace(k.info.index, Evk(np, held_parts));
     } catch (const std::exception &ex) {

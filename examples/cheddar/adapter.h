@@ -75,10 +75,12 @@ typedef struct ch_phase_info {
                            its level), at most the key's q; the key's q: read whole */
 } ch_phase_info;
 
-/* The device copy of a key a phase reads: its fields back to back, each field_bytes
- * ((held q-limbs + special) limbs), 2 * held parts of them (b0 a0 b1 a1 ...). */
+/* The device copy of a key a phase reads: its fields, each field_bytes ((held q-limbs +
+ * special) limbs), 2 * held parts of them (b0 a0 b1 a1 ...), wherever each one lies (a
+ * partial copy keeps each part in a buffer of its own). */
+#define CH_KEY_FIELDS 32
 typedef struct ch_key_copy {
-    void *base;
+    void *field[CH_KEY_FIELDS];
     uint64_t field_bytes;
     int nfields;
 } ch_key_copy;

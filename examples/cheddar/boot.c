@@ -231,30 +231,28 @@ static fhr_status load_pt(void *ctx, const rplan_load *ld, fhr_error *err)
 }
 
 /* A key's copy as the adapter binds it: its fields (whole, or the q-limbs and parts of a
- * partial copy) of one size, back to back. */
+ * partial copy), all of one size, wherever each lies. */
 static fhr_status key_copy(const fhr_value *v, const char *name, ch_key_copy *out)
 {
     size_t nf = fhr_value_nfields(v), nb0 = 0;
-    void *p0 = NULL;
+    if (nf == 0 || nf > CH_KEY_FIELDS) {
+        snprintf(msg, sizeof msg, "value %s has %zu fields (1 to %d)", name, nf, CH_KEY_FIELDS);
+        return FHR_E_BACKEND;
+    }
+    memset(out, 0, sizeof *out);
     for (size_t f = 0; f < nf; f++) {
-        void *p = NULL;
         size_t nb = 0;
-        int got = fhr_value_field_at(v, f, &p, &nb) == FHR_OK;
-        if (got && f == 0) {
-            p0 = p;
+        int got = fhr_value_field_at(v, f, &out->field[f], &nb) == FHR_OK;
+        if (got && f == 0)
             nb0 = nb;
-        }
-        if (!got || nb != nb0 || (char *)p != (char *)p0 + f * nb0) {
-            snprintf(msg, sizeof msg, "value %s: field %zu of %zu is not the next %zu bytes "
-                     "after field 0", name, f, nf, nb0);
+        if (!got || nb != nb0) {
+            snprintf(msg, sizeof msg, "value %s: field %zu of %zu is not %zu bytes as field 0",
+                     name, f, nf, nb0);
             return FHR_E_BACKEND;
         }
     }
-    if (nf == 0) {
-        snprintf(msg, sizeof msg, "value %s has no fields", name);
-        return FHR_E_BACKEND;
-    }
-    *out = (ch_key_copy){p0, nb0, (int)nf};
+    out->field_bytes = nb0;
+    out->nfields = (int)nf;
     return FHR_OK;
 }
 

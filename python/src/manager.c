@@ -674,6 +674,21 @@ static PyObject *mgr_copy_limbs(PyObject *self, PyObject *args)
     return finish_value(m, st, &e, PyLong_FromUnsignedLong(limbs));
 }
 
+static PyObject *mgr_copy_parts(PyObject *self, PyObject *args)
+{
+    fhpy_manager *m = (fhpy_manager *)self;
+    fhpy_handle_arg h;
+    fhr_location at;
+    if (!check_open(m) ||
+        !PyArg_ParseTuple(args, "O&O&", fhpy_handle_conv, &h, fhpy_to_loc_conv, &at))
+        return NULL;
+    FHPY_ERR_INIT(e);
+    uint32_t parts = 0;
+    fhr_status st;
+    NOGIL(st, fhr_copy_parts(m->m, h.h, at, &parts, &e));
+    return finish_value(m, st, &e, PyLong_FromUnsignedLong(parts));
+}
+
 static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
@@ -701,18 +716,23 @@ static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)
     return finish(m, st, &e);
 }
 
+/* limbs 0: fhr_drop (the copy); else fhr_drop_parts (the parts a use of limbs reads stay). */
 static PyObject *mgr_drop(PyObject *self, PyObject *args, PyObject *kw)
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhpy_handle_arg h;
     fhr_location at;
-    static char *kwl[] = {"handle", "at", NULL};
-    if (!check_open(m) || !PyArg_ParseTupleAndKeywords(args, kw, "O&O&", kwl, fhpy_handle_conv,
-                                                       &h, fhpy_to_loc_conv, &at))
+    PyObject *limbs_o = NULL;
+    uint32_t limbs = 0;
+    static char *kwl[] = {"handle", "at", "limbs", NULL};
+    if (!check_open(m) ||
+        !PyArg_ParseTupleAndKeywords(args, kw, "O&O&|$O", kwl, fhpy_handle_conv, &h,
+                                     fhpy_to_loc_conv, &at, &limbs_o) ||
+        (limbs_o && !fhpy_u32(limbs_o, "limbs", &limbs)))
         return NULL;
     FHPY_ERR_INIT(e);
     fhr_status st;
-    NOGIL(st, fhr_drop(m->m, h.h, at, &e));
+    NOGIL(st, limbs ? fhr_drop_parts(m->m, h.h, at, limbs, &e) : fhr_drop(m->m, h.h, at, &e));
     if (st == FHR_E_PROTECTED)
         fhpy_exports_note(&e, fhpy_exports_of(m, h.obj, at));
     return finish(m, st, &e);
@@ -1012,14 +1032,14 @@ static PyObject *snapshot_object(const fhr_snapshot *s)
         for (size_t c = 0; c < v->ncopies; c++) {
             const fhr_copy_info *x = &v->copies[c];
             PyObject *d = Py_BuildValue(
-                "{s:N,s:K,s:K,s:K,s:O,s:I,s:I,s:I,s:K,s:d,s:N,s:I}", "location",
+                "{s:N,s:K,s:K,s:K,s:O,s:I,s:I,s:I,s:K,s:d,s:N,s:I,s:I}", "location",
                 fhpy_loc_new(x->loc), "storage_nbytes", (unsigned long long)x->storage_nbytes,
                 "charged_nbytes", (unsigned long long)x->charged_nbytes, "restore_nbytes",
                 (unsigned long long)x->restore_nbytes, "ready", x->ready ? Py_True : Py_False,
                 "leases", x->leases, "holds", x->holds, "pending_events", x->pending_events,
                 "last_use", (unsigned long long)x->last_use, "restore_s", x->restore_s,
                 "copied_from", x->copied ? fhpy_loc_new(x->source) : Py_NewRef(Py_None),
-                "limbs", (unsigned)x->limbs);
+                "limbs", (unsigned)x->limbs, "parts", (unsigned)x->parts);
             PyObject *rec = fhpy_record("materialization", d);
             Py_XDECREF(d);
             if (dict_put(mats, fhpy_loc_new(x->loc), rec) < 0) {
@@ -1335,13 +1355,21 @@ static PyMethodDef mgr_methods[] = {
      "holds, 0 for a whole copy (fhr_copy_limbs). Raises ResidencyStateError when there is "
      "no copy there; ResidencyError subclasses as the C status says (fheplan-python(7) "
      "ERRORS); TypeError or ResidencyValueError for a bad argument, naming it."},
+    {"copy_parts", mgr_copy_parts, METH_VARARGS,
+     "copy_parts($self, handle, at, /)\n--\n\nReturns the parts handle's copy at `at` holds "
+     "(all of them for a whole copy, fewer than its q-limbs read after drop(limbs=); 0 for a "
+     "value with no limb cut) (fhr_copy_parts). Raises ResidencyStateError when there is no "
+     "copy there; ResidencyError subclasses as the C status says (fheplan-python(7) ERRORS); "
+     "TypeError or ResidencyValueError for a bad argument, naming it."},
     {"move", (PyCFunction)(void (*)(void))mgr_move, METH_VARARGS | METH_KEYWORDS,
      "move($self, handle, to, from_location=None, *, stream=None)\n--\n\nMoves the value's one"
      " copy to `to` (fhr_move). Returns None. Raises ResidencyError subclasses as the C status"
      " says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad argument, "
      "naming it."},
     {"drop", (PyCFunction)(void (*)(void))mgr_drop, METH_VARARGS | METH_KEYWORDS,
-     "drop($self, handle, at)\n--\n\nRemoves the copy at `at` (fhr_drop). Returns None. Raises"
+     "drop($self, handle, at, *, limbs=0)\n--\n\nRemoves the copy at `at` (fhr_drop); with "
+     "limbs, a partial copy keeps only the parts a use of that many q-limbs reads and frees "
+     "the others (fhr_drop_parts; ResidencyStateError for a whole copy). Returns None. Raises"
      " ResidencyProtectedError while a lease, a hold, a pending consumer event or an exported "
      "view protects it (the message says which). Raises ResidencyError subclasses as the C "
      "status says (fheplan-python(7) ERRORS); TypeError or ResidencyValueError for a bad "

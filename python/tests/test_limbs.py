@@ -153,6 +153,28 @@ def test_a_grow_moves_only_the_missing_limbs(residency: ResidencyManager) -> Non
     assert same(read_copy(m, h), fields)
 
 
+def test_a_drop_of_parts_keeps_the_parts_a_use_reads(residency: ResidencyManager) -> None:
+    m = residency
+    h, fields = adopt_key(m)
+    m.cut_limbs(h, Q, K, parts=2, alpha=3)
+    m.ensure(h, cuda0, limbs=5)
+    l5, p0 = 4 * (5 + K) * LIMB, 2 * (5 + K) * LIMB
+    assert m.copy_parts(h, cuda0) == 2 and charges(m) == (l5, l5)
+    m.drop(h, cuda0, limbs=2)  # a use of 2 q-limbs reads part 0 only
+    assert (m.copy_limbs(h, cuda0), m.copy_parts(h, cuda0)) == (5, 1)
+    assert charges(m) == (p0, p0)
+    assert m.snapshot().values[h].materializations[cuda0].parts == 1
+    assert same(read_copy(m, h), {n: a for n, a in expect_copy(fields, Q, K, 2, 3, 5).items()
+                                  if n in ("b0", "a0")})
+    report = m.execute_actions([EnsureResident(h, cuda0, limbs=4)])  # part 1 again
+    assert int(report["totals"]["h2d"]["bytes"]) == 2 * (4 + K) * LIMB
+    assert same(read_copy(m, h), expect_copy(fields, Q, K, 2, 3, 4))
+    m.ensure(h, cuda0)
+    with pytest.raises(fheplan.ResidencyStateError, match="whole"):
+        m.drop(h, cuda0, limbs=2)  # a whole copy is one buffer
+    assert m.copy_parts(h, cuda0) == 2 and charges(m) == (4 * FIELD, 4 * FIELD)
+
+
 def test_explain_and_a_scope_count_the_partial_bytes(residency: ResidencyManager) -> None:
     m = residency
     h, fields = adopt_key(m)
