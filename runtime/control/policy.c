@@ -513,7 +513,7 @@ static size_t add_candidate(decide *d, size_t nc, size_t i, const fhr_value_info
     k->keep = 0;
     k->nbytes = 0;
     d->rank(d->rctx, d->req, vi, ci, k->k);
-    if (d->tail && ci->limbs) {
+    if (d->tail && ci->parts) {
         cand *t = &d->cs[nc];
         if ((t->nbytes = d->tail(d->rctx, d->req, vi, ci, &t->keep, t->k))) {
             t->serial = k->serial;
@@ -1009,7 +1009,8 @@ static uint64_t lookahead_tail(const void *ctx, const fhr_request *req,
     while (j != SIZE_MAX && la->uses[j].limbs && parts_read(vi, la->uses[j].limbs) <= pn)
         j = la->uses[j].more;
     *keep = la->uses[i].limbs;
-    uint64_t per = ((uint64_t)ci->limbs + vi->cut_special) * vi->cut_limb_nbytes;
+    uint64_t per = ((uint64_t)(ci->limbs ? ci->limbs : vi->cut_q) + vi->cut_special) *
+                   vi->cut_limb_nbytes;
     uint64_t n = (uint64_t)(ci->parts - pn) * (vi->cut_nfields / vi->cut_parts) * per;
     k[0] = distance_key(req, ci, j == SIZE_MAX ? UINT64_MAX : la->uses[j].position);
     k[1] = UINT64_MAX - n;

@@ -173,7 +173,7 @@ fhr_status fhr_copy_parts(fhr_manager *m, fhr_handle h, fhr_location loc, uint32
         const mat *x = val_mat(v, slot);
         if (!x)
             st = fhr_fail(err, FHR_E_STATE, "copy_parts: no copy there");
-        else if (v->cut)
+        else if (v->cut && x->by_parts)
             *parts = x->parts ? x->parts : cut_parts_read(v->cut, x->limbs);
     }
     mgr_leave(m);

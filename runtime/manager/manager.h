@@ -106,8 +106,10 @@ typedef struct mat {
     uint64_t serial;    /* its value's (for the change log) */
     uint64_t storage;   /* actual bytes held (fixed for the copy's life) */
     uint32_t limbs;     /* a cut value's device copy: the q-limbs it holds; 0: whole */
-    uint32_t parts;     /* a partial copy that dropped parts: the parts left; 0: those its
-                           limbs read */
+    uint32_t parts;     /* a copy that dropped parts: the parts left; 0: those its limbs
+                           read (a whole copy's limbs then become q) */
+    int by_parts;       /* laid out one buffer per part (value_copy_limbs): it may drop
+                           parts (a cut value's device copies, but one adopted whole) */
     int copied;         /* made by a copy from `source` (0: adopted or loaded) */
     fhr_location source;
     mgr_chore chore;    /* its free, once removed */
@@ -428,6 +430,7 @@ typedef struct rule_view {
     const mgr_cut *cut;        /* the value's limb cut, or NULL */
     uint32_t limbs[FHR_LOC_SLOTS]; /* per present copy: q-limbs held; 0: whole */
     uint32_t parts[FHR_LOC_SLOTS]; /* and the parts a partial copy keeps (mat.parts) */
+    uint64_t by_parts;             /* copies laid out by parts (mat.by_parts), by slot */
 } rule_view;
 
 /* The q-limbs of the view's copy at slot (0: whole). limbs[] is filled only for a cut

@@ -31,10 +31,12 @@ void mgr_rule_view(fhr_manager *m, const val *v, rule_view *rv)
         memset(rv->limbs, 0, sizeof rv->limbs);
         memset(rv->parts, 0, sizeof rv->parts);
     }
+    rv->by_parts = 0;
     for (const mat *x = v->copies; x; x = x->next) { /* one per present bit */
         int s = x->slot;
         rv->limbs[s] = x->limbs;
         rv->parts[s] = x->parts;
+        rv->by_parts |= (uint64_t)(x->by_parts != 0) << s;
         if (s >= 2 && x->ready && !ev_done(m, x->ready))
             rv->unsettled |= 1ULL << s; /* still being filled (a source all the same) */
         const char *why = x->leases    ? "an active lease"
@@ -132,6 +134,8 @@ static fhr_status trim_copy(fhr_manager *m, val *v, int slot, uint32_t keep, uin
         return st;
     }
     uint64_t before = mat_charge(v, x);
+    if (!x->limbs)
+        x->limbs = v->cut->q; /* a whole copy: now one of every q-limb in fewer parts */
     x->parts = parts;
     x->storage = fhr_value_storage_nbytes(x->value);
     *freed = before - mat_charge(v, x);
@@ -246,6 +250,13 @@ static void hold_inflight(fhr_manager *m, int slot, uint64_t charge, int hold)
     }
 }
 
+/* Whether the copy eff makes at `at` is laid out one buffer per part: a cut value's copy
+ * on a device (whole ones too, so that they may drop parts). */
+static int mgr_by_parts(const val *v, const rule_effect *eff, fhr_location at)
+{
+    return eff->limbs || eff->had || (v->cut && at.kind == FHR_LOC_CUDA);
+}
+
 /* The copy's content, without the lock: a copy of src (or a load) with eff's limbs; a
  * grow copies the limbs the partial copy `over` holds on the device. */
 static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, fhr_location at,
@@ -256,10 +267,11 @@ static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, f
     fhr_value *lv = NULL;
     /* a partial copy's source is loaded into pinned memory (a source with a host store may
      * hand a view of it), and only the limbs cross the link */
-    fhr_location lat = eff->limbs || eff->had ? fhr_loc_pinned() : at;
+    int by_parts = mgr_by_parts(v, eff, at);
+    fhr_location lat = by_parts ? fhr_loc_pinned() : at;
     if (!src && (st = load_copy(m, v, lat, s, &lv, err)) != FHR_OK)
         return st;
-    if (!eff->limbs && !eff->had) {
+    if (!by_parts) {
         if (lv)
             *nv = lv;
         else
@@ -348,6 +360,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     x->value = nv;
     x->ready = ready;
     x->limbs = eff->limbs;
+    x->by_parts = mgr_by_parts(v, eff, at);
     x->last_use = ++m->clock;
     x->serial = v->serial;
     acct_charge(&m->loc[slot], charge);

@@ -208,13 +208,16 @@ static fhr_status drop_parts(const rule_view *v, const fhr_action *a, int at, ru
 {
     char lb[16];
     uint32_t have = rv_limbs(v, at);
-    if (!v->cut || !have)
+    const char *why = !v->cut ? "the value has no limb cut"
+                      : at < 2 ? "host and pinned copies keep every part"
+                      : !(v->by_parts >> at & 1) ? "the copy there is one buffer (adopted "
+                                                   "whole); it drops no parts"
+                                                 : NULL;
+    if (why)
         return fail_at(v, a->at, err,
                        fhr_fail(err, FHR_E_STATE, "drop %s at %s keeping the parts %u q-limbs "
                                 "read: %s", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
-                                a->limbs, !v->cut ? "the value has no limb cut"
-                                                  : "the copy there is whole; only a partial "
-                                                    "copy drops parts"));
+                                a->limbs, why));
     uint32_t held = v->parts[at] ? v->parts[at] : cut_parts_read(v->cut, have);
     uint32_t keep = cut_parts_read(v->cut, a->limbs < v->cut->q ? a->limbs : 0);
     if (keep >= held) {

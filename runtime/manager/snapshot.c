@@ -107,7 +107,8 @@ size_t snap_fill_copies(fhr_manager *m, const val *v, fhr_copy_info *out)
         int sl = x->slot;
         ci->charged_nbytes = mat_charge(v, x);
         ci->limbs = x->limbs;
-        ci->parts = !v->cut ? 0 : x->parts ? x->parts : cut_parts_read(v->cut, x->limbs);
+        ci->parts = !v->cut || !x->by_parts ? 0 : x->parts ? x->parts
+                                                           : cut_parts_read(v->cut, x->limbs);
         ci->restore_nbytes = ci->charged_nbytes -
                              (x->loc.kind != FHR_LOC_CUDA ? 0
                               : x->limbs          ? cut_bytes(v->cut, x->limbs, x->parts, 1)

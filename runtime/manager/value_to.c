@@ -203,6 +203,9 @@ static fhr_status field_limbs(const mgr_cut *c, const char *name, uint32_t f, ui
     uint32_t kept = from_over ? (had < q_new ? had : q_new) : 0;
     uint64_t *gen = &nv->generated;
     fhr_status st = FHR_OK;
+    if (!from_over && q_new == src_q) /* the same layout: the whole field in one copy */
+        return limbs_from(c, name, src, src_q, 0, q_new + c->special, dst, to, b, s, gens, gen,
+                          err);
     if (kept) /* q-limbs 0..kept-1, then the special limbs, from the old copy */
         st = limbs_from(c, name, over, had, 0, kept, dst, to, b, s, gens, gen, err);
     if (st == FHR_OK && q_new > kept)

@@ -208,10 +208,16 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
         sv->rv.present |= 1ULL << eff.create;
         sv->rv.limbs[eff.create] = eff.limbs;
         sv->rv.parts[eff.create] = 0;
+        if (eff.limbs || eff.had || (sv->rv.cut && eff.create >= 2)) /* as mgr_by_parts */
+            sv->rv.by_parts |= 1ULL << eff.create;
+        else
+            sv->rv.by_parts &= ~(1ULL << eff.create);
         sv->rv.unsettled &= ~(1ULL << eff.create); /* the model completes every copy */
     }
     if (eff.trim >= 0) { /* a drop of parts: the copy stays with fewer */
         uint64_t before = rv_charge(&sv->rv, eff.trim);
+        if (!sv->rv.limbs[eff.trim])
+            sv->rv.limbs[eff.trim] = sv->rv.cut->q;
         sv->rv.parts[eff.trim] = cut_parts_read(sv->rv.cut, eff.keep < sv->rv.cut->q ? eff.keep : 0);
         acct_release(&s->loc[eff.trim], before - rv_charge(&sv->rv, eff.trim));
     }
@@ -219,6 +225,7 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
         acct_release(&s->loc[eff.remove], rv_charge(&sv->rv, eff.remove));
         sv->rv.limbs[eff.remove] = 0;
         sv->rv.parts[eff.remove] = 0;
+        sv->rv.by_parts &= ~(1ULL << eff.remove);
         sv->rv.present &= ~(1ULL << eff.remove);
         sv->rv.unsettled &= ~(1ULL << eff.remove);
     }

@@ -166,7 +166,7 @@ Test(cut, the_cut_is_checked_against_the_fields)
     fhr_action drop = {FHR_ACT_DROP, h, fhr_loc_pinned(), 0, {0, 0}, 2};
     fhr_status st = fhr_execute_actions(m, &drop, 1, NULL, 0, NULL, &e);
     cr_assert_neq(st, FHR_OK);
-    cr_assert(strstr(e.message, "only a partial copy drops parts"), "%s", e.message);
+    cr_assert(strstr(e.message, "keep every part"), "%s", e.message);
     fhr_action move = {FHR_ACT_MOVE, h, fhr_loc_cuda(0), 0, {0, 0}, 2};
     cr_assert_neq(fhr_execute_actions(m, &move, 1, NULL, 0, NULL, &e), FHR_OK);
     cr_assert(strstr(e.message, "only ensure and drop take limbs"), "%s", e.message);
@@ -519,12 +519,24 @@ Test(cut, a_drop_of_parts_frees_them_and_a_grow_brings_them_back)
     fhr_plan_destroy(p);
     cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * (4 + K) * LIMB);
     check_copy(m, h, 4, 1);
-    /* a whole copy is one buffer: it drops no parts */
+    /* a whole copy the manager made is laid out by parts too: it keeps every q-limb of
+     * part 0 and no longer counts as whole */
     fhr_report_free(ensure_report(m, h, 0));
-    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 2, &e), FHR_E_STATE);
-    cr_assert(strstr(e.message, "whole"), "%s", e.message);
-    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * FIELD);
+    cr_assert_eq(fhr_copy_parts(m, h, fhr_loc_cuda(0), &parts, NULL), FHR_OK);
+    cr_assert_eq(parts, 2);
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 2, &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 2u * FIELD);
+    cr_assert_eq(fhr_copy_limbs(m, h, fhr_loc_cuda(0), &limbs, NULL), FHR_OK);
+    cr_assert_eq(limbs, Q);
+    check_copy_parts(m, h, Q, 1, 1);
+    r = ensure_report(m, h, 0); /* whole again: part 1 only */
+    cr_assert_eq(fhr_report_bytes(r, FHR_DIR_H2D), 1u * FIELD);
+    fhr_report_free(r);
+    check_copy(m, h, 0, 1);
     check_accounting(m);
+    /* host and pinned copies keep every part */
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_pinned(), 2, &e), FHR_E_STATE);
+    cr_assert(strstr(e.message, "keep every part"), "%s", e.message);
     fhr_error_clear(&e);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
