@@ -189,9 +189,6 @@ fhr_status value_split_tail(fhr_value *v, size_t first, fhr_value **tail, fhr_er
     for (size_t i = keep; i < v->nfields; i++)
         if (v->fields[i].buf < first || v->fields[i].buf == VFIELD_OMITTED)
             return fhr_fail(err, FHR_E_STATE, "the copy's fields are not ordered by buffer");
-    for (size_t r = 0; r < v->nregens; r++)
-        if (v->regens[r].field >= keep)
-            return fhr_fail(err, FHR_E_STATE, "the copy regenerates a field it would drop");
     if (first > v->nbufs)
         return fhr_fail(err, FHR_E_STATE, "the copy has %zu buffers, not %zu", v->nbufs, first);
     fhr_value *t = calloc(1, sizeof *t);
@@ -207,6 +204,16 @@ fhr_status value_split_tail(fhr_value *v, size_t first, fhr_value **tail, fhr_er
     for (size_t i = keep; i < v->nfields; i++)
         free(v->fields[i].name);
     v->nfields = keep;
+    size_t nr = 0; /* the regenerable fields that stay (kept fields keep their indices) */
+    for (size_t r = 0; r < v->nregens; r++) {
+        if (v->regens[r].field < keep) {
+            v->regens[nr++] = v->regens[r];
+            continue;
+        }
+        free(v->regens[r].gen);
+        free(v->regens[r].seed);
+    }
+    v->nregens = nr;
     *tail = t;
     return FHR_OK;
 }

@@ -180,8 +180,14 @@ static fhr_status limbs_from(const mgr_cut *c, const char *name, const fhr_value
     fhr_generator_range_fn fn;
     void *gctx;
     fhr_status st = FHR_OK;
-    if (strcmp(fhr_backend_kind(b), "model") != 0 &&
-        (st = gens_lookup_range(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
+    fhr_generator_fn whole;
+    if (strcmp(fhr_backend_kind(b), "model") == 0)
+        st = FHR_OK; /* the model backend's memory is not real: nothing runs */
+    else if (first == 0 && n == c->q + c->special) /* the whole field */
+        st = gens_lookup(gens, r->gen, &whole, &gctx, err) == FHR_OK
+                 ? whole(gctx, b, to, s, dst, (size_t)n * c->limb, r->seed, r->seed_len, err)
+                 : FHR_E_UNSUPPORTED;
+    else if ((st = gens_lookup_range(gens, r->gen, &fn, &gctx, err)) == FHR_OK)
         st = fn(gctx, b, to, s, dst, (size_t)n * c->limb, (uint64_t)first < c->q
                 ? first * c->limb : (uint64_t)(c->q + (first - c->q)) * c->limb,
                 r->seed, r->seed_len, err);
@@ -250,6 +256,13 @@ fhr_status value_copy_limbs(const mgr_cut *c, char *const *names, const fhr_valu
         if (st == FHR_OK)
             st = fhr_value_add_field(nv, names[f], bi, (size_t)off, (size_t)per, err);
         off += per;
+    }
+    for (size_t i = 0; st == FHR_OK && !limbs && i < src->nregens; i++) {
+        /* a whole copy, as value_copy_to_gen makes it: its regenerable fields stay so */
+        const vregen *r = &src->regens[i];
+        size_t fi;
+        if (field_named(nv, src->fields[r->field].name, &fi))
+            st = regen_declare(nv, fi, r->gen, r->seed, r->seed_len, r->keep, "value copy", err);
     }
     if (st != FHR_OK)
         goto fail;
