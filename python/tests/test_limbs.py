@@ -170,9 +170,12 @@ def test_a_drop_of_parts_keeps_the_parts_a_use_reads(residency: ResidencyManager
     assert int(report["totals"]["h2d"]["bytes"]) == 2 * (4 + K) * LIMB
     assert same(read_copy(m, h), expect_copy(fields, Q, K, 2, 3, 4))
     m.ensure(h, cuda0)
-    with pytest.raises(fheplan.ResidencyStateError, match="whole"):
-        m.drop(h, cuda0, limbs=2)  # a whole copy is one buffer
     assert m.copy_parts(h, cuda0) == 2 and charges(m) == (4 * FIELD, 4 * FIELD)
+    m.drop(h, cuda0, limbs=2)  # a whole copy lies by parts too: it keeps every q-limb
+    assert (m.copy_limbs(h, cuda0), m.copy_parts(h, cuda0)) == (Q, 1)
+    assert charges(m) == (2 * FIELD, 2 * FIELD)
+    with pytest.raises(fheplan.ResidencyStateError, match="keep every part"):
+        m.drop(h, PINNED_HOST, limbs=2)
 
 
 def test_explain_and_a_scope_count_the_partial_bytes(residency: ResidencyManager) -> None:

@@ -1012,10 +1012,9 @@ static uint64_t lookahead_tail(const void *ctx, const fhr_request *req,
     uint64_t per = ((uint64_t)(ci->limbs ? ci->limbs : vi->cut_q) + vi->cut_special) *
                    vi->cut_limb_nbytes;
     uint64_t n = (uint64_t)(ci->parts - pn) * (vi->cut_nfields / vi->cut_parts) * per;
+    lookahead_rank(ctx, req, vi, ci, k); /* the copy's ties */
     k[0] = distance_key(req, ci, j == SIZE_MAX ? UINT64_MAX : la->uses[j].position);
     k[1] = UINT64_MAX - n;
-    k[2] = ci->last_use;
-    k[3] = prio_key(vi->priority);
     return n;
 }
 
