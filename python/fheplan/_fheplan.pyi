@@ -234,6 +234,7 @@ class _MaterializationRecord:
     restore_s: float
     copied_from: Optional[Location]
     limbs: int                      # a partial copy of a cut value: its q-limbs; 0: whole
+    parts: int                      # a cut value's copy laid out by parts: the parts it holds
 
 
 class _CutRecord:
