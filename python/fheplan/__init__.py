@@ -149,8 +149,12 @@ class MoveResident:
 
 @dataclass(frozen=True)
 class DropResident:
+    """limbs: a drop of parts (fhr_drop_parts): the copy keeps the parts a use of that many
+    q-limbs reads; 0: the whole copy goes."""
+
     handle: ResidencyHandle
     at: Location
+    limbs: int = 0
     _kind = _fheplan.ACT_DROP
 
 
@@ -221,9 +225,11 @@ class ResidencyRequest:
 
 
 def lookahead_future(requests):
-    """The future of DeterministicLookahead from requests in execution order (1-based)."""
+    """The future of DeterministicLookahead from requests in execution order (1-based), with
+    each requirement's limbs (a cut value's q-limbs; 0: whole)."""
     return tuple(
-        (i, r.handle, r.at) for i, req in enumerate(requests, 1) for r in req.requirements
+        (i, r.handle, r.at, r.limbs) for i, req in enumerate(requests, 1)
+        for r in req.requirements
     )
 
 

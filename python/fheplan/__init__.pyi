@@ -103,6 +103,7 @@ class MoveResident:
 class DropResident:
     handle: ResidencyHandle
     at: Location
+    limbs: int = 0
     _kind: ClassVar[int]
 
 
@@ -135,4 +136,4 @@ class ResidencyRequest:
 
 
 def lookahead_future(requests: Iterable[ResidencyRequest]
-                     ) -> Tuple[Tuple[int, ResidencyHandle, Location], ...]: ...
+                     ) -> Tuple[Tuple[int, ResidencyHandle, Location, int], ...]: ...

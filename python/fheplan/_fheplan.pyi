@@ -417,7 +417,8 @@ class DeterministicTieredLRU:
 
 class DeterministicLookahead:
     def __new__(cls, fallback_tiers: Optional[_Tiers] = None,
-                future: Sequence[Tuple[int, ResidencyHandle, _Loc]] = ()
+                future: Sequence[Union[Tuple[int, ResidencyHandle, _Loc],
+                                       Tuple[int, ResidencyHandle, _Loc, int]]] = ()
                 ) -> DeterministicLookahead: ...
     @property
     def name(self) -> str: ...

@@ -205,7 +205,8 @@ static PyTypeObject lookahead_type = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "DeterministicLookahead(fallback_tiers=None, future=())\n--\n\nThe lookahead "
               "policy (fhr_policy_lookahead_create): farthest next use first; future: "
-              "((position, handle, at), ...).",
+              "((position, handle, at[, limbs]), ...), limbs a cut value's q-limbs (0: whole): "
+              "the parts of a copy its next use does not read may go before the copy.",
     .tp_dealloc = policy_dealloc,
     .tp_getset = policy_getset,
     .tp_new = lookahead_new,

@@ -58,9 +58,12 @@ static int one_action(PyObject *o, fhr_action *a)
         Py_XDECREF(at);
     }
     a->limbs = 0;
-    if (ok && kind == FHR_ACT_ENSURE) { /* an object without .limbs ensures the whole value */
+    if (ok && (kind == FHR_ACT_ENSURE || kind == FHR_ACT_DROP)) {
+        /* an object without .limbs ensures the whole value, or drops the whole copy */
         PyObject *limbs = attr(o, "limbs", 0);
-        ok = limbs && (limbs == Py_None || fhpy_u32(limbs, "an ensure's limbs", &a->limbs));
+        ok = limbs && (limbs == Py_None ||
+                       fhpy_u32(limbs, kind == FHR_ACT_DROP ? "a drop's limbs" : "an ensure's limbs",
+                                &a->limbs));
         Py_XDECREF(limbs);
     }
     if (ok && kind == FHR_ACT_MOVE) {
@@ -174,7 +177,8 @@ PyObject *fhpy_action_object(const fhr_action *a, uint64_t manager_id)
         return PyObject_CallFunction(fhpy_cls_move, "NNN", ho, fhpy_loc_new(a->at),
                                      a->has_from ? fhpy_loc_new(a->from) : Py_NewRef(Py_None));
     case FHR_ACT_DROP:
-        return PyObject_CallFunction(fhpy_cls_drop, "NN", ho, fhpy_loc_new(a->at));
+        return PyObject_CallFunction(fhpy_cls_drop, "NNI", ho, fhpy_loc_new(a->at),
+                                     (unsigned)a->limbs);
     default:
         return PyObject_CallFunction(fhpy_cls_discard, "N", ho);
     }

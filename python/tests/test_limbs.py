@@ -212,6 +212,33 @@ def test_a_requirement_with_limbs_is_decided_and_used_at_them(residency: Residen
     assert m.copy_limbs(h, cuda0) == 3
 
 
+def test_the_lookahead_drops_a_part_the_next_use_does_not_read(
+        residency: ResidencyManager) -> None:
+    m = residency
+    k1, _ = adopt_key(m, seed=1)
+    k2, _ = adopt_key(m, seed=2)
+    for h in (k1, k2):
+        m.cut_limbs(h, Q, K, parts=2, alpha=3)
+    l5, p0 = 4 * (5 + K) * LIMB, 2 * (5 + K) * LIMB
+    m.set_budget(cuda0, 2 * l5 - p0)
+    uses = ((k1, 5), (k2, 5), (k1, 2))
+    requests = [ResidencyRequest(name=f"use{i}", position=i,
+                                 requirements=(ResidencyRequirement(h, cuda0, n),))
+                for i, (h, n) in enumerate(uses, 1)]
+    future = fheplan.lookahead_future(requests)
+    assert future[2] == (3, k1, cuda0, 2)
+    controller = ResidencyController(m, policy=fheplan.DeterministicLookahead(future=future))
+    moved = []
+    for request in requests:
+        plan = controller.decide(request).plan
+        if request.position == 2:  # k1's part 1 goes; k1 stays for its next use
+            assert plan.reclaim == (fheplan.DropResident(k1, cuda0, limbs=2),)
+        report = m.execute_actions(list(plan.reclaim) + list(plan.enter))
+        moved.append(int(report["totals"]["h2d"]["bytes"]))
+    assert moved == [l5, l5, 0]
+    assert (m.copy_limbs(k1, cuda0), m.copy_parts(k1, cuda0)) == (5, 1)
+
+
 def test_a_source_value_is_cut_and_loaded_for_its_limbs(residency: ResidencyManager) -> None:
     m = residency
     fields = key_fields(seed=7)
