@@ -498,6 +498,19 @@ static void model_request(decide *d)
         d->md.need[fhr_loc_slot(d->req->reservations[r].at)] += d->req->reservations[r].nbytes;
 }
 
+/* Whether copy ci may drop parts: a partial copy, or a whole one when the value can be
+ * reloaded or keeps another whole copy (the last whole copy of a MUST_PRESERVE value
+ * stays whole, as the manager requires). */
+static int parts_may_go(const fhr_value_info *vi, const fhr_copy_info *ci)
+{
+    if (ci->limbs || vi->recoverability == FHR_RECONSTRUCTIBLE)
+        return 1;
+    for (size_t c = 0; c < vi->ncopies; c++)
+        if (&vi->copies[c] != ci && !vi->copies[c].limbs)
+            return 1;
+    return 0;
+}
+
 /* Copy c of value i as a candidate at cs[nc], and the parts its next use does not read as
  * another at cs[nc + 1] when the policy ranks those (room for both is there). The
  * candidates now. */
@@ -513,7 +526,7 @@ static size_t add_candidate(decide *d, size_t nc, size_t i, const fhr_value_info
     k->keep = 0;
     k->nbytes = 0;
     d->rank(d->rctx, d->req, vi, ci, k->k);
-    if (d->tail && ci->parts) {
+    if (d->tail && ci->parts && parts_may_go(vi, ci)) {
         cand *t = &d->cs[nc];
         if ((t->nbytes = d->tail(d->rctx, d->req, vi, ci, &t->keep, t->k))) {
             t->serial = k->serial;

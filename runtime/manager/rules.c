@@ -224,6 +224,12 @@ static fhr_status drop_parts(const rule_view *v, const fhr_action *a, int at, ru
         eff->noop = 1;
         return FHR_OK;
     }
+    if (!have && whole_copies(v) == 1ULL << at && v->recov == FHR_MUST_PRESERVE)
+        return fail_at(v, a->at, err,
+                       fhr_fail(err, FHR_E_PRESERVE, "drop %s at %s keeping the parts %u "
+                                "q-limbs read: it is the last whole copy of a MUST_PRESERVE "
+                                "value", RV_NAME(v), fhr_loc_format(a->at, lb, sizeof lb),
+                                a->limbs));
     eff->keep = a->limbs;
     eff->trim = at;
     return FHR_OK;

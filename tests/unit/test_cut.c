@@ -537,6 +537,11 @@ Test(cut, a_drop_of_parts_frees_them_and_a_grow_brings_them_back)
     /* host and pinned copies keep every part */
     cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_pinned(), 2, &e), FHR_E_STATE);
     cr_assert(strstr(e.message, "keep every part"), "%s", e.message);
+    /* the last whole copy of an adopted (MUST_PRESERVE) value keeps its parts */
+    cr_assert_eq(fhr_drop(m, h, fhr_loc_pinned(), &e), FHR_OK, "%s", e.message);
+    cr_assert_eq(fhr_drop_parts(m, h, fhr_loc_cuda(0), 2, &e), FHR_E_PRESERVE);
+    cr_assert(strstr(e.message, "last whole copy"), "%s", e.message);
+    cr_assert_eq(used_at(m, fhr_loc_cuda(0)), 4u * FIELD);
     fhr_error_clear(&e);
     fhr_manager_destroy(m);
     fhr_backend_destroy(b);
