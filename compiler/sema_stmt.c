@@ -58,8 +58,8 @@ static void vref_loc_op(S *s, rp_node *n, int op)
     int ok = rp_sema_resolve_value(s, n->a, &v);
     if (n->b && !rp_sema_resolve_loc(s, n->b, &slot))
         ok = 0;
-    /* require and ensure: c is the level */
-    if (ok && (op == RPLAN_OP_REQUIRE || op == RPLAN_OP_ENSURE) && n->c &&
+    /* require, ensure and drop: c is the level */
+    if (ok && (op == RPLAN_OP_REQUIRE || op == RPLAN_OP_ENSURE || op == RPLAN_OP_DROP) && n->c &&
         !level_limbs(s, n->c, v, slot, &y))
         ok = 0;
     if (ok)

@@ -171,7 +171,7 @@ stmt:
     | REQUIRE vref '@' loc opt_level { $$ = mk(S_REQUIRE, @$, $2, $4, $5); NOMEM($$); }
     | ENSURE vref '@' loc opt_level { $$ = mk(S_ENSURE, @$, $2, $4, $5); NOMEM($$); }
     | MOVE vref ARROW loc opt_from { $$ = mk(S_MOVE, @$, $2, $4, $5); NOMEM($$); }
-    | DROP vref '@' loc { $$ = mk(S_DROP, @$, $2, $4, NULL); NOMEM($$); }
+    | DROP vref '@' loc opt_level { $$ = mk(S_DROP, @$, $2, $4, $5); NOMEM($$); }
     | DISCARD vref { $$ = mk(S_DISCARD, @$, $2, NULL, NULL); NOMEM($$); }
     | HOLD vref '@' loc { $$ = mk(S_HOLD, @$, $2, $4, NULL); NOMEM($$); }
     | RELEASE vref '@' loc { $$ = mk(S_RELEASE, @$, $2, $4, NULL); NOMEM($$); }

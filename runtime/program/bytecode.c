@@ -12,6 +12,9 @@
  * is written as older readers read it. */
 int rp_prog_minor(const rplan_program *p)
 {
+    for (uint32_t i = 0; i < p->ncode; i++)
+        if (p->code[i].op == RPLAN_OP_DROP && p->code[i].y)
+            return 6;
     for (uint32_t i = 0; i < p->nvals; i++)
         if (p->vals[i].cut)
             return 5;

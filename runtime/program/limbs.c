@@ -33,6 +33,20 @@ static uint64_t cut_field_bytes(const rplan_program *p, const rp_value *v, uint3
     return limb * (limbs + v->limb_special);
 }
 
+uint64_t rp_value_cut_parts_nbytes(const rplan_program *p, const rp_value *v, uint32_t limbs,
+                                   uint32_t parts)
+{
+    if (!limbs || !v->cut || !parts)
+        return rp_value_cut_nbytes(p, v, limbs);
+    uint32_t nf = rp_value_nfields(v);
+    uint64_t n = 0;
+    for (uint32_t k = 0; k < nf; k++)
+        if (k / (nf / v->limb_parts) < parts)
+            n += rp_value_field_nbytes(p, v, k) / (v->limb_q + v->limb_special) *
+                 (limbs + v->limb_special);
+    return n;
+}
+
 uint64_t rp_value_cut_nbytes(const rplan_program *p, const rp_value *v, uint32_t limbs)
 {
     if (!limbs || !v->cut)

@@ -38,10 +38,11 @@ RP_HIDDEN extern const rp_opinfo rp_ops[RPLAN_OP_COUNT_];
 /* File format constants (rplan(5), "BYTECODE"). */
 #define RP_MAGIC "\x89RPLAN\r\n"
 #define RP_MAJOR 1
-#define RP_MINOR 5 /* 1.1: budget records carry their declaration; 1.2: the REGN section;
+#define RP_MINOR 6 /* 1.1: budget records carry their declaration; 1.2: the REGN section;
                       1.3: engine data (the loader in the value record), FLDS and KERN;
                       1.4: RFLD, the seeded fields of values whose fields alternate;
-                      1.5: LIMB, limb-cut values, and limb counts on require/ensure */
+                      1.5: LIMB, limb-cut values, and limb counts on require/ensure;
+                      1.6: a limb count on drop (a drop of parts) */
 #define RP_HDR_SIZE 32
 #define RP_DIR_SIZE 16
 enum {
@@ -207,6 +208,9 @@ static inline uint32_t rp_value_alpha(const rp_value *v)
 }
 RP_HIDDEN uint64_t rp_value_field_nbytes(const rplan_program *p, const rp_value *v, uint32_t k);
 RP_HIDDEN uint64_t rp_value_cut_nbytes(const rplan_program *p, const rp_value *v, uint32_t limbs);
+/* The same for a copy that kept `parts` parts (0: those its limbs read). */
+RP_HIDDEN uint64_t rp_value_cut_parts_nbytes(const rplan_program *p, const rp_value *v,
+                                             uint32_t limbs, uint32_t parts);
 RP_HIDDEN void rp_value_cut_field(const rplan_program *p, const rp_value *v, uint32_t limbs,
                                   uint32_t k, uint64_t *offset, uint64_t *nbytes);
 RP_HIDDEN int rp_check_cut(const rplan_program *p, uint32_t i, char *msg, size_t cap);

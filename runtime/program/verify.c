@@ -23,10 +23,13 @@ typedef struct V {
     const rplan_program *p;
     rp_vfail *f;
     uint64_t *where; /* per value: bit per location slot */
+    uint64_t *onebuf; /* per value: its initial device copy, adopted whole in one buffer,
+                         while it stays (it drops no parts) */
     long *gone;      /* per value: instruction that discarded it, -1 live */
     /* limb-cut values: cix[v] = k + 1 for the k-th of them (NULL when there are none);
-     * cutl[k * FHR_LOC_SLOTS + slot]: the q-limbs its copy there holds, 0: whole */
-    uint32_t *cix, *cutl;
+     * cutl[k * FHR_LOC_SLOTS + slot]: the q-limbs its copy there holds, 0: whole; cutp: the
+     * parts it kept after a drop of parts, 0: those its limbs read */
+    uint32_t *cix, *cutl, *cutp;
     uint64_t used[FHR_LOC_SLOTS], reserved[FHR_LOC_SLOTS], budget[FHR_LOC_SLOTS];
     uint64_t hasb;
     const fhr_budget *ov; /* budgets in place of the program's (rp_verify_budgets) */
@@ -326,6 +329,9 @@ static fhr_status check_limbs(V *s, long pc, const rp_ins *in)
     if (s->p->minor < 5)
         return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): a limb count in a version 1.%u "
                     "file (limb counts are 1.5 on)", pc, oi->name, s->p->minor);
+    if (in->op == RPLAN_OP_DROP && s->p->minor < 6)
+        return fail(s, FHR_E_INVALID, pc, "instruction %ld (drop): a limb count in a version "
+                    "1.%u file (a drop of parts is 1.6 on)", pc, s->p->minor);
     if (!v->cut)
         return fail(s, FHR_E_INVALID, pc, "instruction %ld (%s): a limb count on '%s', which "
                     "has no limb cut", pc, oi->name, nm);
@@ -346,12 +352,26 @@ static uint32_t *cut_of(V *s, uint32_t v, uint8_t slot)
     return s->cix && s->cix[v] ? &s->cutl[(size_t)(s->cix[v] - 1) * FHR_LOC_SLOTS + slot] : NULL;
 }
 
-/* What v's copy at slot is charged: the limbs it holds. */
+/* The parts counter beside cut_of's (0: the parts its limbs read). */
+static uint32_t *parts_of(V *s, uint32_t v, uint8_t slot)
+{
+    return &s->cutp[(size_t)(s->cix[v] - 1) * FHR_LOC_SLOTS + slot];
+}
+
+/* The parts a use of `limbs` q-limbs (0: whole) reads of cut value x. */
+static uint32_t parts_read(const rp_value *x, uint32_t limbs)
+{
+    return limbs && limbs < x->limb_q ? (limbs + rp_value_alpha(x) - 1) / rp_value_alpha(x)
+                                      : x->limb_parts;
+}
+
+/* What v's copy at slot is charged: the limbs (and parts) it holds. */
 static uint64_t copy_charge(V *s, uint32_t v, uint8_t slot)
 {
     const uint32_t *c = cut_of(s, v, slot);
     const rp_value *x = &s->p->vals[v];
-    return c && *c ? rp_value_cut_nbytes(s->p, x, *c) : rp_value_charge(s->p, x, slot);
+    return c && *c ? rp_value_cut_parts_nbytes(s->p, x, *c, *parts_of(s, v, slot))
+                   : rp_value_charge(s->p, x, slot);
 }
 
 /* The locations of v's whole copies. */
@@ -434,9 +454,10 @@ static void uncharge(V *s, uint32_t v, uint8_t slot)
 {
     uint32_t *c = cut_of(s, v, slot);
     s->where[v] &= ~(1ull << slot);
+    s->onebuf[v] &= ~(1ull << slot);
     s->used[slot] -= copy_charge(s, v, slot);
     if (c)
-        *c = 0;
+        *c = *parts_of(s, v, slot) = 0;
 }
 
 /* ---- the dry-run rules named in opcodes.def ------------------------------------------ */
@@ -682,13 +703,17 @@ RULE(ensure)
     uint32_t *c = cut_of(s, in->x, in->a);
     snprintf(what, sizeof what, "ensure of '%s' at %s", NAMEV(in->x), loc_name(in->a, l));
     if (s->where[in->x] >> in->a & 1) {
-        if (!c || !*c || (in->y && *c >= in->y))
+        uint32_t *pk = c ? parts_of(s, in->x, in->a) : NULL;
+        if (!c || !*c || (in->y && *c >= in->y && (!*pk || *pk >= parts_read(v, in->y))))
             return FHR_OK; /* already there: ensure keeps existing copies, nothing to do */
-        /* a copy of fewer limbs grows to those asked for (in->y 0: the whole value) */
-        uint64_t have = rp_value_cut_nbytes(s->p, v, *c), want = rp_value_cut_nbytes(s->p, v, in->y);
-        if ((st = charge(s, in->a, want - have, what)))
+        /* a copy of fewer limbs or parts grows to those asked for (in->y 0: the whole value) */
+        uint64_t have = copy_charge(s, in->x, in->a), want = rp_value_cut_nbytes(s->p, v, in->y);
+        if (want > have && (st = charge(s, in->a, want - have, what)))
             return st;
+        if (want < have)
+            s->used[in->a] -= have - want;
         *c = in->y;
+        *pk = 0;
         return FHR_OK;
     }
     /* (a value that must be preserved always keeps a whole copy: see drop and move) */
@@ -700,7 +725,7 @@ RULE(ensure)
         return st;
     s->where[in->x] |= 1ull << in->a;
     if (c)
-        *c = in->y;
+        *c = in->y, *parts_of(s, in->x, in->a) = 0;
     return FHR_OK;
 }
 
@@ -748,6 +773,37 @@ RULE(move)
     return FHR_OK;
 }
 
+/* drop with a limb count (a drop of parts): the copy keeps the parts a use of in->y
+ * q-limbs reads, each with the q-limbs it held; a whole copy then holds every q-limb of
+ * fewer parts. The last whole copy of a value that must be preserved keeps its parts. */
+static fhr_status drop_parts(V *s, const rp_ins *in, const rp_value *v)
+{
+    uint32_t *c = cut_of(s, in->x, in->a), *pk = parts_of(s, in->x, in->a);
+    uint32_t held = *pk ? *pk : parts_read(v, *c), keep = parts_read(v, in->y);
+    if (keep >= held)
+        return FHR_OK; /* nothing to drop */
+    if (s->onebuf[in->x] >> in->a & 1) {
+        char l[24];
+        fail(s, FHR_E_INFEASIBLE, s->pc, "drop of parts of '%s' at %s: the copy there is its "
+             "initial one, adopted whole in one buffer; it drops no parts", NAMEV(in->x),
+             loc_name(in->a, l));
+        note(s, -1, (long)in->x, "'%s' is placed at %s here", NAMEV(in->x), l);
+        return FHR_E_INFEASIBLE;
+    }
+    if (!*c && !v->recov && whole_copies(s, in->x) == (1ull << in->a)) {
+        fail(s, FHR_E_INFEASIBLE, s->pc, "drop of parts of the last whole copy of '%s', which "
+             "must be preserved; keep a whole copy elsewhere first", NAMEV(in->x));
+        note(s, -1, (long)in->x, "'%s' is adopted (MUST_PRESERVE) here", NAMEV(in->x));
+        return FHR_E_INFEASIBLE;
+    }
+    uint64_t before = copy_charge(s, in->x, in->a);
+    if (!*c)
+        *c = v->limb_q;
+    *pk = keep;
+    s->used[in->a] -= before - copy_charge(s, in->x, in->a);
+    return FHR_OK;
+}
+
 RULE(drop)
 {
     fhr_status st = live(s, in->x, "drop");
@@ -760,6 +816,8 @@ RULE(drop)
                     loc_name(in->a, l));
     if ((st = not_held(s, in->x, in->a, "drop")))
         return st;
+    if (in->y)
+        return drop_parts(s, in, v);
     if (!v->recov && s->where[in->x] == (1ull << in->a)) {
         fail(s, FHR_E_INFEASIBLE, s->pc,
              "drop of the last copy of '%s', which must be preserved; move it or discard it",
@@ -1076,6 +1134,8 @@ static fhr_status run_pass(V *s)
             return st;
         }
         s->where[i] = 1ull << v->init_slot;
+        if (fhr_loc_from_slot(v->init_slot).kind == FHR_LOC_CUDA)
+            s->onebuf[i] = 1ull << v->init_slot;
     }
     for (uint32_t pc = 0; pc < p->ncode; pc++) {
         const rp_ins *in = &p->code[pc];
@@ -1131,14 +1191,16 @@ fhr_status rp_verify_budgets(const rplan_program *p, const fhr_budget *ov, size_
     size_t nv = p->nvals ? p->nvals : 1;
     s.where = calloc(nv, sizeof *s.where);
     s.gone = calloc(nv, sizeof *s.gone);
-    int nomem = !s.where || !s.gone;
+    s.onebuf = calloc(nv, sizeof *s.onebuf);
+    int nomem = !s.where || !s.gone || !s.onebuf;
     uint32_t ncut = 0;
     for (uint32_t i = 0; i < p->nvals; i++)
         ncut += p->vals[i].cut != 0;
     if (ncut && !nomem) {
         s.cix = calloc(nv, sizeof *s.cix);
         s.cutl = calloc((size_t)ncut * FHR_LOC_SLOTS, sizeof *s.cutl);
-        nomem = !s.cix || !s.cutl;
+        s.cutp = calloc((size_t)ncut * FHR_LOC_SLOTS, sizeof *s.cutp);
+        nomem = !s.cix || !s.cutl || !s.cutp;
         for (uint32_t i = 0, k = 0; !nomem && i < p->nvals; i++)
             if (p->vals[i].cut)
                 s.cix[i] = ++k;
@@ -1156,8 +1218,10 @@ fhr_status rp_verify_budgets(const rplan_program *p, const fhr_budget *ov, size_
         memcpy(peak, s.peak, sizeof s.peak);
     free(s.where);
     free(s.gone);
+    free(s.onebuf);
     free(s.cix);
     free(s.cutl);
+    free(s.cutp);
     free(s.holds);
     free(s.req_v);
     free(s.req_s);

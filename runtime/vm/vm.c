@@ -51,7 +51,10 @@ static fhr_action to_action(const rplan_vm *vm, const rplan_instr *in)
         a.has_from = in->has_from;
         a.from = in->from;
         break;
-    case RPLAN_OP_DROP: a.kind = FHR_ACT_DROP; break;
+    case RPLAN_OP_DROP:
+        a.kind = FHR_ACT_DROP;
+        a.limbs = in->limbs; /* a drop of parts: the parts a use of that many reads stay */
+        break;
     default: a.kind = FHR_ACT_DISCARD; break;
     }
     return a;

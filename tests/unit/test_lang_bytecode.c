@@ -133,7 +133,7 @@ Test(lang_bytecode, framing_errors)
     b[8] = 2;
     cr_assert_eq(rplan_load_mem(b, n, "x.rpc", &p, d), FHR_E_INVALID);
     cr_assert_str_eq(rplan_diags_get(d, 2)->message,
-                     "unsupported bytecode version 2.2 (this reader knows 1.5)");
+                     "unsupported bytecode version 2.2 (this reader knows 1.6)");
     cr_assert_eq(rplan_load_mem("#!rplan", 7, "x.rpc", &p, d), FHR_E_INVALID);
     char *s = rplan_diags_render_string(d);
     cr_assert(strstr(s, "x.rpc: error: not a bytecode file"), "%s", s);

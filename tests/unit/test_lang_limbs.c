@@ -544,3 +544,60 @@ Test(lang_limbs, alpha_names_the_q_limbs_per_part)
     expect_error("rplan 1\nvalue c = 64 KiB exclusive at pinned limbs(8, 0)\n",
                  "limbs of 'c': an exclusive value moves whole", 2, 0, "RP409");
 }
+
+/* drop with a level (a drop of parts): the dry run charges the parts that stay, a later
+ * ensure at a level that reads a dropped part grows the copy, the last whole copy of a
+ * value that must be preserved keeps its parts, and the file is bytecode 1.6 (a 1.5 file
+ * with one is refused); disasm and fmt write it back. */
+Test(lang_limbs, a_drop_of_parts_charges_what_stays_and_is_1_6)
+{
+    /* level 5 holds both parts (800 KiB); a drop to level 2 keeps part 0 (400 KiB), so
+     * a 700 KiB value fits 1200 KiB beside it, and not without the drop */
+    static const char src[] = "rplan 1\nbudget cuda:0 1200 KiB\n" KEY
+                              "value c = 700 KiB at pinned\n"
+                              "ensure k @ cuda:0 level 5\n%s"
+                              "ensure c @ cuda:0\ndrop c @ cuda:0\n"
+                              "ensure k @ cuda:0 level 2\nensure k @ cuda:0 level 5\n";
+    char s[1024];
+    snprintf(s, sizeof s, src, "drop k @ cuda:0 level 2\n");
+    rplan_program *p = compile_ok(s);
+    snprintf(s, sizeof s, src, "");
+    char *r = refused(s);
+    cr_assert(strstr(r, "ensure of 'c' at cuda:0 exceeds the budget of cuda:0"), "%s", r);
+    free(r);
+    /* the drop and the grow back: within 900 KiB only if the grow adds just part 1 */
+    rplan_program_free(compile_ok("rplan 1\nbudget cuda:0 800 KiB\n" KEY
+                                  "ensure k @ cuda:0 level 5\ndrop k @ cuda:0 level 2\n"
+                                  "ensure k @ cuda:0 level 2\nensure k @ cuda:0 level 5\n"
+                                  "drop k @ cuda:0 level 7\n"));
+    /* a value's initial device copy is one buffer; an adopted value's last whole copy */
+    r = refused("rplan 1\nvalue a = 1000 KiB at cuda:0 fields(b0, a0, b1, a1) limbs(8, 2, 2)\n"
+                "ensure a @ pinned\ndrop a @ cuda:0 level 2\n");
+    cr_assert(strstr(r, "its initial one, adopted whole in one buffer"), "%s", r);
+    free(r);
+    r = refused("rplan 1\n" KEY "ensure k @ cuda:0\ndrop k @ pinned\ndrop k @ cuda:0 level 2\n");
+    cr_assert(strstr(r, "drop of parts of the last whole copy of 'k'"), "%s", r);
+    free(r);
+    r = refused("rplan 1\n" KEY "drop k @ pinned level 2\n");
+    cr_assert(strstr(r, "host and pinned copies are whole"), "%s", r);
+    free(r);
+    size_t n;
+    unsigned char *b = write_prog(p, &n);
+    cr_assert_eq(b[10] | b[11] << 8, 6, "a drop of parts is written as 1.6");
+    rplan_program *q = NULL;
+    rplan_diags *d = rplan_diags_new();
+    cr_assert_eq(rplan_load_mem(b, n, "l.rpc", &q, d), FHR_OK);
+    char *da = rplan_disasm_string(q, 0);
+    cr_assert(strstr(da, "; rplan bytecode 1.6"), "%s", da);
+    cr_assert(strstr(da, "drop             k @ cuda:0 level 2 "), "%s", da);
+    free(da);
+    rplan_instr in;
+    cr_assert_eq(rplan_instr_get(q, find_op(q, "drop", 0), &in), FHR_OK);
+    cr_assert_eq(in.limbs, 3);
+    b[10] = 5; /* the same file as 1.5 */
+    expect_refused(b, n, "a limb count in a version 1.5 file (a drop of parts is 1.6 on)");
+    free(b);
+    rplan_program_free(q);
+    rplan_diags_free(d);
+    rplan_program_free(p);
+}
