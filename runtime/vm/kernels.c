@@ -301,24 +301,41 @@ fhr_status vm_fill(rplan_vm *vm, void *p, fhr_location loc, size_t n, const rpla
 
 /* The bytes a kernel reads: field "data", else field 0 and the fields stored right after it
  * (a seeded key's "b" then "a": the whole key where both are held). */
-static fhr_status value_bytes(const rplan_kernel_call *c, size_t v, const void **p, size_t *n,
-                              fhr_error *err)
+/* The run of value v's bytes that starts at field *f (its "data" field, or fields back to
+ * back from *f on), *f moved past it; 0 bytes once every field is read. A copy of a cut
+ * value lies one buffer per part, so its fields are several runs. */
+static fhr_status value_run(const rplan_kernel_call *c, size_t v, size_t *f, const void **p,
+                            size_t *n, fhr_error *err)
 {
-    void *q;
-    if (fhr_value_field(c->values[v], "data", &q, n) != FHR_OK) {
-        if (fhr_value_field_at(c->values[v], 0, &q, n) != FHR_OK)
+    void *q = NULL;
+    size_t nf = fhr_value_nfields(c->values[v]);
+    *n = 0;
+    if (*f == 0 && fhr_value_field(c->values[v], "data", &q, n) == FHR_OK) {
+        *f = nf;
+    } else if (*f < nf) {
+        if (fhr_value_field_at(c->values[v], (*f)++, &q, n) != FHR_OK)
             return fhr_fail(err, FHR_E_INVALID, "value %s has no field", c->infos[v]->name);
-        for (size_t i = 1; i < fhr_value_nfields(c->values[v]); i++) {
+        for (; *f < nf; ++*f) {
             void *r;
             size_t rn;
-            if (fhr_value_field_at(c->values[v], i, &r, &rn) != FHR_OK ||
+            if (fhr_value_field_at(c->values[v], *f, &r, &rn) != FHR_OK ||
                 (char *)r != (char *)q + *n)
                 break;
             *n += rn;
         }
+    } else if (nf == 0) {
+        return fhr_fail(err, FHR_E_INVALID, "value %s has no field", c->infos[v]->name);
     }
     *p = q;
     return FHR_OK;
+}
+
+/* Value v's first run of bytes (value_run). */
+static fhr_status value_bytes(const rplan_kernel_call *c, size_t v, const void **p, size_t *n,
+                              fhr_error *err)
+{
+    size_t f = 0;
+    return value_run(c, v, &f, p, n, err);
 }
 
 static uint64_t *counter_of(const rplan_kernel_call *c)
@@ -361,26 +378,30 @@ static fhr_status verify_range_on(const rplan_kernel_call *c, const void *p, siz
 }
 
 
+/* touch of one run of bytes: its words summed into the body's scratch counter. */
+static fhr_status touch_run(const rplan_kernel_call *c, const void *p, size_t n, fhr_error *err)
+{
+    if (c->device_memory)
+        return fhk_touch(c->stream, p, n, (uint64_t *)c->scratch, err);
+    host_job *j = new_job(JOB_TOUCH, err);
+    if (!j)
+        return FHR_E_NOMEM;
+    j->src = p;
+    j->n = n;
+    j->counter = (uint64_t *)c->scratch;
+    return enqueue(c->backend, c->stream, j, err);
+}
+
 fhr_status vm_touch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
 {
     (void)ctx;
     for (size_t v = 0; v < c->nvalues; v++) {
         const void *p;
-        size_t n;
-        fhr_status st = value_bytes(c, v, &p, &n, err);
-        if (st)
-            return st;
-        if (c->device_memory) {
-            st = fhk_touch(c->stream, p, n, (uint64_t *)c->scratch, err);
-        } else {
-            host_job *j = new_job(JOB_TOUCH, err);
-            if (!j)
-                return FHR_E_NOMEM;
-            j->src = p;
-            j->n = n;
-            j->counter = (uint64_t *)c->scratch;
-            st = enqueue(c->backend, c->stream, j, err);
-        }
+        size_t n, f = 0;
+        fhr_status st;
+        while ((st = value_run(c, v, &f, &p, &n, err)) == FHR_OK && n)
+            if ((st = touch_run(c, p, n, err)))
+                return st;
         if (st)
             return st;
     }
@@ -440,12 +461,11 @@ static fhr_status verify_cut(const rplan_kernel_call *c, size_t v, fhr_error *er
     return FHR_OK;
 }
 
-/* Whether the copy a kernel got is a partial copy of a limb-cut value. */
+/* Whether the copy a kernel got is a device copy of a limb-cut value (read by field). */
 static int is_partial(const rplan_kernel_call *c, size_t v)
 {
-    const rplan_value_info *vi = c->infos[v];
-    return vi->limb_q && c->loc.kind == FHR_LOC_CUDA &&
-           fhr_value_storage_nbytes(c->values[v]) < vi->nbytes;
+    /* whole ones too: they lie one buffer per part, so their bytes are not one run */
+    return c->infos[v]->limb_q && c->loc.kind == FHR_LOC_CUDA;
 }
 
 static fhr_status verify_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
@@ -536,6 +556,30 @@ static fhr_status spin_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *
     return enqueue(c->backend, c->stream, j, err);
 }
 
+/* One run of a key against the ciphertext, accumulated in the body's scratch. */
+static fhr_status keyswitch_run(const rplan_kernel_call *c, const void *ct, size_t nct,
+                                const void *key, size_t nkey, uint32_t repeat, fhr_error *err)
+{
+    size_t wct = nct / 8, wkey = nkey / 8, wacc = wct < c->scratch_nbytes / 8
+                                                      ? wct
+                                                      : c->scratch_nbytes / 8;
+    if (!wct || !wkey || !wacc)
+        return FHR_OK;
+    if (c->device_memory)
+        return fhk_keyswitch(c->stream, ct, wct, key, wkey, c->scratch, wacc, repeat, err);
+    host_job *j = new_job(JOB_KEYSWITCH, err);
+    if (!j)
+        return FHR_E_NOMEM;
+    j->ct = ct;
+    j->key = key;
+    j->acc = c->scratch;
+    j->nct = wct;
+    j->nkey = wkey;
+    j->nacc = wacc;
+    j->repeat = repeat;
+    return enqueue(c->backend, c->stream, j, err);
+}
+
 static fhr_status keyswitch_kernel(void *ctx, const rplan_kernel_call *c, fhr_error *err)
 {
     (void)ctx;
@@ -557,28 +601,12 @@ static fhr_status keyswitch_kernel(void *ctx, const rplan_kernel_call *c, fhr_er
     if (vct == SIZE_MAX || vkey == SIZE_MAX)
         return fhr_fail(err, FHR_E_INVALID, "ckks.keyswitch needs (ciphertext, key [, batch])");
     const void *ct, *key;
-    size_t nct, nkey;
-    fhr_status st;
-    if ((st = value_bytes(c, vct, &ct, &nct, err)) || (st = value_bytes(c, vkey, &key, &nkey, err)))
-        return st;
-    size_t wct = nct / 8, wkey = nkey / 8, wacc = wct < c->scratch_nbytes / 8
-                                                      ? wct
-                                                      : c->scratch_nbytes / 8;
-    if (!wct || !wkey || !wacc)
-        return FHR_OK;
-    if (c->device_memory)
-        return fhk_keyswitch(c->stream, ct, wct, key, wkey, c->scratch, wacc, repeat, err);
-    host_job *j = new_job(JOB_KEYSWITCH, err);
-    if (!j)
-        return FHR_E_NOMEM;
-    j->ct = ct;
-    j->key = key;
-    j->acc = c->scratch;
-    j->nct = wct;
-    j->nkey = wkey;
-    j->nacc = wacc;
-    j->repeat = repeat;
-    return enqueue(c->backend, c->stream, j, err);
+    size_t nct, nkey, f = 0;
+    fhr_status st = value_bytes(c, vct, &ct, &nct, err);
+    /* the key's every run against the ciphertext (a cut key lies one buffer per part) */
+    while (st == FHR_OK && (st = value_run(c, vkey, &f, &key, &nkey, err)) == FHR_OK && nkey)
+        st = keyswitch_run(c, ct, nct, key, nkey, repeat, err);
+    return st;
 }
 
 fhr_status vm_register_builtins(rplan_vm *vm, fhr_error *err)
