@@ -307,6 +307,11 @@ FHR_API fhr_status fhr_copy_limbs(fhr_manager *m, fhr_handle h, fhr_location loc
  * fewer than its q-limbs read after a drop of parts. */
 FHR_API fhr_status fhr_copy_parts(fhr_manager *m, fhr_handle h, fhr_location loc,
                                   uint32_t *parts, fhr_error *err);
+/* *holds = 1 when h's copy at loc holds what a use of `limbs` q-limbs (0 or q: the whole
+ * value) reads: a whole copy, or one with at least those q-limbs and the parts they read;
+ * 0 when it must grow first (FHR_E_STATE: no copy there). */
+FHR_API fhr_status fhr_copy_holds(fhr_manager *m, fhr_handle h, fhr_location loc,
+                                  uint32_t limbs, int *holds, fhr_error *err);
 /* A drop of parts: the partial copy at device `at` keeps only the parts a use of `limbs`
  * q-limbs reads (ceil(limbs / alpha)), each with the q-limbs it held; the others are
  * freed (their charge at once, their memory once the copies reading it are done). Nothing

@@ -659,7 +659,10 @@ static PyObject *mgr_cut_limbs(PyObject *self, PyObject *args, PyObject *kw)
     return finish(m, st, &e);
 }
 
-static PyObject *mgr_copy_limbs(PyObject *self, PyObject *args)
+/* copy_limbs and copy_parts: a count one copy holds, by the C query q. */
+static PyObject *copy_count(PyObject *self, PyObject *args,
+                            fhr_status (*q)(fhr_manager *, fhr_handle, fhr_location, uint32_t *,
+                                            fhr_error *))
 {
     fhpy_manager *m = (fhpy_manager *)self;
     fhpy_handle_arg h;
@@ -668,25 +671,20 @@ static PyObject *mgr_copy_limbs(PyObject *self, PyObject *args)
         !PyArg_ParseTuple(args, "O&O&", fhpy_handle_conv, &h, fhpy_to_loc_conv, &at))
         return NULL;
     FHPY_ERR_INIT(e);
-    uint32_t limbs = 0;
+    uint32_t n = 0;
     fhr_status st;
-    NOGIL(st, fhr_copy_limbs(m->m, h.h, at, &limbs, &e));
-    return finish_value(m, st, &e, PyLong_FromUnsignedLong(limbs));
+    NOGIL(st, q(m->m, h.h, at, &n, &e));
+    return finish_value(m, st, &e, PyLong_FromUnsignedLong(n));
+}
+
+static PyObject *mgr_copy_limbs(PyObject *self, PyObject *args)
+{
+    return copy_count(self, args, fhr_copy_limbs);
 }
 
 static PyObject *mgr_copy_parts(PyObject *self, PyObject *args)
 {
-    fhpy_manager *m = (fhpy_manager *)self;
-    fhpy_handle_arg h;
-    fhr_location at;
-    if (!check_open(m) ||
-        !PyArg_ParseTuple(args, "O&O&", fhpy_handle_conv, &h, fhpy_to_loc_conv, &at))
-        return NULL;
-    FHPY_ERR_INIT(e);
-    uint32_t parts = 0;
-    fhr_status st;
-    NOGIL(st, fhr_copy_parts(m->m, h.h, at, &parts, &e));
-    return finish_value(m, st, &e, PyLong_FromUnsignedLong(parts));
+    return copy_count(self, args, fhr_copy_parts);
 }
 
 static PyObject *mgr_move(PyObject *self, PyObject *args, PyObject *kw)

@@ -322,8 +322,6 @@ static int try_evict(const tiers *cfg, model *md, int slot, fhr_location here,
                      fhr_error *err)
 {
     out->explored_states++;
-    if (v->gone_slot == slot)
-        return 1; /* gone already (its dropped parts ranked after it) */
     uint64_t n = ci->charged_nbytes - (v->trim_slot == slot ? v->trimmed : 0);
     fhr_eviction ev = {{FHR_ACT_DROP, vi->handle, here, 0, {0, 0}, 0}, vi->priority, ci->last_use,
                        n};

@@ -132,51 +132,81 @@ fhr_status fhr_ensure_limbs(fhr_manager *m, fhr_handle h, fhr_location at, uint3
     return mgr_run_action(m, &a, s, err);
 }
 
-fhr_status fhr_copy_limbs(fhr_manager *m, fhr_handle h, fhr_location loc, uint32_t *limbs,
-                          fhr_error *err)
+/* What one copy of a cut value holds, for the queries below: the lookup under the lock,
+ * the copy (FHR_E_STATE: none there) handed to `get`. */
+static fhr_status copy_query(fhr_manager *m, fhr_handle h, fhr_location loc, const char *name,
+                             void *out, void (*get)(const val *, const mat *, void *),
+                             fhr_error *err)
 {
-    if (!limbs)
-        return fhr_fail(err, FHR_E_INVALID, "copy_limbs: limbs is NULL");
-    *limbs = 0;
+    if (!out)
+        return fhr_fail(err, FHR_E_INVALID, "%s: the answer's pointer is NULL", name);
     int slot = fhr_loc_slot(loc);
     if (slot < 0)
-        return fhr_fail(err, FHR_E_LOCATION, "copy_limbs: invalid location");
-    fhr_status st = mgr_enter(m, "copy_limbs", err);
+        return fhr_fail(err, FHR_E_LOCATION, "%s: invalid location", name);
+    fhr_status st = mgr_enter(m, name, err);
     if (st != FHR_OK)
         return st;
     val *v;
-    if ((st = mgr_lookup(m, h, "copy_limbs", &v, err)) == FHR_OK) {
+    if ((st = mgr_lookup(m, h, name, &v, err)) == FHR_OK) {
         const mat *x = val_mat(v, slot);
         if (x)
-            *limbs = x->limbs;
+            get(v, x, out);
         else
-            st = fhr_fail(err, FHR_E_STATE, "copy_limbs: no copy there");
+            st = fhr_fail(err, FHR_E_STATE, "%s: no copy there", name);
     }
     mgr_leave(m);
     return st;
 }
 
+static void get_limbs(const val *v, const mat *x, void *out)
+{
+    (void)v;
+    *(uint32_t *)out = x->limbs;
+}
+
+static void get_parts(const val *v, const mat *x, void *out)
+{
+    *(uint32_t *)out = v->cut && x->by_parts
+                           ? (x->parts ? x->parts : cut_parts_read(v->cut, x->limbs))
+                           : 0;
+}
+
+fhr_status fhr_copy_limbs(fhr_manager *m, fhr_handle h, fhr_location loc, uint32_t *limbs,
+                          fhr_error *err)
+{
+    if (limbs)
+        *limbs = 0;
+    return copy_query(m, h, loc, "copy_limbs", limbs, get_limbs, err);
+}
+
 fhr_status fhr_copy_parts(fhr_manager *m, fhr_handle h, fhr_location loc, uint32_t *parts,
                           fhr_error *err)
 {
-    if (!parts)
-        return fhr_fail(err, FHR_E_INVALID, "copy_parts: parts is NULL");
-    *parts = 0;
-    int slot = fhr_loc_slot(loc);
-    if (slot < 0)
-        return fhr_fail(err, FHR_E_LOCATION, "copy_parts: invalid location");
-    fhr_status st = mgr_enter(m, "copy_parts", err);
-    if (st != FHR_OK)
-        return st;
-    val *v;
-    if ((st = mgr_lookup(m, h, "copy_parts", &v, err)) == FHR_OK) {
-        const mat *x = val_mat(v, slot);
-        if (!x)
-            st = fhr_fail(err, FHR_E_STATE, "copy_parts: no copy there");
-        else if (v->cut && x->by_parts)
-            *parts = x->parts ? x->parts : cut_parts_read(v->cut, x->limbs);
-    }
-    mgr_leave(m);
+    if (parts)
+        *parts = 0;
+    return copy_query(m, h, loc, "copy_parts", parts, get_parts, err);
+}
+
+typedef struct holds_q {
+    uint32_t want; /* the q-limbs a use reads (0 or q: whole) */
+    int holds;
+} holds_q;
+
+static void get_holds(const val *v, const mat *x, void *out)
+{
+    holds_q *q = out;
+    uint32_t want = v->cut && q->want < v->cut->q ? q->want : 0;
+    q->holds = !v->cut || !x->limbs || cut_serves(v->cut, x->limbs, x->parts, want);
+}
+
+fhr_status fhr_copy_holds(fhr_manager *m, fhr_handle h, fhr_location loc, uint32_t limbs,
+                          int *holds, fhr_error *err)
+{
+    if (!holds)
+        return fhr_fail(err, FHR_E_INVALID, "copy_holds: holds is NULL");
+    holds_q q = {limbs, 0};
+    fhr_status st = copy_query(m, h, loc, "copy_holds", &q, get_holds, err);
+    *holds = st == FHR_OK && q.holds;
     return st;
 }
 

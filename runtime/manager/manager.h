@@ -462,6 +462,14 @@ typedef struct rule_effect {
     int discard;
 } rule_effect;
 
+/* Whether the copy eff makes at slot is laid out one buffer per part: a cut value's copy
+ * on a device (whole ones too, so that they may drop parts); the live primitives and
+ * explain both ask this. */
+static inline int rules_by_parts(const mgr_cut *cut, const rule_effect *eff, int slot)
+{
+    return eff->limbs || eff->had || (cut && slot >= 2);
+}
+
 /* A value's name in messages ("#7 'keys'", or "#7" unlabelled), into buf. */
 const char *rules_name(uint64_t serial, const char *label, char *buf, size_t cap);
 #define RV_NAME_CAP 96

@@ -250,13 +250,6 @@ static void hold_inflight(fhr_manager *m, int slot, uint64_t charge, int hold)
     }
 }
 
-/* Whether the copy eff makes at `at` is laid out one buffer per part: a cut value's copy
- * on a device (whole ones too, so that they may drop parts). */
-static int mgr_by_parts(const val *v, const rule_effect *eff, fhr_location at)
-{
-    return eff->limbs || eff->had || (v->cut && at.kind == FHR_LOC_CUDA);
-}
-
 /* The copy's content, without the lock: a copy of src (or a load) with eff's limbs; a
  * grow copies the limbs the partial copy `over` holds on the device. */
 static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, fhr_location at,
@@ -267,7 +260,7 @@ static fhr_status make_content(fhr_manager *m, val *v, const rule_effect *eff, f
     fhr_value *lv = NULL;
     /* a partial copy's source is loaded into pinned memory (a source with a host store may
      * hand a view of it), and only the limbs cross the link */
-    int by_parts = mgr_by_parts(v, eff, at);
+    int by_parts = rules_by_parts(v->cut, eff, fhr_loc_slot(at));
     fhr_location lat = by_parts ? fhr_loc_pinned() : at;
     if (!src && (st = load_copy(m, v, lat, s, &lv, err)) != FHR_OK)
         return st;
@@ -360,7 +353,7 @@ static fhr_status create_copy(fhr_manager *m, val *v, const rule_effect *eff, fh
     x->value = nv;
     x->ready = ready;
     x->limbs = eff->limbs;
-    x->by_parts = mgr_by_parts(v, eff, at);
+    x->by_parts = rules_by_parts(v->cut, eff, slot);
     x->last_use = ++m->clock;
     x->serial = v->serial;
     acct_charge(&m->loc[slot], charge);

@@ -208,7 +208,7 @@ static fhr_status sim_action(sim *s, const fhr_action *a, fhr_error *err)
         sv->rv.present |= 1ULL << eff.create;
         sv->rv.limbs[eff.create] = eff.limbs;
         sv->rv.parts[eff.create] = 0;
-        if (eff.limbs || eff.had || (sv->rv.cut && eff.create >= 2)) /* as mgr_by_parts */
+        if (rules_by_parts(sv->rv.cut, &eff, eff.create))
             sv->rv.by_parts |= 1ULL << eff.create;
         else
             sv->rv.by_parts &= ~(1ULL << eff.create);

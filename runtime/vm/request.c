@@ -386,16 +386,10 @@ static size_t grown_inflight(const rplan_vm *vm, const req_parts *q)
     size_t last = 0;
     for (size_t j = 0; vm->ninflight && j < q->nrq; j++) {
         const fhr_requirement *r = &q->rq[j];
-        const rplan_value_info *vi = &vm->vinfo[vm->ins[q->rq_pc[j]].value];
-        uint32_t have = 0, parts = 0;
-        if (!vi->limb_q || fhr_copy_limbs(vm->m, r->handle, r->at, &have, NULL) != FHR_OK ||
-            !have || fhr_copy_parts(vm->m, r->handle, r->at, &parts, NULL) != FHR_OK)
-            continue; /* not cut, no copy, or a whole one */
-        uint32_t alpha = vi->limb_alpha ? vi->limb_alpha
-                                        : (vi->limb_q + vi->limb_parts - 1) / vi->limb_parts;
-        if (r->limbs && r->limbs < vi->limb_q && r->limbs <= have &&
-            parts >= (r->limbs + alpha - 1) / alpha)
-            continue; /* enough limbs and parts */
+        int holds = 1;
+        if (!vm->vinfo[vm->ins[q->rq_pc[j]].value].limb_q ||
+            fhr_copy_holds(vm->m, r->handle, r->at, r->limbs, &holds, NULL) != FHR_OK || holds)
+            continue; /* not cut, no copy, or one with enough limbs and parts */
         last = newest_reader(vm, r->handle, r->at, last);
     }
     return last;

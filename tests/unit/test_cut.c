@@ -484,6 +484,13 @@ Test(cut, a_drop_of_parts_frees_them_and_a_grow_brings_them_back)
     cr_assert_eq(fhr_copy_parts(m, h, fhr_loc_cuda(0), &parts, NULL), FHR_OK);
     cr_assert_eq(limbs, 5);
     cr_assert_eq(parts, 1);
+    int holds = 0;
+    cr_assert_eq(fhr_copy_holds(m, h, fhr_loc_cuda(0), 2, &holds, NULL), FHR_OK);
+    cr_assert_eq(holds, 1, "2 q-limbs read part 0 only");
+    cr_assert_eq(fhr_copy_holds(m, h, fhr_loc_cuda(0), 4, &holds, NULL), FHR_OK);
+    cr_assert_eq(holds, 0, "4 q-limbs read part 1 too");
+    cr_assert_eq(fhr_copy_holds(m, h, fhr_loc_pinned(), 0, &holds, NULL), FHR_OK);
+    cr_assert_eq(holds, 1, "a whole copy holds everything");
     check_copy_parts(m, h, 5, 1, 1);
     check_accounting(m);
     fhr_snapshot *snap = NULL;
